@@ -1,0 +1,198 @@
+// The hfuse graph IR: tensors and the operators that read and write them.
+//
+// Tensors and ops live in two vectors and are named by their index, which is
+// their stable id: ids are never reused, and erased entries stay in place
+// marked dead, so an id keeps meaning the same thing for the life of a graph.
+// Every tensor knows its producer and its users (the ops that read it, each
+// once, in the order they were attached); every mutation below keeps both
+// directions in sync. Passes learn order only from ids, user lists and the
+// queries in this header, never from names.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace hfuse {
+
+using TensorId = int32_t;
+using OpId = int32_t;
+inline constexpr int32_t kNone = -1;
+
+enum class DType : uint8_t { kFloat16, kBFloat16, kFloat32 };
+std::string_view DTypeName(DType dtype);
+std::optional<DType> ParseDType(std::string_view name);
+int DTypeBytes(DType dtype);
+
+// A named dynamic dimension declared in the graph's "dims" list.
+struct DynamicDim {
+  std::string name;
+  int64_t min = 0;
+  int64_t max = 0;
+};
+
+// One dimension of a shape: a static size, or a reference to a DynamicDim.
+struct Dim {
+  int64_t value = 0;        // the size when static
+  int32_t dynamic = kNone;  // index into Graph::dims() when dynamic
+
+  static Dim Static(int64_t v) { return Dim{v, kNone}; }
+  static Dim Dynamic(int32_t index) { return Dim{0, index}; }
+  bool is_static() const { return dynamic == kNone; }
+  friend bool operator==(const Dim& a, const Dim& b) {
+    return a.dynamic == b.dynamic && (a.dynamic != kNone || a.value == b.value);
+  }
+};
+using Shape = std::vector<Dim>;
+
+enum class Role : uint8_t { kIntermediate, kInput, kParam };
+
+enum class OpType : uint8_t {
+  kGemmRcr,
+  kGemmRcrBias,
+  kGemmRcrBiasRelu,
+  kGemmRcrBiasSigmoid,
+  kLayerNorm,
+  kLayerNormSigmoidMul,
+  kSplit,
+  kConcatenate,
+  kElementwise,
+  kReshape,
+  kGroupGemmRcr,
+  kGroupGemmRcrBias,
+  kGroupGemmRcrBiasRelu,
+  kGroupGemmRcrBiasSigmoid,
+  kGroupLayerNorm,
+  kGroupLayerNormSigmoidMul,
+};
+inline constexpr int kNumOpTypes = 16;
+std::string_view OpTypeName(OpType type);
+std::optional<OpType> ParseOpType(std::string_view name);
+bool IsGemm(OpType type);            // gemm_rcr, gemm_rcr_bias, _relu, _sigmoid
+bool IsLayerNorm(OpType type);       // layernorm, layernorm_sigmoid_mul
+bool IsGroupGemm(OpType type);
+bool IsGroupLayerNorm(OpType type);
+bool GemmHasBias(OpType type);       // true for every gemm type but gemm_rcr (also group)
+OpType GroupOf(OpType member_type);  // gemm_rcr -> group_gemm_rcr, layernorm -> group_layernorm
+OpType MemberOf(OpType group_type);  // the inverse
+
+enum class EwFunc : uint8_t { kRelu, kSigmoid, kTanh, kGelu, kSilu, kAdd, kSub, kMul, kDiv };
+std::string_view EwFuncName(EwFunc func);
+std::optional<EwFunc> ParseEwFunc(std::string_view name);
+bool IsUnary(EwFunc func);
+
+// Attributes of all op types. Which fields mean something depends on the type;
+// optional ones remember whether the graph file spelled them out, so that a
+// graph is written back as it was read.
+struct Attrs {
+  std::optional<double> alpha;                        // gemm family
+  std::optional<double> eps;                          // layernorm family and groups
+  std::vector<int64_t> normalized_shape;              // layernorm
+  std::vector<std::vector<int64_t>> normalized_shapes;  // group layernorm
+  bool has_gamma = true;                              // layernorm: gamma given (not null)
+  bool has_beta = true;                               // layernorm: beta given (not null)
+  std::vector<int64_t> split_sizes;                   // split
+  int64_t dim = 0;                                    // split, concatenate (as written)
+  EwFunc func = EwFunc::kRelu;                        // elementwise
+  std::vector<int64_t> shape;                         // reshape
+  int64_t group_size = 0;                             // group gemm
+
+  double Alpha() const { return alpha.value_or(1.0); }
+  double Eps() const { return eps.value_or(1e-5); }
+};
+
+struct Tensor {
+  std::string name;
+  Shape shape;
+  DType dtype = DType::kFloat32;
+  Role role = Role::kIntermediate;
+  OpId producer = kNone;
+  std::vector<OpId> users;  // each reading op once, in attach order
+  int64_t depth = 0;        // AITemplate's tensor depth; see passes/canonical_order.h
+  bool alive = true;
+};
+
+struct Op {
+  std::string name;
+  OpType type = OpType::kElementwise;
+  std::vector<TensorId> inputs;  // may repeat a tensor
+  std::vector<TensorId> outputs;
+  Attrs attrs;
+  bool alive = true;
+};
+
+class Graph {
+ public:
+  const std::string& name() const { return name_; }
+  void set_name(std::string name) { name_ = std::move(name); }
+
+  const std::vector<DynamicDim>& dims() const { return dims_; }
+  int32_t AddDim(DynamicDim dim);
+  std::optional<int32_t> FindDim(std::string_view name) const;
+
+  // Tensors. AddTensor fails (returns kNone) if the name is taken.
+  TensorId AddTensor(Tensor tensor);
+  std::optional<TensorId> FindTensor(std::string_view name) const;
+  const Tensor& tensor(TensorId id) const { return tensors_[static_cast<size_t>(id)]; }
+  Tensor& mutable_tensor(TensorId id) { return tensors_[static_cast<size_t>(id)]; }
+  int32_t num_tensor_ids() const { return static_cast<int32_t>(tensors_.size()); }
+
+  // Ops. AddOp sets each output's producer (which must be unset) and appends
+  // the op once to each distinct input's user list.
+  OpId AddOp(Op op);
+  std::optional<OpId> FindOp(std::string_view name) const;
+  const Op& op(OpId id) const { return ops_[static_cast<size_t>(id)]; }
+  Op& mutable_op(OpId id) { return ops_[static_cast<size_t>(id)]; }
+  int32_t num_op_ids() const { return static_cast<int32_t>(ops_.size()); }
+  int64_t NumLiveOps() const;
+  std::vector<OpId> LiveOps() const;  // by id
+
+  // A name of the form "<base>_<n>" that no op of this graph has had.
+  std::string UniqueOpName(std::string_view base);
+
+  const std::vector<TensorId>& outputs() const { return outputs_; }
+  void set_outputs(std::vector<TensorId> outputs);
+  bool IsGraphOutput(TensorId id) const { return is_output_[static_cast<size_t>(id)]; }
+
+  // Mutations.
+  // Every user of `from` reads `to` instead; each such user is appended to
+  // `to`'s user list unless already there. Graph outputs are not touched.
+  void ReplaceAllUsesWith(TensorId from, TensorId to);
+  // Unlinks `op` from its inputs' user lists and its outputs' producer and
+  // marks it dead; the output tensors stay, ready to be produced by another op.
+  void DetachOp(OpId op);
+  // Erases an op none of whose outputs has users or is a graph output, along
+  // with its output tensors. Erasing an op that is still used is a bug.
+  void EraseOp(OpId op);
+  // Erases a tensor that has neither producer nor users.
+  void EraseTensor(TensorId id);
+  // Rebuilds every user list so that users appear in `op_order`
+  // (which must list every live op exactly once).
+  void ReorderUsers(const std::vector<OpId>& op_order);
+
+ private:
+  void RemoveUser(TensorId tensor, OpId op);
+
+  std::string name_;
+  std::vector<DynamicDim> dims_;
+  std::vector<Tensor> tensors_;
+  std::vector<Op> ops_;
+  std::vector<TensorId> outputs_;
+  std::vector<bool> is_output_;
+  std::unordered_map<std::string, TensorId> tensor_by_name_;
+  std::unordered_map<std::string, OpId> op_by_name_;
+  int64_t next_unique_ = 0;
+};
+
+// Size of a tensor in bytes, a dynamic dim taken at its max.
+// Saturates instead of overflowing.
+int64_t TensorBytes(const Graph& graph, TensorId id);
+// Number of elements, with dynamic dims at their max (saturating).
+int64_t NumElements(const Graph& graph, const Shape& shape);
+// "[256, batch, 64]"
+std::string ShapeString(const Graph& graph, const Shape& shape);
+
+}  // namespace hfuse

@@ -1,0 +1,52 @@
+// fuse-group-ops: horizontal fusion of independent GEMMs and LayerNorms.
+//
+// Before:                                After:
+//   x = split(in, [64, 32], dim=1)         x = split(in, [64, 32], dim=1)
+//   y0 = gemm_rcr_bias(x.0, w0, b0)        (y0, y1) = group_gemm_rcr_bias(
+//   y1 = gemm_rcr_bias(x.1, w1, b1)            x.0, w0, b0, x.1, w1, b1)
+//   z0 = layernorm(y0, g0, be0)            (z0, z1) = group_layernorm(
+//   z1 = layernorm(y1, g1, be1)                y0, y1, g0, g1, be0, be1)
+//
+// A reimplementation of AITemplate's fuse_group_ops (shared/seed), with the
+// canonical order of the graph JSON spec deciding which ops meet in which
+// order. Op types run in the seed's order: gemm_rcr, gemm_rcr_bias,
+// gemm_rcr_bias_relu, gemm_rcr_bias_sigmoid (unless group_gemm is off), then
+// layernorm_sigmoid_mul and layernorm; the graph is re-sorted after each type
+// that formed a group. Preconditions and grouping rules: group_planner.h.
+//
+// When it does not pay: a group of large GEMMs runs no faster than the GEMMs
+// one by one, and grouping adds a launch-argument setup; the seed leaves a
+// size heuristic as a TODO, and so does hfuse, to keep its decisions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hfuse/ir/graph.h"
+
+namespace hfuse {
+
+struct FuseGroupOpsOptions {
+  bool group_gemm = true;  // the seed's fuse_group_gemm target option
+  bool want_dumps = false;
+};
+
+struct FusedGroup {
+  OpType type;                       // the group op type
+  std::vector<std::string> members;  // original op names, in the group's order
+};
+
+struct FuseGroupOpsResult {
+  std::vector<FusedGroup> groups;  // in creation order
+  int64_t ops_before = 0;          // ops after the clean-up
+  int64_t ops_after = 0;
+  std::vector<OpId> op_order;      // the final sorted order of the live ops
+  // The seed's debug dumps: file name -> contents.
+  std::vector<std::pair<std::string, std::string>> dumps;
+};
+
+// Runs the pass; the graph must verify. Returns what it did.
+FuseGroupOpsResult FuseGroupOps(Graph& graph, const FuseGroupOpsOptions& options = {});
+
+}  // namespace hfuse

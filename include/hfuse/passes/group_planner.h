@@ -1,0 +1,52 @@
+// The planning half of fuse-group-ops: which ops of one type form groups.
+//
+// This is AITemplate's `_group_ops_by_type` (shared/seed), decision for
+// decision, with the fixes listed in README.md:
+//
+//  1. Candidates are the ops of the type, in the current sorted order, that
+//     pass the type's filter (GEMM: alpha 1, 2-D static A, static weight and
+//     bias, A/B alignment above 1).
+//  2. GEMM types only: the GEMMs reading the outputs of a split on dim 1 are
+//     grouped first, one group per split, whatever their size.
+//  3. Greedy grouping: each candidate not yet grouped leads a group; the
+//     others that are not its descendants, taken by op number, join when
+//     compatible with the leader, adding their descendants to the group's.
+//  4. Members that now have another member as an ancestor (new paths through
+//     groups formed earlier) are dropped, and not offered again.
+//  5. Each group is rewritten as soon as it is formed, so the ancestor check
+//     of the next group sees it. LayerNorm groups above 39 are cut into
+//     chunks of 39 after sorting by normalized size, descending.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hfuse/ir/graph.h"
+
+namespace hfuse {
+
+// The seed's rules, exposed for tests.
+int GemmAlignment(const Graph& graph, OpId gemm);
+bool IsGemmCandidate(const Graph& graph, OpId gemm);
+bool GemmsCompatible(const Graph& graph, OpId leader, OpId other);
+bool LayerNormSizesMatch(int64_t n1, int64_t n2);
+bool LayerNormsCompatible(const Graph& graph, OpId leader, OpId other);
+
+inline constexpr size_t kMaxLayerNormGroup = 39;
+
+struct TypeRoundResult {
+  std::vector<OpId> group_ops;                 // in creation order
+  std::vector<std::vector<std::string>> members;  // member names, group order
+  std::vector<TensorId> new_outputs;           // group outputs in creation order
+  std::string dependency_dump;                 // the seed's debug dumps
+  std::string groups_dump;
+};
+
+// Groups the ops of `type` (a gemm or layernorm type) and rewrites each group.
+// `sorted` is the current sorted tensor list; `op_number` the op numbers of
+// rule 5, indexed by op id (group ops get numbers after all others).
+TypeRoundResult GroupOpsOfType(Graph& graph, const std::vector<TensorId>& sorted,
+                               std::vector<int64_t>& op_number, OpType type, bool want_dumps);
+
+}  // namespace hfuse

@@ -1,0 +1,17 @@
+// Reading whole files and writing them atomically.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace hfuse {
+
+// Reads a file; throws InputError naming the path when it cannot.
+std::string ReadFile(const std::string& path);
+
+// Writes `content` to a temporary file beside `path`, then renames it over
+// `path`: readers see the old file or the whole new one, never a part.
+// Throws InputError when the file cannot be written.
+void WriteFileAtomic(const std::string& path, std::string_view content);
+
+}  // namespace hfuse

@@ -1,0 +1,58 @@
+// Order and reachability queries: iterative, so any depth of graph is fine.
+#include "hfuse/ir/analysis.h"
+
+#include <functional>
+#include <queue>
+
+namespace hfuse {
+
+std::vector<OpId> StableTopologicalOrder(const Graph& graph) {
+  // missing[op] = number of input slots whose producer has not run yet.
+  std::vector<int32_t> missing(static_cast<size_t>(graph.num_op_ids()), 0);
+  std::priority_queue<OpId, std::vector<OpId>, std::greater<>> ready;
+  for (OpId id = 0; id < graph.num_op_ids(); ++id) {
+    const Op& op = graph.op(id);
+    if (!op.alive) continue;
+    for (TensorId in : op.inputs) {
+      if (graph.tensor(in).producer != kNone) ++missing[static_cast<size_t>(id)];
+    }
+    if (missing[static_cast<size_t>(id)] == 0) ready.push(id);
+  }
+  std::vector<OpId> order;
+  while (!ready.empty()) {
+    const OpId id = ready.top();
+    ready.pop();
+    order.push_back(id);
+    for (TensorId out : graph.op(id).outputs) {
+      for (OpId user : graph.tensor(out).users) {
+        for (TensorId in : graph.op(user).inputs) {
+          if (in == out && --missing[static_cast<size_t>(user)] == 0) ready.push(user);
+        }
+      }
+    }
+  }
+  return order;
+}
+
+std::vector<bool> Ancestors(const Graph& graph, OpId op) {
+  std::vector<bool> seen(static_cast<size_t>(graph.num_op_ids()), false);
+  std::vector<OpId> stack = {op};
+  while (!stack.empty()) {
+    const OpId cur = stack.back();
+    stack.pop_back();
+    for (TensorId in : graph.op(cur).inputs) {
+      const OpId p = graph.tensor(in).producer;
+      if (p != kNone && !seen[static_cast<size_t>(p)]) {
+        seen[static_cast<size_t>(p)] = true;
+        stack.push_back(p);
+      }
+    }
+  }
+  return seen;
+}
+
+bool IsAncestor(const Graph& graph, OpId ancestor, OpId op) {
+  return Ancestors(graph, op)[static_cast<size_t>(ancestor)];
+}
+
+}  // namespace hfuse

@@ -1,0 +1,338 @@
+// Shape rules of every op type, and the graph-wide invariants.
+#include "hfuse/ir/verifier.h"
+
+#include <algorithm>
+
+#include "hfuse/ir/analysis.h"
+#include "hfuse/support/error.h"
+
+namespace hfuse {
+namespace {
+
+class OpChecker {
+ public:
+  OpChecker(const Graph& graph, OpId id) : g_(graph), op_(graph.op(id)) {}
+
+  void Run() {
+    switch (op_.type) {
+      case OpType::kGemmRcr:
+      case OpType::kGemmRcrBias:
+      case OpType::kGemmRcrBiasRelu:
+      case OpType::kGemmRcrBiasSigmoid: {
+        const size_t n = GemmHasBias(op_.type) ? 3 : 2;
+        Expect(op_.inputs.size() == n, "takes {} inputs, got {}", n, op_.inputs.size());
+        ExpectOutputs(1);
+        CheckGemm(op_.inputs.data(), op_.outputs[0], n == 3);
+        break;
+      }
+      case OpType::kGroupGemmRcr:
+      case OpType::kGroupGemmRcrBias:
+      case OpType::kGroupGemmRcrBiasRelu:
+      case OpType::kGroupGemmRcrBiasSigmoid: {
+        const size_t n = GemmHasBias(op_.type) ? 3 : 2;
+        const size_t members = op_.outputs.size();
+        Expect(members >= 1, "has no outputs");
+        Expect(op_.attrs.group_size == static_cast<int64_t>(members),
+               "group_size {} does not match its {} outputs", op_.attrs.group_size, members);
+        Expect(op_.inputs.size() == n * members, "takes {} inputs for {} members, got {}",
+               n * members, members, op_.inputs.size());
+        for (size_t m = 0; m < members; ++m) {
+          CheckGemm(op_.inputs.data() + m * n, op_.outputs[m], n == 3);
+        }
+        break;
+      }
+      case OpType::kLayerNorm:
+      case OpType::kLayerNormSigmoidMul:
+        ExpectOutputs(1);
+        Expect(!op_.inputs.empty() && op_.inputs.size() <= 3, "takes 1 to 3 inputs, got {}",
+               op_.inputs.size());
+        Expect(op_.inputs.size() == size_t{1} + op_.attrs.has_gamma + op_.attrs.has_beta,
+               "inputs do not match the gamma/beta given");
+        CheckLayerNorm(op_.inputs[0], op_.outputs[0], op_.attrs.normalized_shape,
+                       std::vector<TensorId>(op_.inputs.begin() + 1, op_.inputs.end()));
+        break;
+      case OpType::kGroupLayerNorm:
+      case OpType::kGroupLayerNormSigmoidMul: {
+        const size_t members = op_.outputs.size();
+        Expect(members >= 1, "has no outputs");
+        Expect(op_.inputs.size() == members || op_.inputs.size() == 2 * members ||
+                   op_.inputs.size() == 3 * members,
+               "takes 1, 2 or 3 inputs per member ({} members), got {}", members,
+               op_.inputs.size());
+        Expect(op_.attrs.normalized_shapes.size() == members,
+               "normalized_shapes has {} entries for {} members",
+               op_.attrs.normalized_shapes.size(), members);
+        const size_t per = op_.inputs.size() / members;
+        for (size_t m = 0; m < members; ++m) {
+          std::vector<TensorId> affine;
+          for (size_t k = 1; k < per; ++k) affine.push_back(op_.inputs[k * members + m]);
+          CheckLayerNorm(op_.inputs[m], op_.outputs[m], op_.attrs.normalized_shapes[m], affine);
+        }
+        break;
+      }
+      case OpType::kSplit: CheckSplit(); break;
+      case OpType::kConcatenate: CheckConcatenate(); break;
+      case OpType::kElementwise: CheckElementwise(); break;
+      case OpType::kReshape: CheckReshape(); break;
+    }
+  }
+
+ private:
+  template <typename... Args>
+  void Expect(bool ok, fmt::format_string<Args...> format, Args&&... args) {
+    if (!ok) {
+      ThrowInputError("op '{}' ({}): {}", op_.name, OpTypeName(op_.type),
+                      fmt::format(format, std::forward<Args>(args)...));
+    }
+  }
+  void ExpectOutputs(size_t n) {
+    Expect(op_.outputs.size() == n, "has {} outputs, expected {}", op_.outputs.size(), n);
+  }
+  const Tensor& T(TensorId id) const { return g_.tensor(id); }
+  std::string S(TensorId id) const { return ShapeString(g_, T(id).shape); }
+  std::string D(const Dim& d) const { return ShapeString(g_, {d}); }
+
+  void CheckGemm(const TensorId* in, TensorId y, bool bias) {
+    const Tensor& a = T(in[0]);
+    const Tensor& b = T(in[1]);
+    Expect(a.shape.size() >= 2, "A '{}' must have rank >= 2, has shape {}", a.name, S(in[0]));
+    Expect(b.shape.size() == 2, "B '{}' must be [N, K], has shape {}", b.name, S(in[1]));
+    Expect(a.dtype == b.dtype, "A '{}' is {} but B '{}' is {}", a.name, DTypeName(a.dtype), b.name,
+           DTypeName(b.dtype));
+    const Dim& ka = a.shape.back();
+    const Dim& kb = b.shape[1];
+    Expect(ka.is_static() && kb.is_static() && ka.value == kb.value,
+           "K mismatch: A '{}' has K = {}, B '{}' has K = {} (K must be static and equal)", a.name,
+           D(ka), b.name, D(kb));
+    const Dim& n = b.shape[0];
+    if (bias) {
+      const Tensor& c = T(in[2]);
+      Expect(c.shape.size() == 1 && c.shape[0] == n, "bias '{}' must have shape [{}], has {}",
+             c.name, D(n), S(in[2]));
+    }
+    Shape want(a.shape.begin(), a.shape.end() - 1);
+    want.push_back(n);
+    const Tensor& out = T(y);
+    Expect(out.shape == want, "output '{}' has shape {}, expected {}", out.name, S(y),
+           ShapeString(g_, want));
+    Expect(out.dtype == a.dtype, "output '{}' is {} but A is {}", out.name,
+           DTypeName(out.dtype), DTypeName(a.dtype));
+  }
+
+  void CheckLayerNorm(TensorId x_id, TensorId y, const std::vector<int64_t>& normalized,
+                      const std::vector<TensorId>& affine) {
+    const Tensor& x = T(x_id);
+    Expect(!normalized.empty() && normalized.size() < x.shape.size(),
+           "normalized_shape must have 1 to {} entries (below the rank of X '{}'), has {}",
+           x.shape.size() - 1, x.name, normalized.size());
+    const size_t batch = x.shape.size() - normalized.size();
+    Shape tail;
+    for (size_t i = 0; i < normalized.size(); ++i) {
+      const Dim& d = x.shape[batch + i];
+      Expect(d.is_static() && d.value == normalized[i],
+             "normalized_shape does not match the last dims of X '{}' {}", x.name, S(x_id));
+      tail.push_back(d);
+    }
+    for (TensorId p : affine) {
+      Expect(T(p).dtype == x.dtype, "'{}' is {} but X '{}' is {}", T(p).name,
+             DTypeName(T(p).dtype), x.name, DTypeName(x.dtype));
+      Expect(T(p).shape == tail, "'{}' has shape {}, expected {}", T(p).name, S(p),
+             ShapeString(g_, tail));
+    }
+    Expect(T(y).shape == x.shape && T(y).dtype == x.dtype,
+           "output '{}' ({} {}) must match X '{}' ({} {})", T(y).name, DTypeName(T(y).dtype),
+           S(y), x.name, DTypeName(x.dtype), S(x_id));
+  }
+
+  // Normalizes a possibly negative dim against a rank, or fails.
+  size_t AxisOf(int64_t dim, size_t rank) {
+    const auto r = static_cast<int64_t>(rank);
+    Expect(dim >= -r && dim < r, "dim {} is out of range for rank {}", dim, rank);
+    return static_cast<size_t>(dim < 0 ? dim + r : dim);
+  }
+
+  void CheckSplit() {
+    Expect(op_.inputs.size() == 1, "takes 1 input, got {}", op_.inputs.size());
+    const Tensor& x = T(op_.inputs[0]);
+    const size_t axis = AxisOf(op_.attrs.dim, x.shape.size());
+    Expect(x.shape[axis].is_static(), "split dim {} of '{}' {} is not static", op_.attrs.dim,
+           x.name, S(op_.inputs[0]));
+    const auto& sizes = op_.attrs.split_sizes;
+    Expect(sizes.size() == op_.outputs.size(), "has {} split_sizes but {} outputs", sizes.size(),
+           op_.outputs.size());
+    int64_t sum = 0;
+    for (int64_t s : sizes) {
+      Expect(s >= 0, "split_sizes has a negative entry {}", s);
+      sum += s;
+    }
+    Expect(sum == x.shape[axis].value, "split_sizes sum to {} but '{}' has {} on dim {}", sum,
+           x.name, x.shape[axis].value, op_.attrs.dim);
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      Shape want = x.shape;
+      want[axis] = Dim::Static(sizes[i]);
+      const Tensor& y = T(op_.outputs[i]);
+      Expect(y.shape == want && y.dtype == x.dtype, "output '{}' ({} {}) should be {} {}", y.name,
+             DTypeName(y.dtype), S(op_.outputs[i]), DTypeName(x.dtype), ShapeString(g_, want));
+    }
+  }
+
+  void CheckConcatenate() {
+    Expect(!op_.inputs.empty(), "takes at least 1 input");
+    ExpectOutputs(1);
+    const Tensor& first = T(op_.inputs[0]);
+    const size_t axis = AxisOf(op_.attrs.dim, first.shape.size());
+    Shape want = first.shape;
+    bool all_static = true;
+    int64_t total = 0;
+    for (TensorId in : op_.inputs) {
+      const Tensor& x = T(in);
+      Expect(x.dtype == first.dtype, "inputs mix {} and {}", DTypeName(first.dtype),
+             DTypeName(x.dtype));
+      Expect(x.shape.size() == first.shape.size(), "inputs have different ranks");
+      for (size_t d = 0; d < x.shape.size(); ++d) {
+        if (d != axis) {
+          Expect(x.shape[d] == first.shape[d], "input '{}' {} does not match '{}' {} off dim {}",
+                 x.name, S(in), first.name, S(op_.inputs[0]), op_.attrs.dim);
+        }
+      }
+      all_static = all_static && x.shape[axis].is_static();
+      total += x.shape[axis].value;
+    }
+    if (op_.inputs.size() == 1) {
+      want[axis] = first.shape[axis];
+    } else {
+      Expect(all_static, "concatenates along dynamic dim {}", op_.attrs.dim);
+      want[axis] = Dim::Static(total);
+    }
+    const Tensor& y = T(op_.outputs[0]);
+    Expect(y.shape == want && y.dtype == first.dtype, "output '{}' ({} {}) should be {} {}",
+           y.name, DTypeName(y.dtype), S(op_.outputs[0]), DTypeName(first.dtype),
+           ShapeString(g_, want));
+  }
+
+  void CheckElementwise() {
+    ExpectOutputs(1);
+    const EwFunc f = op_.attrs.func;
+    if (IsUnary(f)) {
+      Expect(op_.inputs.size() == 1, "{} takes 1 input, got {}", EwFuncName(f), op_.inputs.size());
+    } else {
+      Expect(op_.inputs.size() >= 2, "{} takes at least 2 inputs, got {}", EwFuncName(f),
+             op_.inputs.size());
+    }
+    const Tensor& first = T(op_.inputs[0]);
+    Shape out;  // numpy broadcasting, right-aligned
+    for (TensorId in : op_.inputs) {
+      const Tensor& x = T(in);
+      Expect(x.dtype == first.dtype, "inputs mix {} and {}", DTypeName(first.dtype),
+             DTypeName(x.dtype));
+      Shape s = x.shape;
+      if (s.size() > out.size()) out.insert(out.begin(), s.size() - out.size(), Dim::Static(1));
+      s.insert(s.begin(), out.size() - s.size(), Dim::Static(1));
+      for (size_t d = 0; d < s.size(); ++d) {
+        if (s[d] == out[d] || (s[d].is_static() && s[d].value == 1)) continue;
+        Expect(out[d].is_static() && out[d].value == 1, "input '{}' {} does not broadcast",
+               x.name, S(in));
+        out[d] = s[d];
+      }
+    }
+    const Tensor& y = T(op_.outputs[0]);
+    Expect(y.shape == out && y.dtype == first.dtype, "output '{}' ({} {}) should be {} {}", y.name,
+           DTypeName(y.dtype), S(op_.outputs[0]), DTypeName(first.dtype), ShapeString(g_, out));
+  }
+
+  void CheckReshape() {
+    Expect(op_.inputs.size() == 1, "takes 1 input, got {}", op_.inputs.size());
+    ExpectOutputs(1);
+    const Tensor& x = T(op_.inputs[0]);
+    const Tensor& y = T(op_.outputs[0]);
+    const auto& shape = op_.attrs.shape;
+    Expect(y.dtype == x.dtype, "output '{}' is {} but input is {}", y.name, DTypeName(y.dtype),
+           DTypeName(x.dtype));
+    Expect(shape.size() == y.shape.size(), "shape has {} entries but output '{}' has rank {}",
+           shape.size(), y.name, y.shape.size());
+    Expect(std::count(shape.begin(), shape.end(), -1) <= 1, "shape has more than one -1");
+    for (size_t i = 0; i < shape.size(); ++i) {
+      Expect(shape[i] >= -1, "shape has an invalid entry {}", shape[i]);
+      if (shape[i] != -1) {
+        Expect(y.shape[i].is_static() && y.shape[i].value == shape[i],
+               "output '{}' {} does not match shape entry {}", y.name, S(op_.outputs[0]),
+               shape[i]);
+      }
+    }
+    // Same number of elements: equal products of static dims, same dynamic dims.
+    auto split = [](const Shape& s, std::vector<int32_t>& dyn) {
+      int64_t p = 1;
+      for (const Dim& d : s) {
+        if (d.is_static()) p *= d.value; else dyn.push_back(d.dynamic);
+      }
+      std::sort(dyn.begin(), dyn.end());
+      return p;
+    };
+    std::vector<int32_t> dx, dy;
+    const int64_t px = split(x.shape, dx);
+    const int64_t py = split(y.shape, dy);
+    Expect(px == py && dx == dy, "reshape from {} to {} changes the number of elements",
+           S(op_.inputs[0]), S(op_.outputs[0]));
+  }
+
+  const Graph& g_;
+  const Op& op_;
+};
+
+}  // namespace
+
+void VerifyOp(const Graph& graph, OpId op) { OpChecker(graph, op).Run(); }
+
+void VerifyGraph(const Graph& graph) {
+  for (TensorId t = 0; t < graph.num_tensor_ids(); ++t) {
+    const Tensor& tensor = graph.tensor(t);
+    if (!tensor.alive) continue;
+    if (tensor.role == Role::kIntermediate && tensor.producer == kNone) {
+      ThrowInputError("tensor '{}' has no role and no op produces it", tensor.name);
+    }
+    if (tensor.role != Role::kIntermediate && tensor.producer != kNone) {
+      ThrowInputError("tensor '{}' is an {} but op '{}' produces it", tensor.name,
+                      tensor.role == Role::kInput ? "input" : "param",
+                      graph.op(tensor.producer).name);
+    }
+    for (OpId user : tensor.users) {
+      const Op& op = graph.op(user);
+      HFUSE_CHECK(op.alive);
+      HFUSE_CHECK(std::find(op.inputs.begin(), op.inputs.end(), t) != op.inputs.end());
+    }
+  }
+  for (OpId id = 0; id < graph.num_op_ids(); ++id) {
+    const Op& op = graph.op(id);
+    if (!op.alive) continue;
+    for (TensorId in : op.inputs) {
+      const auto& users = graph.tensor(in).users;
+      HFUSE_CHECK(graph.tensor(in).alive);
+      HFUSE_CHECK(std::count(users.begin(), users.end(), id) == 1);
+    }
+    for (TensorId out : op.outputs) HFUSE_CHECK(graph.tensor(out).producer == id);
+    VerifyOp(graph, id);
+  }
+  for (TensorId out : graph.outputs()) HFUSE_CHECK(graph.tensor(out).alive);
+  const std::vector<OpId> order = StableTopologicalOrder(graph);
+  if (static_cast<int64_t>(order.size()) != graph.NumLiveOps()) {
+    // Ops left unplaced lie on a cycle or below one. Walk up through unplaced
+    // producers from any of them until an op repeats: that op is on a cycle.
+    std::vector<bool> placed(static_cast<size_t>(graph.num_op_ids()), false);
+    for (OpId id : order) placed[static_cast<size_t>(id)] = true;
+    OpId cur = kNone;
+    for (OpId id : graph.LiveOps()) {
+      if (!placed[static_cast<size_t>(id)]) { cur = id; break; }
+    }
+    std::vector<bool> seen(static_cast<size_t>(graph.num_op_ids()), false);
+    while (!seen[static_cast<size_t>(cur)]) {
+      seen[static_cast<size_t>(cur)] = true;
+      for (TensorId in : graph.op(cur).inputs) {
+        const OpId p = graph.tensor(in).producer;
+        if (p != kNone && !placed[static_cast<size_t>(p)]) { cur = p; break; }
+      }
+    }
+    ThrowInputError("the graph has a cycle through op '{}'", graph.op(cur).name);
+  }
+}
+
+}  // namespace hfuse

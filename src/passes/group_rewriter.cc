@@ -1,0 +1,68 @@
+// The rewrite half of fuse-group-ops. See group_rewriter.h.
+#include "hfuse/passes/group_rewriter.h"
+
+#include <algorithm>
+
+#include "hfuse/support/error.h"
+
+namespace hfuse {
+
+void SortGroupMembers(const Graph& graph, std::vector<OpId>& members) {
+  auto name_of = [&](OpId id) -> const std::string& {
+    return graph.tensor(graph.op(id).inputs[1]).name;  // GEMM weight, or LayerNorm gamma
+  };
+  std::stable_sort(members.begin(), members.end(),
+                   [&](OpId a, OpId b) { return name_of(a) < name_of(b); });
+  if (IsGemm(graph.op(members[0]).type)) {
+    auto kn = [&](OpId id) {
+      const Shape& w = graph.tensor(graph.op(id).inputs[1]).shape;
+      return std::pair(w[1].value, w[0].value);
+    };
+    std::stable_sort(members.begin(), members.end(),
+                     [&](OpId a, OpId b) { return kn(a) > kn(b); });
+  }
+}
+
+OpId RewriteAsGroup(Graph& graph, std::vector<OpId>& members) {
+  HFUSE_CHECK(members.size() >= 2);
+  SortGroupMembers(graph, members);
+  const Op& first = graph.op(members[0]);
+  const bool gemm = IsGemm(first.type);
+  HFUSE_CHECK(gemm || IsLayerNorm(first.type));
+
+  Op group;
+  group.type = GroupOf(first.type);
+  group.name = graph.UniqueOpName(OpTypeName(group.type));
+  std::vector<int64_t> depths;
+  if (gemm) {
+    group.attrs.group_size = static_cast<int64_t>(members.size());
+    for (OpId m : members) {
+      const Op& op = graph.op(m);
+      int64_t depth = 0;
+      for (TensorId in : op.inputs) depth = std::max(depth, graph.tensor(in).depth);
+      depths.push_back(depth + 1);
+      group.inputs.insert(group.inputs.end(), op.inputs.begin(), op.inputs.end());
+    }
+  } else {
+    group.attrs.eps = first.attrs.eps;
+    for (size_t slot = 0; slot < first.inputs.size(); ++slot) {
+      for (OpId m : members) group.inputs.push_back(graph.op(m).inputs[slot]);
+    }
+    for (OpId m : members) group.attrs.normalized_shapes.push_back(graph.op(m).attrs.normalized_shape);
+    int64_t depth = 0;
+    for (TensorId in : group.inputs) depth = std::max(depth, graph.tensor(in).depth);
+    depths.assign(members.size(), depth + 1);
+  }
+  for (OpId m : members) {
+    HFUSE_CHECK(graph.op(m).outputs.size() == 1 && graph.op(m).type == first.type);
+    group.outputs.push_back(graph.op(m).outputs[0]);
+  }
+  for (OpId m : members) graph.DetachOp(m);
+  const std::vector<TensorId> outputs = group.outputs;
+  const OpId id = graph.AddOp(std::move(group));
+  HFUSE_CHECK(id != kNone);
+  for (size_t i = 0; i < outputs.size(); ++i) graph.mutable_tensor(outputs[i]).depth = depths[i];
+  return id;
+}
+
+}  // namespace hfuse
