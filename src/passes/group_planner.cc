@@ -107,6 +107,11 @@ class Round {
       return {};
     }
     Candidates c = FindCandidates(g_, sorted_ops, type_);
+    if (getenv("HFUSE_DEBUG")) {
+      fmt::print(stderr, "round {}:", OpTypeName(type_));
+      for (OpId id : sorted_ops) fmt::print(stderr, " {}#{}", g_.op(id).name, op_number_[id]);
+      fmt::print(stderr, "\n");
+    }
     if (dumps_) DumpDependencies(c);
 
     std::vector<bool> grouped(c.ops.size(), false);
@@ -284,13 +289,11 @@ bool LayerNormSizesMatch(int64_t n1, int64_t n2) {
   if (n1 < 128 && n2 < 128) return true;  // no half4 kernel either way
   const int64_t align1 = n1 % 4 == 0 ? 4 : 1;
   const int64_t align2 = n2 % 4 == 0 ? 4 : 1;
-  if (n1 <= 4096 && n2 <= 4096) {
-    if (align1 != align2) return false;
-    if (n1 >= 4 * n2 || 4 * n1 <= n2) return false;
-    if (align1 == 4) {
-      auto in_range = [](int64_t n) { return n >= 128 && n <= 4096; };
-      return in_range(n1) == in_range(n2);
-    }
+  if (n1 <= 4096 && n2 <= 4096 && align1 != align2) return false;
+  if (n1 >= 4 * n2 || 4 * n1 <= n2) return false;  // no 128 with 1024
+  if (align1 == 4) {
+    auto in_range = [](int64_t n) { return n >= 128 && n <= 4096; };
+    return in_range(n1) == in_range(n2);  // prefer the half4 kernel
   }
   return true;
 }
