@@ -107,11 +107,6 @@ class Round {
       return {};
     }
     Candidates c = FindCandidates(g_, sorted_ops, type_);
-    if (getenv("HFUSE_DEBUG")) {
-      fmt::print(stderr, "round {}:", OpTypeName(type_));
-      for (OpId id : sorted_ops) fmt::print(stderr, " {}#{}", g_.op(id).name, op_number_[id]);
-      fmt::print(stderr, "\n");
-    }
     if (dumps_) DumpDependencies(c);
 
     std::vector<bool> grouped(c.ops.size(), false);
