@@ -7,6 +7,7 @@ packages=(
   build-essential cmake
   nlohmann-json3-dev libcli11-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libopenblas-dev zlib1g-dev python3-numpy
 )
 
 missing=()

@@ -11,6 +11,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "exec_commands.h"
 #include "hfuse/io/graph_json.h"
 #include "hfuse/ir/graph.h"
 #include "hfuse/passes/fuse_group_ops.h"
@@ -22,6 +23,21 @@ namespace {
 
 constexpr const char* kVersion = "0.1.0";
 constexpr int kInputErrorExit = 2;
+
+// The error message as one line: names come from the input and may hold
+// newlines or other control characters, which are written as \xNN.
+std::string OneLine(std::string_view message) {
+  std::string line;
+  for (char c : message) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      line += fmt::format("\\x{:02x}", u);
+    } else {
+      line += c;
+    }
+  }
+  return line;
+}
 
 std::string ReportJson(const FuseGroupOpsResult& r) {
   nlohmann::ordered_json report;
@@ -52,15 +68,38 @@ void PrintTable(const std::string& input, const FuseGroupOpsResult& r) {
   }
 }
 
+// "name=value" pairs of --dim into a map; throws InputError on bad syntax.
+std::map<std::string, int64_t> ParseDims(const std::vector<std::string>& specs) {
+  std::map<std::string, int64_t> dims;
+  for (const std::string& spec : specs) {
+    const size_t eq = spec.find('=');
+    size_t used = 0;
+    int64_t value = -1;
+    try {
+      if (eq != std::string::npos) value = std::stoll(spec.substr(eq + 1), &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (eq == std::string::npos || eq == 0 || used == 0 || eq + 1 + used != spec.size()) {
+      ThrowInputError("--dim '{}': expected NAME=VALUE", spec);
+    }
+    dims[spec.substr(0, eq)] = value;
+  }
+  return dims;
+}
+
 int RunFuse(const std::string& input, const std::string& output, const std::string& report,
-            bool no_group_gemm, const std::string& dump_dir) {
+            bool no_group_gemm, const std::string& dump_dir, bool verify, uint64_t seed) {
   Graph graph = ReadGraphJsonFile(input);
+  const Graph original = verify ? graph : Graph();
   FuseGroupOpsOptions options;
   options.group_gemm = !no_group_gemm;
   options.want_dumps = !dump_dir.empty();
   FuseGroupOpsResult result = FuseGroupOps(graph, options);
-  if (!output.empty()) WriteFileAtomic(output, WriteGraphJson(graph, result.op_order));
-  if (!report.empty()) WriteFileAtomic(report, ReportJson(result));
+  // Verify before writing anything, so a failed check leaves no output.
+  if (verify && VerifyGraphs(original, graph, seed, {}) != 0) return 1;
+  // The fused graph is written last, so that a failure on the way (a dump
+  // directory or report that cannot be written) leaves no output behind.
   if (!dump_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(dump_dir, ec);
@@ -69,6 +108,8 @@ int RunFuse(const std::string& input, const std::string& output, const std::stri
       WriteFileAtomic((std::filesystem::path(dump_dir) / name).string(), text);
     }
   }
+  if (!report.empty()) WriteFileAtomic(report, ReportJson(result));
+  if (!output.empty()) WriteFileAtomic(output, WriteGraphJson(graph, result.op_order));
   PrintTable(input, result);
   return 0;
 }
@@ -98,6 +139,37 @@ int Main(int argc, char** argv) {
   fuse->add_option("--dump-dir", dump_dir,
                    "write the pass's debug dumps (dependency graph, groups per op type) here");
 
+  bool verify = false;
+  uint64_t seed = 0;
+  fuse->add_flag("--verify", verify,
+                 "run the original and the fused graph on the CPU on the same random inputs and "
+                 "compare (exit 1 on a mismatch)");
+  fuse->add_option("--seed", seed, "seed of the random inputs of --verify");
+
+  RunOptions run_options;
+  std::string run_input;
+  std::vector<std::string> dim_specs;
+  CLI::App* run = app.add_subcommand("run", "run a graph on the CPU, print each output's checksum");
+  run->add_option("input", run_input, "graph (graph JSON v1)")->required();
+  run->add_option("--inputs", run_options.inputs_npz,
+                  ".npz with the graph's inputs and params (default: random, seeded)");
+  run->add_option("--seed", run_options.seed, "seed of the random inputs");
+  run->add_option("--dim", dim_specs, "NAME=VALUE: bind a dynamic dim (default: its max)");
+  run->add_option("-o,--output", run_options.output_npz, "write the outputs to this .npz");
+  run->add_option("--save-inputs", run_options.save_inputs, "write the inputs used to this .npz");
+
+  std::string verify_input, fused_input;
+  bool verify_no_group_gemm = false;
+  uint64_t verify_seed = 0;
+  std::vector<std::string> verify_dims;
+  CLI::App* verify_cmd = app.add_subcommand(
+      "verify", "fuse a graph, run both on the CPU on the same random inputs, compare");
+  verify_cmd->add_option("input", verify_input, "original graph (graph JSON v1)")->required();
+  verify_cmd->add_option("--fused", fused_input, "compare with this graph instead of fusing");
+  verify_cmd->add_flag("--no-group-gemm", verify_no_group_gemm, "do not group GEMMs");
+  verify_cmd->add_option("--seed", verify_seed, "seed of the random inputs");
+  verify_cmd->add_option("--dim", verify_dims, "NAME=VALUE: bind a dynamic dim (default: its max)");
+
   std::string check_input;
   CLI::App* check = app.add_subcommand("check", "parse and verify a graph, print a summary");
   check->add_option("input", check_input, "input graph (graph JSON v1)")->required();
@@ -111,10 +183,20 @@ int Main(int argc, char** argv) {
     return kInputErrorExit;
   }
   try {
-    if (fuse->parsed()) return RunFuse(input, output, report, no_group_gemm, dump_dir);
+    if (fuse->parsed()) {
+      return RunFuse(input, output, report, no_group_gemm, dump_dir, verify, seed);
+    }
+    if (run->parsed()) {
+      run_options.dims = ParseDims(dim_specs);
+      return RunGraphCommand(run_input, run_options);
+    }
+    if (verify_cmd->parsed()) {
+      return VerifyCommand(verify_input, fused_input, !verify_no_group_gemm, verify_seed,
+                           ParseDims(verify_dims));
+    }
     if (check->parsed()) return RunCheck(check_input);
   } catch (const InputError& e) {
-    fmt::print(stderr, "hfuse: error: {}\n", e.what());
+    fmt::print(stderr, "hfuse: error: {}\n", OneLine(e.what()));
     return kInputErrorExit;
   } catch (const std::bad_alloc&) {
     fmt::print(stderr, "hfuse: error: out of memory\n");

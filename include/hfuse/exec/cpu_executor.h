@@ -1,0 +1,42 @@
+// The CPU reference executor: runs any graph of the spec, original or fused.
+//
+// Arithmetic is fp32; float16 and bfloat16 tensors are stored in their own
+// type and converted on load and store with round-to-nearest-even, as a GPU
+// kernel does. GEMMs go through OpenBLAS (cblas_sgemm); LayerNorm computes
+// its statistics in fp32, two-pass. A group op runs each member with the
+// same kernel as the ungrouped op, so on the CPU a fused graph gives results
+// bitwise equal to the original's. Every other backend is checked against
+// this one.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "hfuse/exec/host_tensor.h"
+#include "hfuse/ir/graph.h"
+
+namespace hfuse {
+
+// The value of each dynamic dim, indexed like Graph::dims().
+using DimValues = std::vector<int64_t>;
+
+// Each dim at its max unless `overrides` (name -> value) says otherwise;
+// throws InputError for an unknown name or a value outside [min, max].
+DimValues BindDims(const Graph& graph, const std::map<std::string, int64_t>& overrides = {});
+
+std::vector<int64_t> ConcreteShape(const Shape& shape, const DimValues& dims);
+
+// Values for every input and param tensor of `graph`, drawn from a seeded
+// generator: uniform in [-1, 1), rounded to the tensor's dtype; gammas
+// (params read as a LayerNorm's gamma) uniform in [0.5, 1.5). A tensor's
+// values depend only on the seed, its name and its shape, so two graphs
+// with the same tensor names get the same values.
+TensorMap RandomFeeds(const Graph& graph, const DimValues& dims, uint64_t seed);
+
+// Runs the graph on `feeds` (every input and param tensor, by name, with the
+// right shape and dtype; checked) and returns the graph outputs by name.
+TensorMap RunOnCpu(const Graph& graph, const TensorMap& feeds, const DimValues& dims);
+
+}  // namespace hfuse

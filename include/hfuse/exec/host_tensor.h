@@ -1,0 +1,37 @@
+// A tensor's values in host memory, stored in the tensor's own dtype
+// (float16 and bfloat16 as 16-bit patterns), converted to float on load and
+// back with round-to-nearest-even on store.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "hfuse/ir/graph.h"
+
+namespace hfuse {
+
+struct HostTensor {
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+
+  HostTensor() = default;
+  HostTensor(DType d, std::vector<int64_t> s);  // zero-filled
+
+  int64_t numel() const;
+  float Get(int64_t i) const;
+  void Set(int64_t i, float v);
+  std::vector<float> ToFloat() const;
+  void FromFloat(const float* values);  // numel() values, rounded to dtype
+};
+
+// Tensors by name: graph inputs and params in, graph outputs out.
+using TensorMap = std::map<std::string, HostTensor>;
+
+// Sum of the values (as double) and an FNV-1a hash of the bytes.
+double Checksum(const HostTensor& t);
+uint64_t BytesHash(const HostTensor& t);
+
+}  // namespace hfuse

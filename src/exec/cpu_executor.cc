@@ -1,0 +1,283 @@
+// The CPU reference executor. See cpu_executor.h.
+#include "hfuse/exec/cpu_executor.h"
+
+#include <cstring>
+#include <random>
+
+#include "cpu_kernels.h"
+#include "hfuse/ir/analysis.h"
+#include "hfuse/support/error.h"
+
+namespace hfuse {
+namespace {
+
+int64_t Product(const std::vector<int64_t>& v, size_t begin, size_t end) {
+  int64_t p = 1;
+  for (size_t i = begin; i < end; ++i) p *= v[i];
+  return p;
+}
+
+size_t Axis(int64_t dim, size_t rank) {
+  return static_cast<size_t>(dim < 0 ? dim + static_cast<int64_t>(rank) : dim);
+}
+
+uint64_t SplitMix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+cpu::Epilogue EpilogueOf(OpType type) {
+  switch (type) {
+    case OpType::kGemmRcrBiasRelu:
+    case OpType::kGroupGemmRcrBiasRelu: return cpu::Epilogue::kRelu;
+    case OpType::kGemmRcrBiasSigmoid:
+    case OpType::kGroupGemmRcrBiasSigmoid: return cpu::Epilogue::kSigmoid;
+    default: return cpu::Epilogue::kNone;
+  }
+}
+
+class CpuRun {
+ public:
+  CpuRun(const Graph& graph, const DimValues& dims)
+      : g_(graph), dims_(dims), values_(static_cast<size_t>(graph.num_tensor_ids())) {}
+
+  TensorMap Run(const TensorMap& feeds) {
+    for (TensorId id = 0; id < g_.num_tensor_ids(); ++id) {
+      const Tensor& t = g_.tensor(id);
+      if (!t.alive || t.role == Role::kIntermediate) continue;
+      auto it = feeds.find(t.name);
+      if (it == feeds.end()) ThrowInputError("no value given for {} '{}'", RoleName(t), t.name);
+      const HostTensor& v = it->second;
+      const std::vector<int64_t> want = ConcreteShape(t.shape, dims_);
+      if (v.dtype != t.dtype || v.shape != want) {
+        ThrowInputError("value for '{}' is {} [{}], expected {} [{}]", t.name,
+                        DTypeName(v.dtype), fmt::join(v.shape, ", "), DTypeName(t.dtype),
+                        fmt::join(want, ", "));
+      }
+      values_[static_cast<size_t>(id)] = v;
+    }
+    for (OpId op : StableTopologicalOrder(g_)) Execute(g_.op(op));
+    TensorMap out;
+    for (TensorId id : g_.outputs()) out[g_.tensor(id).name] = values_[static_cast<size_t>(id)];
+    return out;
+  }
+
+ private:
+  static const char* RoleName(const Tensor& t) { return t.role == Role::kInput ? "input" : "param"; }
+
+  const HostTensor& In(TensorId id) const { return values_[static_cast<size_t>(id)]; }
+  HostTensor& Out(TensorId id) {
+    HostTensor& t = values_[static_cast<size_t>(id)];
+    t = HostTensor(g_.tensor(id).dtype, ConcreteShape(g_.tensor(id).shape, dims_));
+    return t;
+  }
+
+  void Execute(const Op& op) {
+    switch (op.type) {
+      case OpType::kGemmRcr:
+      case OpType::kGemmRcrBias:
+      case OpType::kGemmRcrBiasRelu:
+      case OpType::kGemmRcrBiasSigmoid:
+      case OpType::kGroupGemmRcr:
+      case OpType::kGroupGemmRcrBias:
+      case OpType::kGroupGemmRcrBiasRelu:
+      case OpType::kGroupGemmRcrBiasSigmoid: {
+        const size_t per = GemmHasBias(op.type) ? 3 : 2;
+        for (size_t m = 0; m < op.outputs.size(); ++m) {
+          Gemm(op, &op.inputs[m * per], per == 3, op.outputs[m]);
+        }
+        break;
+      }
+      case OpType::kLayerNorm:
+      case OpType::kLayerNormSigmoidMul: {
+        const TensorId gamma = op.attrs.has_gamma ? op.inputs[1] : kNone;
+        const TensorId beta = op.attrs.has_beta ? op.inputs.back() : kNone;
+        LayerNorm(op.inputs[0], gamma, beta, op.outputs[0], op.attrs.normalized_shape,
+                  op.attrs.Eps(), op.type == OpType::kLayerNormSigmoidMul);
+        break;
+      }
+      case OpType::kGroupLayerNorm:
+      case OpType::kGroupLayerNormSigmoidMul: {
+        const size_t members = op.outputs.size();
+        const size_t per = op.inputs.size() / members;
+        for (size_t m = 0; m < members; ++m) {
+          LayerNorm(op.inputs[m], per >= 2 ? op.inputs[members + m] : kNone,
+                    per >= 3 ? op.inputs[2 * members + m] : kNone, op.outputs[m],
+                    op.attrs.normalized_shapes[m], op.attrs.Eps(),
+                    op.type == OpType::kGroupLayerNormSigmoidMul);
+        }
+        break;
+      }
+      case OpType::kSplit: Split(op); break;
+      case OpType::kConcatenate: Concatenate(op); break;
+      case OpType::kElementwise: Elementwise(op); break;
+      case OpType::kReshape: Out(op.outputs[0]).bytes = In(op.inputs[0]).bytes; break;
+    }
+  }
+
+  void Gemm(const Op& op, const TensorId* in, bool bias, TensorId y) {
+    const HostTensor& a = In(in[0]);
+    const HostTensor& b = In(in[1]);
+    const int64_t k = a.shape.back();
+    const int64_t n = b.shape[0];
+    const int64_t rows = k > 0 ? a.numel() / k : Product(a.shape, 0, a.shape.size() - 1);
+    const std::vector<float> af = a.ToFloat(), bf = b.ToFloat();
+    const std::vector<float> cf = bias ? In(in[2]).ToFloat() : std::vector<float>();
+    std::vector<float> yf(static_cast<size_t>(rows * n));
+    cpu::Gemm(af.data(), bf.data(), bias ? cf.data() : nullptr, yf.data(), rows, n, k,
+              static_cast<float>(op.attrs.Alpha()), EpilogueOf(op.type));
+    Out(y).FromFloat(yf.data());
+  }
+
+  void LayerNorm(TensorId x, TensorId gamma, TensorId beta, TensorId y,
+                 const std::vector<int64_t>& normalized, double eps, bool sigmoid_mul) {
+    const HostTensor& xv = In(x);
+    const int64_t n = Product(normalized, 0, normalized.size());
+    const int64_t rows = n > 0 ? xv.numel() / n : 0;
+    const std::vector<float> xf = xv.ToFloat();
+    const std::vector<float> gf = gamma != kNone ? In(gamma).ToFloat() : std::vector<float>();
+    const std::vector<float> bf = beta != kNone ? In(beta).ToFloat() : std::vector<float>();
+    std::vector<float> yf(xf.size());
+    cpu::LayerNorm(xf.data(), gamma != kNone ? gf.data() : nullptr,
+                   beta != kNone ? bf.data() : nullptr, yf.data(), rows, n,
+                   static_cast<float>(eps), sigmoid_mul);
+    Out(y).FromFloat(yf.data());
+  }
+
+  void Split(const Op& op) {
+    const HostTensor& x = In(op.inputs[0]);
+    const size_t axis = Axis(op.attrs.dim, x.shape.size());
+    const int64_t outer = Product(x.shape, 0, axis);
+    const int64_t inner = Product(x.shape, axis + 1, x.shape.size()) * DTypeBytes(x.dtype);
+    int64_t offset = 0;
+    for (size_t i = 0; i < op.outputs.size(); ++i) {
+      HostTensor& y = Out(op.outputs[i]);
+      const int64_t chunk = op.attrs.split_sizes[i] * inner;
+      for (int64_t o = 0; o < outer; ++o) {
+        std::memcpy(y.bytes.data() + o * chunk,
+                    x.bytes.data() + o * x.shape[axis] * inner + offset, static_cast<size_t>(chunk));
+      }
+      offset += chunk;
+    }
+  }
+
+  void Concatenate(const Op& op) {
+    HostTensor& y = Out(op.outputs[0]);
+    const size_t axis = Axis(op.attrs.dim, y.shape.size());
+    const int64_t outer = Product(y.shape, 0, axis);
+    const int64_t inner = Product(y.shape, axis + 1, y.shape.size()) * DTypeBytes(y.dtype);
+    int64_t offset = 0;
+    for (TensorId in : op.inputs) {
+      const HostTensor& x = In(in);
+      const int64_t chunk = x.shape[axis] * inner;
+      for (int64_t o = 0; o < outer; ++o) {
+        std::memcpy(y.bytes.data() + o * y.shape[axis] * inner + offset,
+                    x.bytes.data() + o * chunk, static_cast<size_t>(chunk));
+      }
+      offset += chunk;
+    }
+  }
+
+  void Elementwise(const Op& op) {
+    HostTensor& y = Out(op.outputs[0]);
+    const size_t rank = y.shape.size();
+    // Per input: float values and broadcast strides over the output's index.
+    std::vector<std::vector<float>> xs;
+    std::vector<std::vector<int64_t>> strides;
+    for (TensorId in : op.inputs) {
+      const HostTensor& x = In(in);
+      xs.push_back(x.ToFloat());
+      std::vector<int64_t> s(rank, 0);
+      int64_t stride = 1;
+      for (size_t d = x.shape.size(); d-- > 0;) {
+        const size_t od = rank - x.shape.size() + d;
+        s[od] = x.shape[d] == 1 ? 0 : stride;
+        stride *= x.shape[d];
+      }
+      strides.push_back(std::move(s));
+    }
+    std::vector<float> yf(static_cast<size_t>(y.numel()));
+    std::vector<int64_t> index(rank, 0);
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      float acc = 0;
+      for (size_t k = 0; k < xs.size(); ++k) {
+        int64_t off = 0;
+        for (size_t d = 0; d < rank; ++d) off += index[d] * strides[k][d];
+        const float v = xs[k][static_cast<size_t>(off)];
+        acc = k == 0 ? (IsUnary(op.attrs.func) ? cpu::Apply(op.attrs.func, v) : v)
+                     : cpu::Apply(op.attrs.func, acc, v);
+      }
+      yf[static_cast<size_t>(i)] = acc;
+      for (size_t d = rank; d-- > 0;) {  // next index, last dim fastest
+        if (++index[d] < y.shape[d]) break;
+        index[d] = 0;
+      }
+    }
+    y.FromFloat(yf.data());
+  }
+
+  const Graph& g_;
+  const DimValues& dims_;
+  std::vector<HostTensor> values_;
+};
+
+}  // namespace
+
+DimValues BindDims(const Graph& graph, const std::map<std::string, int64_t>& overrides) {
+  DimValues values;
+  for (const DynamicDim& d : graph.dims()) values.push_back(d.max);
+  for (const auto& [name, value] : overrides) {
+    auto index = graph.FindDim(name);
+    if (!index) ThrowInputError("--dim {}: the graph has no dim named '{}'", name, name);
+    const DynamicDim& d = graph.dims()[static_cast<size_t>(*index)];
+    if (value < d.min || value > d.max) {
+      ThrowInputError("--dim {}={}: outside [{}, {}]", name, value, d.min, d.max);
+    }
+    values[static_cast<size_t>(*index)] = value;
+  }
+  return values;
+}
+
+std::vector<int64_t> ConcreteShape(const Shape& shape, const DimValues& dims) {
+  std::vector<int64_t> out;
+  for (const Dim& d : shape) out.push_back(d.is_static() ? d.value : dims[static_cast<size_t>(d.dynamic)]);
+  return out;
+}
+
+TensorMap RandomFeeds(const Graph& graph, const DimValues& dims, uint64_t seed) {
+  std::vector<bool> is_gamma(static_cast<size_t>(graph.num_tensor_ids()), false);
+  for (OpId id : graph.LiveOps()) {
+    const Op& op = graph.op(id);
+    if (IsLayerNorm(op.type) && op.attrs.has_gamma) is_gamma[static_cast<size_t>(op.inputs[1])] = true;
+    if (IsGroupLayerNorm(op.type) && op.inputs.size() >= 2 * op.outputs.size()) {
+      for (size_t m = 0; m < op.outputs.size(); ++m) {
+        is_gamma[static_cast<size_t>(op.inputs[op.outputs.size() + m])] = true;
+      }
+    }
+  }
+  TensorMap feeds;
+  for (TensorId id = 0; id < graph.num_tensor_ids(); ++id) {
+    const Tensor& t = graph.tensor(id);
+    if (!t.alive || t.role == Role::kIntermediate) continue;
+    uint64_t h = 1469598103934665603ull;
+    for (unsigned char c : t.name) h = (h ^ c) * 1099511628211ull;
+    std::mt19937_64 rng(SplitMix(seed ^ SplitMix(h)));
+    HostTensor v(t.dtype, ConcreteShape(t.shape, dims));
+    const float low = is_gamma[static_cast<size_t>(id)] ? 0.5f : -1.0f;
+    for (int64_t i = 0; i < v.numel(); ++i) {
+      // 24 random bits -> [0, 1): the same on every platform.
+      const float u = static_cast<float>(rng() >> 40) * (1.0f / 16777216.0f);
+      v.Set(i, low + 2.0f * u * (is_gamma[static_cast<size_t>(id)] ? 0.5f : 1.0f));
+    }
+    feeds[t.name] = std::move(v);
+  }
+  return feeds;
+}
+
+TensorMap RunOnCpu(const Graph& graph, const TensorMap& feeds, const DimValues& dims) {
+  return CpuRun(graph, dims).Run(feeds);
+}
+
+}  // namespace hfuse

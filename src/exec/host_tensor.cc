@@ -1,0 +1,75 @@
+// HostTensor storage and conversions.
+#include "hfuse/exec/host_tensor.h"
+
+#include <cstring>
+
+#include "hfuse/support/half.h"
+
+namespace hfuse {
+
+HostTensor::HostTensor(DType d, std::vector<int64_t> s) : dtype(d), shape(std::move(s)) {
+  bytes.assign(static_cast<size_t>(numel() * DTypeBytes(dtype)), 0);
+}
+
+int64_t HostTensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+float HostTensor::Get(int64_t i) const {
+  const uint8_t* p = bytes.data() + i * DTypeBytes(dtype);
+  if (dtype == DType::kFloat32) {
+    float f;
+    std::memcpy(&f, p, 4);
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return dtype == DType::kFloat16 ? HalfToFloat(h) : BFloat16ToFloat(h);
+}
+
+void HostTensor::Set(int64_t i, float v) {
+  uint8_t* p = bytes.data() + i * DTypeBytes(dtype);
+  if (dtype == DType::kFloat32) {
+    std::memcpy(p, &v, 4);
+    return;
+  }
+  const uint16_t h = dtype == DType::kFloat16 ? FloatToHalf(v) : FloatToBFloat16(v);
+  std::memcpy(p, &h, 2);
+}
+
+std::vector<float> HostTensor::ToFloat() const {
+  std::vector<float> out(static_cast<size_t>(numel()));
+  if (dtype == DType::kFloat32) {
+    std::memcpy(out.data(), bytes.data(), bytes.size());
+  } else {
+    for (int64_t i = 0; i < numel(); ++i) out[static_cast<size_t>(i)] = Get(i);
+  }
+  return out;
+}
+
+void HostTensor::FromFloat(const float* values) {
+  if (dtype == DType::kFloat32) {
+    std::memcpy(bytes.data(), values, bytes.size());
+  } else {
+    for (int64_t i = 0; i < numel(); ++i) Set(i, values[i]);
+  }
+}
+
+double Checksum(const HostTensor& t) {
+  double sum = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) sum += t.Get(i);
+  return sum;
+}
+
+uint64_t BytesHash(const HostTensor& t) {
+  uint64_t h = 1469598103934665603ull;
+  for (uint8_t b : t.bytes) {
+    h ^= b;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+}  // namespace hfuse
