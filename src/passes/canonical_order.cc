@@ -38,14 +38,16 @@ void DropDeadOps(Graph& graph) {
   for (TensorId t : orphans) graph.EraseTensor(t);
 }
 
-// A concatenate input is non-empty when every dim is surely above zero
-// (a dynamic dim when its min is).
-bool SurelyNonEmpty(const Graph& graph, TensorId id) {
+// A concatenate input is empty when it has a zero-size dim (static 0, or a
+// dynamic dim whose max is 0). The spec's rule; AITemplate also counts a
+// dynamic dim with min 0 as empty, and so removes concatenates of two such
+// inputs, which leaves their consumers reading a tensor of the wrong shape.
+bool HasZeroSizeDim(const Graph& graph, TensorId id) {
   for (const Dim& d : graph.tensor(id).shape) {
-    const int64_t low = d.is_static() ? d.value : graph.dims()[static_cast<size_t>(d.dynamic)].min;
-    if (low <= 0) return false;
+    const int64_t high = d.is_static() ? d.value : graph.dims()[static_cast<size_t>(d.dynamic)].max;
+    if (high == 0) return true;
   }
-  return true;
+  return false;
 }
 
 }  // namespace
@@ -57,9 +59,19 @@ void Canonicalize(Graph& graph) {
   graph.ReorderUsers(order);
   for (TensorId t = 0; t < graph.num_tensor_ids(); ++t) graph.mutable_tensor(t).depth = 0;
   for (OpId id : order) {
-    int64_t depth = 0;
-    for (TensorId in : graph.op(id).inputs) depth = std::max(depth, graph.tensor(in).depth);
-    for (TensorId out : graph.op(id).outputs) graph.mutable_tensor(out).depth = depth + 1;
+    const Op& op = graph.op(id);
+    // Rule 3's exception: AITemplate builds each output of a group GEMM with
+    // a gemm_rcr of that member's own inputs, so each takes its own depth.
+    const bool per_member = IsGroupGemm(op.type);
+    const size_t stride = per_member ? op.inputs.size() / op.outputs.size() : op.inputs.size();
+    for (size_t i = 0; i < op.outputs.size(); ++i) {
+      const size_t begin = per_member ? i * stride : 0;
+      int64_t depth = 0;
+      for (size_t k = begin; k < begin + stride; ++k) {
+        depth = std::max(depth, graph.tensor(op.inputs[k]).depth);
+      }
+      graph.mutable_tensor(op.outputs[i]).depth = depth + 1;
+    }
   }
 }
 
@@ -168,7 +180,7 @@ int64_t RemoveNoOps(Graph& graph, std::vector<TensorId>& sorted) {
     int64_t non_empty = 0;
     size_t first_non_empty = 0;
     for (size_t i = op.inputs.size(); i-- > 0;) {
-      if (SurelyNonEmpty(graph, op.inputs[i])) {
+      if (!HasZeroSizeDim(graph, op.inputs[i])) {
         ++non_empty;
         first_non_empty = i;
       }
