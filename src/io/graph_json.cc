@@ -21,17 +21,20 @@ class Reader {
   explicit Reader(std::string source) : source_(std::move(source)) {}
 
   Graph Read(std::string_view text) {
+    // nlohmann's message for this one ("unexpected end of input") hides the cause.
+    if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) Fail("the file is empty");
     json doc;
     try {
       doc = json::parse(text.begin(), text.end());
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {
+      // parse_error, and out_of_range for a number beyond double (1e400).
       Fail("malformed JSON: {}", e.what());
     }
     if (!doc.is_object()) Fail("the top level must be an object");
     CheckKeys(doc, "the top level", {"graph_format", "name", "dims", "tensors", "ops", "outputs"});
     const json& format = Required(doc, "graph_format", "the top level");
     if (!format.is_number_integer() || format.get<int64_t>() != 1) {
-      Fail("graph_format must be 1, got {}", format.dump());
+      Fail("graph_format must be 1, got {}", Describe(format));
     }
     if (doc.contains("name")) graph_.set_name(String(doc["name"], "name"));
     if (doc.contains("dims")) ReadDims(Array(doc["dims"], "dims"));
@@ -60,6 +63,15 @@ class Reader {
       if (!ok) Fail("{}: unknown key '{}'", where, key);
     }
   }
+  // A value for an error message: scalars as written, arrays and objects by
+  // type only (dumping them recurses once per level and can overflow the stack
+  // on deeply nested input), long strings cut short.
+  static std::string Describe(const json& v) {
+    if (v.is_structured()) return fmt::format("an {}", v.type_name());
+    std::string text = v.dump();
+    if (text.size() > 80) text = text.substr(0, 80) + "...";
+    return text;
+  }
   const json& Required(const json& obj, const char* key, const std::string& where) {
     auto it = obj.find(key);
     if (it == obj.end()) Fail("{}: missing key '{}'", where, key);
@@ -74,14 +86,14 @@ class Reader {
     return v.get<std::string>();
   }
   int64_t Int(const json& v, const std::string& what) {
-    if (!v.is_number_integer()) Fail("{} must be an integer, got {}", what, v.dump());
+    if (!v.is_number_integer()) Fail("{} must be an integer, got {}", what, Describe(v));
     if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
-      Fail("{} is too large: {}", what, v.dump());
+      Fail("{} is too large: {}", what, Describe(v));
     }
     return v.get<int64_t>();
   }
   double Number(const json& v, const std::string& what) {
-    if (!v.is_number()) Fail("{} must be a number, got {}", what, v.dump());
+    if (!v.is_number()) Fail("{} must be a number, got {}", what, Describe(v));
     return v.get<double>();
   }
   std::vector<int64_t> IntArray(const json& v, const std::string& what) {
@@ -92,13 +104,16 @@ class Reader {
   }
 
   void ReadDims(const json& dims) {
-    for (const json& d : dims) {
-      if (!d.is_object()) Fail("dims: each entry must be an object");
-      CheckKeys(d, "dims entry", {"name", "min", "max"});
+    for (size_t i = 0; i < dims.size(); ++i) {
+      const json& d = dims[i];
+      // Until the name is known, the entry is named by its position.
+      const std::string at = fmt::format("dims[{}]", i);
+      if (!d.is_object()) Fail("{} must be an object, got {}", at, Describe(d));
       DynamicDim dim;
-      dim.name = String(Required(d, "name", "dims entry"), "dims entry name");
+      dim.name = String(Required(d, "name", at), at + " name");
+      if (dim.name.empty()) Fail("{}: the name is empty", at);
       const std::string where = fmt::format("dim '{}'", dim.name);
-      if (dim.name.empty()) Fail("dims: a dim has an empty name");
+      CheckKeys(d, where, {"name", "min", "max"});
       dim.min = Int(Required(d, "min", where), where + " min");
       dim.max = Int(Required(d, "max", where), where + " max");
       if (dim.min < 0 || dim.max < dim.min) {
@@ -110,13 +125,15 @@ class Reader {
   }
 
   void ReadTensors(const json& tensors) {
-    for (const json& t : tensors) {
-      if (!t.is_object()) Fail("tensors: each entry must be an object");
-      CheckKeys(t, "tensor", {"name", "shape", "dtype", "role"});
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const json& t = tensors[i];
+      const std::string at = fmt::format("tensors[{}]", i);
+      if (!t.is_object()) Fail("{} must be an object, got {}", at, Describe(t));
       Tensor tensor;
-      tensor.name = String(Required(t, "name", "tensor"), "tensor name");
-      if (tensor.name.empty()) Fail("tensors: a tensor has an empty name");
+      tensor.name = String(Required(t, "name", at), at + " name");
+      if (tensor.name.empty()) Fail("{}: the name is empty", at);
       const std::string where = fmt::format("tensor '{}'", tensor.name);
+      CheckKeys(t, where, {"name", "shape", "dtype", "role"});
       for (const json& d : Array(Required(t, "shape", where), where + " shape")) {
         if (d.is_string()) {
           auto dim = graph_.FindDim(d.get<std::string>());
@@ -150,12 +167,16 @@ class Reader {
   }
 
   void ReadOps(const json& ops) {
-    for (const json& o : ops) {
-      if (!o.is_object()) Fail("ops: each entry must be an object");
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const json& o = ops[i];
+      const std::string at = fmt::format("ops[{}]", i);
+      if (!o.is_object()) Fail("{} must be an object, got {}", at, Describe(o));
       Op op;
-      op.name = String(Required(o, "name", "op"), "op name");
-      if (op.name.empty()) Fail("ops: an op has an empty name");
+      op.name = String(Required(o, "name", at), at + " name");
+      if (op.name.empty()) Fail("{}: the name is empty", at);
       const std::string where = fmt::format("op '{}'", op.name);
+      // Before its outputs, which a copied op would report as produced twice.
+      if (graph_.FindOp(op.name)) Fail("{} is declared twice", where);
       const std::string type = String(Required(o, "op", where), where + " op");
       auto parsed = ParseOpType(type);
       if (!parsed) Fail("{}: unknown op type '{}'", where, type);
@@ -191,7 +212,6 @@ class Reader {
         }
         op.outputs.push_back(id);
       }
-      if (graph_.FindOp(op.name)) Fail("{} is declared twice", where);
       graph_.AddOp(std::move(op));
     }
     if (graph_.num_op_ids() == 0) Fail("the graph has no ops");

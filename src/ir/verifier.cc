@@ -2,6 +2,7 @@
 #include "hfuse/ir/verifier.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "hfuse/ir/analysis.h"
 #include "hfuse/support/error.h"
@@ -90,7 +91,10 @@ class OpChecker {
   }
   const Tensor& T(TensorId id) const { return g_.tensor(id); }
   std::string S(TensorId id) const { return ShapeString(g_, T(id).shape); }
-  std::string D(const Dim& d) const { return ShapeString(g_, {d}); }
+  // One dim, without the brackets of a shape: "64" or "batch".
+  std::string D(const Dim& d) const {
+    return d.is_static() ? std::to_string(d.value) : g_.dims()[static_cast<size_t>(d.dynamic)].name;
+  }
 
   void CheckGemm(const TensorId* in, TensorId y, bool bias) {
     const Tensor& a = T(in[0]);
@@ -163,7 +167,8 @@ class OpChecker {
     int64_t sum = 0;
     for (int64_t s : sizes) {
       Expect(s >= 0, "split_sizes has a negative entry {}", s);
-      sum += s;
+      // Checked: a wrapped sum could equal the dim and pass.
+      Expect(!__builtin_add_overflow(sum, s, &sum), "split_sizes sum overflows");
     }
     Expect(sum == x.shape[axis].value, "split_sizes sum to {} but '{}' has {} on dim {}", sum,
            x.name, x.shape[axis].value, op_.attrs.dim);
@@ -196,7 +201,8 @@ class OpChecker {
         }
       }
       all_static = all_static && x.shape[axis].is_static();
-      total += x.shape[axis].value;
+      Expect(!__builtin_add_overflow(total, x.shape[axis].value, &total),
+             "sizes along dim {} overflow", op_.attrs.dim);
     }
     if (op_.inputs.size() == 1) {
       want[axis] = first.shape[axis];
@@ -260,18 +266,31 @@ class OpChecker {
       }
     }
     // Same number of elements: equal products of static dims, same dynamic dims.
-    auto split = [](const Shape& s, std::vector<int32_t>& dyn) {
+    // The products are checked (a wrapped one could match and pass); a zero
+    // dim makes the product 0 whatever the others are.
+    auto split = [](const Shape& s, std::vector<int32_t>& dyn) -> std::optional<int64_t> {
       int64_t p = 1;
+      bool zero = false, overflow = false;
       for (const Dim& d : s) {
-        if (d.is_static()) p *= d.value; else dyn.push_back(d.dynamic);
+        if (!d.is_static()) {
+          dyn.push_back(d.dynamic);
+        } else if (d.value == 0) {
+          zero = true;
+        } else if (!overflow) {
+          overflow = __builtin_mul_overflow(p, d.value, &p);
+        }
       }
       std::sort(dyn.begin(), dyn.end());
+      if (zero) return 0;
+      if (overflow) return std::nullopt;
       return p;
     };
     std::vector<int32_t> dx, dy;
-    const int64_t px = split(x.shape, dx);
-    const int64_t py = split(y.shape, dy);
-    Expect(px == py && dx == dy, "reshape from {} to {} changes the number of elements",
+    const std::optional<int64_t> px = split(x.shape, dx);
+    const std::optional<int64_t> py = split(y.shape, dy);
+    Expect(px && py, "reshape from {} to {}: too many elements to count in 64 bits",
+           S(op_.inputs[0]), S(op_.outputs[0]));
+    Expect(*px == *py && dx == dy, "reshape from {} to {} changes the number of elements",
            S(op_.inputs[0]), S(op_.outputs[0]));
   }
 

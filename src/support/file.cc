@@ -15,7 +15,9 @@
 namespace hfuse {
 
 std::string ReadFile(const std::string& path) {
-  if (std::filesystem::is_directory(path)) ThrowInputError("{}: is a directory", path);
+  // The error_code form: the throwing one aborts the tool on a name too long.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) ThrowInputError("{}: is a directory", path);
   std::ifstream in(path, std::ios::binary);
   if (!in) ThrowInputError("{}: cannot open: {}", path, std::strerror(errno));
   std::ostringstream buffer;
