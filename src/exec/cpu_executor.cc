@@ -67,14 +67,57 @@ class CpuRun {
  private:
   static const char* RoleName(const Tensor& t) { return t.role == Role::kInput ? "input" : "param"; }
 
-  const HostTensor& In(TensorId id) const { return values_[static_cast<size_t>(id)]; }
+  // A view (passes/strided_views.h) is gathered from its storage when first
+  // read, and scattered into it right after its producer wrote it.
+  const HostTensor& In(TensorId id) {
+    HostTensor& t = values_[static_cast<size_t>(id)];
+    const Tensor& tensor = g_.tensor(id);
+    if (tensor.storage != kNone && t.bytes.empty()) {
+      t = HostTensor(tensor.dtype, ConcreteShape(tensor.shape, dims_));
+      CopyRows(values_[static_cast<size_t>(tensor.storage)], tensor.storage_offset, t, 0, true);
+    }
+    return t;
+  }
   HostTensor& Out(TensorId id) {
     HostTensor& t = values_[static_cast<size_t>(id)];
     t = HostTensor(g_.tensor(id).dtype, ConcreteShape(g_.tensor(id).shape, dims_));
     return t;
   }
+  void ScatterViews(const Op& op) {
+    for (TensorId out : op.outputs) {
+      const Tensor& tensor = g_.tensor(out);
+      if (tensor.storage == kNone) continue;
+      HostTensor& base = values_[static_cast<size_t>(tensor.storage)];
+      if (base.bytes.empty()) {
+        base = HostTensor(g_.tensor(tensor.storage).dtype,
+                          ConcreteShape(g_.tensor(tensor.storage).shape, dims_));
+      }
+      CopyRows(values_[static_cast<size_t>(out)], 0, base, tensor.storage_offset, false);
+    }
+  }
+  // Copies the rows of the narrower of `wide` and `narrow` between them: the
+  // narrow tensor's row r is wide's row r from column `wide_offset`.
+  static void CopyRows(const HostTensor& src, int64_t src_offset, HostTensor& dst,
+                       int64_t dst_offset, bool gather) {
+    const HostTensor& narrow = gather ? dst : src;
+    const HostTensor& wide = gather ? src : dst;
+    const int64_t width = narrow.shape.back(), wide_width = wide.shape.back();
+    const int64_t rows = width > 0 ? narrow.numel() / width : 0;
+    const int64_t bytes = DTypeBytes(narrow.dtype);
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memcpy(dst.bytes.data() + (r * (gather ? width : wide_width) + dst_offset) * bytes,
+                  src.bytes.data() + (r * (gather ? wide_width : width) + src_offset) * bytes,
+                  static_cast<size_t>(width * bytes));
+    }
+  }
 
   void Execute(const Op& op) {
+    if (op.elided) return;  // its views carry the data
+    ExecuteOp(op);
+    ScatterViews(op);
+  }
+
+  void ExecuteOp(const Op& op) {
     switch (op.type) {
       case OpType::kGemmRcr:
       case OpType::kGemmRcrBias:

@@ -1,7 +1,9 @@
 // CPU kernels. See cpu_kernels.h.
 #include "cpu_kernels.h"
 
+#if HFUSE_HAVE_CBLAS
 #include <cblas.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -13,12 +15,23 @@ float Sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 void Gemm(const float* a, const float* b, const float* bias, float* y, int64_t rows, int64_t n,
           int64_t k, float alpha, Epilogue epilogue) {
   std::fill(y, y + rows * n, 0.0f);
+#if HFUSE_HAVE_CBLAS
   if (rows > 0 && n > 0 && k > 0) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(rows),
                 static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
                 static_cast<blasint>(k), b, static_cast<blasint>(k), 0.0f, y,
                 static_cast<blasint>(n));
   }
+#else
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < n; ++j) {
+      float acc = 0.0f;
+      for (int64_t p = 0; p < k; ++p) acc += a[r * k + p] * b[j * k + p];
+      y[r * n + j] = alpha * acc;
+    }
+  }
+#endif
   for (int64_t r = 0; r < rows; ++r) {
     float* row = y + r * n;
     for (int64_t j = 0; j < n; ++j) {

@@ -113,6 +113,11 @@ struct Tensor {
   std::vector<OpId> users;  // each reading op once, in attach order
   int64_t depth = 0;        // AITemplate's tensor depth; see passes/canonical_order.h
   bool alive = true;
+  // Execution plan (passes/strided_views.h): when set, this tensor's values
+  // live in `storage`'s buffer, as the slice [storage_offset, +last dim) of
+  // each of its rows (a row = the last dim; leading dims equal).
+  TensorId storage = kNone;
+  int64_t storage_offset = 0;
 };
 
 struct Op {
@@ -122,6 +127,10 @@ struct Op {
   std::vector<TensorId> outputs;
   Attrs attrs;
   bool alive = true;
+  // Execution plan: a split or concatenate whose outputs or inputs became
+  // views of its input or output; it stays in the graph (so every order and
+  // check still holds) and runs as nothing.
+  bool elided = false;
 };
 
 class Graph {
