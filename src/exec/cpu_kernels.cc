@@ -26,9 +26,9 @@ void Gemm(const float* a, const float* b, const float* bias, float* y, int64_t r
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t j = 0; j < n; ++j) {
-      float acc = 0.0f;
-      for (int64_t p = 0; p < k; ++p) acc += a[r * k + p] * b[j * k + p];
-      y[r * n + j] = alpha * acc;
+      double acc = 0.0;  // a plain loop: accumulate in double to stay a good reference
+      for (int64_t p = 0; p < k; ++p) acc += static_cast<double>(a[r * k + p]) * b[j * k + p];
+      y[r * n + j] = alpha * static_cast<float>(acc);
     }
   }
 #endif

@@ -12,6 +12,10 @@
 #include <nlohmann/json.hpp>
 
 #include "exec_commands.h"
+#if HFUSE_HAVE_CUDA
+#include "bench_command.h"
+#endif
+
 #include "hfuse/io/graph_json.h"
 #include "hfuse/ir/graph.h"
 #include "hfuse/passes/fuse_group_ops.h"
@@ -170,6 +174,26 @@ int Main(int argc, char** argv) {
   verify_cmd->add_option("--seed", verify_seed, "seed of the random inputs");
   verify_cmd->add_option("--dim", verify_dims, "NAME=VALUE: bind a dynamic dim (default: its max)");
 
+#if HFUSE_HAVE_CUDA
+  BenchOptions bench_options;
+  std::string bench_input;
+  std::vector<std::string> bench_dims;
+  bool bench_no_check = false;
+  CLI::App* bench = app.add_subcommand(
+      "bench", "time a graph on the GPU: unfused and fused, plain launches and CUDA graph");
+  bench->add_option("input", bench_input, "graph (graph JSON v1)")->required();
+  bench->add_option("--device", bench_options.device, "device (cuda)");
+  bench->add_option("--reps", bench_options.reps, "timed runs (median reported)");
+  bench->add_option("--warmup", bench_options.warmup, "untimed runs first");
+  bench->add_option("--seed", bench_options.seed, "seed of the random inputs");
+  bench->add_option("--dim", bench_dims, "NAME=VALUE: bind a dynamic dim (default: its max)");
+  bench->add_option("--json", bench_options.json, "write the figures to this JSON file");
+  bench->add_flag("--no-check", bench_no_check, "skip the comparison with the CPU reference");
+  bench->add_flag("--profile", bench_options.profile, "print each launch's time (fused graph)");
+  bench->add_flag("--grouped-too", bench_options.grouped_too,
+                  "also time the fused graph with grouped GEMMs only (no strided batching)");
+#endif
+
   std::string check_input;
   CLI::App* check = app.add_subcommand("check", "parse and verify a graph, print a summary");
   check->add_option("input", check_input, "input graph (graph JSON v1)")->required();
@@ -186,6 +210,13 @@ int Main(int argc, char** argv) {
     if (fuse->parsed()) {
       return RunFuse(input, output, report, no_group_gemm, dump_dir, verify, seed);
     }
+#if HFUSE_HAVE_CUDA
+    if (bench->parsed()) {
+      bench_options.dims = ParseDims(bench_dims);
+      bench_options.check = !bench_no_check;
+      return BenchCommand(bench_input, bench_options);
+    }
+#endif
     if (run->parsed()) {
       run_options.dims = ParseDims(dim_specs);
       return RunGraphCommand(run_input, run_options);
@@ -200,6 +231,9 @@ int Main(int argc, char** argv) {
     return kInputErrorExit;
   } catch (const std::bad_alloc&) {
     fmt::print(stderr, "hfuse: error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {  // a CUDA or library failure, not the input's fault
+    fmt::print(stderr, "hfuse: error: {}\n", OneLine(e.what()));
     return 1;
   }
   return 0;

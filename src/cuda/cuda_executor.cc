@@ -1,0 +1,821 @@
+// The CUDA backend. See cuda_executor.h.
+#include "hfuse/cuda/cuda_executor.h"
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+
+#include "hfuse/ir/analysis.h"
+#include "hfuse/support/error.h"
+#include "kernels.h"
+
+namespace hfuse {
+namespace {
+
+#define HFUSE_CUDA(call) ::hfuse::CheckCuda((call), #call, __FILE__, __LINE__)
+#define HFUSE_CUBLAS(call) ::hfuse::CheckCublas((call), #call, __FILE__, __LINE__)
+#define HFUSE_LAUNCHED() ::hfuse::CheckCuda(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
+
+}  // namespace
+
+void CheckCuda(cudaError_t e, const char* what, const char* file, int line) {
+  if (e != cudaSuccess) {
+    throw CudaError(fmt::format("CUDA error at {}:{}: {}: {}", file, line, what, cudaGetErrorString(e)));
+  }
+}
+
+void CheckCublas(cublasStatus_t s, const char* what, const char* file, int line) {
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    throw CudaError(fmt::format("cuBLAS error at {}:{}: {}: status {}", file, line, what,
+                                static_cast<int>(s)));
+  }
+}
+
+bool CudaDeviceAvailable(std::string* why) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    if (why) *why = e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device";
+    cudaGetLastError();
+    return false;
+  }
+  return true;
+}
+
+namespace {
+
+constexpr int64_t kAlign = 256;
+constexpr size_t kWorkspaceBytes = 32 << 20;
+
+int64_t AlignUp(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+cudaDataType_t CudaType(DType d) {
+  switch (d) {
+    case DType::kFloat16: return CUDA_R_16F;
+    case DType::kBFloat16: return CUDA_R_16BF;
+    case DType::kFloat32: return CUDA_R_32F;
+  }
+  return CUDA_R_32F;
+}
+
+int KernelType(DType d) { return d == DType::kFloat16 ? 0 : d == DType::kBFloat16 ? 1 : 2; }
+
+// A device buffer freed on destruction.
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  int64_t bytes = 0;
+  void Allocate(int64_t n) {
+    bytes = n;
+    if (n > 0) HFUSE_CUDA(cudaMalloc(&ptr, static_cast<size_t>(n)));
+  }
+  template <typename T>
+  void Upload(const std::vector<T>& v) {
+    Allocate(static_cast<int64_t>(v.size() * sizeof(T)));
+    if (!v.empty()) HFUSE_CUDA(cudaMemcpy(ptr, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  ~DeviceBuffer() {
+    if (ptr) cudaFree(ptr);
+  }
+};
+
+// Where a tensor's elements are: a base pointer plus a row stride.
+struct Place {
+  char* base = nullptr;
+  int64_t row_stride = 0;  // elements between rows (a row = the last dim)
+};
+
+}  // namespace
+
+struct CudaExecutor::Impl {
+  const Graph& g;
+  DimValues dims;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  DeviceBuffer inputs_arena, params_arena, outputs_arena, arena;
+  std::vector<std::unique_ptr<DeviceBuffer>> descriptors;  // device arrays read by launches
+  std::vector<cublasLtMatmulDesc_t> lt_descs;
+  std::vector<cublasLtMatrixLayout_t> lt_layouts;
+  std::vector<int64_t> offset;     // per tensor id: byte offset in its buffer, or -1
+  std::vector<char> region;        // per tensor id: 'i'nput, 'p'aram, 'o'utput, 'a'rena
+  std::vector<std::function<void(cudaStream_t)>> launches;
+  std::vector<std::string> labels;  // per launch: "<op name> (<what>)"
+  std::string current;              // the op being planned
+  void Add(const std::string& what, std::function<void(cudaStream_t)> f) {
+    launches.push_back(std::move(f));
+    labels.push_back(fmt::format("{} ({})", current, what));
+  }
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t graph_exec = nullptr;
+  CudaRunStats stats;
+
+  CudaOptions options;
+
+  Impl(const Graph& graph_in, const DimValues& d, CudaOptions o) : g(graph_in), dims(d), options(o) {
+    HFUSE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    // Handles and the workspace are made once per process: creating them
+    // costs milliseconds, and tests build thousands of executors.
+    static const Shared shared = MakeShared();
+    blas = shared.blas;
+    lt = shared.lt;
+    workspace_ptr = shared.workspace;
+    PlanMemory();
+    for (OpId id : order) PlanOp(g.op(id));
+  }
+
+  ~Impl() {
+    if (graph_exec) cudaGraphExecDestroy(graph_exec);
+    if (graph) cudaGraphDestroy(graph);
+    for (auto d : lt_descs) cublasLtMatmulDescDestroy(d);
+    for (auto l : lt_layouts) cublasLtMatrixLayoutDestroy(l);
+    if (stream) cudaStreamDestroy(stream);
+  }
+
+  struct Shared {
+    cublasHandle_t blas;
+    cublasLtHandle_t lt;
+    void* workspace;
+  };
+  static Shared MakeShared() {
+    Shared s{};
+    HFUSE_CUBLAS(cublasCreate(&s.blas));
+    HFUSE_CUBLAS(cublasLtCreate(&s.lt));
+    HFUSE_CUDA(cudaMalloc(&s.workspace, kWorkspaceBytes));
+    return s;
+  }
+  void* workspace_ptr = nullptr;
+
+  std::vector<OpId> order;
+
+  // ---- memory plan -----------------------------------------------------------
+
+  int64_t Bytes(TensorId t) const {
+    int64_t n = DTypeBytes(g.tensor(t).dtype);
+    for (int64_t d : ConcreteShape(g.tensor(t).shape, dims)) n *= d;
+    return n;
+  }
+  TensorId StorageOf(TensorId t) const {
+    return g.tensor(t).storage == kNone ? t : g.tensor(t).storage;
+  }
+
+  void PlanMemory() {
+    order = StableTopologicalOrder(g);
+    const auto n = static_cast<size_t>(g.num_tensor_ids());
+    offset.assign(n, -1);
+    region.assign(n, 0);
+    // Inputs and params in order of first use (a group's members' weights
+    // then sit at a constant stride), outputs, then the arena.
+    int64_t in_bytes = 0, param_bytes = 0, out_bytes = 0;
+    auto place = [&](TensorId t, char r, int64_t& top) {
+      if (region[static_cast<size_t>(t)]) return;
+      region[static_cast<size_t>(t)] = r;
+      offset[static_cast<size_t>(t)] = top;
+      top += AlignUp(Bytes(t));
+    };
+    for (OpId id : order) {
+      for (TensorId in : g.op(id).inputs) {
+        const TensorId s = StorageOf(in);
+        if (g.tensor(s).role == Role::kInput) place(s, 'i', in_bytes);
+        if (g.tensor(s).role == Role::kParam) place(s, 'p', param_bytes);
+      }
+    }
+    for (TensorId t = 0; t < g.num_tensor_ids(); ++t) {
+      if (g.tensor(t).alive && g.tensor(t).role == Role::kInput) place(t, 'i', in_bytes);
+      if (g.tensor(t).alive && g.tensor(t).role == Role::kParam) place(t, 'p', param_bytes);
+    }
+    for (TensorId t : g.outputs()) place(StorageOf(t), 'o', out_bytes);
+
+    // Intermediates: one unit per op (its non-view outputs, together), alive
+    // from the first op writing into it to the last op reading it.
+    std::vector<int64_t> pos(static_cast<size_t>(g.num_op_ids()), -1);
+    for (size_t i = 0; i < order.size(); ++i) pos[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+    std::vector<int64_t> first(n, INT64_MAX), last(n, -1);
+    for (OpId id : order) {
+      const Op& op = g.op(id);
+      if (op.elided) continue;
+      for (TensorId out : op.outputs) {
+        const auto s = static_cast<size_t>(StorageOf(out));
+        first[s] = std::min(first[s], pos[static_cast<size_t>(id)]);
+      }
+      for (TensorId in : op.inputs) {
+        const auto s = static_cast<size_t>(StorageOf(in));
+        last[s] = std::max(last[s], pos[static_cast<size_t>(id)]);
+      }
+    }
+    struct Unit {
+      std::vector<TensorId> tensors;
+      int64_t start, end, bytes;
+    };
+    std::vector<Unit> units;
+    std::vector<bool> taken(n, false);
+    for (OpId id : order) {
+      Unit u{{}, pos[static_cast<size_t>(id)], pos[static_cast<size_t>(id)], 0};
+      for (TensorId out : g.op(id).outputs) {
+        const TensorId s = StorageOf(out);
+        if (region[static_cast<size_t>(s)] || taken[static_cast<size_t>(s)]) continue;
+        taken[static_cast<size_t>(s)] = true;
+        u.tensors.push_back(s);
+        u.start = std::min(u.start, first[static_cast<size_t>(s)]);
+        u.end = std::max(u.end, last[static_cast<size_t>(s)]);
+        u.bytes += AlignUp(Bytes(s));
+      }
+      if (!u.tensors.empty()) units.push_back(std::move(u));
+    }
+    // Best-fit free list over the arena, in execution order.
+    std::sort(units.begin(), units.end(), [](const Unit& a, const Unit& b) { return a.start < b.start; });
+    std::vector<std::pair<int64_t, int64_t>> free_list;  // (offset, bytes)
+    std::vector<std::pair<int64_t, size_t>> live;        // (end, unit index)
+    std::vector<int64_t> unit_offset(units.size());
+    int64_t top = 0;
+    for (size_t i = 0; i < units.size(); ++i) {
+      // Free units that ended before this one starts.
+      std::sort(live.begin(), live.end());
+      while (!live.empty() && live.front().first < units[i].start) {
+        const size_t j = live.front().second;
+        free_list.emplace_back(unit_offset[j], units[j].bytes);
+        live.erase(live.begin());
+      }
+      std::sort(free_list.begin(), free_list.end());
+      for (size_t k = 1; k < free_list.size();) {  // merge neighbours
+        if (free_list[k - 1].first + free_list[k - 1].second == free_list[k].first) {
+          free_list[k - 1].second += free_list[k].second;
+          free_list.erase(free_list.begin() + static_cast<ptrdiff_t>(k));
+        } else {
+          ++k;
+        }
+      }
+      int best = -1;
+      for (size_t k = 0; k < free_list.size(); ++k) {
+        if (free_list[k].second >= units[i].bytes &&
+            (best < 0 || free_list[k].second < free_list[static_cast<size_t>(best)].second)) {
+          best = static_cast<int>(k);
+        }
+      }
+      if (best >= 0) {
+        auto& f = free_list[static_cast<size_t>(best)];
+        unit_offset[i] = f.first;
+        f.first += units[i].bytes;
+        f.second -= units[i].bytes;
+      } else {
+        unit_offset[i] = top;
+        top += units[i].bytes;
+      }
+      live.emplace_back(units[i].end, i);
+      int64_t at = unit_offset[i];
+      for (TensorId t : units[i].tensors) {
+        region[static_cast<size_t>(t)] = 'a';
+        offset[static_cast<size_t>(t)] = at;
+        at += AlignUp(Bytes(t));
+      }
+      stats.tensor_bytes += units[i].bytes;
+    }
+    stats.arena_bytes = top;
+    inputs_arena.Allocate(in_bytes);
+    params_arena.Allocate(param_bytes);
+    outputs_arena.Allocate(out_bytes);
+    arena.Allocate(top);
+  }
+
+  char* BufferOf(TensorId s) const {
+    switch (region[static_cast<size_t>(s)]) {
+      case 'i': return static_cast<char*>(inputs_arena.ptr) + offset[static_cast<size_t>(s)];
+      case 'p': return static_cast<char*>(params_arena.ptr) + offset[static_cast<size_t>(s)];
+      case 'o': return static_cast<char*>(outputs_arena.ptr) + offset[static_cast<size_t>(s)];
+      case 'a': return static_cast<char*>(arena.ptr) + offset[static_cast<size_t>(s)];
+      default: HFUSE_CHECK(false && "tensor has no buffer");
+    }
+    return nullptr;
+  }
+
+  Place PlaceOf(TensorId t) const {
+    const Tensor& tensor = g.tensor(t);
+    const TensorId s = StorageOf(t);
+    const std::vector<int64_t> shape = ConcreteShape(g.tensor(s).shape, dims);
+    Place p;
+    p.row_stride = shape.empty() ? 1 : shape.back();
+    p.base = BufferOf(s) + (tensor.storage == kNone ? 0 : tensor.storage_offset * DTypeBytes(tensor.dtype));
+    return p;
+  }
+
+  template <typename T>
+  const T* Device(const std::vector<T>& host) {
+    descriptors.push_back(std::make_unique<DeviceBuffer>());
+    descriptors.back()->Upload(host);
+    return static_cast<const T*>(descriptors.back()->ptr);
+  }
+
+  // ---- per-op launch plans -----------------------------------------------------
+
+  void PlanOp(const Op& op) {
+    if (op.elided) return;
+    current = op.name;
+    switch (op.type) {
+      case OpType::kGemmRcr:
+      case OpType::kGemmRcrBias:
+      case OpType::kGemmRcrBiasRelu:
+      case OpType::kGemmRcrBiasSigmoid:
+      case OpType::kGroupGemmRcr:
+      case OpType::kGroupGemmRcrBias:
+      case OpType::kGroupGemmRcrBiasRelu:
+      case OpType::kGroupGemmRcrBiasSigmoid: PlanGemm(op); break;
+      case OpType::kLayerNorm:
+      case OpType::kLayerNormSigmoidMul:
+      case OpType::kGroupLayerNorm:
+      case OpType::kGroupLayerNormSigmoidMul: PlanLayerNorm(op); break;
+      case OpType::kSplit:
+      case OpType::kConcatenate: PlanCopies(op); break;
+      case OpType::kElementwise: PlanElementwise(op); break;
+      case OpType::kReshape: {
+        char* dst = PlaceOf(op.outputs[0]).base;
+        const char* src = PlaceOf(op.inputs[0]).base;
+        const auto bytes = static_cast<size_t>(Bytes(op.outputs[0]));
+        Add("copy", [=](cudaStream_t s) {
+          HFUSE_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+        });
+        break;
+      }
+      default:
+        throw CudaError(fmt::format("op '{}': {} cannot run on the GPU", op.name, OpTypeName(op.type)));
+    }
+  }
+
+  struct GemmMember {
+    const char* a;
+    const char* w;
+    const char* bias;
+    char* y;
+    int64_t m, n, k, lda, ldy;
+  };
+
+  void PlanGemm(const Op& op) {
+    const bool group = IsGroupGemm(op.type);
+    const OpType member_type = group ? MemberOf(op.type) : op.type;
+    const size_t per = GemmHasBias(op.type) ? 3 : 2;
+    const DType dtype = g.tensor(op.inputs[0]).dtype;
+    const cuda::Activation act = member_type == OpType::kGemmRcrBiasRelu ? cuda::Activation::kRelu
+                                : member_type == OpType::kGemmRcrBiasSigmoid ? cuda::Activation::kSigmoid
+                                                                               : cuda::Activation::kNone;
+    std::vector<GemmMember> ms;
+    for (size_t i = 0; i < op.outputs.size(); ++i) {
+      const TensorId* in = &op.inputs[i * per];
+      const std::vector<int64_t> a_shape = ConcreteShape(g.tensor(in[0]).shape, dims);
+      const Place a = PlaceOf(in[0]), y = PlaceOf(op.outputs[i]);
+      GemmMember m;
+      m.a = a.base;
+      m.w = PlaceOf(in[1]).base;
+      m.bias = per == 3 ? PlaceOf(in[2]).base : nullptr;
+      m.y = y.base;
+      m.k = a_shape.back();
+      m.m = NumRows(a_shape);
+      m.n = ConcreteShape(g.tensor(in[1]).shape, dims)[0];
+      m.lda = a.row_stride;
+      m.ldy = y.row_stride;
+      ms.push_back(m);
+    }
+    const float alpha = static_cast<float>(op.attrs.Alpha());
+    if (!group || (options.strided_batched && Strided(ms))) {
+      PlanLtGemm(ms, dtype, alpha, act);
+    } else {
+      PlanGroupedGemm(ms, dtype, alpha, act);
+    }
+  }
+
+  static int64_t NumRows(const std::vector<int64_t>& shape) {
+    int64_t r = 1;
+    for (size_t i = 0; i + 1 < shape.size(); ++i) r *= shape[i];
+    return r;
+  }
+
+  // Members of one shape at constant strides: one strided-batched call.
+  static bool Strided(const std::vector<GemmMember>& ms) {
+    if (ms.size() < 2) return true;
+    const GemmMember& a = ms[0];
+    const GemmMember& b = ms[1];
+    for (size_t i = 1; i < ms.size(); ++i) {
+      const GemmMember& c = ms[i];
+      const auto step = static_cast<int64_t>(i);
+      if (c.m != a.m || c.n != a.n || c.k != a.k || c.lda != a.lda || c.ldy != a.ldy) return false;
+      if (c.a - a.a != step * (b.a - a.a) || c.w - a.w != step * (b.w - a.w) ||
+          c.y - a.y != step * (b.y - a.y)) {
+        return false;
+      }
+      if (a.bias && c.bias - a.bias != step * (b.bias - a.bias)) return false;
+    }
+    return true;
+  }
+
+  void PlanLtGemm(const std::vector<GemmMember>& ms, DType dtype, float alpha, cuda::Activation act) {
+    const GemmMember& m = ms[0];
+    const int64_t batch = static_cast<int64_t>(ms.size());
+    const int64_t esize = DTypeBytes(dtype);
+    if (m.m == 0 || m.n == 0) return;
+    if (m.k == 0) {  // no products: y = bias, then the activation
+      PlanEpilogue(ms, dtype, act, /*zero_first=*/true);
+      return;
+    }
+    cublasLtMatmulDesc_t desc;
+    HFUSE_CUBLAS(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    lt_descs.push_back(desc);
+    const cublasOperation_t t = CUBLAS_OP_T, nt = CUBLAS_OP_N;
+    HFUSE_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t)));
+    HFUSE_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &nt, sizeof(nt)));
+    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
+    if (m.bias) epi = act == cuda::Activation::kRelu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    HFUSE_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    if (m.bias) {
+      const void* bias = m.bias;
+      HFUSE_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+      const cudaDataType_t bt = CudaType(dtype);
+      HFUSE_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
+      if (batch > 1) {
+        const int64_t stride = (ms[1].bias - m.bias) / esize;
+        HFUSE_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &stride, sizeof(stride)));
+      }
+    }
+    // Column-major view: D (n x m, ld ldy) = op(W) (n x k) . A^T (k x m).
+    auto layout = [&](uint64_t rows, uint64_t cols, int64_t ld, int64_t stride) {
+      cublasLtMatrixLayout_t l;
+      HFUSE_CUBLAS(cublasLtMatrixLayoutCreate(&l, CudaType(dtype), rows, cols, ld));
+      if (batch > 1) {
+        const int32_t count = static_cast<int32_t>(batch);
+        HFUSE_CUBLAS(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+        HFUSE_CUBLAS(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+      }
+      lt_layouts.push_back(l);
+      return l;
+    };
+    auto stride_of = [&](auto member_ptr) -> int64_t {
+      return batch > 1 ? (ms[1].*member_ptr - m.*member_ptr) / esize : 0;
+    };
+    const cublasLtMatrixLayout_t lw = layout(static_cast<uint64_t>(m.k), static_cast<uint64_t>(m.n), m.k, stride_of(&GemmMember::w));
+    const cublasLtMatrixLayout_t la = layout(static_cast<uint64_t>(m.k), static_cast<uint64_t>(m.m), m.lda, stride_of(&GemmMember::a));
+    const cublasLtMatrixLayout_t ly = layout(static_cast<uint64_t>(m.n), static_cast<uint64_t>(m.m), m.ldy, stride_of(&GemmMember::y));
+    cublasLtMatmulPreference_t pref;
+    HFUSE_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+    const size_t ws = kWorkspaceBytes;
+    HFUSE_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+    // The heuristic assumes 256-byte aligned operands unless told otherwise;
+    // views and packed params can sit at any element offset.
+    auto alignment = [&](auto member_ptr) {
+      uint32_t a = 256;
+      for (const GemmMember& mm : ms) {
+        while (a > 1 && reinterpret_cast<uintptr_t>(mm.*member_ptr) % a != 0) a /= 2;
+      }
+      return a;
+    };
+    const uint32_t align_w = alignment(&GemmMember::w), align_a = alignment(&GemmMember::a),
+                   align_y = alignment(&GemmMember::y);
+    HFUSE_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_w, sizeof(align_w)));
+    HFUSE_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_a, sizeof(align_a)));
+    HFUSE_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_y, sizeof(align_y)));
+    HFUSE_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_y, sizeof(align_y)));
+    cublasLtMatmulHeuristicResult_t heur{};
+    int found = 0;
+    const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(lt, desc, lw, la, ly, ly, pref, 1, &heur, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    HFUSE_CUBLAS(hs);
+    if (found == 0) throw CudaError("cuBLASLt found no algorithm for a GEMM");
+    const cublasLtMatmulAlgo_t algo = heur.algo;
+    const void *w = m.w, *a = m.a;
+    void* y = m.y;
+    void* wsp = workspace_ptr;
+    const float beta = 0.0f;
+    cublasLtHandle_t handle = lt;
+    Add(batch > 1 ? "cublasLt strided batched" : "cublasLt", [=](cudaStream_t s) {
+      HFUSE_CUBLAS(cublasLtMatmul(handle, desc, &alpha, w, lw, a, la, &beta, y, ly, y, ly, &algo, wsp, ws, s));
+    });
+    if (act == cuda::Activation::kSigmoid) {  // cuBLASLt has no sigmoid epilogue
+      std::vector<GemmMember> no_bias = ms;
+      for (auto& mm : no_bias) mm.bias = nullptr;
+      PlanEpilogue(no_bias, dtype, act, false);
+    }
+  }
+
+  void PlanGroupedGemm(const std::vector<GemmMember>& ms, DType dtype, float alpha, cuda::Activation act) {
+    std::vector<cublasOperation_t> ta, tb;
+    std::vector<int> m_arr, n_arr, k_arr, lda, ldb, ldc, sizes;
+    std::vector<float> alphas, betas;
+    std::vector<const void*> a_ptrs, b_ptrs;
+    std::vector<void*> c_ptrs;
+    std::vector<GemmMember> empty_k;
+    for (const GemmMember& m : ms) {
+      if (m.m == 0 || m.n == 0) continue;
+      if (m.k == 0) {
+        empty_k.push_back(m);
+        continue;
+      }
+      ta.push_back(CUBLAS_OP_T);
+      tb.push_back(CUBLAS_OP_N);
+      m_arr.push_back(static_cast<int>(m.n));
+      n_arr.push_back(static_cast<int>(m.m));
+      k_arr.push_back(static_cast<int>(m.k));
+      lda.push_back(static_cast<int>(m.k));
+      ldb.push_back(static_cast<int>(m.lda));
+      ldc.push_back(static_cast<int>(m.ldy));
+      alphas.push_back(alpha);
+      betas.push_back(0.0f);
+      a_ptrs.push_back(m.w);
+      b_ptrs.push_back(m.a);
+      c_ptrs.push_back(m.y);
+      sizes.push_back(1);
+    }
+    if (!empty_k.empty()) PlanEpilogue(empty_k, dtype, act, true);
+    if (!ta.empty()) {
+      const void* const* da = Device(a_ptrs);
+      const void* const* db = Device(b_ptrs);
+      void* const* dc = const_cast<void* const*>(Device(c_ptrs));
+      const cudaDataType_t type = CudaType(dtype);
+      cublasHandle_t handle = blas;
+      const int count = static_cast<int>(ta.size());
+      Add("cublasGemmGroupedBatchedEx", [=](cudaStream_t s) {
+        HFUSE_CUBLAS(cublasSetStream(handle, s));
+        HFUSE_CUBLAS(cublasGemmGroupedBatchedEx(handle, ta.data(), tb.data(), m_arr.data(), n_arr.data(),
+                                                k_arr.data(), alphas.data(), da, type, lda.data(), db, type,
+                                                ldb.data(), betas.data(), dc, type, ldc.data(), count,
+                                                sizes.data(), CUBLAS_COMPUTE_32F));
+      });
+    }
+    std::vector<GemmMember> rest;
+    for (const GemmMember& m : ms) {
+      if (m.m > 0 && m.n > 0 && m.k > 0) rest.push_back(m);
+    }
+    if (!rest.empty() && (rest[0].bias || act != cuda::Activation::kNone)) PlanEpilogue(rest, dtype, act, false);
+  }
+
+  // Bias + activation over each member's output, in one launch. With
+  // zero_first, the outputs are cleared first (GEMMs with K = 0).
+  void PlanEpilogue(const std::vector<GemmMember>& ms, DType dtype, cuda::Activation act, bool zero_first) {
+    std::vector<cuda::EpilogueDesc> descs;
+    std::vector<cuda::EpilogueTile> tiles;
+    const int vec = 16 / DTypeBytes(dtype);
+    for (const GemmMember& m : ms) {
+      auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+      const int32_t v = m.n % vec == 0 && m.ldy % vec == 0 && aligned(m.y) && (!m.bias || aligned(m.bias));
+      descs.push_back({m.y, m.bias, m.m, m.n, m.ldy, v});
+      // About 16K elements a tile.
+      const int64_t rows_per_tile = std::max<int64_t>(1, 16384 / std::max<int64_t>(m.n, 1));
+      for (int64_t r = 0; r < m.m; r += rows_per_tile) {
+        tiles.push_back({static_cast<int32_t>(descs.size() - 1), static_cast<int32_t>(r),
+                         static_cast<int32_t>(std::min(rows_per_tile, m.m - r))});
+      }
+      if (zero_first) {
+        char* y = m.y;
+        const size_t pitch = static_cast<size_t>(m.ldy * DTypeBytes(dtype));
+        const size_t width = static_cast<size_t>(m.n * DTypeBytes(dtype));
+        const size_t rows = static_cast<size_t>(m.m);
+        Add("clear", [=](cudaStream_t s) { HFUSE_CUDA(cudaMemset2DAsync(y, pitch, 0, width, rows, s)); });
+      }
+    }
+    const cuda::EpilogueDesc* d = Device(descs);
+    const cuda::EpilogueTile* t = Device(tiles);
+    const int num_tiles = static_cast<int>(tiles.size());
+    const int type = KernelType(dtype);
+    const auto a = static_cast<cuda::Activation>(act);
+    Add("epilogue kernel", [=](cudaStream_t s) {
+      cuda::LaunchGroupEpilogue(type, d, t, num_tiles, a, s);
+      HFUSE_LAUNCHED();
+    });
+  }
+
+  void PlanLayerNorm(const Op& op) {
+    const bool group = IsGroupLayerNorm(op.type);
+    const size_t members = op.outputs.size();
+    std::vector<cuda::LayerNormDesc> descs;
+    std::vector<int64_t> starts = {0};
+    int64_t max_n = 0;
+    const DType dtype = g.tensor(op.inputs[0]).dtype;
+    const int vec = 16 / DTypeBytes(dtype);
+    for (size_t m = 0; m < members; ++m) {
+      TensorId x = op.inputs[m], gamma = kNone, beta = kNone;
+      std::vector<int64_t> normalized;
+      if (group) {
+        const size_t per = op.inputs.size() / members;
+        if (per >= 2) gamma = op.inputs[members + m];
+        if (per >= 3) beta = op.inputs[2 * members + m];
+        normalized = op.attrs.normalized_shapes[m];
+      } else {
+        if (op.attrs.has_gamma) gamma = op.inputs[1];
+        if (op.attrs.has_beta) beta = op.inputs.back();
+        normalized = op.attrs.normalized_shape;
+      }
+      int64_t n = 1;
+      for (int64_t d : normalized) n *= d;
+      const Place px = PlaceOf(x), py = PlaceOf(op.outputs[m]);
+      const int64_t numel = Bytes(x) / DTypeBytes(dtype);
+      const int64_t rows = n > 0 ? numel / n : 0;
+      // Views are rows of the last dim; a normalized size spanning several
+      // dims needs the tensor contiguous, which a view is only if it is whole.
+      const int64_t last = ConcreteShape(g.tensor(x).shape, dims).back();
+      const int64_t xs = n == last ? px.row_stride : n, ys = n == last ? py.row_stride : n;
+      cuda::LayerNormDesc d{px.base, py.base,
+                            gamma != kNone ? PlaceOf(gamma).base : nullptr,
+                            beta != kNone ? PlaceOf(beta).base : nullptr,
+                            rows, n, xs, ys, 0};
+      auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+      d.vec = n % vec == 0 && xs % vec == 0 && ys % vec == 0 && aligned(d.x) && aligned(d.y) ? 1 : 0;
+      descs.push_back(d);
+      starts.push_back(starts.back() + rows);
+      max_n = std::max(max_n, n);
+    }
+    const cuda::LayerNormDesc* dd = Device(descs);
+    const int64_t* st = Device(starts);
+    const int count = static_cast<int>(members);
+    const int64_t total = starts.back();
+    const bool all_vec = std::all_of(descs.begin(), descs.end(), [](const cuda::LayerNormDesc& d) { return d.vec; });
+    const float eps = static_cast<float>(op.attrs.Eps());
+    const bool lsm = op.type == OpType::kLayerNormSigmoidMul || op.type == OpType::kGroupLayerNormSigmoidMul;
+    const int type = KernelType(dtype);
+    Add("layernorm kernel", [=](cudaStream_t s) {
+      cuda::LaunchGroupLayerNorm(type, dd, st, count, total, max_n, all_vec, eps, lsm, s);
+      HFUSE_LAUNCHED();
+    });
+  }
+
+  void PlanCopies(const Op& op) {
+    const bool split = op.type == OpType::kSplit;
+    const TensorId whole = split ? op.inputs[0] : op.outputs[0];
+    const std::vector<int64_t> shape = ConcreteShape(g.tensor(whole).shape, dims);
+    const auto rank = static_cast<int64_t>(shape.size());
+    const auto axis = static_cast<size_t>(op.attrs.dim < 0 ? op.attrs.dim + rank : op.attrs.dim);
+    int64_t outer = 1, inner = DTypeBytes(g.tensor(whole).dtype);
+    for (size_t d = 0; d < axis; ++d) outer *= shape[d];
+    for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+    const std::vector<TensorId>& parts = split ? op.outputs : op.inputs;
+    const Place pw = PlaceOf(whole);
+    int64_t at = 0;
+    for (TensorId part : parts) {
+      const int64_t size = ConcreteShape(g.tensor(part).shape, dims)[axis];
+      const Place pp = PlaceOf(part);
+      const auto width = static_cast<size_t>(size * inner);
+      const auto whole_pitch = static_cast<size_t>(shape[axis] * inner);
+      char* whole_ptr = pw.base + at * inner;
+      char* part_ptr = pp.base;
+      const auto rows = static_cast<size_t>(outer);
+      if (width > 0 && rows > 0) {
+        Add("copy 2D", [=](cudaStream_t s) {
+          if (split) {
+            HFUSE_CUDA(cudaMemcpy2DAsync(part_ptr, width, whole_ptr, whole_pitch, width, rows, cudaMemcpyDeviceToDevice, s));
+          } else {
+            HFUSE_CUDA(cudaMemcpy2DAsync(whole_ptr, whole_pitch, part_ptr, width, width, rows, cudaMemcpyDeviceToDevice, s));
+          }
+        });
+      }
+      at += size;
+    }
+  }
+
+  void PlanElementwise(const Op& op) {
+    if (op.inputs.size() > 4) throw CudaError(fmt::format("op '{}': more than 4 elementwise inputs", op.name));
+    const std::vector<int64_t> out = ConcreteShape(g.tensor(op.outputs[0]).shape, dims);
+    if (out.size() > 6) throw CudaError(fmt::format("op '{}': rank above 6", op.name));
+    cuda::ElementwiseArgs args{};
+    args.rank = static_cast<int32_t>(out.size());
+    args.num_inputs = static_cast<int32_t>(op.inputs.size());
+    args.func = static_cast<int32_t>(op.attrs.func);
+    args.numel = 1;
+    for (size_t d = 0; d < out.size(); ++d) {
+      args.shape[d] = out[d];
+      args.numel *= out[d];
+    }
+    for (size_t k = 0; k < op.inputs.size(); ++k) {
+      args.in[k] = PlaceOf(op.inputs[k]).base;
+      const std::vector<int64_t> s = ConcreteShape(g.tensor(op.inputs[k]).shape, dims);
+      int64_t stride = 1;
+      for (size_t d = s.size(); d-- > 0;) {
+        args.in_strides[k][out.size() - s.size() + d] = s[d] == 1 ? 0 : stride;
+        stride *= s[d];
+      }
+    }
+    args.out = PlaceOf(op.outputs[0]).base;
+    const int type = KernelType(g.tensor(op.outputs[0]).dtype);
+    Add("elementwise kernel", [=](cudaStream_t s) {
+      cuda::LaunchElementwise(type, args, s);
+      HFUSE_LAUNCHED();
+    });
+  }
+
+  void Enqueue() {
+    for (auto& launch : launches) launch(stream);
+  }
+};
+
+CudaExecutor::CudaExecutor(const Graph& graph, const DimValues& dims, CudaOptions options)
+    : impl_(std::make_unique<Impl>(graph, dims, options)) {
+  impl_->stats.launches = static_cast<int64_t>(impl_->launches.size());
+}
+
+CudaExecutor::~CudaExecutor() = default;
+
+void CudaExecutor::SetFeeds(const TensorMap& feeds) {
+  const Graph& g = impl_->g;
+  for (TensorId id = 0; id < g.num_tensor_ids(); ++id) {
+    const Tensor& t = g.tensor(id);
+    if (!t.alive || t.role == Role::kIntermediate || !impl_->region[static_cast<size_t>(id)]) continue;
+    auto it = feeds.find(t.name);
+    if (it == feeds.end()) ThrowInputError("no value given for '{}'", t.name);
+    const std::vector<int64_t> want = ConcreteShape(t.shape, impl_->dims);
+    if (it->second.dtype != t.dtype || it->second.shape != want) {
+      ThrowInputError("value for '{}' has the wrong dtype or shape", t.name);
+    }
+    HFUSE_CUDA(cudaMemcpyAsync(impl_->BufferOf(id), it->second.bytes.data(), it->second.bytes.size(),
+                               cudaMemcpyHostToDevice, impl_->stream));
+    HFUSE_CUDA(cudaStreamSynchronize(impl_->stream));
+  }
+}
+
+void CudaExecutor::Poison() {
+  // On the executor's stream: a plain cudaMemset runs on the legacy default
+  // stream, which does not order against a non-blocking stream.
+  for (DeviceBuffer* b : {&impl_->outputs_arena, &impl_->arena}) {
+    if (b->bytes) HFUSE_CUDA(cudaMemsetAsync(b->ptr, 0xFF, static_cast<size_t>(b->bytes), impl_->stream));
+  }
+  HFUSE_CUDA(cudaStreamSynchronize(impl_->stream));
+}
+
+void CudaExecutor::Run() {
+  impl_->Enqueue();
+  HFUSE_CUDA(cudaStreamSynchronize(impl_->stream));
+}
+
+void CudaExecutor::RunGraph() {
+  if (!impl_->graph_exec) {
+    HFUSE_CUDA(cudaStreamBeginCapture(impl_->stream, cudaStreamCaptureModeThreadLocal));
+    impl_->Enqueue();
+    HFUSE_CUDA(cudaStreamEndCapture(impl_->stream, &impl_->graph));
+    HFUSE_CUDA(cudaGraphInstantiate(&impl_->graph_exec, impl_->graph, 0));
+  }
+  HFUSE_CUDA(cudaGraphLaunch(impl_->graph_exec, impl_->stream));
+  HFUSE_CUDA(cudaStreamSynchronize(impl_->stream));
+}
+
+TensorMap CudaExecutor::Outputs() const {
+  TensorMap out;
+  const Graph& g = impl_->g;
+  for (TensorId id : g.outputs()) {
+    HostTensor t(g.tensor(id).dtype, ConcreteShape(g.tensor(id).shape, impl_->dims));
+    HFUSE_CUDA(cudaMemcpyAsync(t.bytes.data(), impl_->PlaceOf(id).base, t.bytes.size(),
+                               cudaMemcpyDeviceToHost, impl_->stream));
+    HFUSE_CUDA(cudaStreamSynchronize(impl_->stream));
+    out[g.tensor(id).name] = std::move(t);
+  }
+  return out;
+}
+
+double CudaExecutor::MedianMicros(int warmup, int reps, bool use_graph) {
+  for (int i = 0; i < warmup; ++i) use_graph ? RunGraph() : Run();
+  cudaEvent_t start, stop;
+  HFUSE_CUDA(cudaEventCreate(&start));
+  HFUSE_CUDA(cudaEventCreate(&stop));
+  std::vector<float> times;
+  for (int i = 0; i < reps; ++i) {
+    HFUSE_CUDA(cudaEventRecord(start, impl_->stream));
+    if (use_graph) {
+      HFUSE_CUDA(cudaGraphLaunch(impl_->graph_exec, impl_->stream));
+    } else {
+      impl_->Enqueue();
+    }
+    HFUSE_CUDA(cudaEventRecord(stop, impl_->stream));
+    HFUSE_CUDA(cudaEventSynchronize(stop));
+    float ms = 0;
+    HFUSE_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    times.push_back(ms * 1000.0f);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::nth_element(times.begin(), times.begin() + static_cast<ptrdiff_t>(times.size() / 2), times.end());
+  return times[times.size() / 2];
+}
+
+const CudaRunStats& CudaExecutor::stats() const { return impl_->stats; }
+
+std::vector<std::pair<std::string, double>> CudaExecutor::ProfileLaunches(int reps) {
+  Run();
+  cudaEvent_t start, stop;
+  HFUSE_CUDA(cudaEventCreate(&start));
+  HFUSE_CUDA(cudaEventCreate(&stop));
+  std::vector<std::pair<std::string, double>> out;
+  for (size_t i = 0; i < impl_->launches.size(); ++i) {
+    std::vector<float> times;
+    for (int r = 0; r < reps; ++r) {
+      HFUSE_CUDA(cudaEventRecord(start, impl_->stream));
+      impl_->launches[i](impl_->stream);
+      HFUSE_CUDA(cudaEventRecord(stop, impl_->stream));
+      HFUSE_CUDA(cudaEventSynchronize(stop));
+      float ms = 0;
+      HFUSE_CUDA(cudaEventElapsedTime(&ms, start, stop));
+      times.push_back(ms * 1000.0f);
+    }
+    std::nth_element(times.begin(), times.begin() + static_cast<ptrdiff_t>(times.size() / 2), times.end());
+    out.emplace_back(impl_->labels[i], times[times.size() / 2]);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return out;
+}
+
+}  // namespace hfuse

@@ -1,0 +1,288 @@
+// The CUDA backend against the CPU reference executor, on random data: every
+// kernel path (single GEMMs with each epilogue, grouped and strided-batched
+// group GEMMs, LayerNorm groups of 1 to 1000 members with odd and aligned
+// sizes, elementwise, copies, strided views) in float16, bfloat16 and
+// float32. Outputs are poisoned (0xFF: NaN) before each run, so an element a
+// kernel fails to write fails the check. Normalised error max|gpu - cpu| /
+// max|cpu| must be at most 1e-2 (float16, bfloat16) or 1e-5 (float32).
+// Random and conformance graphs are checked op by op (see
+// ExpectEachOpMatches). Skipped, saying so, when no CUDA device is present.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <map>
+
+#include "hfuse/cuda/cuda_executor.h"
+#include "hfuse/exec/compare.h"
+#include "hfuse/io/graph_json.h"
+#include "hfuse/passes/fuse_group_ops.h"
+#include "hfuse/passes/strided_views.h"
+#include "testing/conformance.h"
+#include "testing/graph_builder.h"
+#include "testing/random_graph.h"
+
+namespace hfuse {
+namespace {
+
+double GpuTolerance(DType d) { return d == DType::kFloat32 ? 1e-5 : 1e-2; }
+
+class CudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!CudaDeviceAvailable(&why)) GTEST_SKIP() << "no CUDA device (" << why << "): GPU test skipped";
+  }
+};
+
+// Runs `g` on the CPU and on the GPU (plain launches and a CUDA graph) and
+// compares every output.
+void ExpectGpuMatchesCpu(const Graph& g, uint64_t seed, const std::string& what) {
+  const DimValues dims = BindDims(g);
+  const TensorMap feeds = RandomFeeds(g, dims, seed);
+  const TensorMap want = RunOnCpu(g, feeds, dims);
+  CudaExecutor gpu(g, dims);
+  gpu.SetFeeds(feeds);
+  for (bool use_graph : {false, true}) {
+    gpu.Poison();
+    use_graph ? gpu.RunGraph() : gpu.Run();
+    const TensorMap got = gpu.Outputs();
+    for (const OutputComparison& c : CompareOutputs(want, got)) {
+      EXPECT_TRUE(c.problem.empty()) << what << " " << c.name << ": " << c.problem;
+      EXPECT_LE(c.normalized, GpuTolerance(c.dtype))
+          << what << " output " << c.name << " (" << DTypeName(c.dtype) << ")"
+          << (use_graph ? " in a CUDA graph" : "");
+    }
+  }
+}
+
+// The graph as given, fused, and fused with split/concat views.
+void ExpectAllVariantsMatch(const Graph& g, uint64_t seed, const std::string& what,
+                            FuseGroupOpsOptions options = {}) {
+  ExpectGpuMatchesCpu(g, seed, what + " (unfused)");
+  Graph fused = g;
+  FuseGroupOps(fused, options);
+  ExpectGpuMatchesCpu(fused, seed, what + " (fused)");
+  ElideSplitConcat(fused);
+  ExpectGpuMatchesCpu(fused, seed, what + " (fused, views)");
+}
+
+// A graph of `op` alone: its inputs become graph inputs (params stay
+// params), its outputs the graph's outputs.
+Graph OneOpGraph(const Graph& g, OpId id) {
+  Graph one;
+  for (const DynamicDim& d : g.dims()) one.AddDim(d);
+  std::map<TensorId, TensorId> map;
+  auto copy = [&](TensorId t, Role role) {
+    if (map.count(t)) return map[t];
+    Tensor c;
+    c.name = g.tensor(t).name;
+    c.shape = g.tensor(t).shape;
+    c.dtype = g.tensor(t).dtype;
+    c.role = role;
+    return map[t] = one.AddTensor(c);
+  };
+  Op op = g.op(id);
+  for (TensorId& in : op.inputs) in = copy(in, g.tensor(in).role == Role::kParam ? Role::kParam : Role::kInput);
+  for (TensorId& out : op.outputs) out = copy(out, Role::kIntermediate);
+  op.elided = false;
+  const std::vector<TensorId> outputs = op.outputs;
+  one.AddOp(op);
+  one.set_outputs(outputs);
+  return one;
+}
+
+// Each op of `g` alone against the CPU: chains of ops in random graphs
+// (a division by a value near zero, say) can magnify a last-bit difference
+// beyond any fixed tolerance, so whole random graphs are checked op by op,
+// and end to end only for missing or non-finite values.
+void ExpectEachOpMatches(const Graph& g, uint64_t seed, const std::string& what) {
+  for (OpId id : g.LiveOps()) {
+    if (g.op(id).elided) continue;
+    ExpectGpuMatchesCpu(OneOpGraph(g, id), seed, what + " op " + g.op(id).name);
+  }
+}
+
+void ExpectAllOutputsWritten(const Graph& g, uint64_t seed, const std::string& what) {
+  const DimValues dims = BindDims(g);
+  const TensorMap feeds = RandomFeeds(g, dims, seed);
+  const TensorMap want = RunOnCpu(g, feeds, dims);
+  CudaExecutor gpu(g, dims);
+  gpu.SetFeeds(feeds);
+  gpu.Poison();
+  gpu.RunGraph();
+  for (const OutputComparison& c : CompareOutputs(want, gpu.Outputs())) {
+    EXPECT_TRUE(c.problem.empty()) << what << " " << c.name << ": " << c.problem;
+  }
+}
+
+void ExpectRandomGraphMatches(const Graph& g, uint64_t seed, const std::string& what,
+                              FuseGroupOpsOptions options = {}) {
+  ExpectEachOpMatches(g, seed, what + " (unfused)");
+  Graph fused = g;
+  FuseGroupOps(fused, options);
+  ExpectEachOpMatches(fused, seed, what + " (fused)");
+  ElideSplitConcat(fused);
+  ExpectAllOutputsWritten(fused, seed, what + " (fused, views)");
+}
+
+const char* kDtypes[] = {"float16", "bfloat16", "float32"};
+const OpType kGemmTypes[] = {OpType::kGemmRcr, OpType::kGemmRcrBias, OpType::kGemmRcrBiasRelu,
+                             OpType::kGemmRcrBiasSigmoid};
+
+DType ParseDt(const std::string& s) { return *ParseDType(s); }
+
+TEST_F(CudaTest, SingleGemmsEveryEpilogueAlignmentAndDtype) {
+  for (const char* dt : kDtypes) {
+    for (OpType type : kGemmTypes) {
+      for (int k : {7, 6, 12, 24, 64}) {  // alignment 1, 2, 4, 8, 8
+        test::GraphBuilder b;
+        const std::string y = b.Fc("fc", b.Input("x", {33, k}, ParseDt(dt)), 17,
+                                   {.type = type, .alpha = k == 12 ? 0.5 : 1.0});
+        b.Outputs({y});
+        ExpectGpuMatchesCpu(b.Build(), static_cast<uint64_t>(k),
+                            std::string(OpTypeName(type)) + " " + dt + " K=" + std::to_string(k));
+      }
+    }
+  }
+}
+
+TEST_F(CudaTest, RankThreeGemm) {
+  test::GraphBuilder b;
+  b.Outputs({b.Fc("fc", b.Input("x", {3, 5, 40}), 24)});
+  ExpectGpuMatchesCpu(b.Build(), 1, "rank-3 A");
+}
+
+// Mixed shapes go through cublasGemmGroupedBatchedEx + the grouped epilogue;
+// one shape through strided-batched cuBLASLt.
+TEST_F(CudaTest, GroupGemmsMixedAndUniformShapes) {
+  for (const char* dt : kDtypes) {
+    for (bool uniform : {false, true}) {
+      for (OpType type : kGemmTypes) {
+        test::GraphBuilder b;
+        std::vector<std::string> outs;
+        const int ks[] = {64, 24, 40, 128, 8};
+        const int ns[] = {32, 48, 16, 72, 8};
+        for (int i = 0; i < 5; ++i) {
+          const int k = uniform ? 64 : ks[i], n = uniform ? 32 : ns[i];
+          outs.push_back(b.Fc(fmt::format("fc{}", i), b.Input(fmt::format("x{}", i), {96, k}, ParseDt(dt)),
+                              n, {.type = type}));
+        }
+        b.Outputs(outs);
+        ExpectAllVariantsMatch(b.Build(), 3, std::string("group ") + std::string(OpTypeName(type)) + " " +
+                                                 dt + (uniform ? " uniform" : " mixed"));
+      }
+    }
+  }
+}
+
+TEST_F(CudaTest, GroupGemmOfAThousandMembers) {
+  test::GraphBuilder b;
+  std::vector<std::string> outs;
+  for (int i = 0; i < 1000; ++i) {
+    const int k = 8 * (1 + i % 5), n = 8 + 8 * (i % 3);
+    outs.push_back(b.Fc(fmt::format("fc{}", i), b.Input(fmt::format("x{}", i), {16, k}), n));
+  }
+  b.Outputs(outs);
+  ExpectAllVariantsMatch(b.Build(), 4, "1000 GEMMs");
+}
+
+TEST_F(CudaTest, LayerNormGroupsOddAlignedAndLarge) {
+  for (const char* dt : kDtypes) {
+    for (OpType type : {OpType::kLayerNorm, OpType::kLayerNormSigmoidMul}) {
+      test::GraphBuilder b;
+      std::vector<std::string> outs;
+      const int ns[] = {37, 64, 256, 1000, 4333, 8192};
+      for (int i = 0; i < 6; ++i) {
+        outs.push_back(b.LayerNorm(fmt::format("ln{}", i), b.Input(fmt::format("x{}", i), {19, ns[i]}, ParseDt(dt)),
+                                   {.type = type}));
+      }
+      b.Outputs(outs);
+      ExpectAllVariantsMatch(b.Build(), 5, std::string(OpTypeName(type)) + " " + dt);
+    }
+  }
+}
+
+TEST_F(CudaTest, LayerNormWithoutGammaOrBetaAndOverTwoDims) {
+  test::GraphBuilder b;
+  std::vector<std::string> outs;
+  outs.push_back(b.LayerNorm("a", b.Input("xa", {4, 96}), {.gamma = test::kNoParam}));
+  outs.push_back(b.LayerNorm("c", b.Input("xc", {4, 96}), {.beta = test::kNoParam}));
+  outs.push_back(b.LayerNorm("d", b.Input("xd", {2, 3, 40}), {.normalized_rank = 2}));
+  b.Outputs(outs);
+  ExpectGpuMatchesCpu(b.Build(), 6, "layernorm variants");
+}
+
+// One group_layernorm op of 1000 members: the GPU kernel has no 39 limit.
+TEST_F(CudaTest, LayerNormGroupOfAThousandMembers) {
+  test::GraphBuilder b;
+  std::vector<std::string> xs, gammas, betas, ys;
+  std::string shapes;
+  for (int i = 0; i < 1000; ++i) {
+    const int n = 32 + 8 * (i % 4);
+    xs.push_back(b.Input(fmt::format("x{}", i), {8, n}));
+    gammas.push_back(b.Param(fmt::format("g{}", i), {n}));
+    betas.push_back(b.Param(fmt::format("b{}", i), {n}));
+    ys.push_back(b.Declare(fmt::format("y{}", i), {8, n}));
+    shapes += fmt::format("{}[{}]", i ? ", " : "", n);
+  }
+  std::vector<std::string> ins = xs;
+  ins.insert(ins.end(), gammas.begin(), gammas.end());
+  ins.insert(ins.end(), betas.begin(), betas.end());
+  b.RawOp("group", "group_layernorm_sigmoid_mul", ins, ys, "\"normalized_shapes\": [" + shapes + "]");
+  b.Outputs(ys);
+  ExpectGpuMatchesCpu(b.Build(), 7, "group_layernorm_sigmoid_mul of 1000");
+}
+
+TEST_F(CudaTest, ElementwiseSplitConcatReshape) {
+  for (const char* dt : kDtypes) {
+    const std::string text = std::string(R"({"graph_format": 1, "tensors": [
+      {"name": "x", "shape": [4, 6, 10], "dtype": "DT", "role": "input"},
+      {"name": "v", "shape": [10], "dtype": "DT", "role": "param"},
+      {"name": "a", "shape": [1, 6, 10], "dtype": "DT"}, {"name": "b", "shape": [3, 6, 10], "dtype": "DT"},
+      {"name": "c", "shape": [4, 6, 10], "dtype": "DT"},
+      {"name": "p", "shape": [4, 6, 3], "dtype": "DT"}, {"name": "q", "shape": [4, 6, 7], "dtype": "DT"},
+      {"name": "d", "shape": [4, 6, 10], "dtype": "DT"},
+      {"name": "e", "shape": [4, 6, 10], "dtype": "DT"}, {"name": "f", "shape": [4, 6, 10], "dtype": "DT"},
+      {"name": "r", "shape": [24, 10], "dtype": "DT"}],
+     "ops": [
+      {"name": "s0", "op": "split", "inputs": ["x"], "outputs": ["a", "b"], "split_sizes": [1, 3], "dim": 0},
+      {"name": "c0", "op": "concatenate", "inputs": ["b", "a"], "outputs": ["c"], "dim": 0},
+      {"name": "s2", "op": "split", "inputs": ["c"], "outputs": ["p", "q"], "split_sizes": [3, 7], "dim": 2},
+      {"name": "c2", "op": "concatenate", "inputs": ["q", "p"], "outputs": ["d"], "dim": -1},
+      {"name": "g", "op": "elementwise", "inputs": ["d"], "outputs": ["e"], "func": "gelu"},
+      {"name": "m", "op": "elementwise", "inputs": ["e", "v", "d"], "outputs": ["f"], "func": "mul"},
+      {"name": "rs", "op": "reshape", "inputs": ["f"], "outputs": ["r"], "shape": [-1, 10]}],
+     "outputs": ["r"]})");
+    std::string t = text;
+    for (size_t at; (at = t.find("DT")) != std::string::npos;) t.replace(at, 2, dt);
+    ExpectGpuMatchesCpu(ParseGraphJson(t, "test"), 8, std::string("data movement ") + dt);
+  }
+}
+
+TEST_F(CudaTest, TowersExampleAllVariants) {
+  const Graph g = ReadGraphJsonFile(std::string(HFUSE_SOURCE_DIR) + "/examples/towers_small.json");
+  ExpectAllVariantsMatch(g, 9, "towers_small");
+}
+
+TEST_F(CudaTest, RandomGraphs) {
+  RandomGraphOptions options;
+  options.max_ops = 60;
+  for (uint64_t seed = 0; seed < 40; ++seed) {
+    const Graph g = ParseGraphJson(RandomGraphJson(seed, options), "random");
+    ExpectRandomGraphMatches(g, seed, "random graph " + std::to_string(seed));
+  }
+}
+
+TEST_F(CudaTest, ConformanceGraphs) {
+  int n = 0;
+  for (const std::string& id : testing::ConformanceCases()) {
+    if (id.rfind("random/", 0) == 0 && n++ % 10 != 0) continue;  // every 10th random case
+    const Graph g = ReadGraphJsonFile(testing::ConformancePath(id) + ".json");
+    ExpectRandomGraphMatches(g, 11, id, testing::ConformanceOptions(id));
+  }
+}
+
+}  // namespace
+}  // namespace hfuse

@@ -1,0 +1,124 @@
+// hfuse bench: times a graph on the GPU, unfused and fused, each as plain
+// launches and as a CUDA graph, against the floor of the graph as run.
+#include "bench_command.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "hfuse/cuda/cuda_executor.h"
+#include "hfuse/exec/compare.h"
+#include "hfuse/io/graph_json.h"
+#include "hfuse/passes/fuse_group_ops.h"
+#include "hfuse/passes/strided_views.h"
+#include "hfuse/support/error.h"
+#include "hfuse/support/file.h"
+
+namespace hfuse {
+namespace {
+
+constexpr double kPeakFlops = 790e12;    // dense fp16/bf16, measured on this H200 model
+constexpr double kPeakBytes = 4.3e12;    // device-to-device copy, read + write
+
+struct Floor {
+  double flops = 0;
+  double bytes = 0;
+  double micros() const { return std::max(flops / kPeakFlops, bytes / kPeakBytes) * 1e6; }
+};
+
+// FLOPs of the GEMMs, and for each op that runs its inputs read once and its
+// outputs written once (a view counts its own slice).
+Floor FloorOf(const Graph& g, const DimValues& dims) {
+  Floor f;
+  auto bytes = [&](TensorId t) {
+    double n = DTypeBytes(g.tensor(t).dtype);
+    for (int64_t d : ConcreteShape(g.tensor(t).shape, dims)) n *= static_cast<double>(d);
+    return n;
+  };
+  for (OpId id : g.LiveOps()) {
+    const Op& op = g.op(id);
+    if (op.elided) continue;
+    std::vector<TensorId> ins = op.inputs;
+    std::sort(ins.begin(), ins.end());
+    ins.erase(std::unique(ins.begin(), ins.end()), ins.end());
+    for (TensorId t : ins) f.bytes += bytes(t);
+    for (TensorId t : op.outputs) f.bytes += bytes(t);
+    if (IsGemm(op.type) || IsGroupGemm(op.type)) {
+      const size_t per = GemmHasBias(op.type) ? 3 : 2;
+      for (size_t m = 0; m < op.outputs.size(); ++m) {
+        const std::vector<int64_t> a = ConcreteShape(g.tensor(op.inputs[m * per]).shape, dims);
+        const std::vector<int64_t> y = ConcreteShape(g.tensor(op.outputs[m]).shape, dims);
+        double rows = 1;
+        for (size_t i = 0; i + 1 < a.size(); ++i) rows *= static_cast<double>(a[i]);
+        f.flops += 2.0 * rows * static_cast<double>(a.back()) * static_cast<double>(y.back());
+      }
+    }
+  }
+  return f;
+}
+
+}  // namespace
+
+int BenchCommand(const std::string& path, const BenchOptions& options) {
+  if (options.device != "cuda") ThrowInputError("--device {}: only cuda is supported", options.device);
+  std::string why;
+  if (!CudaDeviceAvailable(&why)) ThrowInputError("no CUDA device: {}", why);
+  const Graph original = ReadGraphJsonFile(path);
+  const DimValues dims = BindDims(original, options.dims);
+  const TensorMap feeds = RandomFeeds(original, dims, options.seed);
+  TensorMap reference;
+  if (options.check) reference = RunOnCpu(original, feeds, dims);
+
+  struct Variant {
+    std::string name;
+    Graph graph;
+    CudaOptions cuda;
+  };
+  std::vector<Variant> variants;
+  variants.push_back({"unfused", original, {}});
+  Graph fused = original;
+  const FuseGroupOpsResult result = FuseGroupOps(fused);
+  ElideSplitConcat(fused);
+  variants.push_back({"fused", fused, {}});
+  if (options.grouped_too) variants.push_back({"fused, grouped GEMM only", fused, {.strided_batched = false}});
+
+  nlohmann::ordered_json report;
+  report["graph"] = path;
+  report["groups"] = result.groups.size();
+  fmt::print("{}: {} ops -> {} ops ({} groups), median of {} runs after {} warm-up\n", path,
+             result.ops_before, result.ops_after, result.groups.size(), options.reps, options.warmup);
+  fmt::print("  {:<26} {:>9} {:>11} {:>9} {:>8} {:>10} {:>9}\n", "variant", "plain us", "cudagraph us",
+             "floor us", "x floor", "launches", "max err");
+  for (Variant& v : variants) {
+    CudaExecutor gpu(v.graph, dims, v.cuda);
+    gpu.SetFeeds(feeds);
+    double err = 0;
+    if (options.check) {
+      gpu.Poison();
+      gpu.Run();
+      for (const OutputComparison& c : CompareOutputs(reference, gpu.Outputs())) {
+        if (!c.problem.empty()) ThrowInputError("output {}: {}", c.name, c.problem);
+        err = std::max(err, c.normalized);
+      }
+    }
+    const double plain = gpu.MedianMicros(options.warmup, options.reps, false);
+    const double graph = gpu.MedianMicros(options.warmup, options.reps, true);
+    const Floor floor = FloorOf(v.graph, dims);
+    fmt::print("  {:<26} {:>9.1f} {:>11.1f} {:>9.1f} {:>8.2f} {:>10} {:>9.2g}\n", v.name, plain, graph,
+               floor.micros(), graph / floor.micros(), gpu.stats().launches, err);
+    report["variants"].push_back({{"name", v.name}, {"plain_us", plain}, {"cudagraph_us", graph},
+                                  {"floor_us", floor.micros()}, {"flops", floor.flops},
+                                  {"bytes", floor.bytes}, {"launches", gpu.stats().launches},
+                                  {"arena_bytes", gpu.stats().arena_bytes}, {"max_err", err}});
+    if (options.profile && v.name != "unfused") {
+      for (const auto& [label, us] : gpu.ProfileLaunches(50)) {
+        fmt::print("      {:>9.1f} us  {}\n", us, label);
+        report["profile"].push_back({{"launch", label}, {"us", us}});
+      }
+    }
+  }
+  if (!options.json.empty()) WriteFileAtomic(options.json, report.dump(1) + "\n");
+  return 0;
+}
+
+}  // namespace hfuse

@@ -1,0 +1,24 @@
+// hfuse bench (built with the CUDA backend only).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace hfuse {
+
+struct BenchOptions {
+  std::string device = "cuda";
+  int warmup = 20;
+  int reps = 200;
+  uint64_t seed = 0;
+  bool check = true;        // compare each variant with the CPU reference first
+  bool grouped_too = false; // also time the fused graph with strided batching off
+  bool profile = false;     // print each launch's time for the fused graph
+  std::map<std::string, int64_t> dims;
+  std::string json;         // write the figures here
+};
+
+int BenchCommand(const std::string& path, const BenchOptions& options);
+
+}  // namespace hfuse
