@@ -214,6 +214,24 @@ TEST_F(CudaTest, LayerNormWithoutGammaOrBetaAndOverTwoDims) {
   ExpectGpuMatchesCpu(b.Build(), 6, "layernorm variants");
 }
 
+// Group ops of a single member, as a graph file may hold them.
+TEST_F(CudaTest, GroupOpsOfOneMember) {
+  for (const char* dt : kDtypes) {
+    test::GraphBuilder b;
+    const std::string x = b.Input("x", {24, 40}, ParseDt(dt));
+    const std::string w = b.Param("w", {16, 40}, ParseDt(dt));
+    const std::string bias = b.Param("bias", {16}, ParseDt(dt));
+    const std::string y = b.Declare("y", {24, 16}, ParseDt(dt));
+    b.RawOp("gg", "group_gemm_rcr_bias_sigmoid", {x, w, bias}, {y}, "\"group_size\": 1");
+    const std::string g = b.Param("g", {16}, ParseDt(dt));
+    const std::string be = b.Param("be", {16}, ParseDt(dt));
+    const std::string z = b.Declare("z", {24, 16}, ParseDt(dt));
+    b.RawOp("gl", "group_layernorm", {y, g, be}, {z}, "\"normalized_shapes\": [[16]]");
+    b.Outputs({z});
+    ExpectGpuMatchesCpu(b.Build(), 12, std::string("one-member groups ") + dt);
+  }
+}
+
 // One group_layernorm op of 1000 members: the GPU kernel has no 39 limit.
 TEST_F(CudaTest, LayerNormGroupOfAThousandMembers) {
   test::GraphBuilder b;
