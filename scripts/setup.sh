@@ -8,6 +8,12 @@ packages=(
   nlohmann-json3-dev libcli11-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev zlib1g-dev python3-numpy
+  # ---- ONNX frontend (src/onnx) and its tests (tests/onnx) ----
+  # ONNX 1.12 and protobuf for C++; Debian's PyTorch (CPU only) and ONNX for
+  # exporting test models; python3-venv for the onnxruntime venv below.
+  libonnx-dev libprotobuf-dev protobuf-compiler
+  python3-onnx python3-torch python3-venv
+  # ---- end ONNX ----
 )
 
 missing=()
@@ -22,3 +28,16 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 echo "setup: system packages ready"
+
+# ---- ONNX tests: onnxruntime, which Debian lacks, from PyPI in .venv ----
+# The venv sees Debian's torch, onnx and numpy (--system-site-packages); PyPI's
+# torch would pull several GB of GPU libraries, so it is never installed here.
+ORT_VERSION=1.19.2
+root="$(cd "$(dirname "$0")/.." && pwd)"
+if ! "$root/.venv/bin/python" -c "import onnxruntime, onnx, torch" 2>/dev/null; then
+  echo "setup: making .venv with onnxruntime $ORT_VERSION"
+  /usr/bin/python3 -m venv --system-site-packages "$root/.venv"
+  "$root/.venv/bin/pip" install -q "onnxruntime==$ORT_VERSION"
+fi
+echo "setup: .venv (onnxruntime) ready"
+# ---- end ONNX ----

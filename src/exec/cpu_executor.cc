@@ -5,6 +5,7 @@
 #include <random>
 
 #include "cpu_kernels.h"
+#include "cpu_onnx_ops.h"
 #include "hfuse/ir/analysis.h"
 #include "hfuse/support/error.h"
 
@@ -48,6 +49,10 @@ class CpuRun {
       const Tensor& t = g_.tensor(id);
       if (!t.alive || t.role == Role::kIntermediate) continue;
       auto it = feeds.find(t.name);
+      if (it == feeds.end() && t.data) {  // a param that came with its values
+        values_[static_cast<size_t>(id)] = ParamValue(t, dims_);
+        continue;
+      }
       if (it == feeds.end()) ThrowInputError("no value given for {} '{}'", RoleName(t), t.name);
       const HostTensor& v = it->second;
       const std::vector<int64_t> want = ConcreteShape(t.shape, dims_);
@@ -157,7 +162,16 @@ class CpuRun {
       case OpType::kConcatenate: Concatenate(op); break;
       case OpType::kElementwise: Elementwise(op); break;
       case OpType::kReshape: Out(op.outputs[0]).bytes = In(op.inputs[0]).bytes; break;
+      case OpType::kOpaque: Opaque(op); break;
     }
+  }
+
+  void Opaque(const Op& op) {
+    std::vector<const HostTensor*> in;
+    for (TensorId t : op.inputs) in.push_back(&In(t));
+    std::vector<HostTensor*> out;
+    for (TensorId t : op.outputs) out.push_back(&Out(t));
+    cpu::RunOnnxOp(op.name, *op.attrs.onnx, in, out);
   }
 
   void Gemm(const Op& op, const TensorId* in, bool bias, TensorId y) {
@@ -289,6 +303,17 @@ std::vector<int64_t> ConcreteShape(const Shape& shape, const DimValues& dims) {
   return out;
 }
 
+HostTensor ParamValue(const Tensor& t, const DimValues& dims) {
+  HostTensor v(t.dtype, ConcreteShape(t.shape, dims));
+  // The importer checks sizes; a graph built by hand might not.
+  if (!t.data || t.data->size() != v.bytes.size()) {
+    ThrowInputError("param '{}' has {} bytes of data, expected {}", t.name,
+                    t.data ? t.data->size() : 0, v.bytes.size());
+  }
+  v.bytes = *t.data;
+  return v;
+}
+
 TensorMap RandomFeeds(const Graph& graph, const DimValues& dims, uint64_t seed) {
   std::vector<bool> is_gamma(static_cast<size_t>(graph.num_tensor_ids()), false);
   for (OpId id : graph.LiveOps()) {
@@ -304,6 +329,10 @@ TensorMap RandomFeeds(const Graph& graph, const DimValues& dims, uint64_t seed) 
   for (TensorId id = 0; id < graph.num_tensor_ids(); ++id) {
     const Tensor& t = graph.tensor(id);
     if (!t.alive || t.role == Role::kIntermediate) continue;
+    if (t.data) {
+      feeds[t.name] = ParamValue(t, dims);
+      continue;
+    }
     uint64_t h = 1469598103934665603ull;
     for (unsigned char c : t.name) h = (h ^ c) * 1099511628211ull;
     std::mt19937_64 rng(SplitMix(seed ^ SplitMix(h)));

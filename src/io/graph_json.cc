@@ -1,46 +1,111 @@
-// Graph JSON v1 reader and writer (nlohmann-json for parsing and for
-// escaping strings and printing numbers, so values round-trip exactly).
+// Graph JSON v1 reader and writer. The reader reads the text in place
+// (json_text.h: one validating pass, then values read where they lie), so
+// that a graph file of hundreds of MB costs little more than the graph; what
+// that path leaves aside (malformed text, whose message nlohmann words, and
+// rare valid forms) goes through nlohmann's DOM, with the same checks and
+// messages, the reader being written once for both. nlohmann also escapes
+// strings and prints numbers for the writer, so values round-trip exactly.
 #include "hfuse/io/graph_json.h"
 
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "hfuse/ir/verifier.h"
 #include "hfuse/support/error.h"
 #include "hfuse/support/file.h"
+#include "json_text.h"
 
 namespace hfuse {
 namespace {
 
 using nlohmann::json;
 
-class Reader {
- public:
-  explicit Reader(std::string source) : source_(std::move(source)) {}
-
-  Graph Read(std::string_view text) {
-    // nlohmann's message for this one ("unexpected end of input") hides the cause.
-    if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) Fail("the file is empty");
-    json doc;
-    try {
-      doc = json::parse(text.begin(), text.end());
-    } catch (const json::exception& e) {
-      // parse_error, and out_of_range for a number beyond double (1e400).
-      Fail("malformed JSON: {}", e.what());
+// nlohmann's DOM behind the interface of json_text's values.
+struct Dom {
+  class Value {
+   public:
+    explicit Value(const json& v) : v_(&v) {}
+    bool is_object() const { return v_->is_object(); }
+    bool is_array() const { return v_->is_array(); }
+    bool is_string() const { return v_->is_string(); }
+    bool is_null() const { return v_->is_null(); }
+    bool is_number() const { return v_->is_number(); }
+    bool is_number_integer() const { return v_->is_number_integer(); }
+    bool is_number_unsigned() const { return v_->is_number_unsigned(); }
+    bool is_structured() const { return v_->is_structured(); }
+    const char* type_name() const { return v_->type_name(); }
+    std::string dump() const { return v_->dump(); }
+    std::string get_string() const { return v_->get<std::string>(); }
+    std::string_view get_string_view(std::string&) const { return v_->get_ref<const std::string&>(); }
+    int64_t get_int64() const { return v_->get<int64_t>(); }
+    uint64_t get_uint64() const { return v_->get<uint64_t>(); }
+    double get_double() const { return v_->get<double>(); }
+    size_t size() const { return v_->size(); }
+    template <typename F>
+    void for_each(F&& f) const {
+      size_t i = 0;
+      for (const json& e : *v_) f(i++, Value(e));
     }
+
+   private:
+    friend struct Dom;
+    const json* v_;
+  };
+  class Object {
+   public:
+    explicit Object(const Value& v) : v_(v.v_) {}
+    std::optional<Value> find(std::string_view key) const {
+      auto it = v_->find(std::string(key));
+      if (it == v_->end()) return std::nullopt;
+      return Value(*it);
+    }
+    template <typename F>
+    void for_each_key(F&& f) const {
+      for (const auto& [key, value] : v_->items()) f(std::string_view(key));
+    }
+
+   private:
+    const json* v_;
+  };
+};
+
+struct InPlace {
+  using Value = json_text::Value;
+  using Object = json_text::Object;
+};
+
+template <typename... Args>
+[[noreturn]] void FailIn(const std::string& source, fmt::format_string<Args...> format, Args&&... args) {
+  ThrowInputError("{}: {}", source, fmt::format(format, std::forward<Args>(args)...));
+}
+
+// Reads a graph from either front end. Messages name where they are with
+// `what` and `where` callables, formatted only when a check fails.
+template <typename J>
+class Reader {
+  using Value = typename J::Value;
+  using Object = typename J::Object;
+
+ public:
+  explicit Reader(const std::string& source) : source_(source) {}
+
+  Graph Read(const Value& doc) {
     if (!doc.is_object()) Fail("the top level must be an object");
-    CheckKeys(doc, "the top level", {"graph_format", "name", "dims", "tensors", "ops", "outputs"});
-    const json& format = Required(doc, "graph_format", "the top level");
-    if (!format.is_number_integer() || format.get<int64_t>() != 1) {
+    const Object top(doc);
+    auto top_level = [] { return std::string("the top level"); };
+    CheckKeys(top, top_level, {"graph_format", "name", "dims", "tensors", "ops", "outputs"});
+    const Value format = Required(top, "graph_format", top_level);
+    if (!format.is_number_integer() || format.get_int64() != 1) {
       Fail("graph_format must be 1, got {}", Describe(format));
     }
-    if (doc.contains("name")) graph_.set_name(String(doc["name"], "name"));
-    if (doc.contains("dims")) ReadDims(Array(doc["dims"], "dims"));
-    ReadTensors(Array(Required(doc, "tensors", "the top level"), "tensors"));
-    ReadOps(Array(Required(doc, "ops", "the top level"), "ops"));
-    ReadOutputs(Array(Required(doc, "outputs", "the top level"), "outputs"));
+    if (auto name = top.find("name")) graph_.set_name(String(*name, Is("name")));
+    if (auto dims = top.find("dims")) ReadDims(Array(*dims, Is("dims")));
+    ReadTensors(Array(Required(top, "tensors", top_level), Is("tensors")));
+    ReadOps(Array(Required(top, "ops", top_level), Is("ops")));
+    ReadOutputs(Array(Required(top, "outputs", top_level), Is("outputs")));
     try {
       VerifyGraph(graph_);
     } catch (const InputError& e) {
@@ -52,172 +117,209 @@ class Reader {
  private:
   template <typename... Args>
   [[noreturn]] void Fail(fmt::format_string<Args...> format, Args&&... args) {
-    ThrowInputError("{}: {}", source_, fmt::format(format, std::forward<Args>(args)...));
+    FailIn(source_, format, std::forward<Args>(args)...);
   }
 
-  void CheckKeys(const json& obj, const std::string& where,
-                 std::initializer_list<std::string_view> allowed) {
-    for (const auto& [key, value] : obj.items()) {
-      bool ok = false;
-      for (std::string_view a : allowed) ok = ok || key == a;
-      if (!ok) Fail("{}: unknown key '{}'", where, key);
-    }
+  // A `what` that is a fixed text.
+  static auto Is(const char* text) {
+    return [text] { return std::string(text); };
+  }
+  // `where` followed by a suffix.
+  template <typename Where>
+  static auto Then(const Where& where, const char* suffix) {
+    return [&where, suffix] { return where() + suffix; };
+  }
+
+  template <typename Where>
+  void CheckKeys(const Object& obj, const Where& where, std::initializer_list<std::string_view> allowed) {
+    obj.for_each_key([&](std::string_view key) {
+      for (std::string_view a : allowed) {
+        if (key == a) return;
+      }
+      Fail("{}: unknown key '{}'", where(), key);
+    });
   }
   // A value for an error message: scalars as written, arrays and objects by
   // type only (dumping them recurses once per level and can overflow the stack
   // on deeply nested input), long strings cut short.
-  static std::string Describe(const json& v) {
+  static std::string Describe(const Value& v) {
     if (v.is_structured()) return fmt::format("an {}", v.type_name());
     std::string text = v.dump();
     if (text.size() > 80) text = text.substr(0, 80) + "...";
     return text;
   }
-  const json& Required(const json& obj, const char* key, const std::string& where) {
-    auto it = obj.find(key);
-    if (it == obj.end()) Fail("{}: missing key '{}'", where, key);
-    return *it;
+  template <typename Where>
+  Value Required(const Object& obj, const char* key, const Where& where) {
+    auto v = obj.find(key);
+    if (!v) Fail("{}: missing key '{}'", where(), key);
+    return *v;
   }
-  const json& Array(const json& v, const std::string& what) {
-    if (!v.is_array()) Fail("{} must be an array, got {}", what, v.type_name());
+  template <typename What>
+  Value Array(const Value& v, const What& what) {
+    if (!v.is_array()) Fail("{} must be an array, got {}", what(), v.type_name());
     return v;
   }
-  std::string String(const json& v, const std::string& what) {
-    if (!v.is_string()) Fail("{} must be a string, got {}", what, v.type_name());
-    return v.get<std::string>();
+  template <typename What>
+  std::string String(const Value& v, const What& what) {
+    if (!v.is_string()) Fail("{} must be a string, got {}", what(), v.type_name());
+    return v.get_string();
   }
-  int64_t Int(const json& v, const std::string& what) {
-    if (!v.is_number_integer()) Fail("{} must be an integer, got {}", what, Describe(v));
-    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
-      Fail("{} is too large: {}", what, Describe(v));
+  template <typename What>
+  std::string_view StringView(const Value& v, const What& what) {
+    if (!v.is_string()) Fail("{} must be a string, got {}", what(), v.type_name());
+    return v.get_string_view(scratch_);
+  }
+  template <typename What>
+  int64_t Int(const Value& v, const What& what) {
+    if (!v.is_number_integer()) Fail("{} must be an integer, got {}", what(), Describe(v));
+    if (v.is_number_unsigned() && v.get_uint64() > static_cast<uint64_t>(INT64_MAX)) {
+      Fail("{} is too large: {}", what(), Describe(v));
     }
-    return v.get<int64_t>();
+    return v.get_int64();
   }
-  double Number(const json& v, const std::string& what) {
-    if (!v.is_number()) Fail("{} must be a number, got {}", what, Describe(v));
-    return v.get<double>();
+  template <typename What>
+  double Number(const Value& v, const What& what) {
+    if (!v.is_number()) Fail("{} must be a number, got {}", what(), Describe(v));
+    return v.get_double();
   }
-  std::vector<int64_t> IntArray(const json& v, const std::string& what) {
+  template <typename What>
+  std::vector<int64_t> IntArray(const Value& v, const What& what) {
     Array(v, what);
     std::vector<int64_t> out;
-    for (const json& e : v) out.push_back(Int(e, what + " entry"));
+    const auto entry = Then(what, " entry");
+    v.for_each([&](size_t, const Value& e) { out.push_back(Int(e, entry)); });
     return out;
   }
 
-  void ReadDims(const json& dims) {
-    for (size_t i = 0; i < dims.size(); ++i) {
-      const json& d = dims[i];
+  void ReadDims(const Value& dims) {
+    dims.for_each([&](size_t i, const Value& d) {
       // Until the name is known, the entry is named by its position.
-      const std::string at = fmt::format("dims[{}]", i);
-      if (!d.is_object()) Fail("{} must be an object, got {}", at, Describe(d));
+      auto at = [i] { return fmt::format("dims[{}]", i); };
+      if (!d.is_object()) Fail("{} must be an object, got {}", at(), Describe(d));
+      const Object obj(d);
       DynamicDim dim;
-      dim.name = String(Required(d, "name", at), at + " name");
-      if (dim.name.empty()) Fail("{}: the name is empty", at);
-      const std::string where = fmt::format("dim '{}'", dim.name);
-      CheckKeys(d, where, {"name", "min", "max"});
-      dim.min = Int(Required(d, "min", where), where + " min");
-      dim.max = Int(Required(d, "max", where), where + " max");
+      dim.name = String(Required(obj, "name", at), Then(at, " name"));
+      if (dim.name.empty()) Fail("{}: the name is empty", at());
+      auto where = [&] { return fmt::format("dim '{}'", dim.name); };
+      CheckKeys(obj, where, {"name", "min", "max"});
+      dim.min = Int(Required(obj, "min", where), Then(where, " min"));
+      dim.max = Int(Required(obj, "max", where), Then(where, " max"));
       if (dim.min < 0 || dim.max < dim.min) {
-        Fail("{}: needs 0 <= min <= max, got min {} max {}", where, dim.min, dim.max);
+        Fail("{}: needs 0 <= min <= max, got min {} max {}", where(), dim.min, dim.max);
       }
       if (graph_.FindDim(dim.name)) Fail("dims: dim '{}' is declared twice", dim.name);
       graph_.AddDim(std::move(dim));
-    }
+    });
   }
 
-  void ReadTensors(const json& tensors) {
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      const json& t = tensors[i];
-      const std::string at = fmt::format("tensors[{}]", i);
-      if (!t.is_object()) Fail("{} must be an object, got {}", at, Describe(t));
+  void ReadTensors(const Value& tensors) {
+    tensors.for_each([&](size_t i, const Value& t) {
+      auto at = [i] { return fmt::format("tensors[{}]", i); };
+      if (!t.is_object()) Fail("{} must be an object, got {}", at(), Describe(t));
+      const Object obj(t);
       Tensor tensor;
-      tensor.name = String(Required(t, "name", at), at + " name");
-      if (tensor.name.empty()) Fail("{}: the name is empty", at);
-      const std::string where = fmt::format("tensor '{}'", tensor.name);
-      CheckKeys(t, where, {"name", "shape", "dtype", "role"});
-      for (const json& d : Array(Required(t, "shape", where), where + " shape")) {
+      tensor.name = String(Required(obj, "name", at), Then(at, " name"));
+      if (tensor.name.empty()) Fail("{}: the name is empty", at());
+      auto where = [&] { return fmt::format("tensor '{}'", tensor.name); };
+      CheckKeys(obj, where, {"name", "shape", "dtype", "role"});
+      const auto shape_entry = Then(where, " shape entry");
+      Array(Required(obj, "shape", where), Then(where, " shape")).for_each([&](size_t, const Value& d) {
         if (d.is_string()) {
-          auto dim = graph_.FindDim(d.get<std::string>());
-          if (!dim) Fail("{}: shape names dim '{}', which is not in dims", where, d.get<std::string>());
+          const std::string name = d.get_string();
+          auto dim = graph_.FindDim(name);
+          if (!dim) Fail("{}: shape names dim '{}', which is not in dims", where(), name);
           tensor.shape.push_back(Dim::Dynamic(*dim));
         } else {
-          const int64_t v = Int(d, where + " shape entry");
-          if (v < 0) Fail("{}: shape entry {} is negative", where, v);
+          const int64_t v = Int(d, shape_entry);
+          if (v < 0) Fail("{}: shape entry {} is negative", where(), v);
           tensor.shape.push_back(Dim::Static(v));
         }
-      }
-      const std::string dtype = String(Required(t, "dtype", where), where + " dtype");
+      });
+      const std::string_view dtype = StringView(Required(obj, "dtype", where), Then(where, " dtype"));
       auto parsed = ParseDType(dtype);
-      if (!parsed) Fail("{}: unknown dtype '{}' (float16, bfloat16 or float32)", where, dtype);
+      if (!parsed) Fail("{}: unknown dtype '{}' (float16, bfloat16 or float32)", where(), dtype);
       tensor.dtype = *parsed;
-      if (t.contains("role")) {
-        const std::string role = String(t["role"], where + " role");
+      if (auto role_value = obj.find("role")) {
+        const std::string_view role = StringView(*role_value, Then(where, " role"));
         if (role == "input") tensor.role = Role::kInput;
         else if (role == "param") tensor.role = Role::kParam;
-        else Fail("{}: unknown role '{}' (input or param)", where, role);
+        else Fail("{}: unknown role '{}' (input or param)", where(), role);
       }
-      if (graph_.AddTensor(std::move(tensor)) == kNone) Fail("{} is declared twice", where);
-    }
+      if (graph_.TryAddTensor(tensor) == kNone) Fail("{} is declared twice", where());
+    });
   }
 
-  TensorId TensorRef(const json& v, const std::string& where) {
-    const std::string name = String(v, where);
+  template <typename Where>
+  TensorId TensorRef(const Value& v, const Where& where) {
+    const std::string_view name = StringView(v, where);
     auto id = graph_.FindTensor(name);
-    if (!id) Fail("{}: tensor '{}' is not declared", where, name);
+    if (!id) Fail("{}: tensor '{}' is not declared", where(), name);
     return *id;
   }
 
-  void ReadOps(const json& ops) {
-    for (size_t i = 0; i < ops.size(); ++i) {
-      const json& o = ops[i];
-      const std::string at = fmt::format("ops[{}]", i);
-      if (!o.is_object()) Fail("{} must be an object, got {}", at, Describe(o));
+  void ReadOps(const Value& ops) {
+    // Per tensor, the index of the last op that listed it as an output.
+    std::vector<int64_t> listed;
+    int64_t count = 0;
+    ops.for_each([&](size_t i, const Value& o) {
+      ++count;
+      auto at = [i] { return fmt::format("ops[{}]", i); };
+      if (!o.is_object()) Fail("{} must be an object, got {}", at(), Describe(o));
+      const Object obj(o);
       Op op;
-      op.name = String(Required(o, "name", at), at + " name");
-      if (op.name.empty()) Fail("{}: the name is empty", at);
-      const std::string where = fmt::format("op '{}'", op.name);
+      op.name = String(Required(obj, "name", at), Then(at, " name"));
+      if (op.name.empty()) Fail("{}: the name is empty", at());
+      auto where = [&] { return fmt::format("op '{}'", op.name); };
       // Before its outputs, which a copied op would report as produced twice.
-      if (graph_.FindOp(op.name)) Fail("{} is declared twice", where);
-      const std::string type = String(Required(o, "op", where), where + " op");
+      if (graph_.FindOp(op.name)) Fail("{} is declared twice", where());
+      const std::string_view type = StringView(Required(obj, "op", where), Then(where, " op"));
       auto parsed = ParseOpType(type);
-      if (!parsed) Fail("{}: unknown op type '{}'", where, type);
+      if (!parsed) Fail("{}: unknown op type '{}'", where(), type);
       op.type = *parsed;
-      ReadAttrs(o, op, where);
-      const json& inputs = Array(Required(o, "inputs", where), where + " inputs");
+      ReadAttrs(obj, op, where);
+      const Value inputs = Array(Required(obj, "inputs", where), Then(where, " inputs"));
       const bool layernorm = IsLayerNorm(op.type);
-      if (layernorm && (inputs.empty() || inputs.size() > 3)) {
-        Fail("{}: layernorm takes X, gamma, beta (1 to 3 inputs), got {}", where, inputs.size());
-      }
-      for (size_t i = 0; i < inputs.size(); ++i) {
-        if (layernorm && i > 0 && inputs[i].is_null()) {
-          (i == 1 ? op.attrs.has_gamma : op.attrs.has_beta) = false;
-          continue;
+      if (layernorm) {
+        const size_t n = inputs.size();
+        if (n == 0 || n > 3) {
+          Fail("{}: layernorm takes X, gamma, beta (1 to 3 inputs), got {}", where(), n);
         }
-        op.inputs.push_back(TensorRef(inputs[i], where + " input"));
+        if (n < 3) op.attrs.has_beta = false;
+        if (n < 2) op.attrs.has_gamma = false;
       }
-      if (layernorm && inputs.size() < 3) op.attrs.has_beta = false;
-      if (layernorm && inputs.size() < 2) op.attrs.has_gamma = false;
-      for (const json& out : Array(Required(o, "outputs", where), where + " outputs")) {
-        const TensorId id = TensorRef(out, where + " output");
+      const auto input = Then(where, " input");
+      inputs.for_each([&](size_t k, const Value& in) {
+        if (layernorm && k > 0 && in.is_null()) {
+          (k == 1 ? op.attrs.has_gamma : op.attrs.has_beta) = false;
+          return;
+        }
+        op.inputs.push_back(TensorRef(in, input));
+      });
+      const auto output = Then(where, " output");
+      Array(Required(obj, "outputs", where), Then(where, " outputs")).for_each([&](size_t, const Value& out) {
+        const TensorId id = TensorRef(out, output);
         const Tensor& t = graph_.tensor(id);
         if (t.role != Role::kIntermediate) {
-          Fail("{}: output '{}' is a graph {}, which no op may produce", where, t.name,
+          Fail("{}: output '{}' is a graph {}, which no op may produce", where(), t.name,
                t.role == Role::kInput ? "input" : "param");
         }
         if (t.producer != kNone) {
-          Fail("{}: tensor '{}' is already produced by op '{}'", where, t.name,
+          Fail("{}: tensor '{}' is already produced by op '{}'", where(), t.name,
                graph_.op(t.producer).name);
         }
-        if (std::find(op.outputs.begin(), op.outputs.end(), id) != op.outputs.end()) {
-          Fail("{}: output '{}' is listed twice", where, t.name);
-        }
+        listed.resize(static_cast<size_t>(graph_.num_tensor_ids()), -1);
+        int64_t& last = listed[static_cast<size_t>(id)];
+        if (last == count) Fail("{}: output '{}' is listed twice", where(), t.name);
+        last = count;
         op.outputs.push_back(id);
-      }
+      });
       graph_.AddOp(std::move(op));
-    }
+    });
     if (graph_.num_op_ids() == 0) Fail("the graph has no ops");
   }
 
-  void ReadAttrs(const json& o, Op& op, const std::string& where) {
+  template <typename Where>
+  void ReadAttrs(const Object& o, Op& op, const Where& where) {
     Attrs& a = op.attrs;
     switch (op.type) {
       case OpType::kGemmRcr:
@@ -225,70 +327,99 @@ class Reader {
       case OpType::kGemmRcrBiasRelu:
       case OpType::kGemmRcrBiasSigmoid:
         CheckKeys(o, where, {"name", "op", "inputs", "outputs", "alpha"});
-        if (o.contains("alpha")) a.alpha = Number(o["alpha"], where + " alpha");
+        if (auto alpha = o.find("alpha")) a.alpha = Number(*alpha, Then(where, " alpha"));
         break;
       case OpType::kLayerNorm:
       case OpType::kLayerNormSigmoidMul:
         CheckKeys(o, where, {"name", "op", "inputs", "outputs", "normalized_shape", "eps"});
         a.normalized_shape =
-            IntArray(Required(o, "normalized_shape", where), where + " normalized_shape");
-        if (o.contains("eps")) a.eps = Number(o["eps"], where + " eps");
+            IntArray(Required(o, "normalized_shape", where), Then(where, " normalized_shape"));
+        if (auto eps = o.find("eps")) a.eps = Number(*eps, Then(where, " eps"));
         break;
       case OpType::kSplit:
         CheckKeys(o, where, {"name", "op", "inputs", "outputs", "split_sizes", "dim"});
-        a.split_sizes = IntArray(Required(o, "split_sizes", where), where + " split_sizes");
-        a.dim = Int(Required(o, "dim", where), where + " dim");
+        a.split_sizes = IntArray(Required(o, "split_sizes", where), Then(where, " split_sizes"));
+        a.dim = Int(Required(o, "dim", where), Then(where, " dim"));
         break;
       case OpType::kConcatenate:
         CheckKeys(o, where, {"name", "op", "inputs", "outputs", "dim"});
-        a.dim = Int(Required(o, "dim", where), where + " dim");
+        a.dim = Int(Required(o, "dim", where), Then(where, " dim"));
         break;
       case OpType::kElementwise: {
         CheckKeys(o, where, {"name", "op", "inputs", "outputs", "func"});
-        const std::string func = String(Required(o, "func", where), where + " func");
+        const std::string_view func = StringView(Required(o, "func", where), Then(where, " func"));
         auto f = ParseEwFunc(func);
-        if (!f) Fail("{}: unknown func '{}'", where, func);
+        if (!f) Fail("{}: unknown func '{}'", where(), func);
         a.func = *f;
         break;
       }
       case OpType::kReshape:
         CheckKeys(o, where, {"name", "op", "inputs", "outputs", "shape"});
-        a.shape = IntArray(Required(o, "shape", where), where + " shape");
+        a.shape = IntArray(Required(o, "shape", where), Then(where, " shape"));
         break;
       case OpType::kGroupGemmRcr:
       case OpType::kGroupGemmRcrBias:
       case OpType::kGroupGemmRcrBiasRelu:
       case OpType::kGroupGemmRcrBiasSigmoid:
         CheckKeys(o, where, {"name", "op", "inputs", "outputs", "group_size"});
-        a.group_size = Int(Required(o, "group_size", where), where + " group_size");
+        a.group_size = Int(Required(o, "group_size", where), Then(where, " group_size"));
         break;
       case OpType::kGroupLayerNorm:
-      case OpType::kGroupLayerNormSigmoidMul:
+      case OpType::kGroupLayerNormSigmoidMul: {
         CheckKeys(o, where, {"name", "op", "inputs", "outputs", "normalized_shapes", "eps"});
-        for (const json& s : Array(Required(o, "normalized_shapes", where),
-                                   where + " normalized_shapes")) {
-          a.normalized_shapes.push_back(IntArray(s, where + " normalized_shapes entry"));
-        }
-        if (o.contains("eps")) a.eps = Number(o["eps"], where + " eps");
+        const auto entry = Then(where, " normalized_shapes entry");
+        Array(Required(o, "normalized_shapes", where), Then(where, " normalized_shapes"))
+            .for_each([&](size_t, const Value& s) { a.normalized_shapes.push_back(IntArray(s, entry)); });
+        if (auto eps = o.find("eps")) a.eps = Number(*eps, Then(where, " eps"));
         break;
+      }
+      case OpType::kOpaque:
+        Fail("{}: op type 'opaque' stands for an unknown ONNX operator, which graph JSON v1 "
+             "cannot hold (read the .onnx model instead)",
+             where());
     }
   }
 
-  void ReadOutputs(const json& outputs) {
+  void ReadOutputs(const Value& outputs) {
     std::vector<TensorId> ids;
-    for (const json& o : outputs) {
-      const TensorId id = TensorRef(o, "outputs");
-      if (std::find(ids.begin(), ids.end(), id) != ids.end()) {
+    std::vector<bool> seen(static_cast<size_t>(graph_.num_tensor_ids()), false);
+    outputs.for_each([&](size_t, const Value& o) {
+      const TensorId id = TensorRef(o, Is("outputs"));
+      if (seen[static_cast<size_t>(id)]) {
         Fail("outputs: tensor '{}' is listed twice", graph_.tensor(id).name);
       }
+      seen[static_cast<size_t>(id)] = true;
       ids.push_back(id);
-    }
+    });
     if (ids.empty()) Fail("outputs: the graph has no outputs");
     graph_.set_outputs(std::move(ids));
   }
 
-  std::string source_;
+  const std::string& source_;
   Graph graph_;
+  std::string scratch_;  // decoded strings with escapes
+};
+
+// A SAX handler that keeps nothing: parsing with it finds nlohmann's message
+// for a malformed text without building the document.
+struct NullSax {
+  std::optional<std::string> error;
+  bool null() { return true; }
+  bool boolean(bool) { return true; }
+  bool number_integer(json::number_integer_t) { return true; }
+  bool number_unsigned(json::number_unsigned_t) { return true; }
+  bool number_float(json::number_float_t, const json::string_t&) { return true; }
+  bool string(json::string_t&) { return true; }
+  bool binary(json::binary_t&) { return true; }
+  bool start_object(std::size_t) { return true; }
+  bool key(json::string_t&) { return true; }
+  bool end_object() { return true; }
+  bool start_array(std::size_t) { return true; }
+  bool end_array() { return true; }
+  bool parse_error(std::size_t, const std::string&, const json::exception& e) {
+    error = e.what();
+    return false;
+  }
 };
 
 // Appends JSON text to a buffer; one tensor or op per line.
@@ -397,6 +528,10 @@ class Writer {
         if (a.eps) Put(fmt::format(", \"eps\": {}", Num(*a.eps)));
         break;
       }
+      case OpType::kOpaque:
+        ThrowInputError("op '{}' is the ONNX operator {}, which hfuse keeps opaque and graph "
+                        "JSON v1 cannot hold; write ONNX (.onnx) instead",
+                        op.name, a.onnx ? a.onnx->op_type : "?");
     }
     Put("}");
   }
@@ -408,7 +543,22 @@ class Writer {
 }  // namespace
 
 Graph ParseGraphJson(std::string_view text, const std::string& source) {
-  return Reader(source).Read(text);
+  // nlohmann's message for this one ("unexpected end of input") hides the cause.
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) FailIn(source, "the file is empty");
+  if (json_text::Validate(text)) return Reader<InPlace>(source).Read(json_text::Value::Root(text));
+  // Malformed (its message, without building a document), or valid in a
+  // form that the in-place path leaves to nlohmann.
+  NullSax sax;
+  json::sax_parse(text.begin(), text.end(), &sax);
+  // parse_error, and out_of_range for a number beyond double (1e400).
+  if (sax.error) FailIn(source, "malformed JSON: {}", *sax.error);
+  json doc;
+  try {
+    doc = json::parse(text.begin(), text.end());
+  } catch (const json::exception& e) {
+    FailIn(source, "malformed JSON: {}", e.what());
+  }
+  return Reader<Dom>(source).Read(Dom::Value(doc));
 }
 
 Graph ReadGraphJsonFile(const std::string& path) { return ParseGraphJson(ReadFile(path), path); }

@@ -7,14 +7,19 @@
 namespace hfuse {
 
 std::vector<OpId> StableTopologicalOrder(const Graph& graph) {
-  // missing[op] = number of input slots whose producer has not run yet.
+  // missing[op] = number of distinct produced inputs whose producer has not
+  // run yet. Counted per tensor, not per input slot, so that an op with many
+  // inputs is not scanned once per input (user lists hold each op once).
   std::vector<int32_t> missing(static_cast<size_t>(graph.num_op_ids()), 0);
+  std::vector<OpId> last_reader(static_cast<size_t>(graph.num_tensor_ids()), kNone);
   std::priority_queue<OpId, std::vector<OpId>, std::greater<>> ready;
   for (OpId id = 0; id < graph.num_op_ids(); ++id) {
     const Op& op = graph.op(id);
     if (!op.alive) continue;
     for (TensorId in : op.inputs) {
-      if (graph.tensor(in).producer != kNone) ++missing[static_cast<size_t>(id)];
+      if (graph.tensor(in).producer == kNone || last_reader[static_cast<size_t>(in)] == id) continue;
+      last_reader[static_cast<size_t>(in)] = id;
+      ++missing[static_cast<size_t>(id)];
     }
     if (missing[static_cast<size_t>(id)] == 0) ready.push(id);
   }
@@ -25,9 +30,7 @@ std::vector<OpId> StableTopologicalOrder(const Graph& graph) {
     order.push_back(id);
     for (TensorId out : graph.op(id).outputs) {
       for (OpId user : graph.tensor(out).users) {
-        for (TensorId in : graph.op(user).inputs) {
-          if (in == out && --missing[static_cast<size_t>(user)] == 0) ready.push(user);
-        }
+        if (--missing[static_cast<size_t>(user)] == 0) ready.push(user);
       }
     }
   }

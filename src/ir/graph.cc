@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <limits>
+#include <unordered_set>
 
 #include "hfuse/support/error.h"
 
@@ -27,15 +29,17 @@ constexpr std::array<std::string_view, kNumOpTypes> kOpTypeNames = {
     "group_gemm_rcr_bias_sigmoid",
     "group_layernorm",
     "group_layernorm_sigmoid_mul",
+    "opaque",
 };
 
 constexpr std::array<std::string_view, 9> kEwFuncNames = {
     "relu", "sigmoid", "tanh", "gelu", "silu", "add", "sub", "mul", "div"};
 
+// For non-negative a and b (sizes).
 int64_t SaturatingMul(int64_t a, int64_t b) {
-  if (a == 0 || b == 0) return 0;
-  if (a > std::numeric_limits<int64_t>::max() / b) return std::numeric_limits<int64_t>::max();
-  return a * b;
+  int64_t product = 0;
+  if (__builtin_mul_overflow(a, b, &product)) return std::numeric_limits<int64_t>::max();
+  return product;
 }
 
 }  // namespace
@@ -131,27 +135,87 @@ std::optional<int32_t> Graph::FindDim(std::string_view name) const {
   return std::nullopt;
 }
 
-TensorId Graph::AddTensor(Tensor tensor) {
+uint32_t NameIndex::Hash(std::string_view name) {
+  return static_cast<uint32_t>(std::hash<std::string_view>()(name));
+}
+
+template <typename Item>
+int32_t NameIndex::Find(std::string_view name, uint32_t hash, const std::vector<Item>& items) const {
+  if (ids_.empty()) return kNone;
+  const size_t mask = ids_.size() - 1;
+  for (size_t slot = hash & mask;; slot = (slot + 1) & mask) {
+    const int32_t id = ids_[slot];
+    if (id == kNone) return kNone;
+    if (hashes_[slot] == hash && items[static_cast<size_t>(id)].name == name) return id;
+  }
+}
+
+template <typename Item>
+void NameIndex::Insert(int32_t id, uint32_t hash, const std::vector<Item>&) {
+  if (2 * (count_ + 1) > ids_.size()) Rehash(std::max<size_t>(16, 2 * ids_.size()));
+  const size_t mask = ids_.size() - 1;
+  size_t slot = hash & mask;
+  while (ids_[slot] != kNone) slot = (slot + 1) & mask;
+  ids_[slot] = id;
+  hashes_[slot] = hash;
+  ++count_;
+}
+
+template <typename Item>
+void NameIndex::Reserve(size_t count, const std::vector<Item>&) {
+  size_t capacity = 16;
+  while (capacity < 2 * count) capacity *= 2;
+  if (capacity > ids_.size()) Rehash(capacity);
+}
+
+void NameIndex::Rehash(size_t capacity) {
+  std::vector<int32_t> old_ids = std::move(ids_);
+  std::vector<uint32_t> old_hashes = std::move(hashes_);
+  ids_.assign(capacity, kNone);
+  hashes_.assign(capacity, 0);
+  const size_t mask = capacity - 1;
+  for (size_t i = 0; i < old_ids.size(); ++i) {
+    if (old_ids[i] == kNone) continue;
+    size_t slot = old_hashes[i] & mask;
+    while (ids_[slot] != kNone) slot = (slot + 1) & mask;
+    ids_[slot] = old_ids[i];
+    hashes_[slot] = old_hashes[i];
+  }
+}
+
+TensorId Graph::AddTensor(Tensor tensor) { return TryAddTensor(tensor); }
+
+TensorId Graph::TryAddTensor(Tensor& tensor) {
   const auto id = static_cast<TensorId>(tensors_.size());
-  if (!tensor_by_name_.emplace(tensor.name, id).second) return kNone;
+  const uint32_t hash = NameIndex::Hash(tensor.name);
+  // A name stays taken after its tensor is erased.
+  if (tensor_by_name_.Find(tensor.name, hash, tensors_) != kNone) return kNone;
   tensor.producer = kNone;
   tensor.users.clear();
   tensors_.push_back(std::move(tensor));
   is_output_.push_back(false);
+  tensor_by_name_.Insert(id, hash, tensors_);
   return id;
 }
 
 std::optional<TensorId> Graph::FindTensor(std::string_view name) const {
-  auto it = tensor_by_name_.find(std::string(name));
-  if (it == tensor_by_name_.end() || !tensors_[static_cast<size_t>(it->second)].alive) {
-    return std::nullopt;
-  }
-  return it->second;
+  const TensorId id = tensor_by_name_.Find(name, NameIndex::Hash(name), tensors_);
+  if (id == kNone || !tensors_[static_cast<size_t>(id)].alive) return std::nullopt;
+  return id;
+}
+
+void Graph::Reserve(size_t tensors, size_t ops) {
+  tensors_.reserve(tensors);
+  is_output_.reserve(tensors);
+  ops_.reserve(ops);
+  tensor_by_name_.Reserve(tensors, tensors_);
+  op_by_name_.Reserve(ops, ops_);
 }
 
 OpId Graph::AddOp(Op op) {
   const auto id = static_cast<OpId>(ops_.size());
-  if (!op_by_name_.emplace(op.name, id).second) return kNone;
+  const uint32_t hash = NameIndex::Hash(op.name);
+  if (op_by_name_.Find(op.name, hash, ops_) != kNone) return kNone;
   for (TensorId out : op.outputs) {
     Tensor& t = mutable_tensor(out);
     HFUSE_CHECK(t.alive && t.producer == kNone);
@@ -164,13 +228,14 @@ OpId Graph::AddOp(Op op) {
   }
   op.alive = true;
   ops_.push_back(std::move(op));
+  op_by_name_.Insert(id, hash, ops_);
   return id;
 }
 
 std::optional<OpId> Graph::FindOp(std::string_view name) const {
-  auto it = op_by_name_.find(std::string(name));
-  if (it == op_by_name_.end() || !ops_[static_cast<size_t>(it->second)].alive) return std::nullopt;
-  return it->second;
+  const OpId id = op_by_name_.Find(name, NameIndex::Hash(name), ops_);
+  if (id == kNone || !ops_[static_cast<size_t>(id)].alive) return std::nullopt;
+  return id;
 }
 
 int64_t Graph::NumLiveOps() const {
@@ -188,7 +253,7 @@ std::vector<OpId> Graph::LiveOps() const {
 std::string Graph::UniqueOpName(std::string_view base) {
   for (;;) {
     std::string name = fmt::format("{}_{}", base, next_unique_++);
-    if (!op_by_name_.count(name)) return name;
+    if (op_by_name_.Find(name, NameIndex::Hash(name), ops_) == kNone) return name;
   }
 }
 
@@ -209,13 +274,17 @@ void Graph::ReplaceAllUsesWith(TensorId from, TensorId to) {
   std::vector<OpId> users = std::move(mutable_tensor(from).users);
   mutable_tensor(from).users.clear();
   std::vector<OpId>& to_users = mutable_tensor(to).users;
+  // Which ops already read `to`: a set when both lists are long.
+  std::unordered_set<OpId> reading;
+  const bool use_set = users.size() * to_users.size() > 1024;
+  if (use_set) reading.insert(to_users.begin(), to_users.end());
   for (OpId user : users) {
     for (TensorId& in : mutable_op(user).inputs) {
       if (in == from) in = to;
     }
-    if (std::find(to_users.begin(), to_users.end(), user) == to_users.end()) {
-      to_users.push_back(user);
-    }
+    const bool known = use_set ? !reading.insert(user).second
+                               : std::find(to_users.begin(), to_users.end(), user) != to_users.end();
+    if (!known) to_users.push_back(user);
   }
 }
 
@@ -225,6 +294,23 @@ void Graph::DetachOp(OpId id) {
   for (TensorId in : o.inputs) RemoveUser(in, id);
   for (TensorId out : o.outputs) mutable_tensor(out).producer = kNone;
   o.alive = false;  // its name stays taken, so reports never see it reused
+}
+
+void Graph::DetachOps(const std::vector<OpId>& ids) {
+  std::unordered_set<OpId> leaving;
+  std::vector<TensorId> inputs;
+  for (OpId id : ids) {
+    Op& o = mutable_op(id);
+    HFUSE_CHECK(o.alive && leaving.insert(id).second);
+    inputs.insert(inputs.end(), o.inputs.begin(), o.inputs.end());
+    for (TensorId out : o.outputs) mutable_tensor(out).producer = kNone;
+    o.alive = false;
+  }
+  std::sort(inputs.begin(), inputs.end());
+  inputs.erase(std::unique(inputs.begin(), inputs.end()), inputs.end());
+  for (TensorId in : inputs) {
+    std::erase_if(mutable_tensor(in).users, [&](OpId user) { return leaving.count(user) > 0; });
+  }
 }
 
 void Graph::EraseOp(OpId id) {

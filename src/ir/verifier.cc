@@ -75,6 +75,10 @@ class OpChecker {
       case OpType::kConcatenate: CheckConcatenate(); break;
       case OpType::kElementwise: CheckElementwise(); break;
       case OpType::kReshape: CheckReshape(); break;
+      case OpType::kOpaque:
+        // Its shapes are ONNX's (checked by ONNX's shape inference on import).
+        Expect(op_.attrs.onnx != nullptr, "has no ONNX node");
+        break;
     }
   }
 

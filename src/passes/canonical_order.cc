@@ -2,8 +2,8 @@
 #include "hfuse/passes/canonical_order.h"
 
 #include <algorithm>
-#include <queue>
-#include <tuple>
+#include <iterator>
+#include <map>
 
 #include "hfuse/ir/analysis.h"
 #include "hfuse/support/error.h"
@@ -50,6 +50,35 @@ bool HasZeroSizeDim(const Graph& graph, TensorId id) {
   return false;
 }
 
+// The Kahn pass's priority queue: the largest tensor first, ties in push
+// order. Graphs have few distinct sizes, so it is a FIFO per size and an
+// ordered map of the sizes.
+class ReadyQueue {
+ public:
+  void Push(int64_t bytes, TensorId t) {
+    Fifo& fifo = by_size_[bytes];
+    fifo.items.push_back(t);
+    ++size_;
+  }
+  bool empty() const { return size_ == 0; }
+  TensorId Pop() {
+    auto it = std::prev(by_size_.end());
+    Fifo& fifo = it->second;
+    const TensorId t = fifo.items[fifo.head++];
+    --size_;
+    if (fifo.head == fifo.items.size()) by_size_.erase(it);
+    return t;
+  }
+
+ private:
+  struct Fifo {
+    std::vector<TensorId> items;
+    size_t head = 0;
+  };
+  std::map<int64_t, Fifo> by_size_;
+  size_t size_ = 0;
+};
+
 }  // namespace
 
 void Canonicalize(Graph& graph) {
@@ -77,73 +106,100 @@ void Canonicalize(Graph& graph) {
 
 std::vector<TensorId> SortTensors(const Graph& graph, const std::vector<TensorId>& roots) {
   const auto n = static_cast<size_t>(graph.num_tensor_ids());
+  const auto n_ops = static_cast<size_t>(graph.num_op_ids());
   // Depth-first walk: only the order in which source tensors finish matters.
+  // A stack entry t >= 0 visits t; ~t finishes it. Two shortcuts keep the
+  // walk linear without changing its order: an op's inputs are pushed once
+  // (when another output of the op is visited later, they are all visited
+  // already, so pushing them again does nothing), and so are its outputs
+  // when the first of them finishes (all of them then finish one after the
+  // other, the last listed first, whoever pushes them again).
   std::vector<TensorId> walk;
-  std::vector<bool> visited(n, false);
-  std::vector<std::pair<TensorId, bool>> stack;
-  for (auto it = roots.rbegin(); it != roots.rend(); ++it) stack.emplace_back(*it, false);
+  walk.reserve(n);
+  std::vector<uint8_t> visited(n, 0);
+  std::vector<uint8_t> op_state(n_ops, 0);  // bit 0: inputs pushed; bit 1: outputs pushed
+  std::vector<TensorId> stack;
+  for (auto it = roots.rbegin(); it != roots.rend(); ++it) stack.push_back(*it);
   std::vector<size_t> order;
   while (!stack.empty()) {
-    const auto [t, finished] = stack.back();
+    const TensorId entry = stack.back();
     stack.pop_back();
-    const OpId producer = graph.tensor(t).producer;
-    if (finished) {
+    if (entry < 0) {
+      const TensorId t = ~entry;
       walk.push_back(t);
-      if (producer != kNone) {
-        for (TensorId out : graph.op(producer).outputs) stack.emplace_back(out, false);
+      const OpId producer = graph.tensor(t).producer;
+      if (producer != kNone && !(op_state[static_cast<size_t>(producer)] & 2)) {
+        op_state[static_cast<size_t>(producer)] |= 2;
+        for (TensorId out : graph.op(producer).outputs) stack.push_back(out);
       }
       continue;
     }
-    if (visited[static_cast<size_t>(t)]) continue;
-    visited[static_cast<size_t>(t)] = true;
-    stack.emplace_back(t, true);
-    if (producer == kNone) continue;
+    if (visited[static_cast<size_t>(entry)]) continue;
+    visited[static_cast<size_t>(entry)] = 1;
+    stack.push_back(~entry);
+    const OpId producer = graph.tensor(entry).producer;
+    if (producer == kNone || (op_state[static_cast<size_t>(producer)] & 1)) continue;
+    op_state[static_cast<size_t>(producer)] |= 1;
     // Visit the deepest input first; equal depths in input order.
     const std::vector<TensorId>& inputs = graph.op(producer).inputs;
     order.resize(inputs.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    auto deeper = [&](size_t a, size_t b) {
       return graph.tensor(inputs[a]).depth > graph.tensor(inputs[b]).depth;
-    });
-    for (auto it = order.rbegin(); it != order.rend(); ++it) stack.emplace_back(inputs[*it], false);
+    };
+    if (order.size() <= 16) {
+      for (size_t i = 1; i < order.size(); ++i) {  // stable insertion sort
+        for (size_t j = i; j > 0 && deeper(order[j], order[j - 1]); --j) std::swap(order[j], order[j - 1]);
+      }
+    } else {
+      std::stable_sort(order.begin(), order.end(), deeper);
+    }
+    for (auto it = order.rbegin(); it != order.rend(); ++it) stack.push_back(inputs[*it]);
   }
 
   // Kahn pass: sources in walk order, then the largest ready tensor first.
-  std::vector<int32_t> pending(n, -1);  // -1: not part of this sort
+  // The count of distinct inputs not yet popped is kept per op (all outputs
+  // of an op become ready together, in their listed order); -1 marks ops
+  // that are not part of this sort.
+  std::vector<int32_t> pending(n_ops, -1);
+  std::vector<uint8_t> mark(n, 0);
   for (TensorId t : walk) {
     const OpId producer = graph.tensor(t).producer;
+    if (producer == kNone || pending[static_cast<size_t>(producer)] >= 0) continue;
     int32_t distinct = 0;
-    if (producer != kNone) {
-      std::vector<TensorId> ins = graph.op(producer).inputs;
-      std::sort(ins.begin(), ins.end());
-      distinct = static_cast<int32_t>(std::unique(ins.begin(), ins.end()) - ins.begin());
+    const std::vector<TensorId>& inputs = graph.op(producer).inputs;
+    for (TensorId in : inputs) {
+      if (!mark[static_cast<size_t>(in)]) {
+        mark[static_cast<size_t>(in)] = 1;
+        ++distinct;
+      }
     }
-    pending[static_cast<size_t>(t)] = distinct;
+    for (TensorId in : inputs) mark[static_cast<size_t>(in)] = 0;
+    pending[static_cast<size_t>(producer)] = distinct;
   }
-  using Entry = std::tuple<int64_t, int64_t, TensorId>;  // (-bytes, push count, tensor)
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap;
-  int64_t pushes = 0;
+  ReadyQueue ready;
   std::vector<TensorId> sorted;
-  std::vector<bool> emitted(n, false);
+  sorted.reserve(walk.size());
+  std::vector<uint8_t> emitted(n, 0);
   for (TensorId t : walk) {
-    if (pending[static_cast<size_t>(t)] == 0) {
+    const OpId producer = graph.tensor(t).producer;
+    if (producer == kNone || pending[static_cast<size_t>(producer)] == 0) {
       sorted.push_back(t);
-      emitted[static_cast<size_t>(t)] = true;
-      heap.emplace(-TensorBytes(graph, t), pushes++, t);
+      emitted[static_cast<size_t>(t)] = 1;
+      ready.Push(TensorBytes(graph, t), t);
     }
   }
-  while (!heap.empty()) {
-    const TensorId t = std::get<2>(heap.top());
-    heap.pop();
+  while (!ready.empty()) {
+    const TensorId t = ready.Pop();
     if (!emitted[static_cast<size_t>(t)]) {
-      emitted[static_cast<size_t>(t)] = true;
+      emitted[static_cast<size_t>(t)] = 1;
       sorted.push_back(t);
     }
     for (OpId user : graph.tensor(t).users) {
-      for (TensorId out : graph.op(user).outputs) {
-        int32_t& p = pending[static_cast<size_t>(out)];
-        if (p <= 0) continue;
-        if (--p == 0) heap.emplace(-TensorBytes(graph, out), pushes++, out);
+      int32_t& p = pending[static_cast<size_t>(user)];
+      if (p <= 0) continue;
+      if (--p == 0) {
+        for (TensorId out : graph.op(user).outputs) ready.Push(TensorBytes(graph, out), out);
       }
     }
   }

@@ -4,9 +4,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <numeric>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <optional>
+#include <unordered_map>
 
-#include "hfuse/ir/analysis.h"
+#include "candidate_reach.h"
 #include "hfuse/passes/canonical_order.h"
 #include "hfuse/passes/group_rewriter.h"
 #include "hfuse/support/error.h"
@@ -24,65 +28,6 @@ int64_t FlatNormalizedSize(const Op& op) {
   return n;
 }
 
-// A fixed-size set of candidate indices.
-class Bits {
- public:
-  explicit Bits(size_t n = 0) : words_((n + 63) / 64, 0) {}
-  bool test(size_t i) const { return (words_[i / 64] >> (i % 64)) & 1; }
-  void set(size_t i) { words_[i / 64] |= uint64_t{1} << (i % 64); }
-  Bits& operator|=(const Bits& o) {
-    for (size_t w = 0; w < words_.size(); ++w) words_[w] |= o.words_[w];
-    return *this;
-  }
-
- private:
-  std::vector<uint64_t> words_;
-};
-
-// The ops of one type that may be grouped, and what they depend on.
-struct Candidates {
-  std::vector<OpId> ops;             // in the sorted order
-  std::vector<int32_t> index;        // op id -> position in `ops`, or kNone
-  std::vector<Bits> descendants;     // per candidate: candidates below it
-};
-
-Candidates FindCandidates(const Graph& graph, const std::vector<OpId>& sorted_ops, OpType type) {
-  Candidates c;
-  c.index.assign(static_cast<size_t>(graph.num_op_ids()), kNone);
-  for (OpId id : sorted_ops) {
-    if (graph.op(id).type != type) continue;
-    if (IsGemm(type) && !IsGemmCandidate(graph, id)) continue;
-    c.index[static_cast<size_t>(id)] = static_cast<int32_t>(c.ops.size());
-    c.ops.push_back(id);
-  }
-  // Exact descendants, in reverse topological order (fix (j)).
-  std::vector<Bits> below(static_cast<size_t>(graph.num_op_ids()));
-  for (auto it = sorted_ops.rbegin(); it != sorted_ops.rend(); ++it) {
-    Bits bits(c.ops.size());
-    for (TensorId out : graph.op(*it).outputs) {
-      for (OpId user : graph.tensor(out).users) {
-        bits |= below[static_cast<size_t>(user)];
-        if (c.index[static_cast<size_t>(user)] != kNone) {
-          bits.set(static_cast<size_t>(c.index[static_cast<size_t>(user)]));
-        }
-      }
-    }
-    below[static_cast<size_t>(*it)] = std::move(bits);
-  }
-  for (OpId id : c.ops) c.descendants.push_back(std::move(below[static_cast<size_t>(id)]));
-  return c;
-}
-
-// True when some other member of `group` is an ancestor of group[i].
-bool HasCycle(const Graph& graph, const std::vector<OpId>& group, size_t i) {
-  if (group.size() < 2) return false;
-  const std::vector<bool> ancestors = Ancestors(graph, group[i]);
-  for (size_t j = 0; j < group.size(); ++j) {
-    if (j != i && ancestors[static_cast<size_t>(group[j])]) return true;
-  }
-  return false;
-}
-
 // Whether a split is one whose GEMM consumers are grouped first: split on
 // dim 1, every dim from there on static.
 bool IsFusableSplit(const Graph& graph, const Op& split) {
@@ -93,10 +38,206 @@ bool IsFusableSplit(const Graph& graph, const Op& split) {
   return std::all_of(x.begin() + 1, x.end(), [](const Dim& d) { return d.is_static(); });
 }
 
+// What two candidates must share to be compatible (Compatible below implies
+// equal keys); the scan of a leader looks only at candidates with its key,
+// and Compatible still decides. GEMMs: inputs, alignment, dtypes, M.
+// LayerNorms: eps, ranks, batch dims, dtype (the size rule is not an
+// equivalence); one without gamma and beta is compatible with nothing.
+std::vector<int64_t> ClassKey(const Graph& graph, OpId id, int32_t unique) {
+  const Op& op = graph.op(id);
+  std::vector<int64_t> key = {static_cast<int64_t>(op.inputs.size())};
+  auto dim = [&](const Dim& d) {
+    key.push_back(d.dynamic);
+    key.push_back(d.is_static() ? d.value : 0);
+  };
+  if (IsGemm(op.type)) {
+    key.push_back(GemmAlignment(graph, id));
+    for (TensorId in : op.inputs) key.push_back(static_cast<int64_t>(graph.tensor(in).dtype));
+    dim(graph.tensor(op.inputs[0]).shape[0]);
+    return key;
+  }
+  if (op.inputs.size() != 3) return {-1, unique};
+  const Tensor& x = graph.tensor(op.inputs[0]);
+  const double eps = op.attrs.Eps() == 0.0 ? 0.0 : op.attrs.Eps();  // -0.0 == 0.0
+  int64_t eps_bits = 0;
+  static_assert(sizeof(eps_bits) == sizeof(eps));
+  std::memcpy(&eps_bits, &eps, sizeof(eps));
+  key.push_back(eps_bits);
+  key.push_back(static_cast<int64_t>(x.shape.size()));
+  key.push_back(static_cast<int64_t>(op.attrs.normalized_shape.size()));
+  key.push_back(static_cast<int64_t>(x.dtype));
+  for (size_t i = 0; i + op.attrs.normalized_shape.size() < x.shape.size(); ++i) dim(x.shape[i]);
+  return key;
+}
+
+// Candidates still on offer, for the leaders' scans: the candidates of each
+// class in op-number order, cut into lists (one per chain when there are
+// chains). Each list ends in a sentinel slot; removed slots are skipped with
+// a union-find "next live slot", so no scan walks a removed candidate twice.
+class OfferLists {
+ public:
+  OfferLists(const std::vector<int32_t>& class_of, int32_t num_classes,
+             const std::vector<int64_t>& number, const CandidateReach& reach) {
+    const size_t n = class_of.size();
+    std::vector<int32_t> order(n);
+    for (size_t c = 0; c < n; ++c) order[c] = static_cast<int32_t>(c);
+    std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+      return number[static_cast<size_t>(a)] < number[static_cast<size_t>(b)];
+    });
+    auto list_key = [&](int32_t c) {
+      const int64_t chain = reach.has_chains() ? reach.chain_of(c) : 0;
+      return int64_t{class_of[static_cast<size_t>(c)]} * (int64_t{reach.num_chains()} + 1) + chain;
+    };
+    std::unordered_map<int64_t, int32_t> list_of_key;
+    std::vector<int32_t> list_of(n), sizes;
+    classes_.resize(static_cast<size_t>(num_classes));
+    for (int32_t c : order) {
+      auto [it, fresh] = list_of_key.emplace(list_key(c), static_cast<int32_t>(sizes.size()));
+      if (fresh) sizes.push_back(0);
+      list_of[static_cast<size_t>(c)] = it->second;
+      ++sizes[static_cast<size_t>(it->second)];
+    }
+    std::vector<int32_t> begin(sizes.size()), fill(sizes.size());
+    int32_t slots = 0;
+    for (size_t l = 0; l < sizes.size(); ++l) {
+      begin[l] = fill[l] = slots;
+      slots += sizes[l] + 1;
+    }
+    cand_.assign(static_cast<size_t>(slots), kNone);
+    next_.resize(static_cast<size_t>(slots));
+    for (int32_t s = 0; s < slots; ++s) next_[static_cast<size_t>(s)] = s;
+    slot_of_.resize(n);
+    for (int32_t c : order) {
+      const auto l = static_cast<size_t>(list_of[static_cast<size_t>(c)]);
+      if (fill[l] == begin[l]) classes_[static_cast<size_t>(class_of[static_cast<size_t>(c)])].push_back(begin[l]);
+      slot_of_[static_cast<size_t>(c)] = fill[l];
+      cand_[static_cast<size_t>(fill[l]++)] = c;
+    }
+  }
+
+  void Remove(int32_t c) {
+    const int32_t s = slot_of_[static_cast<size_t>(c)];
+    next_[static_cast<size_t>(s)] = s + 1;
+  }
+  // The first live slot at or after `s` in its list (maybe the sentinel).
+  int32_t Live(int32_t s) {
+    int32_t root = s;
+    while (next_[static_cast<size_t>(root)] != root) root = next_[static_cast<size_t>(root)];
+    while (s != root) {
+      const int32_t up = next_[static_cast<size_t>(s)];
+      next_[static_cast<size_t>(s)] = root;
+      s = up;
+    }
+    return root;
+  }
+  int32_t at(int32_t slot) const { return cand_[static_cast<size_t>(slot)]; }  // kNone: the end
+  // The first slots of the class's lists; lists found empty may be dropped.
+  std::vector<int32_t>& lists(int32_t cls) { return classes_[static_cast<size_t>(cls)]; }
+
+ private:
+  std::vector<int32_t> cand_, next_, slot_of_;
+  std::vector<std::vector<int32_t>> classes_;
+};
+
+// Candidates still on offer, for the leaders' scans without chains: per
+// class, a tree over the class's candidates in rank order that holds, for
+// each range, the lowest-numbered one on offer. A scan asks for the
+// lowest-numbered candidate on offer ranked below the group's suffix (all
+// from the suffix on are below the group), so it meets in number order just
+// the candidates that the seed's scan would not skip as descendants, plus
+// those in the window below the suffix.
+class OfferTree {
+ public:
+  OfferTree(const std::vector<int32_t>& class_of, int32_t num_classes,
+            const std::vector<int64_t>& number)
+      : number_(number) {
+    const size_t n = class_of.size();
+    std::vector<int32_t> sizes(static_cast<size_t>(num_classes), 0);
+    for (int32_t cls : class_of) ++sizes[static_cast<size_t>(cls)];
+    begin_.resize(static_cast<size_t>(num_classes) + 1, 0);
+    tree_begin_.resize(static_cast<size_t>(num_classes), 0);
+    cap_.resize(static_cast<size_t>(num_classes), 1);
+    size_t nodes = 0;
+    for (size_t cls = 0; cls < sizes.size(); ++cls) {
+      begin_[cls + 1] = begin_[cls] + sizes[cls];
+      while (cap_[cls] < sizes[cls]) cap_[cls] *= 2;
+      tree_begin_[cls] = static_cast<int32_t>(nodes);
+      nodes += 2 * static_cast<size_t>(cap_[cls]);
+    }
+    member_.resize(n);
+    local_.resize(n);
+    tree_.assign(nodes, kNone);
+    std::vector<int32_t> fill(begin_.begin(), begin_.end() - 1);
+    for (size_t c = 0; c < n; ++c) {  // in rank order
+      const auto cls = static_cast<size_t>(class_of[c]);
+      local_[c] = fill[cls] - begin_[cls];
+      member_[static_cast<size_t>(fill[cls]++)] = static_cast<int32_t>(c);
+    }
+    class_of_ = &class_of;
+    for (size_t cls = 0; cls < sizes.size(); ++cls) {
+      int32_t* t = &tree_[static_cast<size_t>(tree_begin_[cls])];
+      for (int32_t i = 0; i < sizes[cls]; ++i) t[cap_[cls] + i] = member_[static_cast<size_t>(begin_[cls] + i)];
+      for (int32_t i = cap_[cls] - 1; i > 0; --i) t[i] = Better(t[2 * i], t[2 * i + 1]);
+    }
+  }
+
+  void Remove(int32_t c) { Set(c, kNone); }
+  void Hide(int32_t c) {
+    Set(c, kNone);
+    hidden_.push_back(c);
+  }
+  void UnhideAll() {
+    for (int32_t c : hidden_) Set(c, c);
+    hidden_.clear();
+  }
+  // The lowest-numbered candidate on offer of class `cls` ranked below
+  // `limit`, or kNone.
+  int32_t Next(int32_t cls, int32_t limit) const {
+    const auto k = static_cast<size_t>(cls);
+    const auto first = member_.begin() + begin_[k];
+    const auto last = member_.begin() + begin_[k + 1];
+    const auto count = static_cast<int32_t>(std::lower_bound(first, last, limit) - first);
+    const int32_t* t = &tree_[static_cast<size_t>(tree_begin_[k])];
+    int32_t best = kNone;
+    for (int32_t l = cap_[k], r = cap_[k] + count; l < r; l /= 2, r /= 2) {
+      if (l & 1) best = Better(best, t[l++]);
+      if (r & 1) best = Better(best, t[--r]);
+    }
+    return best;
+  }
+
+ private:
+  int32_t Better(int32_t a, int32_t b) const {
+    if (a == kNone) return b;
+    if (b == kNone) return a;
+    return number_[static_cast<size_t>(a)] < number_[static_cast<size_t>(b)] ? a : b;
+  }
+  void Set(int32_t c, int32_t value) {
+    const auto cls = static_cast<size_t>((*class_of_)[static_cast<size_t>(c)]);
+    int32_t* t = &tree_[static_cast<size_t>(tree_begin_[cls])];
+    int32_t i = cap_[cls] + local_[static_cast<size_t>(c)];
+    t[i] = value;
+    for (i /= 2; i > 0; i /= 2) {
+      const int32_t best = Better(t[2 * i], t[2 * i + 1]);
+      if (t[i] == best) break;  // nothing above changes either
+      t[i] = best;
+    }
+  }
+
+  const std::vector<int64_t>& number_;
+  const std::vector<int32_t>* class_of_ = nullptr;
+  std::vector<int32_t> begin_, tree_begin_, cap_;  // per class
+  std::vector<int32_t> member_;                    // by class, in rank order
+  std::vector<int32_t> local_;                     // candidate -> place in its class
+  std::vector<int32_t> tree_;                      // node -> candidate, or kNone
+  std::vector<int32_t> hidden_;
+};
+
 class Round {
  public:
-  Round(Graph& graph, std::vector<int64_t>& op_number, OpType type, bool want_dumps)
-      : g_(graph), op_number_(op_number), type_(type), dumps_(want_dumps) {
+  Round(Graph& graph, std::vector<int64_t>& op_number, OpType type, bool want_dumps,
+        ReachStrategy reach)
+      : g_(graph), op_number_(op_number), type_(type), dumps_(want_dumps), strategy_(reach) {
     for (int64_t n : op_number_) next_number_ = std::max(next_number_, n + 1);
   }
 
@@ -106,61 +247,130 @@ class Round {
                      [&](OpId id) { return g_.op(id).type == type_; })) {
       return {};
     }
-    Candidates c = FindCandidates(g_, sorted_ops, type_);
-    if (dumps_) DumpDependencies(c);
+    // Candidates, in the sorted order (fix (d) inside IsGemmCandidate).
+    cand_of_.assign(static_cast<size_t>(g_.num_op_ids()), kNone);
+    for (OpId id : sorted_ops) {
+      if (g_.op(id).type != type_) continue;
+      if (IsGemm(type_) && !IsGemmCandidate(g_, id)) continue;
+      cand_of_[static_cast<size_t>(id)] = static_cast<int32_t>(cands_.size());
+      cands_.push_back(id);
+      number_.push_back(op_number_[static_cast<size_t>(id)]);
+    }
+    const size_t n = cands_.size();
+    CandidateReach reach(g_, sorted_ops, cands_, cand_of_, number_, strategy_);
+    if (dumps_) DumpDependencies(reach);
 
-    std::vector<bool> grouped(c.ops.size(), false);
-    std::vector<bool> skip(c.ops.size(), false);  // taken by the split rule
+    std::vector<bool> grouped(n, false);
+    std::vector<bool> skip(n, false);  // taken by the split rule
     if (IsGemm(type_)) {
       for (OpId id : sorted_ops) {
         if (g_.op(id).type != OpType::kSplit || !IsFusableSplit(g_, g_.op(id))) continue;
-        std::vector<OpId> group = SplitGroup(g_.op(id));
+        std::vector<OpId> group = SplitGroup(g_.op(id), reach);
         if (group.empty()) continue;
-        for (OpId m : group) skip[static_cast<size_t>(c.index[static_cast<size_t>(m)])] = true;
-        Rewrite(group);
+        for (OpId m : group) skip[static_cast<size_t>(cand_of_[static_cast<size_t>(m)])] = true;
+        Rewrite(group, reach);
       }
     }
 
-    std::vector<bool> available(c.ops.size());  // the seed's op_set
-    for (size_t k = 0; k < c.ops.size(); ++k) available[k] = !skip[k];
-    std::vector<size_t> by_number(c.ops.size());
-    std::iota(by_number.begin(), by_number.end(), 0);
-    std::stable_sort(by_number.begin(), by_number.end(), [&](size_t a, size_t b) {
-      return op_number_[static_cast<size_t>(c.ops[a])] < op_number_[static_cast<size_t>(c.ops[b])];
-    });
-
-    for (size_t k = 0; k < c.ops.size(); ++k) {
+    std::map<std::vector<int64_t>, int32_t> classes;
+    std::vector<int32_t> class_of(n);
+    for (size_t k = 0; k < n; ++k) {
+      const auto unique = static_cast<int32_t>(k);
+      class_of[k] = classes.emplace(ClassKey(g_, cands_[k], unique), classes.size()).first->second;
+    }
+    // The seed's scan of op_set minus the descendants, by op number. With
+    // chains, a merge of the class's lists (a list is one chain's candidates
+    // in number order, each reaching the next: once one is below the group,
+    // so are all after it); else the candidates below the group's suffix.
+    std::optional<OfferLists> lists;
+    std::optional<OfferTree> tree;
+    if (reach.has_chains()) {
+      lists.emplace(class_of, static_cast<int32_t>(classes.size()), number_, reach);
+    } else {
+      tree.emplace(class_of, static_cast<int32_t>(classes.size()), number_);
+    }
+    auto remove = [&](int32_t c) {
+      if (lists) lists->Remove(c);
+      if (tree) tree->Remove(c);
+    };
+    for (size_t k = 0; k < n; ++k) {
+      if (skip[k]) remove(static_cast<int32_t>(k));  // never in the seed's op_set
+    }
+    std::vector<std::pair<int64_t, int32_t>> heap;  // (number, slot)
+    for (size_t k = 0; k < n; ++k) {
       if (skip[k]) continue;
-      available[k] = false;
+      remove(static_cast<int32_t>(k));  // the seed's op_set.discard(op)
       if (grouped[k]) continue;
-      const OpId leader = c.ops[k];
-      Bits descendants = c.descendants[k];
-      std::vector<OpId> group = {leader};
-      for (size_t j : by_number) {
-        if (!available[j] || descendants.test(j)) continue;
-        const OpId other = c.ops[j];
-        if (!Compatible(leader, other)) continue;
-        group.push_back(other);
-        grouped[j] = true;
-        available[j] = false;
-        descendants |= c.descendants[j];
+      const OpId leader = cands_[k];
+      std::vector<int32_t> group = {static_cast<int32_t>(k)};
+      reach.ClearGroup();
+      reach.AddToGroup(static_cast<int32_t>(k));
+      // Takes c into the group when it is not below it and is compatible;
+      // returns whether it was below the group.
+      auto offer = [&](int32_t c, bool& below) {
+        below = reach.BelowGroup(c);
+        if (below || !Compatible(leader, cands_[static_cast<size_t>(c)])) return false;
+        group.push_back(c);
+        grouped[static_cast<size_t>(c)] = true;
+        remove(c);
+        reach.AddToGroup(c);  // must merge descendants together
+        return true;
+      };
+      if (tree) {
+        for (int32_t c; (c = tree->Next(class_of[k], reach.GroupSuffix())) != kNone;) {
+          bool below = false;
+          if (!offer(c, below)) tree->Hide(c);
+        }
+        tree->UnhideAll();
+      } else {
+        heap.clear();
+        auto push = [&](int32_t slot) {
+          const int32_t c = lists->at(slot);
+          if (c == kNone) return;
+          heap.emplace_back(number_[static_cast<size_t>(c)], slot);
+          std::push_heap(heap.begin(), heap.end(), std::greater<>());
+        };
+        std::vector<int32_t>& firsts = lists->lists(class_of[k]);
+        size_t kept = 0;
+        for (int32_t first : firsts) {
+          const int32_t slot = lists->Live(first);
+          if (lists->at(slot) == kNone) continue;  // all taken: drop the list
+          firsts[kept++] = first;
+          push(slot);
+        }
+        firsts.resize(kept);
+        while (!heap.empty()) {
+          std::pop_heap(heap.begin(), heap.end(), std::greater<>());
+          const int32_t slot = heap.back().second;
+          heap.pop_back();
+          bool below = false;
+          const bool taken = offer(lists->at(slot), below);
+          if (!taken && !below) push(lists->Live(slot + 1));
+        }
       }
-      for (size_t i = 0; i < group.size();) {
-        if (HasCycle(g_, group, i)) group.erase(group.begin() + static_cast<ptrdiff_t>(i));
-        else ++i;
+      // Members another member now reaches (through groups formed earlier)
+      // are dropped, and not offered again.
+      const std::vector<bool> reached = reach.ReachedFromOthers(group);
+      std::vector<OpId> members;
+      for (size_t i = 0; i < group.size(); ++i) {
+        if (reached[i]) {
+          ++result_.cycle_drops;
+        } else {
+          members.push_back(cands_[static_cast<size_t>(group[i])]);
+        }
       }
-      if (IsLayerNorm(type_) && group.size() > kMaxLayerNormGroup) {
-        std::stable_sort(group.begin(), group.end(), [&](OpId a, OpId b) {
+      if (IsLayerNorm(type_) && members.size() > kMaxLayerNormGroup) {
+        std::stable_sort(members.begin(), members.end(), [&](OpId a, OpId b) {
           return FlatNormalizedSize(g_.op(a)) > FlatNormalizedSize(g_.op(b));
         });
-        for (size_t begin = 0; begin < group.size(); begin += kMaxLayerNormGroup) {
-          const size_t end = std::min(begin + kMaxLayerNormGroup, group.size());
-          std::vector<OpId> chunk(group.begin() + static_cast<ptrdiff_t>(begin),
-                                  group.begin() + static_cast<ptrdiff_t>(end));
-          if (chunk.size() >= 2) Rewrite(chunk);  // fix (e): no group of one
+        for (size_t begin = 0; begin < members.size(); begin += kMaxLayerNormGroup) {
+          const size_t end = std::min(begin + kMaxLayerNormGroup, members.size());
+          std::vector<OpId> chunk(members.begin() + static_cast<ptrdiff_t>(begin),
+                                  members.begin() + static_cast<ptrdiff_t>(end));
+          if (chunk.size() >= 2) Rewrite(chunk, reach);  // fix (e): no group of one
         }
-      } else if (group.size() >= 2) {
-        Rewrite(group);
+      } else if (members.size() >= 2) {
+        Rewrite(members, reach);
       }
       grouped[k] = true;
     }
@@ -178,9 +388,17 @@ class Round {
                          : LayerNormsCompatible(g_, leader, other);
   }
 
+  std::vector<int32_t> Indices(const std::vector<OpId>& ops) const {
+    std::vector<int32_t> out;
+    for (OpId id : ops) out.push_back(cand_of_[static_cast<size_t>(id)]);
+    return out;
+  }
+
   // The GEMMs of this type reading a split's outputs, one each, or none.
-  std::vector<OpId> SplitGroup(const Op& split) {
+  std::vector<OpId> SplitGroup(const Op& split, CandidateReach& reach) {
     std::vector<OpId> group;
+    split_seen_.resize(cands_.size(), 0);
+    ++split_stamp_;
     for (TensorId out : split.outputs) {
       const std::vector<OpId>& users = g_.tensor(out).users;
       if (users.empty()) return {};
@@ -188,21 +406,22 @@ class Round {
       const Op& op = g_.op(gemm);
       if (op.type != type_ || !IsGemmCandidate(g_, gemm)) return {};
       // Fix (c): distinct GEMMs, each reading its output as A.
-      if (op.inputs[0] != out || std::find(group.begin(), group.end(), gemm) != group.end()) {
-        return {};
-      }
+      uint32_t& seen = split_seen_[static_cast<size_t>(cand_of_[static_cast<size_t>(gemm)])];
+      if (op.inputs[0] != out || seen == split_stamp_) return {};
+      seen = split_stamp_;
       if (!group.empty() && !GemmsCompatible(g_, group.back(), gemm)) return {};
       group.push_back(gemm);
     }
     if (group.size() < 2) return {};  // fix (e)
-    for (size_t i = 0; i < group.size(); ++i) {
-      if (HasCycle(g_, group, i)) return {};
-    }
+    const std::vector<bool> reached = reach.ReachedFromOthers(Indices(group));
+    if (std::find(reached.begin(), reached.end(), true) != reached.end()) return {};
     return group;
   }
 
-  void Rewrite(std::vector<OpId>& members) {
+  void Rewrite(std::vector<OpId>& members, CandidateReach& reach) {
+    const std::vector<int32_t> indices = Indices(members);
     const OpId group = RewriteAsGroup(g_, members);
+    reach.AddFused(indices);
     op_number_.resize(static_cast<size_t>(g_.num_op_ids()), 0);
     op_number_[static_cast<size_t>(group)] = next_number_++;
     result_.group_ops.push_back(group);
@@ -226,14 +445,14 @@ class Round {
                        fmt::join(ins, ", "), op.name);
   }
 
-  void DumpDependencies(const Candidates& c) {
-    for (size_t k = 0; k < c.ops.size(); ++k) {
+  void DumpDependencies(CandidateReach& reach) {
+    for (size_t k = 0; k < cands_.size(); ++k) {
       std::vector<std::string> names;
-      for (size_t j = 0; j < c.ops.size(); ++j) {
-        if (c.descendants[k].test(j)) names.push_back(g_.op(c.ops[j]).name);
+      for (int32_t j : reach.Descendants(static_cast<int32_t>(k))) {
+        names.push_back(g_.op(cands_[static_cast<size_t>(j)]).name);
       }
       result_.dependency_dump +=
-          fmt::format("{}[{}: [{}]];", k ? "\n\n" : "", g_.op(c.ops[k]).name, fmt::join(names, ", "));
+          fmt::format("{}[{}: [{}]];", k ? "\n\n" : "", g_.op(cands_[k]).name, fmt::join(names, ", "));
     }
     result_.dependency_dump += "\n";
   }
@@ -242,7 +461,13 @@ class Round {
   std::vector<int64_t>& op_number_;
   OpType type_;
   bool dumps_;
+  ReachStrategy strategy_;
   int64_t next_number_ = 0;
+  std::vector<OpId> cands_;       // in the round's sorted order
+  std::vector<int32_t> cand_of_;  // op id -> index into cands_, or kNone
+  std::vector<int64_t> number_;   // per candidate, its op number
+  std::vector<uint32_t> split_seen_;  // per candidate: in the split group being built
+  uint32_t split_stamp_ = 0;
   TypeRoundResult result_;
 };
 
@@ -311,9 +536,10 @@ bool LayerNormsCompatible(const Graph& graph, OpId leader, OpId other) {
 }
 
 TypeRoundResult GroupOpsOfType(Graph& graph, const std::vector<TensorId>& sorted,
-                               std::vector<int64_t>& op_number, OpType type, bool want_dumps) {
+                               std::vector<int64_t>& op_number, OpType type, bool want_dumps,
+                               ReachStrategy reach) {
   HFUSE_CHECK(IsGemm(type) || IsLayerNorm(type));
-  return Round(graph, op_number, type, want_dumps).Run(sorted);
+  return Round(graph, op_number, type, want_dumps, reach).Run(sorted);
 }
 
 }  // namespace hfuse

@@ -57,7 +57,7 @@ OpId RewriteAsGroup(Graph& graph, std::vector<OpId>& members) {
     HFUSE_CHECK(graph.op(m).outputs.size() == 1 && graph.op(m).type == first.type);
     group.outputs.push_back(graph.op(m).outputs[0]);
   }
-  for (OpId m : members) graph.DetachOp(m);
+  graph.DetachOps(members);
   const std::vector<TensorId> outputs = group.outputs;
   const OpId id = graph.AddOp(std::move(group));
   HFUSE_CHECK(id != kNone);

@@ -27,6 +27,7 @@
 #include "hfuse/io/graph_json.h"
 #include "hfuse/passes/fuse_group_ops.h"
 #include "hfuse/support/error.h"
+#include "testing/tool_runner.h"
 
 namespace hfuse {
 namespace {
@@ -36,71 +37,12 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 using Json = nlohmann::ordered_json;
 
-std::string Slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void Spit(const fs::path& path, std::string_view text) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(text.data(), static_cast<std::streamsize>(text.size()));
-}
-
-std::string Quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-// A fresh empty directory, removed when the object goes.
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = fs::path(::testing::TempDir()) / fmt::format("hfuse_bad_{}_{}", ::getpid(), counter++);
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-  std::vector<std::string> Listing() const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(path_)) {
-      names.push_back(e.path().filename().string());
-    }
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
- private:
-  fs::path path_;
-};
-
-struct ToolRun {
-  int status = -1;  // as returned by std::system
-  std::string out, err;
-};
-
-// Runs the tool with `args` (already quoted), capturing stdout and stderr in
-// a directory of its own so that the directories under test stay clean.
-ToolRun RunTool(const std::string& args) {
-  TempDir capture;
-  const fs::path out = capture / "stdout";
-  const fs::path err = capture / "stderr";
-  const std::string command = fmt::format("{} {} >{} 2>{}", Quote(HFUSE_TOOL), args,
-                                          Quote(out.string()), Quote(err.string()));
-  ToolRun run;
-  run.status = std::system(command.c_str());
-  run.out = Slurp(out);
-  run.err = Slurp(err);
-  return run;
-}
+using test::Quote;
+using test::RunTool;
+using test::Slurp;
+using test::Spit;
+using test::TempDir;
+using test::ToolRun;
 
 std::string Describe(const ToolRun& run) {
   std::string how = WIFEXITED(run.status)     ? fmt::format("exit {}", WEXITSTATUS(run.status))

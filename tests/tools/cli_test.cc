@@ -23,6 +23,7 @@
 
 #include "hfuse/io/graph_json.h"
 #include "hfuse/support/error.h"
+#include "testing/tool_runner.h"
 
 namespace hfuse {
 namespace {
@@ -33,74 +34,15 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using Json = nlohmann::json;
 
-std::string Slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void Spit(const fs::path& path, std::string_view text) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(text.data(), static_cast<std::streamsize>(text.size()));
-}
-
-std::string Quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+using test::Quote;
+using test::RunTool;
+using test::Slurp;
+using test::Spit;
+using test::TempDir;
+using test::ToolRun;
 
 fs::path Conformance(const std::string& relative) {
   return fs::path(HFUSE_SHARED_DIR) / "conformance" / relative;
-}
-
-// A fresh empty directory, removed when the object goes.
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = fs::path(::testing::TempDir()) / fmt::format("hfuse_cli_{}_{}", ::getpid(), counter++);
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-  std::string Str(const std::string& name) const { return (path_ / name).string(); }
-  std::vector<std::string> Listing(const std::string& sub = "") const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(path_ / sub)) {
-      names.push_back(e.path().filename().string());
-    }
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
- private:
-  fs::path path_;
-};
-
-struct ToolRun {
-  int status = -1;
-  std::string out, err;
-  bool ok() const { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
-  int code() const { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
-};
-
-// Runs the tool with `args` (quoted by the caller); stdout and stderr are
-// captured in a directory of their own.
-ToolRun RunTool(const std::string& args) {
-  TempDir capture;
-  const std::string command = fmt::format("{} {} >{} 2>{}", Quote(HFUSE_TOOL), args,
-                                          Quote(capture.Str("out")), Quote(capture.Str("err")));
-  ToolRun run;
-  run.status = std::system(command.c_str());
-  run.out = Slurp(capture / "out");
-  run.err = Slurp(capture / "err");
-  return run;
 }
 
 std::vector<std::string> Lines(const std::string& text) {

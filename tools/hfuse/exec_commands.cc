@@ -8,11 +8,12 @@
 #include "hfuse/io/graph_json.h"
 #include "hfuse/exec/npz.h"
 #include "hfuse/passes/fuse_group_ops.h"
+#include "model_files.h"
 
 namespace hfuse {
 
 int RunGraphCommand(const std::string& path, const RunOptions& options) {
-  const Graph graph = ReadGraphJsonFile(path);
+  const Graph graph = LoadGraph(path);
   const DimValues dims = BindDims(graph, options.dims);
   TensorMap feeds;
   if (options.inputs_npz.empty()) {
@@ -59,16 +60,18 @@ int VerifyGraphs(const Graph& original, const Graph& fused, uint64_t seed,
 
 int VerifyCommand(const std::string& path, const std::string& fused_path, bool group_gemm,
                   uint64_t seed, const std::map<std::string, int64_t>& dims) {
-  const Graph original = ReadGraphJsonFile(path);
+  const LoadedModel model = LoadModel(path);
+  const Graph& original = model.graph;
   Graph fused = original;
   if (fused_path.empty()) {
+    PrepareForFusion(fused, model.format);
     FuseGroupOpsOptions options;
     options.group_gemm = group_gemm;
     const FuseGroupOpsResult result = FuseGroupOps(fused, options);
     fmt::print("{}: {} ops -> {} ops, {} groups\n", path, result.ops_before, result.ops_after,
                result.groups.size());
   } else {
-    fused = ReadGraphJsonFile(fused_path);
+    fused = LoadGraph(fused_path);
   }
   return VerifyGraphs(original, fused, seed, dims);
 }

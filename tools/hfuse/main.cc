@@ -1,6 +1,7 @@
 // hfuse: the command-line tool.
 //
 //   hfuse fuse IN.json [-o OUT.json] [--report R.json] [--no-group-gemm] [--dump-dir DIR]
+//   hfuse fuse IN.onnx [-o OUT.onnx] [--export hfuse|standard] [--format json|onnx] ...
 //   hfuse check IN.json
 //
 // Input problems print one line "hfuse: error: ..." and exit with status 2.
@@ -15,12 +16,12 @@
 #if HFUSE_HAVE_CUDA
 #include "bench_command.h"
 #endif
-
 #include "hfuse/io/graph_json.h"
 #include "hfuse/ir/graph.h"
 #include "hfuse/passes/fuse_group_ops.h"
 #include "hfuse/support/error.h"
 #include "hfuse/support/file.h"
+#include "model_files.h"
 
 namespace hfuse {
 namespace {
@@ -93,9 +94,12 @@ std::map<std::string, int64_t> ParseDims(const std::vector<std::string>& specs) 
 }
 
 int RunFuse(const std::string& input, const std::string& output, const std::string& report,
-            bool no_group_gemm, const std::string& dump_dir, bool verify, uint64_t seed) {
-  Graph graph = ReadGraphJsonFile(input);
+            bool no_group_gemm, const std::string& dump_dir, bool verify, uint64_t seed,
+            const std::string& format, const std::string& export_mode) {
+  LoadedModel model = LoadModel(input, format);
+  Graph& graph = model.graph;
   const Graph original = verify ? graph : Graph();
+  PrepareForFusion(graph, model.format);  // ONNX: fuse-mm-elementwise, flatten-gemm-inputs
   FuseGroupOpsOptions options;
   options.group_gemm = !no_group_gemm;
   options.want_dumps = !dump_dir.empty();
@@ -113,13 +117,16 @@ int RunFuse(const std::string& input, const std::string& output, const std::stri
     }
   }
   if (!report.empty()) WriteFileAtomic(report, ReportJson(result));
-  if (!output.empty()) WriteFileAtomic(output, WriteGraphJson(graph, result.op_order));
+  if (!output.empty()) {
+    WriteFileAtomic(output, SerializeModel(model, graph, result.op_order,
+                                           FormatOf(output, format), export_mode));
+  }
   PrintTable(input, result);
   return 0;
 }
 
 int RunCheck(const std::string& input) {
-  Graph graph = ReadGraphJsonFile(input);
+  Graph graph = LoadGraph(input);
   int64_t tensors = 0;
   for (TensorId t = 0; t < graph.num_tensor_ids(); ++t) tensors += graph.tensor(t).alive;
   fmt::print("{}: ok: {} ops, {} tensors, {} outputs, {} dynamic dims\n", input,
@@ -134,14 +141,22 @@ int Main(int argc, char** argv) {
 
   std::string input, output, report, dump_dir;
   bool no_group_gemm = false;
-  CLI::App* fuse = app.add_subcommand("fuse", "fuse a graph JSON file");
-  fuse->add_option("input", input, "input graph (graph JSON v1)")->required();
+  CLI::App* fuse = app.add_subcommand("fuse", "fuse a graph JSON file or an ONNX model");
+  fuse->add_option("input", input, "input graph (graph JSON v1, or an .onnx model)")->required();
   fuse->add_option("-o,--output", output, "write the fused graph here");
   fuse->add_option("--report", report, "write the JSON report (groups, op counts) here");
   fuse->add_flag("--no-group-gemm", no_group_gemm,
                  "do not group GEMMs (the seed's fuse_group_gemm off); LayerNorms still group");
   fuse->add_option("--dump-dir", dump_dir,
                    "write the pass's debug dumps (dependency graph, groups per op type) here");
+  std::string format, export_mode = "hfuse";
+  fuse->add_option("--format", format,
+                   "json or onnx, for input and output (default: by extension, .onnx is ONNX)")
+      ->check(CLI::IsMember({"json", "onnx"}));
+  fuse->add_option("--export", export_mode,
+                   "ONNX output: hfuse (group ops in domain ai.hfuse) or standard (standard ONNX "
+                   "only: same-shape GEMM groups batched, other groups unfused)")
+      ->check(CLI::IsMember({"hfuse", "standard"}));
 
   bool verify = false;
   uint64_t seed = 0;
@@ -154,7 +169,7 @@ int Main(int argc, char** argv) {
   std::string run_input;
   std::vector<std::string> dim_specs;
   CLI::App* run = app.add_subcommand("run", "run a graph on the CPU, print each output's checksum");
-  run->add_option("input", run_input, "graph (graph JSON v1)")->required();
+  run->add_option("input", run_input, "graph (graph JSON v1, or an .onnx model)")->required();
   run->add_option("--inputs", run_options.inputs_npz,
                   ".npz with the graph's inputs and params (default: random, seeded)");
   run->add_option("--seed", run_options.seed, "seed of the random inputs");
@@ -168,7 +183,7 @@ int Main(int argc, char** argv) {
   std::vector<std::string> verify_dims;
   CLI::App* verify_cmd = app.add_subcommand(
       "verify", "fuse a graph, run both on the CPU on the same random inputs, compare");
-  verify_cmd->add_option("input", verify_input, "original graph (graph JSON v1)")->required();
+  verify_cmd->add_option("input", verify_input, "original graph (JSON or .onnx)")->required();
   verify_cmd->add_option("--fused", fused_input, "compare with this graph instead of fusing");
   verify_cmd->add_flag("--no-group-gemm", verify_no_group_gemm, "do not group GEMMs");
   verify_cmd->add_option("--seed", verify_seed, "seed of the random inputs");
@@ -196,7 +211,7 @@ int Main(int argc, char** argv) {
 
   std::string check_input;
   CLI::App* check = app.add_subcommand("check", "parse and verify a graph, print a summary");
-  check->add_option("input", check_input, "input graph (graph JSON v1)")->required();
+  check->add_option("input", check_input, "input graph (graph JSON v1 or .onnx)")->required();
 
   try {
     app.parse(argc, argv);
@@ -208,7 +223,8 @@ int Main(int argc, char** argv) {
   }
   try {
     if (fuse->parsed()) {
-      return RunFuse(input, output, report, no_group_gemm, dump_dir, verify, seed);
+      return RunFuse(input, output, report, no_group_gemm, dump_dir, verify, seed, format,
+                     export_mode);
     }
 #if HFUSE_HAVE_CUDA
     if (bench->parsed()) {

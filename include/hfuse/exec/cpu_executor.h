@@ -28,15 +28,23 @@ DimValues BindDims(const Graph& graph, const std::map<std::string, int64_t>& ove
 
 std::vector<int64_t> ConcreteShape(const Shape& shape, const DimValues& dims);
 
+// A param's own values (Tensor::data, e.g. an ONNX initializer); throws
+// InputError when it has none or their size does not fit its shape.
+HostTensor ParamValue(const Tensor& tensor, const DimValues& dims);
+
 // Values for every input and param tensor of `graph`, drawn from a seeded
 // generator: uniform in [-1, 1), rounded to the tensor's dtype; gammas
 // (params read as a LayerNorm's gamma) uniform in [0.5, 1.5). A tensor's
 // values depend only on the seed, its name and its shape, so two graphs
-// with the same tensor names get the same values.
+// with the same tensor names get the same values. A param that came with
+// its values (Tensor::data) gets them instead.
 TensorMap RandomFeeds(const Graph& graph, const DimValues& dims, uint64_t seed);
 
 // Runs the graph on `feeds` (every input and param tensor, by name, with the
-// right shape and dtype; checked) and returns the graph outputs by name.
+// right shape and dtype; checked; a param left out runs on its own values
+// when it has them) and returns the graph outputs by name. Opaque ops run
+// only for the few ONNX operators of src/exec/cpu_onnx_ops.h; others throw
+// InputError.
 TensorMap RunOnCpu(const Graph& graph, const TensorMap& feeds, const DimValues& dims);
 
 }  // namespace hfuse

@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -67,8 +69,11 @@ enum class OpType : uint8_t {
   kGroupGemmRcrBiasSigmoid,
   kGroupLayerNorm,
   kGroupLayerNormSigmoidMul,
+  // An ONNX operator hfuse does not know, kept whole (Attrs::onnx) so that a
+  // model round-trips; passes see an ordinary node. Not in graph JSON.
+  kOpaque,
 };
-inline constexpr int kNumOpTypes = 16;
+inline constexpr int kNumOpTypes = 17;
 std::string_view OpTypeName(OpType type);
 std::optional<OpType> ParseOpType(std::string_view name);
 bool IsGemm(OpType type);            // gemm_rcr, gemm_rcr_bias, _relu, _sigmoid
@@ -83,6 +88,24 @@ enum class EwFunc : uint8_t { kRelu, kSigmoid, kTanh, kGelu, kSilu, kAdd, kSub, 
 std::string_view EwFuncName(EwFunc func);
 std::optional<EwFunc> ParseEwFunc(std::string_view name);
 bool IsUnary(EwFunc func);
+
+// The ONNX node an op was imported from (onnx/onnx_import.h), kept so that
+// an op the passes leave alone is written back as it was read; for an
+// opaque op it is all there is. Stored serialized, so the IR does not depend
+// on protobuf; shared between copies of a graph.
+struct OnnxNode {
+  std::string domain;   // "" is the default ONNX domain
+  std::string op_type;  // e.g. "Softmax"
+  int64_t opset = 0;    // the model's opset version of `domain`
+  OpType imported_as = OpType::kOpaque;  // the node's op type when imported
+  std::string node;     // serialized onnx.NodeProto, names as read
+  // Constant inputs the node keeps to itself, by name: int64 shapes, axes
+  // and the like, which are no tensors of the IR (serialized onnx.TensorProto).
+  std::vector<std::pair<std::string, std::string>> constants;
+  // The node's int and float attributes, decoded for the CPU executor.
+  std::map<std::string, std::vector<int64_t>> ints;
+  std::map<std::string, std::vector<double>> floats;
+};
 
 // Attributes of all op types. Which fields mean something depends on the type;
 // optional ones remember whether the graph file spelled them out, so that a
@@ -99,6 +122,7 @@ struct Attrs {
   EwFunc func = EwFunc::kRelu;                        // elementwise
   std::vector<int64_t> shape;                         // reshape
   int64_t group_size = 0;                             // group gemm
+  std::shared_ptr<const OnnxNode> onnx;               // set by the ONNX importer
 
   double Alpha() const { return alpha.value_or(1.0); }
   double Eps() const { return eps.value_or(1e-5); }
@@ -113,6 +137,9 @@ struct Tensor {
   std::vector<OpId> users;  // each reading op once, in attach order
   int64_t depth = 0;        // AITemplate's tensor depth; see passes/canonical_order.h
   bool alive = true;
+  // A param's values when the graph came with them (ONNX initializers): the
+  // tensor's dtype, row-major, little-endian. Graph JSON has no place for them.
+  std::shared_ptr<const std::vector<uint8_t>> data;
   // Execution plan (passes/strided_views.h): when set, this tensor's values
   // live in `storage`'s buffer, as the slice [storage_offset, +last dim) of
   // each of its rows (a row = the last dim; leading dims equal).
@@ -133,6 +160,30 @@ struct Op {
   bool elided = false;
 };
 
+// Names to ids, for Graph: an open-addressing table of ids hashed by name,
+// so that each name is stored once, with its tensor or op (a map of strings
+// would copy every name and allocate a node per entry: a third of the memory
+// of a graph of a million ops).
+class NameIndex {
+ public:
+  static uint32_t Hash(std::string_view name);
+  // The id in `items` (a vector of things with a `name`) named `name`, or kNone.
+  template <typename Item>
+  int32_t Find(std::string_view name, uint32_t hash, const std::vector<Item>& items) const;
+  // Adds items[id], whose name is not in the index yet.
+  template <typename Item>
+  void Insert(int32_t id, uint32_t hash, const std::vector<Item>& items);
+  template <typename Item>
+  void Reserve(size_t count, const std::vector<Item>& items);
+
+ private:
+  void Rehash(size_t capacity);
+
+  std::vector<int32_t> ids_;      // kNone: empty slot
+  std::vector<uint32_t> hashes_;  // of the slot's name: most probes compare no names
+  size_t count_ = 0;
+};
+
 class Graph {
  public:
   const std::string& name() const { return name_; }
@@ -144,6 +195,8 @@ class Graph {
 
   // Tensors. AddTensor fails (returns kNone) if the name is taken.
   TensorId AddTensor(Tensor tensor);
+  // As AddTensor, but `tensor` is moved from only when it is added.
+  TensorId TryAddTensor(Tensor& tensor);
   std::optional<TensorId> FindTensor(std::string_view name) const;
   const Tensor& tensor(TensorId id) const { return tensors_[static_cast<size_t>(id)]; }
   Tensor& mutable_tensor(TensorId id) { return tensors_[static_cast<size_t>(id)]; }
@@ -158,6 +211,9 @@ class Graph {
   int32_t num_op_ids() const { return static_cast<int32_t>(ops_.size()); }
   int64_t NumLiveOps() const;
   std::vector<OpId> LiveOps() const;  // by id
+  // Room for this many tensors and ops in all, so that a reader that knows
+  // the counts builds a large graph without growing its arrays step by step.
+  void Reserve(size_t tensors, size_t ops);
 
   // A name of the form "<base>_<n>" that no op of this graph has had.
   std::string UniqueOpName(std::string_view base);
@@ -173,6 +229,9 @@ class Graph {
   // Unlinks `op` from its inputs' user lists and its outputs' producer and
   // marks it dead; the output tensors stay, ready to be produced by another op.
   void DetachOp(OpId op);
+  // DetachOp for each of `ops`, with one pass over each input's user list
+  // (detaching ops one by one costs a pass per op on a tensor they share).
+  void DetachOps(const std::vector<OpId>& ops);
   // Erases an op none of whose outputs has users or is a graph output, along
   // with its output tensors. Erasing an op that is still used is a bug.
   void EraseOp(OpId op);
@@ -191,8 +250,8 @@ class Graph {
   std::vector<Op> ops_;
   std::vector<TensorId> outputs_;
   std::vector<bool> is_output_;
-  std::unordered_map<std::string, TensorId> tensor_by_name_;
-  std::unordered_map<std::string, OpId> op_by_name_;
+  NameIndex tensor_by_name_;
+  NameIndex op_by_name_;
   int64_t next_unique_ = 0;
 };
 

@@ -24,12 +24,16 @@
 #include <vector>
 
 #include "hfuse/ir/graph.h"
+#include "hfuse/passes/group_planner.h"
 
 namespace hfuse {
 
 struct FuseGroupOpsOptions {
   bool group_gemm = true;  // the seed's fuse_group_gemm target option
   bool want_dumps = false;
+  // How candidate reachability is computed; every choice gives the same
+  // groups (tests force each one).
+  ReachStrategy reach = ReachStrategy::kAuto;
 };
 
 struct FusedGroup {
@@ -42,6 +46,9 @@ struct FuseGroupOpsResult {
   int64_t ops_before = 0;          // ops after the clean-up
   int64_t ops_after = 0;
   std::vector<OpId> op_order;      // the final sorted order of the live ops
+  // Members that joined a group and were dropped again by the cycle check
+  // (another member reaches them through groups formed earlier).
+  int64_t dropped_by_cycle_check = 0;
   // The seed's debug dumps: file name -> contents.
   std::vector<std::pair<std::string, std::string>> dumps;
 };

@@ -16,6 +16,12 @@
 //  5. Each group is rewritten as soon as it is formed, so the ancestor check
 //     of the next group sees it. LayerNorm groups above 39 are cut into
 //     chunks of 39 after sorting by normalized size, descending.
+//
+// The seed computes this with a descendant set per tensor and a graph walk
+// per pair of members, cubic in the graph's size; hfuse answers the same
+// questions from one reachability structure per round (see
+// src/passes/candidate_reach.h) and scans only candidates that can still
+// join, so that a round is about linear on towers and lanes graphs.
 #pragma once
 
 #include <cstdint>
@@ -35,10 +41,19 @@ bool LayerNormsCompatible(const Graph& graph, OpId leader, OpId other);
 
 inline constexpr size_t kMaxLayerNormGroup = 39;
 
+// How a round answers "is this candidate below the group?" and "does another
+// member reach this one?" (src/passes/candidate_reach.h). All give the same
+// groups: kAuto takes window sets (a suffix of the sorted candidates plus a
+// bitset window) while they stay small, else chains of candidates with
+// per-chain reach maps, else graph searches; the others force one way, for
+// tests.
+enum class ReachStrategy : uint8_t { kAuto, kWindows, kChains, kSearch };
+
 struct TypeRoundResult {
   std::vector<OpId> group_ops;                 // in creation order
   std::vector<std::vector<std::string>> members;  // member names, group order
   std::vector<TensorId> new_outputs;           // group outputs in creation order
+  int64_t cycle_drops = 0;                     // members dropped by the cycle check
   std::string dependency_dump;                 // the seed's debug dumps
   std::string groups_dump;
 };
@@ -47,6 +62,7 @@ struct TypeRoundResult {
 // `sorted` is the current sorted tensor list; `op_number` the op numbers of
 // rule 5, indexed by op id (group ops get numbers after all others).
 TypeRoundResult GroupOpsOfType(Graph& graph, const std::vector<TensorId>& sorted,
-                               std::vector<int64_t>& op_number, OpType type, bool want_dumps);
+                               std::vector<int64_t>& op_number, OpType type, bool want_dumps,
+                               ReachStrategy reach = ReachStrategy::kAuto);
 
 }  // namespace hfuse

@@ -1,0 +1,69 @@
+// Reading ONNX models into the hfuse IR.
+//
+// The model is first checked by ONNX itself (ONNX 1.12's checker, then its
+// shape inference, strict), so an invalid model is rejected with ONNX's own
+// message. Then each node becomes IR ops:
+//
+//   Gemm(A, B, C)     transB=1, or transB=0 with a constant B (transposed
+//                     here) -> gemm_rcr_bias(A, B', C) [alpha] when C is a
+//                     constant [N] and beta = 1; else gemm_rcr(A, B'), then
+//                     add(Y, C) (beta != 1: add(Y, mul(C, beta))), unfused
+//   MatMul(A, W)      W a constant 2-D weight -> gemm_rcr(A, Wᵀ); the Add
+//                     of a bias and the activation after it are left to
+//                     fuse-mm-elementwise
+//   LayerNormalization  -> layernorm (axis -> normalized_shape)
+//   Split, Concat, Reshape (constant shape), Relu, Sigmoid, Tanh,
+//   Add, Sub, Mul, Div  -> split, concatenate, reshape, elementwise
+//   Constant, Identity  folded away (an Identity that is a graph output stays)
+//   ai.hfuse group ops  the group ops (written by onnx_export.h, read back)
+//   anything else     an opaque op that keeps the node (OnnxNode)
+//
+// and two patterns are recognised on the result: GELU's erf form
+// x·0.5·(1 + erf(x/√2)) -> elementwise gelu, and x·sigmoid(layernorm(x)) ->
+// layernorm_sigmoid_mul. Float initializers become params that keep their
+// values (Tensor::data); int64 constants (shapes, axes, split sizes) become
+// attributes, or stay with the opaque node that reads them. Symbolic dims
+// (dim_param) become named dynamic dims. Op names are the node names (a
+// name is made up for an unnamed node).
+//
+// Problems with the input throw InputError: a file that does not parse,
+// an opset outside 11..17, the checker's or shape inference's complaints,
+// a tensor of a type other than float32/float16/bfloat16 (other than such a
+// constant), external data that cannot be read, a dim of unknown size.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "hfuse/ir/graph.h"
+
+namespace hfuse {
+
+inline constexpr int64_t kMinOnnxOpset = 11;
+inline constexpr int64_t kMaxOnnxOpset = 17;  // ONNX 1.12's newest
+
+struct OnnxImportOptions {
+  // ONNX gives symbolic dims no bounds; each becomes a dim of this range
+  // (what the canonical order sizes tensors by, and what `hfuse run` binds
+  // unless told otherwise).
+  int64_t dim_min = 1;
+  int64_t dim_max = 1024;
+};
+
+struct OnnxModel {
+  Graph graph;
+  // The model around the graph (ir_version, opset imports, metadata, local
+  // functions, the graph's name and doc string), a serialized ModelProto with
+  // no nodes, initializers, inputs, outputs or value_info: what the exporter
+  // wraps the written graph in.
+  std::string shell;
+};
+
+// `source` names the model in error messages; `model_dir` is where its
+// external data files are looked for.
+OnnxModel ImportOnnx(std::string_view bytes, const std::string& source,
+                     const std::string& model_dir, const OnnxImportOptions& options = {});
+OnnxModel ReadOnnxFile(const std::string& path, const OnnxImportOptions& options = {});
+
+}  // namespace hfuse

@@ -1,0 +1,24 @@
+// The few ONNX operators that the CPU executor runs although hfuse keeps them
+// opaque: Transpose, MatMul (with two computed operands) and Softmax, which a
+// transformer block needs between its projections, and the ops that only
+// reshape (Identity, Reshape, Flatten, Squeeze, Unsqueeze). Every
+// other opaque op fails with a message naming it, so that `hfuse run` never
+// returns numbers for a graph it did not fully compute.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "hfuse/exec/host_tensor.h"
+#include "hfuse/ir/graph.h"
+
+namespace hfuse::cpu {
+
+// Computes `node` (an opaque op named `op_name`) from `inputs` into `outputs`,
+// which the caller has allocated with the shapes of the graph. Throws
+// InputError for an operator or a form of one it cannot run.
+void RunOnnxOp(const std::string& op_name, const OnnxNode& node,
+               const std::vector<const HostTensor*>& inputs,
+               const std::vector<HostTensor*>& outputs);
+
+}  // namespace hfuse::cpu

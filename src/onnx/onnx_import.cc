@@ -1,0 +1,961 @@
+// The ONNX importer. See onnx_import.h.
+#include "hfuse/onnx/onnx_import.h"
+
+#include <fmt/format.h>
+#include <onnx/checker.h>
+#include <onnx/defs/schema.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include "hfuse/ir/verifier.h"
+#include "hfuse/support/error.h"
+#include "hfuse/support/file.h"
+#include "hfuse/support/half.h"
+#include "import_patterns.h"
+#include "onnx_util.h"
+
+namespace hfuse {
+namespace {
+
+using onnx::AttributeProto;
+using onnx::ModelProto;
+using onnx::NodeProto;
+using onnx::TensorProto;
+using onnx::TypeProto;
+using onnx_util::ElemTypeName;
+
+template <typename... Args>
+[[noreturn]] void Fail(const std::string& source, fmt::format_string<Args...> format,
+                       Args&&... args) {
+  ThrowInputError("{}: {}", source, fmt::format(format, std::forward<Args>(args)...));
+}
+
+// External data (large initializers kept in files beside the model) is read
+// into the model before the checker sees it, so that a missing file gets a
+// message of its own.
+void LoadExternalData(ModelProto& model, const std::string& source, const std::string& dir) {
+  for (TensorProto& t : *model.mutable_graph()->mutable_initializer()) {
+    if (t.data_location() != TensorProto::EXTERNAL) continue;
+    std::string location;
+    int64_t offset = 0, length = -1;
+    for (const auto& entry : t.external_data()) {
+      try {
+        if (entry.key() == "location") location = entry.value();
+        if (entry.key() == "offset") offset = std::stoll(entry.value());
+        if (entry.key() == "length") length = std::stoll(entry.value());
+      } catch (const std::exception&) {
+        Fail(source, "initializer '{}': external data {} '{}' is not a number", t.name(),
+             entry.key(), entry.value());
+      }
+    }
+    if (location.empty()) {
+      Fail(source, "initializer '{}' is stored as external data but names no file", t.name());
+    }
+    const std::filesystem::path rel(location);
+    if (rel.is_absolute() ||
+        std::any_of(rel.begin(), rel.end(), [](const auto& part) { return part == ".."; })) {
+      Fail(source,
+           "initializer '{}': external data location '{}' must be a path inside the "
+           "model's directory",
+           t.name(), location);
+    }
+    const std::string path = (std::filesystem::path(dir) / rel).string();
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+      Fail(source,
+           "initializer '{}' keeps its data in external file '{}', which cannot be read: "
+           "{}",
+           t.name(), path, std::strerror(errno));
+    }
+    const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto size = static_cast<int64_t>(data.size());
+    if (offset < 0 || offset > size || (length >= 0 && length > size - offset)) {
+      Fail(source,
+           "initializer '{}': external file '{}' has {} bytes, too few for offset {} "
+           "length {}",
+           t.name(), path, size, offset, length);
+    }
+    t.set_raw_data(data.substr(static_cast<size_t>(offset),
+                               length >= 0 ? static_cast<size_t>(length) : std::string::npos));
+    t.clear_external_data();
+    t.set_data_location(TensorProto::DEFAULT);
+  }
+}
+
+const AttributeProto* FindAttr(const NodeProto& node, std::string_view name) {
+  for (const AttributeProto& a : node.attribute()) {
+    if (a.name() == name) return &a;
+  }
+  return nullptr;
+}
+int64_t IntAttr(const NodeProto& node, std::string_view name, int64_t fallback) {
+  const AttributeProto* a = FindAttr(node, name);
+  return a && a->type() == AttributeProto::INT ? a->i() : fallback;
+}
+double FloatAttr(const NodeProto& node, std::string_view name, double fallback) {
+  const AttributeProto* a = FindAttr(node, name);
+  return a && a->type() == AttributeProto::FLOAT ? a->f() : fallback;
+}
+std::vector<int64_t> IntsAttr(const NodeProto& node, std::string_view name) {
+  const AttributeProto* a = FindAttr(node, name);
+  if (!a || a->type() != AttributeProto::INTS) return {};
+  return {a->ints().begin(), a->ints().end()};
+}
+
+class Importer {
+ public:
+  Importer(ModelProto& model, std::string source, const OnnxImportOptions& options)
+      : model_(model), source_(std::move(source)), options_(options) {}
+
+  OnnxModel Run() {
+    const onnx::GraphProto& graph = model_.graph();
+    g_.set_name(graph.name());
+    for (const auto& o : model_.opset_import()) {
+      opsets_[o.domain() == "ai.onnx" ? "" : o.domain()] = o.version();
+    }
+    if (graph.sparse_initializer_size() > 0) {
+      Fail(source_, "sparse initializers ('{}') are not supported",
+           graph.sparse_initializer(0).values().name());
+    }
+    for (const auto& vi : graph.input()) Record(vi);
+    for (const auto& vi : graph.output()) Record(vi);
+    for (const auto& vi : graph.value_info()) Record(vi);
+    for (const TensorProto& t : graph.initializer()) {
+      constants_[t.name()] = &t;
+      names_.Take(t.name());
+    }
+    for (const NodeProto& node : graph.node()) {
+      for (const std::string& out : node.output()) names_.Take(out);
+      if (!node.name().empty()) op_names_.Take(node.name());
+    }
+    for (const auto& vi : graph.input()) {
+      names_.Take(vi.name());
+      if (constants_.count(vi.name())) continue;  // an initializer: a param with a default
+      Tensor t;
+      t.name = vi.name();
+      t.role = Role::kInput;
+      t.dtype = FloatType(vi.name(), "graph input");
+      t.shape = ShapeOf(vi.name(), "graph input");
+      const TensorId id = g_.AddTensor(std::move(t));
+      values_[vi.name()] = id;
+    }
+    FoldConstantsAndIdentities();
+    MarkLiveNodes();
+    for (int i = 0; i < graph.node_size(); ++i) {
+      if (live_[static_cast<size_t>(i)] && !folded_[static_cast<size_t>(i)]) {
+        ImportNode(graph.node(i));
+      }
+    }
+    std::vector<TensorId> outputs;
+    for (const auto& vi : graph.output()) outputs.push_back(Value(vi.name(), "graph output"));
+    g_.set_outputs(std::move(outputs));
+    import_patterns::FoldErfGelu(g_);
+    import_patterns::FuseLayerNormSigmoidMul(g_);
+    try {
+      VerifyGraph(g_);
+    } catch (const InputError& e) {
+      Fail(source_, "{}", e.what());
+    }
+
+    OnnxModel result;
+    ModelProto shell = model_;
+    onnx::GraphProto* sg = shell.mutable_graph();
+    sg->clear_node();
+    sg->clear_initializer();
+    sg->clear_input();
+    sg->clear_output();
+    sg->clear_value_info();
+    result.shell = shell.SerializeAsString();
+    result.graph = std::move(g_);
+    return result;
+  }
+
+ private:
+  template <typename... Args>
+  [[noreturn]] void Error(fmt::format_string<Args...> format, Args&&... args) {
+    Fail(source_, format, std::forward<Args>(args)...);
+  }
+
+  void Record(const onnx::ValueInfoProto& vi) { types_[vi.name()] = &vi.type(); }
+
+  const std::string& Resolve(const std::string& name) const {
+    const std::string* at = &name;
+    for (auto it = alias_.find(*at); it != alias_.end(); it = alias_.find(*at)) at = &it->second;
+    return *at;
+  }
+  const TensorProto* Constant(const std::string& name) const {
+    auto it = constants_.find(Resolve(name));
+    return it == constants_.end() ? nullptr : it->second;
+  }
+
+  // The element type ONNX gives a value, which must be one of hfuse's.
+  DType FloatType(const std::string& name, std::string_view what) {
+    auto it = types_.find(name);
+    if (it == types_.end() || !it->second->has_tensor_type()) {
+      Error("{} '{}' is not a tensor of known type", what, name);
+    }
+    const int32_t elem = it->second->tensor_type().elem_type();
+    auto dtype = onnx_util::DTypeOf(elem);
+    if (!dtype) {
+      Error(
+          "{} '{}' is {}: hfuse supports float32, float16 and bfloat16 tensors (other types "
+          "only as constants, such as shapes and axes)",
+          what, name, ElemTypeName(elem));
+    }
+    return *dtype;
+  }
+  bool KnownFloat(const std::string& name) const {
+    auto it = types_.find(name);
+    return it != types_.end() && it->second->has_tensor_type() &&
+           onnx_util::DTypeOf(it->second->tensor_type().elem_type());
+  }
+
+  Dim NamedDim(const std::string& name) {
+    if (auto d = g_.FindDim(name)) return Dim::Dynamic(*d);
+    return Dim::Dynamic(g_.AddDim({name, options_.dim_min, options_.dim_max}));
+  }
+
+  std::optional<Shape> TryShapeOf(const std::string& name) {
+    auto it = types_.find(name);
+    if (it == types_.end() || !it->second->has_tensor_type() ||
+        !it->second->tensor_type().has_shape()) {
+      return std::nullopt;
+    }
+    Shape shape;
+    for (const auto& d : it->second->tensor_type().shape().dim()) {
+      if (d.has_dim_value() && d.dim_value() >= 0) {
+        shape.push_back(Dim::Static(d.dim_value()));
+      } else if (d.has_dim_param() && !d.dim_param().empty()) {
+        shape.push_back(NamedDim(d.dim_param()));
+      } else {
+        return std::nullopt;
+      }
+    }
+    return shape;
+  }
+  Shape ShapeOf(const std::string& name, std::string_view what) {
+    if (auto s = TryShapeOf(name)) return *s;
+    Error(
+        "{} '{}' has a shape ONNX's shape inference cannot tell (a dim of unknown size): hfuse "
+        "needs every dim static or named",
+        what, name);
+  }
+
+  // The IR tensor of an ONNX value; a float constant becomes a param that
+  // keeps its values.
+  TensorId Value(const std::string& onnx_name, std::string_view what) {
+    const std::string& name = Resolve(onnx_name);
+    if (auto it = values_.find(name); it != values_.end()) return it->second;
+    auto c = constants_.find(name);
+    if (c == constants_.end()) Error("{} '{}' is not produced by any node", what, name);
+    const TensorProto& t = *c->second;
+    auto dtype = onnx_util::DTypeOf(t.data_type());
+    if (!dtype) {
+      Error(
+          "constant '{}' is {}, used as a {} tensor: hfuse supports float32, float16 and "
+          "bfloat16 tensors (other types only as constants, such as shapes and axes)",
+          name, ElemTypeName(t.data_type()), what);
+    }
+    auto data = onnx_util::TensorData(t);
+    if (!data) {
+      Error("constant '{}' has data of the wrong size for its shape", name);
+    }
+    Tensor tensor;
+    tensor.name = name;
+    tensor.role = Role::kParam;
+    tensor.dtype = *dtype;
+    for (int64_t d : t.dims()) tensor.shape.push_back(Dim::Static(d));
+    tensor.data = std::make_shared<const std::vector<uint8_t>>(std::move(*data));
+    const TensorId id = g_.AddTensor(std::move(tensor));
+    HFUSE_CHECK(id != kNone);
+    values_[name] = id;
+    return id;
+  }
+
+  TensorId NewValue(const std::string& name, Shape shape, DType dtype) {
+    Tensor t;
+    t.name = name;
+    t.shape = std::move(shape);
+    t.dtype = dtype;
+    const TensorId id = g_.AddTensor(std::move(t));
+    if (id == kNone) Error("value '{}' is produced twice", name);
+    values_[name] = id;
+    return id;
+  }
+  // A tensor hfuse adds (not in the model), under a name the model does not use.
+  TensorId NewInternal(const std::string& base, Shape shape, DType dtype) {
+    return NewValue(names_.Fresh(base), std::move(shape), dtype);
+  }
+  TensorId NewParam(const std::string& base, Shape shape, DType dtype, std::vector<uint8_t> data) {
+    const TensorId id = NewInternal(base, std::move(shape), dtype);
+    Tensor& t = g_.mutable_tensor(id);
+    t.role = Role::kParam;
+    t.data = std::make_shared<const std::vector<uint8_t>>(std::move(data));
+    return id;
+  }
+  TensorId ScalarParam(const std::string& base, DType dtype, double value) {
+    const auto f = static_cast<float>(value);
+    std::vector<uint8_t> bytes(static_cast<size_t>(DTypeBytes(dtype)));
+    if (dtype == DType::kFloat32) {
+      std::memcpy(bytes.data(), &f, 4);
+    } else {
+      const uint16_t h = dtype == DType::kFloat16 ? FloatToHalf(f) : FloatToBFloat16(f);
+      std::memcpy(bytes.data(), &h, 2);
+    }
+    return NewParam(base, {}, dtype, std::move(bytes));
+  }
+
+  OpId AddOp(Op op) {
+    const std::string base = op.name;
+    for (int n = 1;; ++n) {
+      const OpId id = g_.AddOp(op);
+      if (id != kNone) return id;
+      op.name = fmt::format("{}_{}", base, n);
+    }
+  }
+  std::string NodeName(const NodeProto& node) {
+    if (!node.name().empty()) return node.name();
+    return op_names_.Fresh(fmt::format("{}_{}", node.op_type(), unnamed_++));
+  }
+
+  // The node as it was read, so the exporter can write it back.
+  std::shared_ptr<OnnxNode> Keep(const NodeProto& node, OpType imported_as) {
+    auto kept = std::make_shared<OnnxNode>();
+    kept->domain = node.domain() == "ai.onnx" ? "" : node.domain();
+    kept->op_type = node.op_type();
+    kept->opset = opsets_.count(kept->domain) ? opsets_[kept->domain] : 0;
+    kept->imported_as = imported_as;
+    kept->node = node.SerializeAsString();
+    for (const AttributeProto& a : node.attribute()) {
+      if (a.type() == AttributeProto::INT) kept->ints[a.name()] = {a.i()};
+      if (a.type() == AttributeProto::INTS) {
+        kept->ints[a.name()] = {a.ints().begin(), a.ints().end()};
+      }
+      if (a.type() == AttributeProto::FLOAT) kept->floats[a.name()] = {a.f()};
+      if (a.type() == AttributeProto::FLOATS) {
+        kept->floats[a.name()] = {a.floats().begin(), a.floats().end()};
+      }
+    }
+    return kept;
+  }
+  // Keeps input `slot`'s constant (int64 shape, axes) with the node.
+  void KeepConstant(OnnxNode& kept, const NodeProto& node, int slot) {
+    const std::string& name = node.input(slot);
+    for (const auto& [n, bytes] : kept.constants) {
+      if (n == name) return;
+    }
+    TensorProto t = *Constant(name);
+    t.set_name(name);
+    kept.constants.emplace_back(name, t.SerializeAsString());
+  }
+
+  // ---- before the main walk -------------------------------------------
+
+  void FoldConstantsAndIdentities() {
+    std::set<std::string> graph_outputs;
+    for (const auto& vi : model_.graph().output()) graph_outputs.insert(vi.name());
+    const auto& nodes = model_.graph().node();
+    folded_.assign(static_cast<size_t>(nodes.size()), false);
+    for (int i = 0; i < nodes.size(); ++i) {
+      const NodeProto& node = nodes[i];
+      if (!IsDefaultDomain(node) || node.output_size() != 1) continue;
+      const std::string& out = node.output(0);
+      if (node.op_type() == "Constant") {
+        owned_.push_back(ConstantValue(node));
+        constants_[out] = &owned_.back();
+        folded_[static_cast<size_t>(i)] = true;
+      } else if (node.op_type() == "Identity" && node.input_size() == 1 &&
+                 !graph_outputs.count(out)) {
+        // PyTorch writes one for every shared weight; its readers read the source.
+        alias_[out] = node.input(0);
+        folded_[static_cast<size_t>(i)] = true;
+      }
+    }
+  }
+
+  TensorProto ConstantValue(const NodeProto& node) {
+    if (node.attribute_size() != 1) Error("Constant node '{}' needs one attribute", node.name());
+    const AttributeProto& a = node.attribute(0);
+    TensorProto t;
+    if (a.name() == "value" && a.type() == AttributeProto::TENSOR) {
+      t = a.t();
+    } else if (a.name() == "value_float") {
+      const float f = a.f();
+      t = onnx_util::MakeTensor("", TensorProto::FLOAT, {}, &f, 4);
+    } else if (a.name() == "value_floats") {
+      const std::vector<float> v(a.floats().begin(), a.floats().end());
+      t = onnx_util::MakeTensor("", TensorProto::FLOAT, {static_cast<int64_t>(v.size())}, v.data(),
+                                v.size() * 4);
+    } else if (a.name() == "value_int") {
+      const int64_t v = a.i();
+      t = onnx_util::MakeTensor("", TensorProto::INT64, {}, &v, 8);
+    } else if (a.name() == "value_ints") {
+      t = onnx_util::MakeInt64Tensor("", {a.ints().begin(), a.ints().end()});
+    } else {
+      Error("Constant node '{}': a constant given as '{}' is not supported", node.name(), a.name());
+    }
+    t.set_name(node.output(0));
+    return t;
+  }
+
+  // Nodes none of whose outputs reach a graph output are dropped here (rule 1
+  // of the canonical order would drop them anyway), so that a dead branch of
+  // unsupported types cannot fail the import.
+  void MarkLiveNodes() {
+    const auto& nodes = model_.graph().node();
+    std::unordered_map<std::string, int> producer;
+    for (int i = 0; i < nodes.size(); ++i) {
+      for (const std::string& out : nodes[i].output()) {
+        if (!out.empty()) producer[out] = i;
+      }
+    }
+    live_.assign(static_cast<size_t>(nodes.size()), false);
+    std::vector<std::string> stack;
+    for (const auto& vi : model_.graph().output()) stack.push_back(vi.name());
+    while (!stack.empty()) {
+      auto it = producer.find(stack.back());
+      stack.pop_back();
+      if (it == producer.end() || live_[static_cast<size_t>(it->second)]) continue;
+      live_[static_cast<size_t>(it->second)] = true;
+      for (const std::string& in : nodes[it->second].input()) {
+        if (!in.empty()) stack.push_back(in);
+      }
+    }
+    for (int i = 0; i < nodes.size(); ++i) {
+      if (!live_[static_cast<size_t>(i)]) continue;
+      for (const std::string& in : nodes[i].input()) used_.insert(in);
+    }
+    for (const auto& vi : model_.graph().output()) used_.insert(vi.name());
+  }
+
+  // ---- nodes --------------------------------------------------------------
+
+  static bool IsDefaultDomain(const NodeProto& node) {
+    return node.domain().empty() || node.domain() == "ai.onnx";
+  }
+
+  void ImportNode(const NodeProto& node) {
+    static const std::map<std::string, EwFunc> kElementwise = {
+        {"Relu", EwFunc::kRelu}, {"Sigmoid", EwFunc::kSigmoid}, {"Tanh", EwFunc::kTanh},
+        {"Add", EwFunc::kAdd},   {"Sub", EwFunc::kSub},         {"Mul", EwFunc::kMul},
+        {"Div", EwFunc::kDiv}};
+    bool done = false;
+    const std::string& t = node.op_type();
+    if (IsDefaultDomain(node)) {
+      if (auto it = kElementwise.find(t); it != kElementwise.end()) {
+        done = ImportElementwise(node, it->second);
+      } else if (t == "Gemm") {
+        done = ImportGemm(node);
+      } else if (t == "MatMul") {
+        done = ImportMatMul(node);
+      } else if (t == "LayerNormalization") {
+        done = ImportLayerNorm(node);
+      } else if (t == "Split") {
+        done = ImportSplit(node);
+      } else if (t == "Concat") {
+        done = ImportConcat(node);
+      } else if (t == "Reshape") {
+        done = ImportReshape(node);
+      }
+    } else if (node.domain() == onnx_util::kHfuseDomain) {
+      done = ImportGroup(node);
+    }
+    if (!done) ImportOpaque(node);
+  }
+
+  // Every input slot that names a value, as a float tensor of the IR.
+  bool FloatInputs(const NodeProto& node, size_t from, size_t to) {
+    for (size_t i = from; i < to && i < static_cast<size_t>(node.input_size()); ++i) {
+      const std::string& name = node.input(static_cast<int>(i));
+      if (name.empty()) continue;
+      if (const TensorProto* c = Constant(name)) {
+        if (!onnx_util::DTypeOf(c->data_type())) return false;
+      } else if (!values_.count(Resolve(name))) {
+        return false;
+      }
+    }
+    return true;
+  }
+  const Tensor& T(TensorId id) const { return g_.tensor(id); }
+
+  TensorId Transposed(const std::string& onnx_name) {
+    const std::string& name = Resolve(onnx_name);
+    if (auto it = transposed_.find(name); it != transposed_.end()) return it->second;
+    const TensorProto& c = *Constant(name);
+    const DType dtype = *onnx_util::DTypeOf(c.data_type());
+    const std::vector<uint8_t> data = *onnx_util::TensorData(c);
+    const int64_t k = c.dims(0), n = c.dims(1);
+    const auto w = static_cast<size_t>(DTypeBytes(dtype));
+    std::vector<uint8_t> t(data.size());
+    for (int64_t i = 0; i < k; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        std::memcpy(t.data() + static_cast<size_t>(j * k + i) * w,
+                    data.data() + static_cast<size_t>(i * n + j) * w, w);
+      }
+    }
+    const TensorId id =
+        NewParam(name + "_t", {Dim::Static(n), Dim::Static(k)}, dtype, std::move(t));
+    transposed_[name] = id;
+    return id;
+  }
+  bool IsConstantMatrix(const std::string& name) const {
+    const TensorProto* c = Constant(name);
+    return c && c->dims_size() == 2 && onnx_util::DTypeOf(c->data_type()) &&
+           onnx_util::TensorData(*c);
+  }
+
+  // Gemm: Y = alpha · A · op(B) + beta · C.
+  bool ImportGemm(const NodeProto& node) {
+    if (node.input_size() < 2 || IntAttr(node, "transA", 0) != 0) return false;
+    const bool trans_b = IntAttr(node, "transB", 0) != 0;
+    if (!trans_b && !IsConstantMatrix(node.input(1))) return false;
+    if (!FloatInputs(node, 0, 3)) return false;
+    const TensorId a = Value(node.input(0), "Gemm input");
+    const TensorId b = trans_b ? Value(node.input(1), "Gemm input") : Transposed(node.input(1));
+    if (T(a).shape.size() != 2 || T(b).shape.size() != 2 || T(a).dtype != T(b).dtype ||
+        !T(a).shape[1].is_static() || !(T(a).shape[1] == T(b).shape[1])) {
+      return false;
+    }
+    const double alpha = FloatAttr(node, "alpha", 1.0), beta = FloatAttr(node, "beta", 1.0);
+    const bool has_c = node.input_size() > 2 && !node.input(2).empty() && beta != 0.0;
+    const std::string name = NodeName(node);
+    const DType dtype = T(a).dtype;
+    const Shape y_shape = {T(a).shape[0], T(b).shape[0]};
+    Op gemm;
+    gemm.name = name;
+    gemm.type = OpType::kGemmRcr;
+    gemm.inputs = {a, b};
+    if (alpha != 1.0) gemm.attrs.alpha = alpha;
+    if (!has_c) {
+      gemm.outputs = {NewValue(node.output(0), y_shape, dtype)};
+      if (trans_b && node.input_size() == 2) gemm.attrs.onnx = Keep(node, OpType::kGemmRcr);
+      AddOp(std::move(gemm));
+      return true;
+    }
+    TensorId c = Value(node.input(2), "Gemm input");
+    if (T(c).dtype != dtype) return false;
+    if (beta == 1.0 && T(c).role == Role::kParam && T(c).shape.size() == 1 &&
+        T(c).shape[0].is_static() && T(c).shape[0] == T(b).shape[0]) {
+      // C is a constant bias [N]: the node is a gemm_rcr_bias as it stands.
+      gemm.type = OpType::kGemmRcrBias;
+      gemm.inputs.push_back(c);
+      gemm.outputs = {NewValue(node.output(0), y_shape, dtype)};
+      if (trans_b) gemm.attrs.onnx = Keep(node, OpType::kGemmRcrBias);
+      AddOp(std::move(gemm));
+      return true;
+    }
+    const TensorId mm = NewInternal(node.output(0) + "_mm", y_shape, dtype);
+    gemm.outputs = {mm};
+    AddOp(std::move(gemm));
+    if (beta != 1.0) {
+      Op scale;
+      scale.name = name + "/ScaleC";
+      scale.type = OpType::kElementwise;
+      scale.attrs.func = EwFunc::kMul;
+      scale.inputs = {c, ScalarParam(name + "/beta", dtype, beta)};
+      c = NewInternal(node.input(2) + "_scaled", T(c).shape, dtype);
+      scale.outputs = {c};
+      AddOp(std::move(scale));
+    }
+    Op add;
+    add.name = name + "/AddC";
+    add.type = OpType::kElementwise;
+    add.attrs.func = EwFunc::kAdd;
+    add.inputs = {mm, c};
+    add.outputs = {NewValue(node.output(0), y_shape, dtype)};
+    AddOp(std::move(add));
+    return true;
+  }
+
+  // MatMul with a constant 2-D weight W [K, N]: gemm_rcr(A, Wᵀ).
+  bool ImportMatMul(const NodeProto& node) {
+    if (node.input_size() != 2 || !IsConstantMatrix(node.input(1))) return false;
+    if (!FloatInputs(node, 0, 1) || Constant(node.input(0))) return false;
+    const TensorId a = Value(node.input(0), "MatMul input");
+    if (T(a).shape.size() < 2) return false;
+    const TensorProto& w = *Constant(node.input(1));
+    const Dim& k = T(a).shape.back();
+    if (!k.is_static() || k.value != w.dims(0) ||
+        *onnx_util::DTypeOf(w.data_type()) != T(a).dtype) {
+      return false;
+    }
+    const TensorId b = Transposed(node.input(1));
+    Shape y_shape(T(a).shape.begin(), T(a).shape.end() - 1);
+    y_shape.push_back(Dim::Static(w.dims(1)));
+    Op gemm;
+    gemm.name = NodeName(node);
+    gemm.type = OpType::kGemmRcr;
+    gemm.inputs = {a, b};
+    gemm.outputs = {NewValue(node.output(0), y_shape, T(a).dtype)};
+    AddOp(std::move(gemm));
+    return true;
+  }
+
+  bool OutputUsed(const NodeProto& node, int slot) const {
+    return slot < node.output_size() && !node.output(slot).empty() &&
+           used_.count(node.output(slot));
+  }
+
+  bool ImportLayerNorm(const NodeProto& node) {
+    if (OutputUsed(node, 1) || OutputUsed(node, 2) || node.input_size() < 2 ||
+        node.input(1).empty()) {
+      return false;
+    }
+    if (IntAttr(node, "stash_type", 1) != 1 || !FloatInputs(node, 0, 3)) return false;
+    const TensorId x = Value(node.input(0), "LayerNormalization input");
+    const auto rank = static_cast<int64_t>(T(x).shape.size());
+    int64_t axis = IntAttr(node, "axis", -1);
+    if (axis < 0) axis += rank;
+    if (axis < 1 || axis >= rank) return false;  // normalized_shape must leave a batch dim
+    Op ln;
+    ln.type = OpType::kLayerNorm;
+    Shape tail;
+    for (auto d = static_cast<size_t>(axis); d < T(x).shape.size(); ++d) {
+      if (!T(x).shape[d].is_static()) return false;
+      ln.attrs.normalized_shape.push_back(T(x).shape[d].value);
+      tail.push_back(T(x).shape[d]);
+    }
+    ln.inputs = {x};
+    for (int slot = 1; slot < 3 && slot < node.input_size(); ++slot) {
+      if (node.input(slot).empty()) continue;
+      const TensorId p = Value(node.input(slot), "LayerNormalization input");
+      if (!(T(p).shape == tail) || T(p).dtype != T(x).dtype) return false;  // broadcast scale
+      ln.inputs.push_back(p);
+    }
+    ln.attrs.has_gamma = true;
+    ln.attrs.has_beta = ln.inputs.size() == 3;
+    ln.attrs.eps = FloatAttr(node, "epsilon", 1e-5f);
+    ln.name = NodeName(node);
+    ln.outputs = {NewValue(node.output(0), T(x).shape, T(x).dtype)};
+    ln.attrs.onnx = Keep(node, OpType::kLayerNorm);
+    AddOp(std::move(ln));
+    return true;
+  }
+
+  bool ImportSplit(const NodeProto& node) {
+    if (!FloatInputs(node, 0, 1) || Constant(node.input(0))) return false;
+    const TensorId x = Value(node.input(0), "Split input");
+    const auto rank = static_cast<int64_t>(T(x).shape.size());
+    int64_t axis = IntAttr(node, "axis", 0);
+    if (axis < -rank || axis >= rank) return false;
+    if (axis < 0) axis += rank;
+    const Dim& d = T(x).shape[static_cast<size_t>(axis)];
+    if (!d.is_static()) return false;
+    std::vector<int64_t> sizes;
+    bool from_input = false;
+    if (node.input_size() > 1 && !node.input(1).empty()) {
+      const TensorProto* c = Constant(node.input(1));
+      if (!c) return false;
+      auto ints = onnx_util::TensorInts(*c);
+      if (!ints) return false;
+      sizes = *ints;
+      from_input = true;
+    } else {
+      sizes = IntsAttr(node, "split");
+    }
+    const auto n = static_cast<int64_t>(node.output_size());
+    if (sizes.empty()) {  // equal parts
+      if (n == 0 || d.value % n != 0) return false;
+      sizes.assign(static_cast<size_t>(n), d.value / n);
+    }
+    if (static_cast<int64_t>(sizes.size()) != n) return false;
+    Op split;
+    split.type = OpType::kSplit;
+    split.attrs.split_sizes = sizes;
+    split.attrs.dim = IntAttr(node, "axis", 0);
+    split.inputs = {x};
+    split.name = NodeName(node);
+    auto kept = Keep(node, OpType::kSplit);
+    if (from_input) KeepConstant(*kept, node, 1);
+    split.attrs.onnx = std::move(kept);
+    for (int i = 0; i < node.output_size(); ++i) {
+      Shape shape = T(x).shape;
+      shape[static_cast<size_t>(axis)] = Dim::Static(sizes[static_cast<size_t>(i)]);
+      split.outputs.push_back(NewValue(node.output(i), std::move(shape), T(x).dtype));
+    }
+    AddOp(std::move(split));
+    return true;
+  }
+
+  bool ImportConcat(const NodeProto& node) {
+    if (node.input_size() == 0 || !FloatInputs(node, 0, static_cast<size_t>(node.input_size()))) {
+      return false;
+    }
+    Op cat;
+    cat.type = OpType::kConcatenate;
+    cat.attrs.dim = IntAttr(node, "axis", 0);
+    for (const std::string& in : node.input()) cat.inputs.push_back(Value(in, "Concat input"));
+    const Tensor& first = T(cat.inputs[0]);
+    const auto rank = static_cast<int64_t>(first.shape.size());
+    if (cat.attrs.dim < -rank || cat.attrs.dim >= rank) return false;
+    const auto axis = static_cast<size_t>(cat.attrs.dim < 0 ? cat.attrs.dim + rank : cat.attrs.dim);
+    Shape shape = first.shape;
+    if (cat.inputs.size() > 1) {
+      int64_t total = 0;
+      for (TensorId in : cat.inputs) {
+        const Tensor& t = T(in);
+        if (t.shape.size() != first.shape.size() || !t.shape[axis].is_static()) return false;
+        for (size_t d = 0; d < shape.size(); ++d) {
+          if (d != axis && !(t.shape[d] == shape[d])) return false;
+        }
+        total += t.shape[axis].value;
+      }
+      shape[axis] = Dim::Static(total);
+    }
+    cat.name = NodeName(node);
+    cat.outputs = {NewValue(node.output(0), std::move(shape), first.dtype)};
+    cat.attrs.onnx = Keep(node, OpType::kConcatenate);
+    AddOp(std::move(cat));
+    return true;
+  }
+
+  // Reshape with a constant shape. The output's dims are worked out here
+  // (ONNX leaves a -1 unknown when the input has a named dim): a 0 copies the
+  // input's dim (unless allowzero), and a -1 stands for the one named dim
+  // left over, or for the static remainder.
+  bool ImportReshape(const NodeProto& node) {
+    if (node.input_size() != 2 || !FloatInputs(node, 0, 1) || Constant(node.input(0))) return false;
+    const TensorProto* c = Constant(node.input(1));
+    if (!c) return false;
+    const auto target = onnx_util::TensorInts(*c);
+    if (!target) return false;
+    const TensorId x = Value(node.input(0), "Reshape input");
+    const Shape& in = T(x).shape;
+    const bool allow_zero = IntAttr(node, "allowzero", 0) != 0;
+    Shape out;
+    std::vector<int32_t> dyn_in, dyn_out;
+    int64_t static_in = 1, static_out = 1;
+    for (const Dim& d : in) {
+      if (d.is_static()) {
+        static_in *= d.value;
+      } else {
+        dyn_in.push_back(d.dynamic);
+      }
+    }
+    size_t infer = SIZE_MAX;
+    for (size_t i = 0; i < target->size(); ++i) {
+      const int64_t v = (*target)[i];
+      Dim d = Dim::Static(v);
+      if (v == 0 && !allow_zero) {
+        if (i >= in.size()) return false;
+        d = in[i];
+      } else if (v == -1) {
+        if (infer != SIZE_MAX) return false;
+        infer = i;
+      } else if (v < 0) {
+        return false;
+      }
+      if (v != -1) {
+        if (d.is_static()) {
+          static_out *= d.value;
+        } else {
+          dyn_out.push_back(d.dynamic);
+        }
+      }
+      out.push_back(d);
+    }
+    // The named dims the output has not placed yet.
+    std::vector<int32_t> left = dyn_in;
+    for (int32_t d : dyn_out) {
+      auto it = std::find(left.begin(), left.end(), d);
+      if (it == left.end()) return false;
+      left.erase(it);
+    }
+    if (infer != SIZE_MAX) {
+      if (left.empty()) {
+        if (static_out == 0 || static_in % static_out != 0) return false;
+        out[infer] = Dim::Static(static_in / static_out);
+      } else if (left.size() == 1 && static_in == static_out) {
+        out[infer] = Dim::Dynamic(left[0]);
+      } else {
+        return false;
+      }
+    } else if (!left.empty() || static_in != static_out) {
+      return false;
+    }
+    Op reshape;
+    reshape.type = OpType::kReshape;
+    int dynamic = 0;
+    for (const Dim& d : out) {
+      reshape.attrs.shape.push_back(d.is_static() ? d.value : -1);
+      dynamic += !d.is_static();
+    }
+    // The IR's shape attribute has one -1, so one named dim at most.
+    if (dynamic > 1 || std::count(out.begin(), out.end(), Dim::Static(0)) > 0) return false;
+    reshape.inputs = {x};
+    reshape.name = NodeName(node);
+    reshape.outputs = {NewValue(node.output(0), std::move(out), T(x).dtype)};
+    auto kept = Keep(node, OpType::kReshape);
+    KeepConstant(*kept, node, 1);
+    reshape.attrs.onnx = std::move(kept);
+    AddOp(std::move(reshape));
+    return true;
+  }
+
+  bool ImportElementwise(const NodeProto& node, EwFunc func) {
+    const size_t n = IsUnary(func) ? 1 : 2;
+    if (static_cast<size_t>(node.input_size()) != n || !FloatInputs(node, 0, n)) return false;
+    Op ew;
+    ew.type = OpType::kElementwise;
+    ew.attrs.func = func;
+    for (const std::string& in : node.input()) ew.inputs.push_back(Value(in, "input"));
+    // numpy broadcasting, right-aligned, as the verifier checks it.
+    Shape out;
+    for (TensorId in : ew.inputs) {
+      Shape s = T(in).shape;
+      if (T(in).dtype != T(ew.inputs[0]).dtype) return false;
+      if (s.size() > out.size()) out.insert(out.begin(), s.size() - out.size(), Dim::Static(1));
+      s.insert(s.begin(), out.size() - s.size(), Dim::Static(1));
+      for (size_t d = 0; d < s.size(); ++d) {
+        if (s[d] == out[d] || (s[d].is_static() && s[d].value == 1)) continue;
+        if (!(out[d].is_static() && out[d].value == 1)) return false;
+        out[d] = s[d];
+      }
+    }
+    ew.name = NodeName(node);
+    ew.outputs = {NewValue(node.output(0), std::move(out), T(ew.inputs[0]).dtype)};
+    ew.attrs.onnx = Keep(node, OpType::kElementwise);
+    AddOp(std::move(ew));
+    return true;
+  }
+
+  // A group op written by the exporter (onnx_export.h), read back.
+  bool ImportGroup(const NodeProto& node) {
+    auto type = onnx_util::ParseHfuseOpType(node.op_type());
+    if (!type) return false;
+    Op group;
+    group.type = *type;
+    group.name = NodeName(node);
+    for (const std::string& in : node.input()) {
+      if (in.empty()) Error("{} node '{}' has an empty input", node.op_type(), group.name);
+      group.inputs.push_back(Value(in, "input"));
+    }
+    for (const std::string& out : node.output()) {
+      group.outputs.push_back(
+          NewValue(out, ShapeOf(out, "group output"), FloatType(out, "group output")));
+    }
+    if (IsGroupGemm(*type)) {
+      group.attrs.group_size = IntAttr(node, "group_size", 0);
+    } else {
+      const std::vector<int64_t> ranks = IntsAttr(node, "normalized_ranks");
+      const std::vector<int64_t> flat = IntsAttr(node, "normalized_shapes");
+      size_t at = 0;
+      for (int64_t r : ranks) {
+        if (r < 0 || at + static_cast<size_t>(r) > flat.size()) {
+          Error("{} node '{}': normalized_ranks do not match normalized_shapes", node.op_type(),
+                group.name);
+        }
+        group.attrs.normalized_shapes.emplace_back(flat.begin() + static_cast<ptrdiff_t>(at),
+                                                   flat.begin() + static_cast<ptrdiff_t>(at + r));
+        at += static_cast<size_t>(r);
+      }
+      group.attrs.eps = FloatAttr(node, "epsilon", 1e-5f);
+    }
+    AddOp(std::move(group));
+    return true;
+  }
+
+  void ImportOpaque(const NodeProto& node) {
+    if (std::any_of(node.attribute().begin(), node.attribute().end(), [](const AttributeProto& a) {
+          return a.type() == AttributeProto::GRAPH || a.type() == AttributeProto::GRAPHS;
+        })) {
+      // Its subgraphs may read values of this graph that its inputs do not
+      // name, so the pass could not see what it depends on.
+      Error("node '{}' ({}) has subgraphs; control flow is not supported", node.name(),
+            node.op_type());
+    }
+    Op op;
+    op.type = OpType::kOpaque;
+    op.name = NodeName(node);
+    auto kept = Keep(node, OpType::kOpaque);
+    for (int i = 0; i < node.input_size(); ++i) {
+      const std::string& in = node.input(i);
+      if (in.empty()) continue;
+      const TensorProto* c = Constant(in);
+      if (c && !onnx_util::DTypeOf(c->data_type())) {
+        KeepConstant(*kept, node, i);
+      } else {
+        op.inputs.push_back(
+            Value(in, fmt::format("input of {} node '{}'", node.op_type(), op.name)));
+      }
+    }
+    for (const std::string& out : node.output()) {
+      if (out.empty() || !used_.count(out)) continue;  // written back as it was
+      const std::string what = fmt::format("output of {} node '{}'", node.op_type(), op.name);
+      const DType dtype = FloatType(out, what);
+      op.outputs.push_back(NewValue(out, ShapeOf(out, what), dtype));
+    }
+    op.attrs.onnx = std::move(kept);
+    AddOp(std::move(op));
+  }
+
+  ModelProto& model_;
+  std::string source_;
+  OnnxImportOptions options_;
+  Graph g_;
+  std::map<std::string, int64_t> opsets_;
+  std::unordered_map<std::string, const TypeProto*> types_;
+  std::unordered_map<std::string, const TensorProto*> constants_;
+  std::deque<TensorProto> owned_;                       // Constant nodes' values
+  std::unordered_map<std::string, std::string> alias_;  // folded Identity outputs
+  std::unordered_map<std::string, TensorId> values_;    // ONNX value -> IR tensor
+  std::map<std::string, TensorId> transposed_;          // constant -> its transpose
+  std::set<std::string> used_;                          // read by a live node or an output
+  std::vector<bool> live_, folded_;
+  onnx_util::NameSet names_, op_names_;
+  int64_t unnamed_ = 0;
+};
+
+}  // namespace
+
+OnnxModel ImportOnnx(std::string_view bytes, const std::string& source,
+                     const std::string& model_dir, const OnnxImportOptions& options) {
+  ModelProto model;
+  if (bytes.empty()) Fail(source, "the file is empty");
+  if (bytes.size() > static_cast<size_t>(INT32_MAX) ||
+      !model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    Fail(source, "not an ONNX model: the protobuf does not parse (a truncated or corrupt file?)");
+  }
+  if (!model.has_graph()) Fail(source, "not an ONNX model: it has no graph");
+  std::optional<int64_t> opset;
+  for (const auto& o : model.opset_import()) {
+    if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
+  }
+  if (!opset) Fail(source, "the model imports no opset of the default ONNX domain");
+  if (*opset < kMinOnnxOpset || *opset > kMaxOnnxOpset) {
+    Fail(source,
+         "the model uses opset {} of the default ONNX domain; hfuse (with ONNX 1.12) "
+         "reads opsets {} to {}",
+         *opset, kMinOnnxOpset, kMaxOnnxOpset);
+  }
+  LoadExternalData(model, source, model_dir);
+  try {
+    onnx::checker::check_model(model);
+  } catch (const std::exception& e) {
+    Fail(source, "ONNX checker: {}", onnx_util::OneLine(e.what()));
+  }
+  try {
+    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(),
+                                       onnx::ShapeInferenceOptions(true, 1, false));
+  } catch (const std::exception& e) {
+    Fail(source, "ONNX shape inference: {}", onnx_util::OneLine(e.what()));
+  }
+  return Importer(model, source, options).Run();
+}
+
+OnnxModel ReadOnnxFile(const std::string& path, const OnnxImportOptions& options) {
+  const std::string bytes = ReadFile(path);
+  return ImportOnnx(bytes, path, std::filesystem::path(path).parent_path().string(), options);
+}
+
+}  // namespace hfuse

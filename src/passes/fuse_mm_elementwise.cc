@@ -1,0 +1,91 @@
+// fuse-mm-elementwise. See fuse_mm_elementwise.h.
+#include "hfuse/passes/fuse_mm_elementwise.h"
+
+#include <algorithm>
+
+namespace hfuse {
+namespace {
+
+// The only op reading `op`'s single output, or kNone when there is another
+// reader or the output is a graph output (then it must stay visible).
+OpId SoleUser(const Graph& graph, OpId op) {
+  const Op& o = graph.op(op);
+  if (o.outputs.size() != 1 || graph.IsGraphOutput(o.outputs[0])) return kNone;
+  const std::vector<OpId>& users = graph.tensor(o.outputs[0]).users;
+  return users.size() == 1 ? users[0] : kNone;
+}
+
+// `consumer` disappears and `op` takes over its output, reading `extra` as a
+// new last input when given. The tensor between them is erased.
+void Absorb(Graph& graph, OpId op, OpId consumer, OpType type, TensorId extra) {
+  const TensorId mid = graph.op(op).outputs[0];
+  const TensorId out = graph.op(consumer).outputs[0];
+  graph.DetachOp(consumer);  // `mid` loses its only user, `out` its producer
+  graph.mutable_tensor(mid).producer = kNone;
+  graph.EraseTensor(mid);
+  Op& o = graph.mutable_op(op);
+  o.type = type;
+  o.outputs = {out};
+  graph.mutable_tensor(out).producer = op;
+  if (extra != kNone) {
+    o.inputs.push_back(extra);
+    std::vector<OpId>& users = graph.mutable_tensor(extra).users;
+    if (std::find(users.begin(), users.end(), op) == users.end()) users.push_back(op);
+  }
+  o.attrs.onnx = nullptr;  // no longer the node it was imported from
+}
+
+// gemm_rcr -> add(y, b) with b a [N] param of the GEMM's dtype.
+bool FuseBias(Graph& graph, OpId gemm) {
+  const OpId add = SoleUser(graph, gemm);
+  if (add == kNone) return false;
+  const Op& e = graph.op(add);
+  if (e.type != OpType::kElementwise || e.attrs.func != EwFunc::kAdd || e.inputs.size() != 2) {
+    return false;
+  }
+  const TensorId y = graph.op(gemm).outputs[0];
+  const TensorId bias = e.inputs[0] == y ? e.inputs[1] : e.inputs[0];
+  if (bias == y) return false;  // add(y, y)
+  const Tensor& b = graph.tensor(bias);
+  const Dim& n = graph.tensor(graph.op(gemm).inputs[1]).shape[0];
+  if (b.role != Role::kParam || b.dtype != graph.tensor(y).dtype || b.shape.size() != 1 ||
+      !b.shape[0].is_static() || !(b.shape[0] == n)) {
+    return false;
+  }
+  Absorb(graph, gemm, add, OpType::kGemmRcrBias, bias);
+  return true;
+}
+
+// gemm_rcr_bias -> relu(y) or sigmoid(y).
+bool FuseActivation(Graph& graph, OpId gemm) {
+  const OpId act = SoleUser(graph, gemm);
+  if (act == kNone) return false;
+  const Op& e = graph.op(act);
+  if (e.type != OpType::kElementwise || e.inputs.size() != 1) return false;
+  if (e.attrs.func == EwFunc::kRelu) {
+    Absorb(graph, gemm, act, OpType::kGemmRcrBiasRelu, kNone);
+    return true;
+  }
+  if (e.attrs.func == EwFunc::kSigmoid) {
+    Absorb(graph, gemm, act, OpType::kGemmRcrBiasSigmoid, kNone);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+int64_t FuseMmElementwise(Graph& graph, const FuseMmElementwiseOptions& options) {
+  int64_t absorbed = 0;
+  for (OpId id : graph.LiveOps()) {
+    if (!graph.op(id).alive) continue;  // absorbed by an earlier GEMM
+    if (graph.op(id).type == OpType::kGemmRcr && FuseBias(graph, id)) ++absorbed;
+    if (options.activations && graph.op(id).type == OpType::kGemmRcrBias &&
+        FuseActivation(graph, id)) {
+      ++absorbed;
+    }
+  }
+  return absorbed;
+}
+
+}  // namespace hfuse

@@ -1,0 +1,686 @@
+// Tests of the ONNX frontend on small models built here with ONNX's own
+// protobuf classes: one test per import rule and pattern (Gemm and MatMul to
+// gemm_rcr, the bias add and activation fused by fuse-mm-elementwise, beta
+// and a full C left unfused, LayerNorm, x·sigmoid(LayerNorm(x)), GELU's erf
+// form, Split from input or attribute, Constant and Identity folded, opaque
+// nodes, names, named dims, reshape's -1), the CPU executor running params'
+// own values, export and re-import, and every bad input the issue lists
+// (truncated protobuf, wrong opset, unsupported types, missing external
+// data) through the importer and through the tool (exit 2, one line).
+#include "hfuse/onnx/onnx_import.h"
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <variant>
+
+#include "hfuse/exec/cpu_executor.h"
+#include "hfuse/io/graph_json.h"
+#include "hfuse/ir/verifier.h"
+#include "hfuse/onnx/onnx_export.h"
+#include "hfuse/passes/flatten_gemm.h"
+#include "hfuse/passes/fuse_group_ops.h"
+#include "hfuse/passes/fuse_mm_elementwise.h"
+#include "hfuse/support/error.h"
+
+namespace hfuse {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using DimOrName = std::variant<int64_t, std::string>;
+
+// A model under construction. Values are float32 unless said otherwise.
+class ModelBuilder {
+ public:
+  explicit ModelBuilder(int64_t opset = 17) {
+    model_.set_ir_version(8);
+    auto* o = model_.add_opset_import();
+    o->set_domain("");
+    o->set_version(opset);
+    model_.mutable_graph()->set_name("test");
+  }
+
+  void Input(const std::string& name, const std::vector<DimOrName>& dims,
+             int32_t type = onnx::TensorProto::FLOAT) {
+    Typed(model_.mutable_graph()->add_input(), name, dims, type);
+  }
+  void Output(const std::string& name, const std::vector<DimOrName>& dims,
+              int32_t type = onnx::TensorProto::FLOAT) {
+    Typed(model_.mutable_graph()->add_output(), name, dims, type);
+  }
+  // An initializer of the given values (or 0.01·i when none are given).
+  void Init(const std::string& name, const std::vector<int64_t>& dims,
+            std::vector<float> values = {}) {
+    int64_t n = 1;
+    for (int64_t d : dims) n *= d;
+    if (values.empty()) {
+      for (int64_t i = 0; i < n; ++i) values.push_back(0.01f * static_cast<float>(i % 97) - 0.3f);
+    }
+    auto* t = model_.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) t->add_dims(d);
+    for (float v : values) t->add_float_data(v);
+  }
+  void Ints(const std::string& name, const std::vector<int64_t>& values) {
+    auto* t = model_.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(static_cast<int64_t>(values.size()));
+    for (int64_t v : values) t->add_int64_data(v);
+  }
+  onnx::NodeProto* Node(const std::string& type, const std::string& name,
+                        const std::vector<std::string>& inputs,
+                        const std::vector<std::string>& outputs) {
+    auto* n = model_.mutable_graph()->add_node();
+    n->set_op_type(type);
+    n->set_name(name);
+    for (const auto& i : inputs) n->add_input(i);
+    for (const auto& o : outputs) n->add_output(o);
+    return n;
+  }
+  static void Int(onnx::NodeProto* n, const std::string& name, int64_t v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  }
+  static void Float(onnx::NodeProto* n, const std::string& name, float v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::FLOAT);
+    a->set_f(v);
+  }
+  static void IntList(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t x : v) a->add_ints(x);
+  }
+  // A Constant node holding a float scalar.
+  void ScalarConstant(const std::string& out, float v) {
+    auto* n = Node("Constant", out + "_node", {}, {out});
+    auto* a = n->add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    a->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+    a->mutable_t()->add_float_data(v);
+  }
+
+  onnx::ModelProto& model() { return model_; }
+  std::string Bytes() const { return model_.SerializeAsString(); }
+  OnnxModel Import() const { return ImportOnnx(Bytes(), "test.onnx", ""); }
+
+ private:
+  static void Typed(onnx::ValueInfoProto* vi, const std::string& name,
+                    const std::vector<DimOrName>& dims, int32_t type) {
+    vi->set_name(name);
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(type);
+    auto* shape = tt->mutable_shape();
+    for (const auto& d : dims) {
+      if (std::holds_alternative<int64_t>(d)) {
+        shape->add_dim()->set_dim_value(std::get<int64_t>(d));
+      } else {
+        shape->add_dim()->set_dim_param(std::get<std::string>(d));
+      }
+    }
+  }
+
+  onnx::ModelProto model_;
+};
+
+// "name:type" of each live op, in id order, for compact expectations.
+std::vector<std::string> Ops(const Graph& g) {
+  std::vector<std::string> ops;
+  for (OpId id : g.LiveOps()) {
+    const Op& op = g.op(id);
+    std::string text = op.name;
+    text += ':';
+    text += OpTypeName(op.type);
+    if (op.type == OpType::kElementwise) text += fmt::format(".{}", EwFuncName(op.attrs.func));
+    if (op.type == OpType::kOpaque) text += fmt::format(".{}", op.attrs.onnx->op_type);
+    ops.push_back(std::move(text));
+  }
+  return ops;
+}
+
+const Op& OpNamed(const Graph& g, const std::string& name) {
+  auto id = g.FindOp(name);
+  EXPECT_TRUE(id.has_value()) << name;
+  return g.op(*id);
+}
+
+std::string ImportError(const std::string& bytes, const std::string& dir = "") {
+  try {
+    ImportOnnx(bytes, "m.onnx", dir);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// x [N, 16] -> Gemm(W [8, 16], b [8], transB=1) -> Relu -> y
+ModelBuilder LinearRelu() {
+  ModelBuilder m;
+  m.Input("x", {std::string("N"), int64_t{16}});
+  m.Init("W", {8, 16});
+  m.Init("b", {8});
+  ModelBuilder::Int(m.Node("Gemm", "/fc/Gemm", {"x", "W", "b"}, {"h"}), "transB", 1);
+  m.Node("Relu", "/act/Relu", {"h"}, {"y"});
+  m.Output("y", {std::string("N"), int64_t{8}});
+  return m;
+}
+
+TEST(OnnxImportTest, GemmWithBiasIsGemmRcrBiasThenFusesWithRelu) {
+  OnnxModel model = LinearRelu().Import();
+  EXPECT_THAT(Ops(model.graph),
+              ElementsAre("/fc/Gemm:gemm_rcr_bias", "/act/Relu:elementwise.relu"));
+  EXPECT_EQ(FuseMmElementwise(model.graph), 1);
+  VerifyGraph(model.graph);
+  EXPECT_THAT(Ops(model.graph), ElementsAre("/fc/Gemm:gemm_rcr_bias_relu"));
+  const Op& fc = OpNamed(model.graph, "/fc/Gemm");
+  EXPECT_EQ(model.graph.tensor(fc.outputs[0]).name, "y");
+  EXPECT_EQ(model.graph.tensor(fc.inputs[2]).name, "b");
+}
+
+TEST(OnnxImportTest, SymbolicDimBecomesNamedDynamicDim) {
+  OnnxModel model = LinearRelu().Import();
+  ASSERT_EQ(model.graph.dims().size(), 1u);
+  EXPECT_EQ(model.graph.dims()[0].name, "N");
+  const Tensor& y = model.graph.tensor(*model.graph.FindTensor("y"));
+  EXPECT_EQ(ShapeString(model.graph, y.shape), "[N, 8]");
+}
+
+TEST(OnnxImportTest, GemmWithTransBZeroTransposesTheConstantWeight) {
+  ModelBuilder m;
+  m.Input("x", {int64_t{2}, int64_t{3}});
+  m.Init("B", {3, 2}, {1, 2, 3, 4, 5, 6});  // [K, N]
+  m.Node("Gemm", "g", {"x", "B"}, {"y"});
+  m.Output("y", {int64_t{2}, int64_t{2}});
+  OnnxModel model = m.Import();
+  const Op& g = OpNamed(model.graph, "g");
+  const Tensor& w = model.graph.tensor(g.inputs[1]);
+  EXPECT_EQ(ShapeString(model.graph, w.shape), "[2, 3]");
+  ASSERT_TRUE(w.data);
+  std::vector<float> values(6);
+  std::memcpy(values.data(), w.data->data(), 24);
+  EXPECT_THAT(values, ElementsAre(1, 3, 5, 2, 4, 6));
+}
+
+TEST(OnnxImportTest, GemmWithBetaOrFullCStaysUnfusedButRuns) {
+  ModelBuilder m;
+  m.Input("x", {int64_t{2}, int64_t{4}});
+  m.Init("W", {3, 4});
+  m.Init("b", {3}, {1, 2, 3});
+  m.Init("C", {2, 3});
+  auto* scaled = m.Node("Gemm", "scaled", {"x", "W", "b"}, {"y1"});
+  ModelBuilder::Int(scaled, "transB", 1);
+  ModelBuilder::Float(scaled, "beta", 0.5f);
+  ModelBuilder::Float(scaled, "alpha", 2.0f);
+  ModelBuilder::Int(m.Node("Gemm", "full", {"x", "W", "C"}, {"y2"}), "transB", 1);
+  m.Output("y1", {int64_t{2}, int64_t{3}});
+  m.Output("y2", {int64_t{2}, int64_t{3}});
+  OnnxModel model = m.Import();
+  EXPECT_EQ(FuseMmElementwise(model.graph), 0);
+  EXPECT_EQ(OpNamed(model.graph, "scaled").type, OpType::kGemmRcr);
+  EXPECT_EQ(OpNamed(model.graph, "scaled").attrs.Alpha(), 2.0);
+  EXPECT_EQ(OpNamed(model.graph, "full").type, OpType::kGemmRcr);
+  // y1 = 2·x·Wᵀ + 0.5·b, checked on x = 0 (so y1 = 0.5·b).
+  TensorMap feeds;
+  feeds["x"] = HostTensor(DType::kFloat32, {2, 4});
+  const TensorMap out = RunOnCpu(model.graph, feeds, BindDims(model.graph));
+  EXPECT_THAT(out.at("y1").ToFloat(), ElementsAre(0.5, 1, 1.5, 0.5, 1, 1.5));
+}
+
+TEST(OnnxImportTest, MatMulThenBiasAddThenSigmoidBecomeOneGemm) {
+  ModelBuilder m;
+  m.Input("x", {int64_t{4}, int64_t{16}});
+  m.Init("W", {16, 8});
+  m.Init("b", {8});
+  m.Node("MatMul", "/fc/MatMul", {"x", "W"}, {"h"});
+  m.Node("Add", "/fc/Add", {"b", "h"}, {"z"});
+  m.Node("Sigmoid", "/act/Sigmoid", {"z"}, {"y"});
+  m.Output("y", {int64_t{4}, int64_t{8}});
+  OnnxModel model = m.Import();
+  EXPECT_THAT(Ops(model.graph), ElementsAre("/fc/MatMul:gemm_rcr", "/fc/Add:elementwise.add",
+                                            "/act/Sigmoid:elementwise.sigmoid"));
+  EXPECT_EQ(FuseMmElementwise(model.graph), 2);
+  EXPECT_THAT(Ops(model.graph), ElementsAre("/fc/MatMul:gemm_rcr_bias_sigmoid"));
+}
+
+TEST(OnnxImportTest, MatMulWithConstantWeightIsAGemmAndWithoutIsOpaque) {
+  ModelBuilder m;
+  m.Input("x", {int64_t{2}, int64_t{4}, int64_t{8}});
+  m.Input("z", {int64_t{8}, int64_t{5}});
+  m.Init("W", {8, 6});
+  m.Node("MatMul", "const_w", {"x", "W"}, {"y1"});
+  m.Node("MatMul", "computed_w", {"x", "z"}, {"y2"});
+  m.Output("y1", {int64_t{2}, int64_t{4}, int64_t{6}});
+  m.Output("y2", {int64_t{2}, int64_t{4}, int64_t{5}});
+  OnnxModel model = m.Import();
+  EXPECT_THAT(Ops(model.graph), ElementsAre("const_w:gemm_rcr", "computed_w:opaque.MatMul"));
+  EXPECT_EQ(ShapeString(model.graph, model.graph.tensor(*model.graph.FindTensor("y1")).shape),
+            "[2, 4, 6]");
+}
+
+TEST(OnnxImportTest, LayerNormalizationAxisBecomesNormalizedShape) {
+  ModelBuilder m;
+  m.Input("x", {int64_t{4}, int64_t{6}, int64_t{8}});
+  m.Init("g", {6, 8});
+  m.Init("b", {6, 8});
+  auto* ln = m.Node("LayerNormalization", "ln", {"x", "g", "b"}, {"y"});
+  ModelBuilder::Int(ln, "axis", 1);
+  ModelBuilder::Float(ln, "epsilon", 1e-6f);
+  m.Output("y", {int64_t{4}, int64_t{6}, int64_t{8}});
+  OnnxModel model = m.Import();
+  const Op& op = OpNamed(model.graph, "ln");
+  EXPECT_EQ(op.type, OpType::kLayerNorm);
+  EXPECT_THAT(op.attrs.normalized_shape, ElementsAre(6, 8));
+  EXPECT_FLOAT_EQ(static_cast<float>(op.attrs.Eps()), 1e-6f);
+}
+
+TEST(OnnxImportTest, XTimesSigmoidOfLayerNormIsLayerNormSigmoidMul) {
+  ModelBuilder m;
+  m.Input("x", {int64_t{4}, int64_t{8}});
+  m.Init("g", {8});
+  m.Init("b", {8});
+  m.Node("LayerNormalization", "/ln/LayerNormalization", {"x", "g", "b"}, {"n"});
+  m.Node("Sigmoid", "/Sigmoid", {"n"}, {"s"});
+  m.Node("Mul", "/Mul", {"s", "x"}, {"y"});
+  m.Output("y", {int64_t{4}, int64_t{8}});
+  OnnxModel model = m.Import();
+  EXPECT_THAT(Ops(model.graph), ElementsAre("/ln/LayerNormalization:layernorm_sigmoid_mul"));
+}
+
+TEST(OnnxImportTest, SigmoidOfLayerNormTimesSomethingElseStaysApart) {
+  ModelBuilder m;
+  m.Input("x", {int64_t{4}, int64_t{8}});
+  m.Input("w", {int64_t{4}, int64_t{8}});
+  m.Init("g", {8});
+  m.Init("b", {8});
+  m.Node("LayerNormalization", "ln", {"x", "g", "b"}, {"n"});
+  m.Node("Sigmoid", "sig", {"n"}, {"s"});
+  m.Node("Mul", "mul", {"s", "w"}, {"y"});
+  m.Output("y", {int64_t{4}, int64_t{8}});
+  EXPECT_THAT(Ops(m.Import().graph),
+              ElementsAre("ln:layernorm", "sig:elementwise.sigmoid", "mul:elementwise.mul"));
+}
+
+TEST(OnnxImportTest, ErfFormOfGeluAsPyTorchExportsItIsOneGelu) {
+  ModelBuilder m;
+  m.Input("x", {int64_t{4}, int64_t{8}});
+  m.ScalarConstant("c_sqrt2", 1.4142135381698608f);
+  m.ScalarConstant("c_one", 1.0f);
+  m.ScalarConstant("c_half", 0.5f);
+  m.Node("Div", "/act/Div", {"x", "c_sqrt2"}, {"d"});
+  m.Node("Erf", "/act/Erf", {"d"}, {"e"});
+  m.Node("Add", "/act/Add", {"e", "c_one"}, {"a"});
+  m.Node("Mul", "/act/Mul", {"x", "a"}, {"p"});
+  m.Node("Mul", "/act/Mul_1", {"p", "c_half"}, {"y"});
+  m.Output("y", {int64_t{4}, int64_t{8}});
+  OnnxModel model = m.Import();
+  EXPECT_THAT(Ops(model.graph), ElementsAre("/act/Gelu:elementwise.gelu"));
+  // And it computes GELU.
+  TensorMap feeds;
+  feeds["x"] = HostTensor(DType::kFloat32, {4, 8});
+  feeds["x"].Set(0, 1.0f);
+  const TensorMap out = RunOnCpu(model.graph, feeds, BindDims(model.graph));
+  EXPECT_NEAR(out.at("y").Get(0), 0.8413447f, 1e-6);
+}
+
+TEST(OnnxImportTest, ErfWithWrongConstantStaysAsItIs) {
+  ModelBuilder m;
+  m.Input("x", {int64_t{4}, int64_t{8}});
+  m.ScalarConstant("c_two", 2.0f);
+  m.ScalarConstant("c_one", 1.0f);
+  m.ScalarConstant("c_half", 0.5f);
+  m.Node("Div", "div", {"x", "c_two"}, {"d"});
+  m.Node("Erf", "erf", {"d"}, {"e"});
+  m.Node("Add", "add", {"e", "c_one"}, {"a"});
+  m.Node("Mul", "mul", {"x", "a"}, {"p"});
+  m.Node("Mul", "mul1", {"p", "c_half"}, {"y"});
+  m.Output("y", {int64_t{4}, int64_t{8}});
+  OnnxModel model = m.Import();
+  EXPECT_EQ(model.graph.NumLiveOps(), 5);
+  // The CPU executor names the opaque op it cannot run.
+  TensorMap feeds;
+  feeds["x"] = HostTensor(DType::kFloat32, {4, 8});
+  try {
+    RunOnCpu(model.graph, feeds, BindDims(model.graph));
+    ADD_FAILURE() << "ran an Erf";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("op 'erf' is the ONNX operator Erf"));
+    EXPECT_THAT(e.what(), HasSubstr("cannot run"));
+  }
+}
+
+TEST(OnnxImportTest, SplitTakesSizesFromInputFromOpset13) {
+  ModelBuilder m;
+  m.Input("x", {std::string("N"), int64_t{12}});
+  m.Ints("sizes", {4, 8});
+  ModelBuilder::Int(m.Node("Split", "split", {"x", "sizes"}, {"a", "b"}), "axis", 1);
+  m.Output("a", {std::string("N"), int64_t{4}});
+  m.Output("b", {std::string("N"), int64_t{8}});
+  const OnnxModel model = m.Import();
+  const Op& op = OpNamed(model.graph, "split");
+  EXPECT_EQ(op.type, OpType::kSplit);
+  EXPECT_THAT(op.attrs.split_sizes, ElementsAre(4, 8));
+  EXPECT_EQ(op.attrs.dim, 1);
+}
+
+TEST(OnnxImportTest, SplitTakesSizesFromAttributeBeforeOpset13OrSplitsEqually) {
+  ModelBuilder m(11);
+  m.Input("x", {int64_t{2}, int64_t{12}});
+  auto* s = m.Node("Split", "by_attr", {"x"}, {"a", "b"});
+  ModelBuilder::Int(s, "axis", 1);
+  ModelBuilder::IntList(s, "split", {5, 7});
+  ModelBuilder::Int(m.Node("Split", "equal", {"x"}, {"c", "d", "e"}), "axis", -1);
+  m.Output("a", {int64_t{2}, int64_t{5}});
+  m.Output("b", {int64_t{2}, int64_t{7}});
+  for (const char* o : {"c", "d", "e"}) m.Output(o, {int64_t{2}, int64_t{4}});
+  OnnxModel model = m.Import();
+  EXPECT_THAT(OpNamed(model.graph, "by_attr").attrs.split_sizes, ElementsAre(5, 7));
+  EXPECT_THAT(OpNamed(model.graph, "equal").attrs.split_sizes, ElementsAre(4, 4, 4));
+}
+
+TEST(OnnxImportTest, ConstantAndIdentityAreFoldedAway) {
+  // PyTorch: an Identity for each use of a shared weight, Constants for shapes.
+  ModelBuilder m;
+  m.Input("x", {int64_t{2}, int64_t{3}, int64_t{4}});
+  m.Init("g", {4});
+  m.Node("Identity", "Identity_0", {"g"}, {"g2"});
+  auto* c = m.Node("Constant", "/Constant", {}, {"shape"});
+  auto* a = c->add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  a->mutable_t()->set_data_type(onnx::TensorProto::INT64);
+  a->mutable_t()->add_dims(2);
+  a->mutable_t()->add_int64_data(6);
+  a->mutable_t()->add_int64_data(4);
+  m.Node("LayerNormalization", "ln1", {"x", "g"}, {"y1"});
+  m.Node("Reshape", "r", {"x", "shape"}, {"x2"});
+  m.Node("LayerNormalization", "ln2", {"x2", "g2"}, {"y2"});
+  m.Output("y1", {int64_t{2}, int64_t{3}, int64_t{4}});
+  m.Output("y2", {int64_t{6}, int64_t{4}});
+  OnnxModel model = m.Import();
+  EXPECT_THAT(Ops(model.graph), ElementsAre("ln1:layernorm", "r:reshape", "ln2:layernorm"));
+  EXPECT_EQ(OpNamed(model.graph, "ln2").inputs[1], OpNamed(model.graph, "ln1").inputs[1]);
+  EXPECT_THAT(OpNamed(model.graph, "r").attrs.shape, ElementsAre(6, 4));
+}
+
+TEST(OnnxImportTest, ReshapeMinusOneStandsForTheNamedDim) {
+  ModelBuilder m;
+  m.Input("x", {std::string("N"), int64_t{4}, int64_t{8}});
+  m.Ints("shape", {-1, 32});
+  m.Node("Reshape", "r", {"x", "shape"}, {"y"});
+  m.Output("y", {std::string("N"), int64_t{32}});
+  OnnxModel model = m.Import();
+  EXPECT_EQ(ShapeString(model.graph, model.graph.tensor(*model.graph.FindTensor("y")).shape),
+            "[N, 32]");
+  EXPECT_THAT(OpNamed(model.graph, "r").attrs.shape, ElementsAre(-1, 32));
+}
+
+TEST(OnnxImportTest, UnknownOperatorIsOpaqueAndKeepsItsNode) {
+  ModelBuilder m;
+  m.Input("x", {int64_t{2}, int64_t{8}});
+  ModelBuilder::Int(m.Node("Softmax", "sm", {"x"}, {"y"}), "axis", -1);
+  m.Output("y", {int64_t{2}, int64_t{8}});
+  OnnxModel model = m.Import();
+  const Op& op = OpNamed(model.graph, "sm");
+  ASSERT_EQ(op.type, OpType::kOpaque);
+  EXPECT_EQ(op.attrs.onnx->op_type, "Softmax");
+  EXPECT_EQ(op.attrs.onnx->opset, 17);
+  EXPECT_THAT(op.attrs.onnx->ints.at("axis"), ElementsAre(-1));
+  // The executor runs this one.
+  TensorMap feeds;
+  feeds["x"] = HostTensor(DType::kFloat32, {2, 8});
+  const TensorMap out = RunOnCpu(model.graph, feeds, BindDims(model.graph));
+  EXPECT_FLOAT_EQ(out.at("y").Get(3), 0.125f);
+}
+
+TEST(OnnxImportTest, OpaqueOpIsNotGraphJson) {
+  ModelBuilder m;
+  m.Input("x", {int64_t{2}, int64_t{8}});
+  m.Node("Softmax", "sm", {"x"}, {"y"});
+  m.Output("y", {int64_t{2}, int64_t{8}});
+  const OnnxModel model = m.Import();
+  try {
+    WriteGraphJson(model.graph);
+    ADD_FAILURE() << "wrote an opaque op as graph JSON";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("op 'sm' is the ONNX operator Softmax"));
+    EXPECT_THAT(e.what(), HasSubstr("graph JSON v1 cannot hold"));
+  }
+  const std::string json = R"({"graph_format": 1,
+    "tensors": [{"name": "x", "shape": [2], "dtype": "float32", "role": "input"},
+                {"name": "y", "shape": [2], "dtype": "float32"}],
+    "ops": [{"name": "o", "op": "opaque", "inputs": ["x"], "outputs": ["y"]}],
+    "outputs": ["y"]})";
+  try {
+    ParseGraphJson(json, "g.json");
+    ADD_FAILURE() << "read an opaque op from graph JSON";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("g.json: op 'o': op type 'opaque'"));
+  }
+}
+
+TEST(OnnxImportTest, UnnamedNodesGetUniqueNames) {
+  ModelBuilder m;
+  m.Input("x", {int64_t{2}, int64_t{8}});
+  m.Node("Relu", "", {"x"}, {"a"});
+  m.Node("Relu", "", {"a"}, {"b"});
+  m.Node("Relu", "Relu_0", {"b"}, {"y"});  // the name the first would get
+  m.Output("y", {int64_t{2}, int64_t{8}});
+  const std::vector<std::string> ops = Ops(m.Import().graph);
+  ASSERT_EQ(ops.size(), 3u);
+  EXPECT_NE(ops[0], ops[1]);
+  EXPECT_NE(ops[0], ops[2]);
+  EXPECT_NE(ops[1], ops[2]);
+  EXPECT_EQ(ops[2], "Relu_0:elementwise.relu");
+}
+
+TEST(OnnxImportTest, ParallelLinearsFuseIntoOneGroup) {
+  ModelBuilder m;
+  m.Input("x", {int64_t{4}, int64_t{16}});
+  for (int i = 0; i < 3; ++i) {
+    m.Init(fmt::format("W{}", i), {8, 16});
+    m.Init(fmt::format("b{}", i), {8});
+    ModelBuilder::Int(
+        m.Node("Gemm", fmt::format("fc{}", i), {"x", fmt::format("W{}", i), fmt::format("b{}", i)},
+               {fmt::format("h{}", i)}),
+        "transB", 1);
+    m.Node("Sigmoid", fmt::format("act{}", i), {fmt::format("h{}", i)}, {fmt::format("y{}", i)});
+    m.Output(fmt::format("y{}", i), {int64_t{4}, int64_t{8}});
+  }
+  OnnxModel model = m.Import();
+  const Graph original = model.graph;
+  FuseMmElementwise(model.graph);
+  const FuseGroupOpsResult r = FuseGroupOps(model.graph);
+  ASSERT_EQ(r.groups.size(), 1u);
+  EXPECT_EQ(r.groups[0].type, OpType::kGroupGemmRcrBiasSigmoid);
+  EXPECT_THAT(r.groups[0].members, ElementsAre("fc0", "fc1", "fc2"));
+  // Same numbers as the unfused model, on the initializers' own values.
+  const TensorMap feeds = RandomFeeds(original, BindDims(original), 1);
+  const TensorMap want = RunOnCpu(original, feeds, BindDims(original));
+  const TensorMap got = RunOnCpu(model.graph, feeds, BindDims(model.graph));
+  for (const char* y : {"y0", "y1", "y2"}) {
+    const auto a = want.at(y).ToFloat(), b = got.at(y).ToFloat();
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-6) << y;
+  }
+  // Written with ai.hfuse group nodes and read back, it is the same graph.
+  const OnnxExportResult out = ExportOnnx(model.graph, model.shell);
+  EXPECT_EQ(out.groups_custom, 1);
+  OnnxModel back = ImportOnnx(out.bytes, "fused.onnx", "");
+  EXPECT_THAT(Ops(back.graph), ElementsAre(::testing::EndsWith(":group_gemm_rcr_bias_sigmoid")));
+  const TensorMap again = RunOnCpu(back.graph, feeds, BindDims(back.graph));
+  for (const char* y : {"y0", "y1", "y2"}) EXPECT_EQ(again.at(y).bytes, got.at(y).bytes);
+}
+
+TEST(OnnxImportTest, FlattenMakesParallel3dProjectionsGroupable) {
+  ModelBuilder m;
+  m.Input("x", {int64_t{2}, int64_t{4}, int64_t{16}});
+  for (const char* p : {"q", "k", "v"}) {
+    m.Init(fmt::format("W{}", p), {16, 16});
+    m.Node("MatMul", fmt::format("/{}/MatMul", p), {"x", fmt::format("W{}", p)},
+           {fmt::format("{}", p)});
+    m.Output(p, {int64_t{2}, int64_t{4}, int64_t{16}});
+  }
+  OnnxModel model = m.Import();
+  EXPECT_EQ(FlattenGemmInputs(model.graph), 3);
+  VerifyGraph(model.graph);
+  const FuseGroupOpsResult r = FuseGroupOps(model.graph);
+  ASSERT_EQ(r.groups.size(), 1u);
+  EXPECT_THAT(r.groups[0].members, ElementsAre("/k/MatMul", "/q/MatMul", "/v/MatMul"));
+}
+
+TEST(OnnxImportTest, ModelWithNothingToFuseRoundTrips) {
+  ModelBuilder m;
+  m.Input("x", {int64_t{2}, int64_t{8}});
+  m.Input("z", {int64_t{8}, int64_t{8}});
+  m.Ints("axes", {0});
+  m.Init("w", {8});
+  m.Node("MatMul", "mm", {"x", "z"}, {"a"});
+  ModelBuilder::Int(m.Node("Softmax", "sm", {"a"}, {"b"}), "axis", -1);
+  m.Node("Add", "add", {"b", "w"}, {"c"});
+  m.Node("Unsqueeze", "unsq", {"c", "axes"}, {"y"});
+  m.Output("y", {int64_t{1}, int64_t{2}, int64_t{8}});
+  OnnxModel model = m.Import();
+  FuseGroupOps(model.graph);
+  onnx::ModelProto out;
+  ASSERT_TRUE(out.ParseFromString(ExportOnnx(model.graph, model.shell).bytes));
+  const auto& in = m.model().graph();
+  ASSERT_EQ(out.graph().node_size(), in.node_size());
+  for (int i = 0; i < in.node_size(); ++i) {
+    EXPECT_EQ(out.graph().node(i).SerializeAsString(), in.node(i).SerializeAsString()) << i;
+  }
+  ASSERT_EQ(out.graph().initializer_size(), in.initializer_size());
+  std::map<std::string, std::string> want, got;
+  for (const auto& t : in.initializer()) want[t.name()] = t.SerializeAsString();
+  for (const auto& t : out.graph().initializer()) got[t.name()] = t.SerializeAsString();
+  EXPECT_EQ(got.size(), want.size());
+  for (const auto& [name, bytes] : want) {
+    ASSERT_TRUE(got.count(name)) << name;
+    onnx::TensorProto a, b;
+    a.ParseFromString(bytes);
+    b.ParseFromString(got[name]);
+    EXPECT_EQ(a.data_type(), b.data_type()) << name;
+    EXPECT_EQ(std::vector<int64_t>(a.dims().begin(), a.dims().end()),
+              std::vector<int64_t>(b.dims().begin(), b.dims().end()));
+  }
+}
+
+// ---- bad input ---------------------------------------------------------------
+
+TEST(OnnxBadInputTest, TruncatedProtobuf) {
+  const std::string bytes = LinearRelu().Bytes();
+  const std::string error = ImportError(bytes.substr(0, bytes.size() / 2));
+  EXPECT_THAT(error, HasSubstr("m.onnx: "));
+  EXPECT_THAT(error, ::testing::AnyOf(HasSubstr("does not parse"), HasSubstr("ONNX checker")));
+  EXPECT_THAT(ImportError(""), HasSubstr("the file is empty"));
+  EXPECT_THAT(ImportError("not a model at all"), HasSubstr("does not parse"));
+}
+
+TEST(OnnxBadInputTest, WrongOpset) {
+  for (int64_t opset : {9, 18}) {
+    ModelBuilder m(opset);
+    m.Input("x", {int64_t{2}});
+    m.Node("Relu", "r", {"x"}, {"y"});
+    m.Output("y", {int64_t{2}});
+    EXPECT_THAT(ImportError(m.Bytes()),
+                HasSubstr(fmt::format("opset {} of the default ONNX domain; hfuse (with ONNX 1.12) "
+                                      "reads opsets 11 to 17",
+                                      opset)));
+  }
+}
+
+TEST(OnnxBadInputTest, UnsupportedDataTypes) {
+  ModelBuilder m;
+  m.Input("ids", {int64_t{4}}, onnx::TensorProto::INT64);
+  m.Node("Neg", "neg", {"ids"}, {"y"});
+  m.Output("y", {int64_t{4}}, onnx::TensorProto::INT64);
+  EXPECT_THAT(ImportError(m.Bytes()),
+              HasSubstr("graph input 'ids' is int64: hfuse supports float32, float16 and "
+                        "bfloat16 tensors"));
+  ModelBuilder d;
+  d.Input("x", {int64_t{4}}, onnx::TensorProto::DOUBLE);
+  d.Node("Relu", "r", {"x"}, {"y"});
+  d.Output("y", {int64_t{4}}, onnx::TensorProto::DOUBLE);
+  EXPECT_THAT(ImportError(d.Bytes()), HasSubstr("'x' is double"));
+  // An int64 value computed inside the graph.
+  ModelBuilder s;
+  s.Input("x", {int64_t{4}, int64_t{2}});
+  s.Node("Shape", "shape", {"x"}, {"s"});
+  s.Node("Cast", "cast", {"s"}, {"y"});
+  ModelBuilder::Int(s.model().mutable_graph()->mutable_node(1), "to", onnx::TensorProto::FLOAT);
+  s.Output("y", {int64_t{2}});
+  EXPECT_THAT(ImportError(s.Bytes()), HasSubstr("output of Shape node 'shape' 's' is int64"));
+}
+
+TEST(OnnxBadInputTest, MissingExternalData) {
+  ModelBuilder m = LinearRelu();
+  auto* w = m.model().mutable_graph()->mutable_initializer(0);
+  w->clear_float_data();
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* e = w->add_external_data();
+  e->set_key("location");
+  e->set_value("weights.bin");
+  const fs::path dir = fs::path(::testing::TempDir()) / fmt::format("hfuse_ext_{}", ::getpid());
+  fs::create_directories(dir);
+  const std::string error = ImportError(m.Bytes(), dir.string());
+  EXPECT_THAT(error, HasSubstr("initializer 'W' keeps its data in external file"));
+  EXPECT_THAT(error, HasSubstr("weights.bin"));
+  EXPECT_THAT(error, HasSubstr("cannot be read"));
+  // With the file there (and too short, then right), it loads.
+  std::ofstream(dir / "weights.bin", std::ios::binary) << std::string(16, '\0');
+  EXPECT_THAT(ImportError(m.Bytes(), dir.string()), HasSubstr("has data of the wrong size"));
+  std::ofstream(dir / "weights.bin", std::ios::binary) << std::string(8 * 16 * 4, '\0');
+  EXPECT_EQ(ImportError(m.Bytes(), dir.string()), "(no error)");
+  fs::remove_all(dir);
+}
+
+TEST(OnnxBadInputTest, CheckerMessageIsPassedOn) {
+  ModelBuilder m;
+  m.Input("x", {int64_t{2}});
+  m.Node("Relu", "r", {"nowhere"}, {"y"});
+  m.Output("y", {int64_t{2}});
+  const std::string error = ImportError(m.Bytes());
+  EXPECT_THAT(error, HasSubstr("ONNX checker:"));
+  EXPECT_THAT(error, HasSubstr("nowhere"));
+  EXPECT_EQ(error.find('\n'), std::string::npos);
+}
+
+TEST(OnnxBadInputTest, ToolExitsWithStatus2AndOneLine) {
+  const fs::path dir = fs::path(::testing::TempDir()) / fmt::format("hfuse_tool_{}", ::getpid());
+  fs::create_directories(dir);
+  const std::string bytes = LinearRelu().Bytes();
+  std::ofstream(dir / "cut.onnx", std::ios::binary) << bytes.substr(0, bytes.size() - 7);
+  const std::string command =
+      fmt::format("'{}' fuse '{}' -o '{}' 2>'{}'", HFUSE_TOOL, (dir / "cut.onnx").string(),
+                  (dir / "out.onnx").string(), (dir / "err.txt").string());
+  const int status = std::system(command.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  std::ifstream err(dir / "err.txt");
+  std::stringstream text;
+  text << err.rdbuf();
+  const std::string message = text.str();
+  EXPECT_THAT(message, ::testing::StartsWith("hfuse: error: "));
+  EXPECT_THAT(message, HasSubstr("cut.onnx"));
+  EXPECT_EQ(std::count(message.begin(), message.end(), '\n'), 1);
+  EXPECT_FALSE(fs::exists(dir / "out.onnx"));
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace hfuse

@@ -1,0 +1,94 @@
+// Graphs in and out of files. See model_files.h.
+#include "model_files.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "hfuse/io/graph_json.h"
+#include "hfuse/passes/flatten_gemm.h"
+#include "hfuse/passes/fuse_mm_elementwise.h"
+#include "hfuse/support/error.h"
+
+#if HFUSE_HAVE_ONNX
+#include "hfuse/onnx/onnx_export.h"
+#include "hfuse/onnx/onnx_import.h"
+#endif
+
+namespace hfuse {
+namespace {
+
+#if !HFUSE_HAVE_ONNX
+[[noreturn]] void NoOnnx(const std::string& path) {
+  ThrowInputError("{}: this hfuse was built without ONNX support (libonnx-dev)", path);
+}
+#endif
+
+}  // namespace
+
+ModelFormat FormatOf(const std::string& path, const std::string& forced) {
+  if (forced == "onnx") return ModelFormat::kOnnx;
+  if (forced == "json") return ModelFormat::kJson;
+  if (!forced.empty()) ThrowInputError("--format '{}': expected json or onnx", forced);
+  return std::filesystem::path(path).extension() == ".onnx" ? ModelFormat::kOnnx
+                                                            : ModelFormat::kJson;
+}
+
+LoadedModel LoadModel(const std::string& path, const std::string& forced_format) {
+  LoadedModel model;
+  model.format = FormatOf(path, forced_format);
+  if (model.format == ModelFormat::kJson) {
+    model.graph = ReadGraphJsonFile(path);
+    return model;
+  }
+#if HFUSE_HAVE_ONNX
+  OnnxModel onnx = ReadOnnxFile(path);
+  model.graph = std::move(onnx.graph);
+  model.onnx_shell = std::move(onnx.shell);
+  model.as_read = model.graph;
+  return model;
+#else
+  NoOnnx(path);
+#endif
+}
+
+Graph LoadGraph(const std::string& path, const std::string& forced_format) {
+  return LoadModel(path, forced_format).graph;
+}
+
+int64_t PrepareForFusion(Graph& graph, ModelFormat format) {
+  if (format != ModelFormat::kOnnx) return 0;
+  const int64_t absorbed = FuseMmElementwise(graph);
+  return absorbed + FlattenGemmInputs(graph);
+}
+
+std::string SerializeModel(const LoadedModel& source, const Graph& graph,
+                           const std::vector<OpId>& op_order, ModelFormat format,
+                           const std::string& export_mode) {
+  if (export_mode != "hfuse" && export_mode != "standard") {
+    ThrowInputError("--export '{}': expected hfuse or standard", export_mode);
+  }
+  if (format == ModelFormat::kJson) return WriteGraphJson(graph, op_order);
+#if HFUSE_HAVE_ONNX
+  OnnxExportOptions options;
+  options.mode = export_mode == "standard" ? OnnxExportMode::kStandard : OnnxExportMode::kHfuse;
+  const std::vector<OpId> ops = graph.LiveOps();
+  const bool grouped = std::any_of(ops.begin(), ops.end(), [&](OpId id) {
+    return IsGroupGemm(graph.op(id).type) || IsGroupLayerNorm(graph.op(id).type);
+  });
+  const bool as_read = !grouped && source.format == ModelFormat::kOnnx;
+  OnnxExportResult result =
+      ExportOnnx(as_read ? source.as_read : graph, source.onnx_shell, options);
+  if (options.mode == OnnxExportMode::kStandard) {
+    fmt::print("standard ONNX: {} group{} as batched MatMul, {} left unfused\n",
+               result.groups_batched, result.groups_batched == 1 ? "" : "s", result.groups_unfused);
+  }
+  return std::move(result.bytes);
+#else
+  (void)source;
+  NoOnnx("the output");
+#endif
+}
+
+}  // namespace hfuse
