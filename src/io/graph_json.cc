@@ -9,6 +9,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -66,6 +72,10 @@ struct Dom {
     void for_each_key(F&& f) const {
       for (const auto& [key, value] : v_->items()) f(std::string_view(key));
     }
+    template <typename F>
+    void for_each_key_unordered(F&& f) const {
+      for_each_key(f);
+    }
 
    private:
     const json* v_;
@@ -103,7 +113,12 @@ class Reader {
     }
     if (auto name = top.find("name")) graph_.set_name(String(*name, Is("name")));
     if (auto dims = top.find("dims")) ReadDims(Array(*dims, Is("dims")));
-    ReadTensors(Array(Required(top, "tensors", top_level), Is("tensors")));
+    const Value tensors = Array(Required(top, "tensors", top_level), Is("tensors"));
+    // Room for all: a graph of a million ops should not grow its arrays step
+    // by step, holding old and new copies at once.
+    const auto ops = top.find("ops");
+    graph_.Reserve(tensors.size(), ops && ops->is_array() ? ops->size() : 0);
+    ReadTensors(tensors);
     ReadOps(Array(Required(top, "ops", top_level), Is("ops")));
     ReadOutputs(Array(Required(top, "outputs", top_level), Is("outputs")));
     try {
@@ -130,13 +145,18 @@ class Reader {
     return [&where, suffix] { return where() + suffix; };
   }
 
+  // Reports the first unknown key in std::map order (nlohmann's), after a
+  // quick look in the text's order for the usual case of none.
   template <typename Where>
   void CheckKeys(const Object& obj, const Where& where, std::initializer_list<std::string_view> allowed) {
+    auto known = [&](std::string_view key) {
+      return std::find(allowed.begin(), allowed.end(), key) != allowed.end();
+    };
+    bool all_known = true;
+    obj.for_each_key_unordered([&](std::string_view key) { all_known = all_known && known(key); });
+    if (all_known) return;
     obj.for_each_key([&](std::string_view key) {
-      for (std::string_view a : allowed) {
-        if (key == a) return;
-      }
-      Fail("{}: unknown key '{}'", where(), key);
+      if (!known(key)) Fail("{}: unknown key '{}'", where(), key);
     });
   }
   // A value for an error message: scalars as written, arrays and objects by
@@ -223,18 +243,20 @@ class Reader {
       auto where = [&] { return fmt::format("tensor '{}'", tensor.name); };
       CheckKeys(obj, where, {"name", "shape", "dtype", "role"});
       const auto shape_entry = Then(where, " shape entry");
+      dims_.clear();  // then one allocation of the right size
       Array(Required(obj, "shape", where), Then(where, " shape")).for_each([&](size_t, const Value& d) {
         if (d.is_string()) {
           const std::string name = d.get_string();
           auto dim = graph_.FindDim(name);
           if (!dim) Fail("{}: shape names dim '{}', which is not in dims", where(), name);
-          tensor.shape.push_back(Dim::Dynamic(*dim));
+          dims_.push_back(Dim::Dynamic(*dim));
         } else {
           const int64_t v = Int(d, shape_entry);
           if (v < 0) Fail("{}: shape entry {} is negative", where(), v);
-          tensor.shape.push_back(Dim::Static(v));
+          dims_.push_back(Dim::Static(v));
         }
       });
+      tensor.shape.assign(dims_.begin(), dims_.end());
       const std::string_view dtype = StringView(Required(obj, "dtype", where), Then(where, " dtype"));
       auto parsed = ParseDType(dtype);
       if (!parsed) Fail("{}: unknown dtype '{}' (float16, bfloat16 or float32)", where(), dtype);
@@ -288,13 +310,16 @@ class Reader {
         if (n < 2) op.attrs.has_gamma = false;
       }
       const auto input = Then(where, " input");
+      ids_.clear();  // then one allocation of the right size
       inputs.for_each([&](size_t k, const Value& in) {
         if (layernorm && k > 0 && in.is_null()) {
           (k == 1 ? op.attrs.has_gamma : op.attrs.has_beta) = false;
           return;
         }
-        op.inputs.push_back(TensorRef(in, input));
+        ids_.push_back(TensorRef(in, input));
       });
+      op.inputs.assign(ids_.begin(), ids_.end());
+      ids_.clear();
       const auto output = Then(where, " output");
       Array(Required(obj, "outputs", where), Then(where, " outputs")).for_each([&](size_t, const Value& out) {
         const TensorId id = TensorRef(out, output);
@@ -311,8 +336,9 @@ class Reader {
         int64_t& last = listed[static_cast<size_t>(id)];
         if (last == count) Fail("{}: output '{}' is listed twice", where(), t.name);
         last = count;
-        op.outputs.push_back(id);
+        ids_.push_back(id);
       });
+      op.outputs.assign(ids_.begin(), ids_.end());
       graph_.AddOp(std::move(op));
     });
     if (graph_.num_op_ids() == 0) Fail("the graph has no ops");
@@ -397,7 +423,375 @@ class Reader {
 
   const std::string& source_;
   Graph graph_;
-  std::string scratch_;  // decoded strings with escapes
+  std::string scratch_;       // decoded strings with escapes
+  std::vector<Dim> dims_;     // a shape being read
+  std::vector<TensorId> ids_;  // an op's inputs or outputs being read
+};
+
+// The reader's fast path, for graph JSON in the form hfuse and its tools
+// write: top-level keys in the order graph_format, name, dims, tensors, ops,
+// outputs; each tensor's and op's keys in the writer's order; strings of
+// plain printable ASCII. It reads such a file in one pass, checking its
+// syntax and everything the reader checks, and builds the same graph (in
+// that form, the file order is the reader's order). It never reports a
+// problem: on anything else (another key order, an escape, a check that
+// fails) it gives up, and the reader above reads the file again, and words
+// the message. So every error message, and every graph of another form,
+// come from one place.
+class FastReader {
+ public:
+  struct GiveUp {};
+
+  explicit FastReader(std::string_view text) : s_(text.data()), n_(text.size()) {}
+
+  Graph Read() {
+    Space();
+    Expect('{');
+    Key("graph_format");
+    if (Int() != 1) throw GiveUp{};
+    Comma();
+    if (IsKey("name")) {
+      Key("name");
+      graph_.set_name(std::string(String()));
+      Comma();
+    }
+    if (IsKey("dims")) {
+      Key("dims");
+      Array([&] { ReadDim(); });
+      Comma();
+    }
+    Key("tensors");
+    Array([&] {
+      Tensor t = ReadTensor();
+      if (graph_.TryAddTensor(t) == kNone) throw GiveUp{};
+    });
+    Comma();
+    Key("ops");
+    Array([&] { AddOp(ReadOp()); });
+    if (graph_.num_op_ids() == 0) throw GiveUp{};
+    Comma();
+    Key("outputs");
+    std::vector<TensorId> outputs;
+    std::vector<bool> listed(static_cast<size_t>(graph_.num_tensor_ids()), false);
+    Array([&] {
+      const TensorId id = Ref();
+      if (listed[static_cast<size_t>(id)]) throw GiveUp{};
+      listed[static_cast<size_t>(id)] = true;
+      outputs.push_back(id);
+    });
+    if (outputs.empty()) throw GiveUp{};
+    graph_.set_outputs(std::move(outputs));
+    Expect('}');
+    if (p_ != n_) throw GiveUp{};
+    try {
+      VerifyGraph(graph_);
+    } catch (const InputError&) {
+      throw GiveUp{};
+    }
+    return std::move(graph_);
+  }
+
+ private:
+  static bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+  void Space() {
+    while (p_ < n_ && IsSpace(s_[p_])) ++p_;
+  }
+  // c, then white space.
+  void Expect(char c) {
+    if (p_ >= n_ || s_[p_] != c) throw GiveUp{};
+    ++p_;
+    Space();
+  }
+  bool Peek(char c) const { return p_ < n_ && s_[p_] == c; }
+  void Comma() { Expect(','); }
+  // Keys are literals, so that comparing them compiles to a few loads.
+  template <size_t N>
+  bool IsKey(const char (&key)[N]) const {
+    return p_ + N + 1 <= n_ && s_[p_] == '"' && std::memcmp(s_ + p_ + 1, key, N - 1) == 0 &&
+           s_[p_ + N] == '"';
+  }
+  // "key" :
+  template <size_t N>
+  void Key(const char (&key)[N]) {
+    if (!IsKey(key)) throw GiveUp{};
+    p_ += N + 1;
+    Space();
+    Expect(':');
+  }
+  // A string of printable ASCII without escapes, then white space.
+  std::string_view String() {
+    if (!Peek('"')) throw GiveUp{};
+    const size_t begin = ++p_;
+    while (true) {
+      if (p_ >= n_) throw GiveUp{};
+      const auto c = static_cast<unsigned char>(s_[p_]);
+      if (c == '"') break;
+      // c - 0x20 wraps below 0x20: one compare for both ends of the range.
+      if (static_cast<unsigned char>(c - 0x20) >= 0x5F || c == '\\') throw GiveUp{};
+      ++p_;
+    }
+    const std::string_view v(s_ + begin, p_ - begin);
+    ++p_;
+    Space();
+    return v;
+  }
+  bool IsNumberStart() const { return p_ < n_ && (s_[p_] == '-' || (s_[p_] >= '0' && s_[p_] <= '9')); }
+  // An integer as JSON writes it (-?(0|[1-9][0-9]*)), of at most 18 digits.
+  int64_t Int() {
+    const bool negative = Peek('-');
+    if (negative) ++p_;
+    const size_t begin = p_;
+    int64_t v = 0;
+    while (p_ < n_ && s_[p_] >= '0' && s_[p_] <= '9') v = v * 10 + (s_[p_++] - '0');
+    const size_t digits = p_ - begin;
+    if (digits == 0 || digits > 18 || (digits > 1 && s_[begin] == '0')) throw GiveUp{};
+    if (p_ < n_ && (s_[p_] == '.' || s_[p_] == 'e' || s_[p_] == 'E')) throw GiveUp{};
+    Space();
+    return negative ? -v : v;
+  }
+  // Any JSON number, as a double (what the reader's Number() returns).
+  double Number() {
+    const size_t begin = p_;
+    if (Peek('-')) ++p_;
+    const size_t int_begin = p_;
+    while (p_ < n_ && s_[p_] >= '0' && s_[p_] <= '9') ++p_;
+    const size_t digits = p_ - int_begin;
+    if (digits == 0 || (digits > 1 && s_[int_begin] == '0')) throw GiveUp{};
+    bool is_float = false;
+    if (Peek('.')) {
+      ++p_;
+      const size_t f = p_;
+      while (p_ < n_ && s_[p_] >= '0' && s_[p_] <= '9') ++p_;
+      if (p_ == f) throw GiveUp{};
+      is_float = true;
+    }
+    if (Peek('e') || Peek('E')) {
+      ++p_;
+      if (Peek('+') || Peek('-')) ++p_;
+      const size_t e = p_;
+      while (p_ < n_ && s_[p_] >= '0' && s_[p_] <= '9') ++p_;
+      if (p_ == e) throw GiveUp{};
+      is_float = true;
+    }
+    // Integers become doubles as nlohmann converts them; long ones are left
+    // to the reader (nlohmann reads them as floats or as 64-bit integers).
+    if (!is_float && digits > 18) throw GiveUp{};
+    const std::string token(s_ + begin, p_ - begin);
+    const double v = is_float ? std::strtod(token.c_str(), nullptr)
+                              : static_cast<double>(std::strtoll(token.c_str(), nullptr, 10));
+    if (!std::isfinite(v)) throw GiveUp{};
+    Space();
+    return v;
+  }
+  // [ element, ... ], then white space.
+  template <typename F>
+  void Array(F&& element) {
+    Expect('[');
+    if (Peek(']')) {
+      Expect(']');
+      return;
+    }
+    while (true) {
+      element();
+      if (Peek(']')) break;
+      Comma();
+    }
+    Expect(']');
+  }
+  std::vector<int64_t> Ints() {
+    std::vector<int64_t> v;
+    Array([&] { v.push_back(Int()); });
+    return v;
+  }
+  TensorId Ref() {
+    const std::optional<TensorId> id = graph_.FindTensor(String());
+    if (!id) throw GiveUp{};
+    return *id;
+  }
+
+  void ReadDim() {
+    Expect('{');
+    DynamicDim dim;
+    Key("name");
+    dim.name = std::string(String());
+    Comma();
+    Key("min");
+    dim.min = Int();
+    Comma();
+    Key("max");
+    dim.max = Int();
+    Expect('}');
+    if (dim.name.empty() || dim.min < 0 || dim.max < dim.min || graph_.FindDim(dim.name)) throw GiveUp{};
+    graph_.AddDim(std::move(dim));
+  }
+
+  Tensor ReadTensor() {
+    Expect('{');
+    Tensor t;
+    Key("name");
+    t.name = std::string(String());
+    if (t.name.empty()) throw GiveUp{};
+    Comma();
+    Key("shape");
+    dims_.clear();
+    Array([&] {
+      if (Peek('"')) {
+        const std::optional<int32_t> dim = graph_.FindDim(String());
+        if (!dim) throw GiveUp{};
+        dims_.push_back(Dim::Dynamic(*dim));
+      } else {
+        const int64_t v = Int();
+        if (v < 0) throw GiveUp{};
+        dims_.push_back(Dim::Static(v));
+      }
+    });
+    t.shape.assign(dims_.begin(), dims_.end());
+    Comma();
+    Key("dtype");
+    const std::optional<DType> dtype = ParseDType(String());
+    if (!dtype) throw GiveUp{};
+    t.dtype = *dtype;
+    if (Peek(',')) {
+      Comma();
+      Key("role");
+      const std::string_view role = String();
+      if (role == "input") t.role = Role::kInput;
+      else if (role == "param") t.role = Role::kParam;
+      else throw GiveUp{};
+    }
+    Expect('}');
+    return t;
+  }
+
+  Op ReadOp() {
+    Expect('{');
+    Op op;
+    Key("name");
+    op.name = std::string(String());
+    if (op.name.empty()) throw GiveUp{};
+    Comma();
+    Key("op");
+    const std::optional<OpType> type = ParseOpType(String());
+    if (!type || *type == OpType::kOpaque) throw GiveUp{};
+    op.type = *type;
+    Comma();
+    Key("inputs");
+    const bool layernorm = IsLayerNorm(op.type);
+    ids_.clear();
+    size_t count = 0;
+    Array([&] {
+      if (layernorm && count > 0 && Peek('n')) {
+        if (p_ + 4 > n_ || std::string_view(s_ + p_, 4) != "null") throw GiveUp{};
+        p_ += 4;
+        Space();
+        (count == 1 ? op.attrs.has_gamma : op.attrs.has_beta) = false;
+      } else {
+        ids_.push_back(Ref());
+      }
+      ++count;
+    });
+    if (layernorm) {
+      if (count == 0 || count > 3) throw GiveUp{};
+      if (count < 3) op.attrs.has_beta = false;
+      if (count < 2) op.attrs.has_gamma = false;
+    }
+    op.inputs.assign(ids_.begin(), ids_.end());
+    Comma();
+    Key("outputs");
+    ids_.clear();
+    Array([&] { ids_.push_back(Ref()); });
+    op.outputs.assign(ids_.begin(), ids_.end());
+    ReadAttrs(op);
+    Expect('}');
+    return op;
+  }
+
+  // The checks that need the ops before it: a name not taken, outputs that
+  // no op produces yet, each listed once.
+  void AddOp(Op op) {
+    if (graph_.FindOp(op.name)) throw GiveUp{};
+    ++op_count_;
+    listed_.resize(static_cast<size_t>(graph_.num_tensor_ids()), 0);
+    for (TensorId id : op.outputs) {
+      const Tensor& t = graph_.tensor(id);
+      if (t.role != Role::kIntermediate || t.producer != kNone) throw GiveUp{};
+      if (listed_[static_cast<size_t>(id)] == op_count_) throw GiveUp{};
+      listed_[static_cast<size_t>(id)] = op_count_;
+    }
+    graph_.AddOp(std::move(op));
+  }
+
+  // The attributes, in the writer's order; each after a comma.
+  void ReadAttrs(Op& op) {
+    Attrs& a = op.attrs;
+    auto next = [&](const auto& key) {
+      if (!Peek(',')) return false;
+      Comma();
+      Key(key);
+      return true;
+    };
+    auto need = [&](const auto& key) {
+      if (!next(key)) throw GiveUp{};
+    };
+    switch (op.type) {
+      case OpType::kGemmRcr:
+      case OpType::kGemmRcrBias:
+      case OpType::kGemmRcrBiasRelu:
+      case OpType::kGemmRcrBiasSigmoid:
+        if (next("alpha")) a.alpha = Number();
+        break;
+      case OpType::kLayerNorm:
+      case OpType::kLayerNormSigmoidMul:
+        need("normalized_shape");
+        a.normalized_shape = Ints();
+        if (next("eps")) a.eps = Number();
+        break;
+      case OpType::kSplit:
+        need("split_sizes");
+        a.split_sizes = Ints();
+        need("dim");
+        a.dim = Int();
+        break;
+      case OpType::kConcatenate:
+        need("dim");
+        a.dim = Int();
+        break;
+      case OpType::kElementwise: {
+        need("func");
+        const std::optional<EwFunc> f = ParseEwFunc(String());
+        if (!f) throw GiveUp{};
+        a.func = *f;
+        break;
+      }
+      case OpType::kReshape:
+        need("shape");
+        a.shape = Ints();
+        break;
+      case OpType::kGroupGemmRcr:
+      case OpType::kGroupGemmRcrBias:
+      case OpType::kGroupGemmRcrBiasRelu:
+      case OpType::kGroupGemmRcrBiasSigmoid:
+        need("group_size");
+        a.group_size = Int();
+        break;
+      case OpType::kGroupLayerNorm:
+      case OpType::kGroupLayerNormSigmoidMul:
+        need("normalized_shapes");
+        Array([&] { a.normalized_shapes.push_back(Ints()); });
+        if (next("eps")) a.eps = Number();
+        break;
+      case OpType::kOpaque: throw GiveUp{};
+    }
+  }
+
+  const char* s_;
+  size_t n_;
+  size_t p_ = 0;
+  Graph graph_;
+  std::vector<Dim> dims_;
+  std::vector<TensorId> ids_;
+  std::vector<int64_t> listed_;  // per tensor: the last op (count) listing it as an output
+  int64_t op_count_ = 0;
 };
 
 // A SAX handler that keeps nothing: parsing with it finds nlohmann's message
@@ -422,10 +816,13 @@ struct NullSax {
   }
 };
 
-// Appends JSON text to a buffer; one tensor or op per line.
+// Appends JSON text to a buffer, one tensor or op per line; with a sink,
+// hands the buffer over whenever it passes a megabyte, so that a fused graph
+// of hundreds of MB is never held whole.
 class Writer {
  public:
-  explicit Writer(const Graph& g) : g_(g) {}
+  using Sink = std::function<void(std::string_view)>;
+  explicit Writer(const Graph& g, const Sink* sink = nullptr) : g_(g), sink_(sink) {}
 
   std::string Write(const std::vector<OpId>& order) {
     std::vector<bool> used(static_cast<size_t>(g_.num_tensor_ids()), false);
@@ -436,12 +833,21 @@ class Writer {
     for (TensorId t : g_.outputs()) used[static_cast<size_t>(t)] = true;
 
     Put("{\n \"graph_format\": 1,\n");
-    if (!g_.name().empty()) Put(fmt::format(" \"name\": {},\n", Str(g_.name())));
+    if (!g_.name().empty()) {
+      Put(" \"name\": ");
+      Str(g_.name());
+      Put(",\n");
+    }
     Put(" \"dims\": [");
     for (size_t i = 0; i < g_.dims().size(); ++i) {
       const DynamicDim& d = g_.dims()[i];
-      Put(fmt::format("{}\n  {{\"name\": {}, \"min\": {}, \"max\": {}}}", i ? "," : "",
-                      Str(d.name), d.min, d.max));
+      Put(i ? ",\n  {\"name\": " : "\n  {\"name\": ");
+      Str(d.name);
+      Put(", \"min\": ");
+      Int(d.min);
+      Put(", \"max\": ");
+      Int(d.max);
+      Put("}");
     }
     Put(g_.dims().empty() ? "],\n" : "\n ],\n");
     Put(" \"tensors\": [");
@@ -449,83 +855,157 @@ class Writer {
     for (TensorId id = 0; id < g_.num_tensor_ids(); ++id) {
       const Tensor& t = g_.tensor(id);
       if (!t.alive || !(used[static_cast<size_t>(id)] || t.role == Role::kInput)) continue;
-      Put(first ? "\n  " : ",\n  ");
+      Put(first ? "\n  {\"name\": " : ",\n  {\"name\": ");
       first = false;
-      Put(fmt::format("{{\"name\": {}, \"shape\": [", Str(t.name)));
+      Str(t.name);
+      Put(", \"shape\": [");
       for (size_t i = 0; i < t.shape.size(); ++i) {
         if (i) Put(", ");
         const Dim& d = t.shape[i];
-        Put(d.is_static() ? std::to_string(d.value) : Str(g_.dims()[static_cast<size_t>(d.dynamic)].name));
+        if (d.is_static()) {
+          Int(d.value);
+        } else {
+          Str(g_.dims()[static_cast<size_t>(d.dynamic)].name);
+        }
       }
-      Put(fmt::format("], \"dtype\": \"{}\"", DTypeName(t.dtype)));
+      Put("], \"dtype\": \"");
+      Put(DTypeName(t.dtype));
+      Put("\"");
       if (t.role == Role::kInput) Put(", \"role\": \"input\"");
       if (t.role == Role::kParam) Put(", \"role\": \"param\"");
       Put("}");
+      Flush(false);
     }
     Put("\n ],\n \"ops\": [");
     for (size_t i = 0; i < order.size(); ++i) {
       Put(i ? ",\n  " : "\n  ");
       WriteOp(g_.op(order[i]));
+      Flush(false);
     }
     Put("\n ],\n \"outputs\": [");
     for (size_t i = 0; i < g_.outputs().size(); ++i) {
       Put(i ? ", " : "");
-      Put(Str(g_.tensor(g_.outputs()[i]).name));
+      Str(g_.tensor(g_.outputs()[i]).name);
     }
     Put("]\n}\n");
+    Flush(true);
     return std::move(out_);
   }
 
  private:
   void Put(std::string_view s) { out_.append(s); }
-  static std::string Str(const std::string& s) { return json(s).dump(); }
-  static std::string Num(double v) { return json(v).dump(); }
-  static std::string Ints(const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
-  std::string Names(const std::vector<std::string>& names) {
-    return fmt::format("[{}]", fmt::join(names, ", "));
+  void Flush(bool last) {
+    if (sink_ && (last || out_.size() >= (size_t{1} << 20))) {
+      (*sink_)(out_);
+      out_.clear();
+    }
+  }
+  // A string as nlohmann writes it: printable ASCII other than quote and
+  // backslash as it is, anything else through nlohmann's escaping.
+  void Str(std::string_view s) {
+    for (char c : s) {
+      const auto u = static_cast<unsigned char>(c);
+      if (u < 0x20 || u >= 0x7F || c == '"' || c == '\\') {
+        Put(json(std::string(s)).dump());
+        return;
+      }
+    }
+    out_ += '"';
+    out_.append(s);
+    out_ += '"';
+  }
+  void Int(int64_t v) {
+    char buf[24];
+    const auto end = std::to_chars(buf, buf + sizeof(buf), v).ptr;
+    out_.append(buf, end);
+  }
+  void Num(double v) { Put(json(v).dump()); }
+  void Ints(const std::vector<int64_t>& v) {
+    Put("[");
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (i) Put(", ");
+      Int(v[i]);
+    }
+    Put("]");
+  }
+  void Names(const std::vector<TensorId>& ids, bool null_second) {
+    Put("[");
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (i) Put(", ");
+      Str(g_.tensor(ids[i]).name);
+      if (i == 0 && null_second) Put(", null");
+    }
+    Put("]");
   }
 
   void WriteOp(const Op& op) {
-    std::vector<std::string> ins;
-    for (TensorId t : op.inputs) ins.push_back(Str(g_.tensor(t).name));
-    if (IsLayerNorm(op.type) && !op.attrs.has_gamma && op.attrs.has_beta) {
-      ins.insert(ins.begin() + 1, "null");
-    }
-    std::vector<std::string> outs;
-    for (TensorId t : op.outputs) outs.push_back(Str(g_.tensor(t).name));
-    Put(fmt::format("{{\"name\": {}, \"op\": \"{}\", \"inputs\": {}, \"outputs\": {}", Str(op.name),
-                    OpTypeName(op.type), Names(ins), Names(outs)));
+    Put("{\"name\": ");
+    Str(op.name);
+    Put(", \"op\": \"");
+    Put(OpTypeName(op.type));
+    Put("\", \"inputs\": ");
+    // A LayerNorm with beta but no gamma: null where gamma would be.
+    Names(op.inputs, IsLayerNorm(op.type) && !op.attrs.has_gamma && op.attrs.has_beta);
+    Put(", \"outputs\": ");
+    Names(op.outputs, false);
     const Attrs& a = op.attrs;
     switch (op.type) {
       case OpType::kGemmRcr:
       case OpType::kGemmRcrBias:
       case OpType::kGemmRcrBiasRelu:
       case OpType::kGemmRcrBiasSigmoid:
-        if (a.alpha) Put(fmt::format(", \"alpha\": {}", Num(*a.alpha)));
+        if (a.alpha) {
+          Put(", \"alpha\": ");
+          Num(*a.alpha);
+        }
         break;
       case OpType::kLayerNorm:
       case OpType::kLayerNormSigmoidMul:
-        Put(fmt::format(", \"normalized_shape\": {}", Ints(a.normalized_shape)));
-        if (a.eps) Put(fmt::format(", \"eps\": {}", Num(*a.eps)));
+        Put(", \"normalized_shape\": ");
+        Ints(a.normalized_shape);
+        if (a.eps) {
+          Put(", \"eps\": ");
+          Num(*a.eps);
+        }
         break;
       case OpType::kSplit:
-        Put(fmt::format(", \"split_sizes\": {}, \"dim\": {}", Ints(a.split_sizes), a.dim));
+        Put(", \"split_sizes\": ");
+        Ints(a.split_sizes);
+        Put(", \"dim\": ");
+        Int(a.dim);
         break;
-      case OpType::kConcatenate: Put(fmt::format(", \"dim\": {}", a.dim)); break;
-      case OpType::kElementwise: Put(fmt::format(", \"func\": \"{}\"", EwFuncName(a.func))); break;
-      case OpType::kReshape: Put(fmt::format(", \"shape\": {}", Ints(a.shape))); break;
+      case OpType::kConcatenate:
+        Put(", \"dim\": ");
+        Int(a.dim);
+        break;
+      case OpType::kElementwise:
+        Put(", \"func\": \"");
+        Put(EwFuncName(a.func));
+        Put("\"");
+        break;
+      case OpType::kReshape:
+        Put(", \"shape\": ");
+        Ints(a.shape);
+        break;
       case OpType::kGroupGemmRcr:
       case OpType::kGroupGemmRcrBias:
       case OpType::kGroupGemmRcrBiasRelu:
       case OpType::kGroupGemmRcrBiasSigmoid:
-        Put(fmt::format(", \"group_size\": {}", a.group_size));
+        Put(", \"group_size\": ");
+        Int(a.group_size);
         break;
       case OpType::kGroupLayerNorm:
       case OpType::kGroupLayerNormSigmoidMul: {
-        std::vector<std::string> shapes;
-        for (const auto& s : a.normalized_shapes) shapes.push_back(Ints(s));
-        Put(fmt::format(", \"normalized_shapes\": {}", Names(shapes)));
-        if (a.eps) Put(fmt::format(", \"eps\": {}", Num(*a.eps)));
+        Put(", \"normalized_shapes\": [");
+        for (size_t i = 0; i < a.normalized_shapes.size(); ++i) {
+          if (i) Put(", ");
+          Ints(a.normalized_shapes[i]);
+        }
+        Put("]");
+        if (a.eps) {
+          Put(", \"eps\": ");
+          Num(*a.eps);
+        }
         break;
       }
       case OpType::kOpaque:
@@ -537,6 +1017,7 @@ class Writer {
   }
 
   const Graph& g_;
+  const Sink* sink_;
   std::string out_;
 };
 
@@ -545,7 +1026,16 @@ class Writer {
 Graph ParseGraphJson(std::string_view text, const std::string& source) {
   // nlohmann's message for this one ("unexpected end of input") hides the cause.
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) FailIn(source, "the file is empty");
-  if (json_text::Validate(text)) return Reader<InPlace>(source).Read(json_text::Value::Root(text));
+  try {
+    return FastReader(text).Read();
+  } catch (const FastReader::GiveUp&) {
+    // Another form, or a problem: the reader below reads it, or words it.
+  }
+  json_text::Layout layout;
+  if (json_text::Validate(text, &layout)) {
+    const json_text::Document doc(text, &layout);
+    return Reader<InPlace>(source).Read(doc.root());
+  }
   // Malformed (its message, without building a document), or valid in a
   // form that the in-place path leaves to nlohmann.
   NullSax sax;
@@ -565,6 +1055,12 @@ Graph ReadGraphJsonFile(const std::string& path) { return ParseGraphJson(ReadFil
 
 std::string WriteGraphJson(const Graph& graph, const std::vector<OpId>& op_order) {
   return Writer(graph).Write(op_order.empty() ? graph.LiveOps() : op_order);
+}
+
+void WriteGraphJsonFile(const std::string& path, const Graph& graph, const std::vector<OpId>& op_order) {
+  WriteFileAtomic(path, [&](const std::function<void(std::string_view)>& put) {
+    Writer(graph, &put).Write(op_order.empty() ? graph.LiveOps() : op_order);
+  });
 }
 
 }  // namespace hfuse

@@ -6,14 +6,36 @@
 #include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
-#include <vector>
 
 namespace hfuse::json_text {
 namespace {
 
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-bool IsNumberChar(char c) { return IsDigit(c) || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'; }
+
+// Eight bytes at a time: the loops below skip plain runs of a text by words,
+// with the usual "which byte is zero" arithmetic.
+constexpr uint64_t kOnes = 0x0101010101010101ULL;
+constexpr uint64_t kHigh = 0x8080808080808080ULL;
+uint64_t Load8(const char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+uint64_t HasZero(uint64_t v) { return (v - kOnes) & ~v & kHigh; }
+uint64_t HasByte(uint64_t v, char c) { return HasZero(v ^ (kOnes * static_cast<unsigned char>(c))); }
+
+// The first quote or backslash at or after p (there is one: the text is
+// validated). string_view::find_first_of would call memchr per character.
+size_t QuoteOrBackslash(std::string_view text, size_t p) {
+  while (p + 8 <= text.size()) {
+    const uint64_t v = Load8(text.data() + p);
+    if (HasByte(v, '"') | HasByte(v, '\\')) break;
+    p += 8;
+  }
+  while (text[p] != '"' && text[p] != '\\') ++p;
+  return p;
+}
 
 int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -41,7 +63,13 @@ size_t ScanString(std::string_view text, size_t p) {
   const size_t n = text.size();
   ++p;
   while (true) {
-    while (p < n) {  // the common case: plain ASCII
+    while (p + 8 <= n) {  // the common case: plain ASCII, a word at a time
+      const uint64_t v = Load8(text.data() + p);
+      // A quote, a backslash, a control character or a non-ASCII byte.
+      if (HasByte(v, '"') | HasByte(v, '\\') | ((v - kOnes * 0x20) & ~v & kHigh) | (v & kHigh)) break;
+      p += 8;
+    }
+    while (p < n) {
       const auto c = static_cast<unsigned char>(text[p]);
       if (c == '"' || c == '\\' || c < 0x20 || c >= 0x80) break;
       ++p;
@@ -131,41 +159,6 @@ size_t ScanNumber(std::string_view text, size_t p) {
   return std::isfinite(std::strtod(token.c_str(), nullptr)) ? p : std::string_view::npos;
 }
 
-// The number at p, as nlohmann's lexer classifies it.
-struct Number {
-  enum Kind { kInteger, kUnsigned, kFloat } kind;
-  int64_t integer = 0;
-  uint64_t unsigned_value = 0;
-  double real = 0;
-};
-
-Number ParseNumber(std::string_view text, size_t p) {
-  size_t q = p;
-  bool is_float = false;
-  while (q < text.size() && IsNumberChar(text[q])) {
-    is_float = is_float || text[q] == '.' || text[q] == 'e' || text[q] == 'E';
-    ++q;
-  }
-  Number num{Number::kFloat};
-  if (is_float) {
-    const std::string token(text.substr(p, q - p));
-    num.real = std::strtod(token.c_str(), nullptr);
-    return num;
-  }
-  // At most 18 digits (Validate): no overflow.
-  const bool negative = text[p] == '-';
-  uint64_t v = 0;
-  for (size_t i = p + (negative ? 1 : 0); i < q; ++i) v = v * 10 + static_cast<uint64_t>(text[i] - '0');
-  if (negative) {
-    num.kind = Number::kInteger;
-    num.integer = -static_cast<int64_t>(v);
-  } else {
-    num.kind = Number::kUnsigned;
-    num.unsigned_value = v;
-  }
-  return num;
-}
-
 void AppendUtf8(std::string& out, uint32_t cp) {
   if (cp < 0x80) {
     out += static_cast<char>(cp);
@@ -184,12 +177,11 @@ void AppendUtf8(std::string& out, uint32_t cp) {
   }
 }
 
-// Decodes the validated string whose opening quote is at p.
+// Decodes the raw (validated) contents of a string that has escapes.
 void DecodeString(std::string_view text, size_t p, std::string& out) {
   out.clear();
-  ++p;
   while (true) {
-    const size_t stop = text.find_first_of("\"\\", p);
+    const size_t stop = QuoteOrBackslash(text, p);
     out.append(text.substr(p, stop - p));
     p = stop;
     if (text[p] == '"') return;
@@ -219,22 +211,23 @@ void DecodeString(std::string_view text, size_t p, std::string& out) {
 
 }  // namespace
 
-bool Validate(std::string_view text) {
+bool Validate(std::string_view text, Layout* layout) {
   const size_t n = text.size();
   if (n >= 3 && text.substr(0, 3) == "\xEF\xBB\xBF") return false;  // nlohmann skips it
+  if (layout && n >= (size_t{1} << 32)) layout = nullptr;
   std::vector<char> stack;  // the open containers: '{' or '['
   size_t p = 0;
-  auto skip = [&] {
-    while (p < n && IsSpace(text[p])) ++p;
-  };
+  // Noted while the top level is an object: the array being directly in it.
+  bool top_object = false;
+  bool in_top_array = false;
   enum { kValue, kKey, kAfter } state = kValue;
   while (true) {
-    skip();
+    while (p < n && IsSpace(text[p])) ++p;
     if (state == kKey) {
       if (p >= n || text[p] != '"') return false;
       p = ScanString(text, p);
       if (p == std::string_view::npos) return false;
-      skip();
+      while (p < n && IsSpace(text[p])) ++p;
       if (p >= n || text[p] != ':') return false;
       ++p;
       state = kValue;
@@ -242,15 +235,25 @@ bool Validate(std::string_view text) {
     }
     if (state == kValue) {
       if (p >= n) return false;
+      if (in_top_array) layout->arrays.back().elements.push_back(static_cast<uint32_t>(p));
       const char c = text[p];
       if (c == '{' || c == '[') {
+        const size_t open = p;
         ++p;
-        skip();
-        if (p < n && text[p] == (c == '{' ? '}' : ']')) {
+        while (p < n && IsSpace(text[p])) ++p;
+        const bool empty = p < n && text[p] == (c == '{' ? '}' : ']');
+        const bool member_of_top = top_object && stack.size() == 1;
+        if (c == '[' && member_of_top && layout) {
+          layout->arrays.push_back({static_cast<uint32_t>(open), 0, {}});
+        }
+        if (empty) {
           ++p;
+          if (c == '[' && member_of_top && layout) layout->arrays.back().end = static_cast<uint32_t>(p);
           state = kAfter;
         } else {
+          if (stack.empty()) top_object = c == '{';
           stack.push_back(c);
+          in_top_array = layout && top_object && stack.size() == 2 && c == '[';
           state = c == '{' ? kKey : kValue;
         }
         continue;
@@ -276,171 +279,251 @@ bool Validate(std::string_view text) {
     if (c == ',') {
       state = stack.back() == '{' ? kKey : kValue;
     } else if ((c == '}' && stack.back() == '{') || (c == ']' && stack.back() == '[')) {
+      if (in_top_array) layout->arrays.back().end = static_cast<uint32_t>(p);
       stack.pop_back();
+      in_top_array = layout && top_object && stack.size() == 2 && stack.back() == '[';
     } else {
       return false;
     }
   }
 }
 
-Value Value::Root(std::string_view text) {
+Document::Document(std::string_view text, const Layout* layout) : text_(text), layout_(layout) {
   size_t p = 0;
   while (IsSpace(text[p])) ++p;
-  return Value(text, p);
+  Parse(p, root_, layout != nullptr);
 }
 
-bool Value::is_number_integer() const { return is_number() && ParseNumber(text_, pos_).kind != Number::kFloat; }
-bool Value::is_number_unsigned() const { return is_number() && ParseNumber(text_, pos_).kind == Number::kUnsigned; }
+std::vector<Token>& Document::ElementTape(size_t depth) const {
+  while (element_tapes_.size() <= depth) element_tapes_.push_back(std::make_unique<std::vector<Token>>());
+  return *element_tapes_[depth];
+}
+
+void Document::Parse(size_t p, std::vector<Token>& tape, bool lazy) const {
+  std::vector<uint32_t> open;  // the containers not yet closed
+  auto space = [&] {
+    while (IsSpace(text_[p])) ++p;
+  };
+  auto push = [&](Token::Type type) -> Token& {
+    Token& t = tape.emplace_back();
+    t.type = type;
+    t.integer = 0;
+    return t;
+  };
+  auto string = [&] {
+    Token& t = push(Token::kString);
+    t.pos = static_cast<uint32_t>(p + 1);
+    size_t q = p + 1;
+    while (true) {
+      q = QuoteOrBackslash(text_, q);
+      if (text_[q] == '"') break;
+      t.escaped = true;
+      q += 2;
+    }
+    t.len = static_cast<uint32_t>(q - p - 1);
+    p = q + 1;
+  };
+  bool want_key = false;
+  while (true) {
+    space();
+    if (want_key) {
+      string();
+      space();
+      ++p;  // ':'
+      space();
+    }
+    // A value.
+    const char c = text_[p];
+    if (c == '{' || c == '[') {
+      const Layout::Array* elements = nullptr;
+      if (c == '[' && lazy && open.size() == 1 && tape[open[0]].type == Token::kObject) {
+        for (const Layout::Array& a : layout_->arrays) {
+          if (a.begin == p) elements = &a;
+        }
+      }
+      if (elements) {
+        Token& t = push(Token::kElements);
+        t.len = static_cast<uint32_t>(elements - layout_->arrays.data());
+        t.end = static_cast<uint32_t>(tape.size());
+        p = elements->end;
+      } else {
+        open.push_back(static_cast<uint32_t>(tape.size()));
+        push(c == '{' ? Token::kObject : Token::kArray);
+        ++p;
+        space();
+        if (text_[p] != (c == '{' ? '}' : ']')) {
+          want_key = c == '{';
+          continue;
+        }
+        // Empty: closed below.
+        tape[open.back()].end = static_cast<uint32_t>(tape.size());
+        open.pop_back();
+        ++p;
+      }
+    } else if (c == '"') {
+      string();
+    } else if (c == 't') {
+      push(Token::kTrue);
+      p += 4;
+    } else if (c == 'f') {
+      push(Token::kFalse);
+      p += 5;
+    } else if (c == 'n') {
+      push(Token::kNull);
+      p += 4;
+    } else {  // a number, as nlohmann's lexer reads it
+      size_t q = p;
+      bool is_float = false;
+      while (true) {
+        const char d = text_[q];
+        if (IsDigit(d) || d == '-' || d == '+') {
+          ++q;
+        } else if (d == '.' || d == 'e' || d == 'E') {
+          is_float = true;
+          ++q;
+        } else {
+          break;
+        }
+      }
+      if (is_float) {
+        const std::string token(text_.substr(p, q - p));
+        push(Token::kFloat).real = std::strtod(token.c_str(), nullptr);
+      } else {
+        // At most 18 digits (Validate): no overflow.
+        const bool negative = c == '-';
+        uint64_t v = 0;
+        for (size_t i = p + (negative ? 1 : 0); i < q; ++i) v = v * 10 + static_cast<uint64_t>(text_[i] - '0');
+        if (negative) {
+          push(Token::kInteger).integer = -static_cast<int64_t>(v);
+        } else {
+          push(Token::kUnsigned).unsigned_value = v;
+        }
+      }
+      p = q;
+    }
+    // After a value: commas and closings.
+    while (true) {
+      if (open.empty()) return;
+      space();
+      if (text_[p] == ',') {
+        ++p;
+        want_key = tape[open.back()].type == Token::kObject;
+        break;
+      }
+      tape[open.back()].end = static_cast<uint32_t>(tape.size());
+      open.pop_back();
+      ++p;  // '}' or ']'
+    }
+  }
+}
+
+bool Value::is_number() const {
+  const Token::Type type = t().type;
+  return type == Token::kInteger || type == Token::kUnsigned || type == Token::kFloat;
+}
 
 const char* Value::type_name() const {
-  if (is_object()) return "object";
-  if (is_array()) return "array";
-  if (is_string()) return "string";
-  if (is_boolean()) return "boolean";
-  if (is_null()) return "null";
-  return "number";
+  switch (t().type) {
+    case Token::kNull: return "null";
+    case Token::kTrue:
+    case Token::kFalse: return "boolean";
+    case Token::kInteger:
+    case Token::kUnsigned:
+    case Token::kFloat: return "number";
+    case Token::kString: return "string";
+    case Token::kArray:
+    case Token::kElements: return "array";
+    case Token::kObject: return "object";
+  }
+  return "?";
 }
 
 std::string Value::dump() const {
-  if (is_string()) return nlohmann::json(get_string()).dump();
-  if (is_boolean()) return at() == 't' ? "true" : "false";
-  if (is_null()) return "null";
-  const Number num = ParseNumber(text_, pos_);
-  switch (num.kind) {
-    case Number::kInteger: return nlohmann::json(num.integer).dump();
-    case Number::kUnsigned: return nlohmann::json(num.unsigned_value).dump();
-    case Number::kFloat: break;
+  const Token& tok = t();
+  switch (tok.type) {
+    case Token::kNull: return "null";
+    case Token::kTrue: return "true";
+    case Token::kFalse: return "false";
+    case Token::kInteger: return nlohmann::json(tok.integer).dump();
+    case Token::kUnsigned: return nlohmann::json(tok.unsigned_value).dump();
+    case Token::kFloat: return nlohmann::json(tok.real).dump();
+    case Token::kString: return nlohmann::json(get_string()).dump();
+    default: return nlohmann::json(type_name()).dump();  // not asked for containers
   }
-  return nlohmann::json(num.real).dump();
 }
 
 std::string Value::get_string() const {
-  std::string s;
-  DecodeString(text_, pos_, s);
-  return s;
+  std::string scratch;
+  return std::string(get_string_view(scratch));
 }
 
 std::string_view Value::get_string_view(std::string& scratch) const {
-  const size_t end = StringEnd(pos_);
-  const std::string_view raw = text_.substr(pos_ + 1, end - pos_ - 2);
-  if (raw.find('\\') == std::string_view::npos) return raw;
-  DecodeString(text_, pos_, scratch);
+  const Token& tok = t();
+  if (!tok.escaped) return doc_->Raw(tok);
+  DecodeString(doc_->text_, tok.pos, scratch);
   return scratch;
 }
 
 int64_t Value::get_int64() const {
-  const Number num = ParseNumber(text_, pos_);
-  switch (num.kind) {
-    case Number::kInteger: return num.integer;
-    case Number::kUnsigned: return static_cast<int64_t>(num.unsigned_value);
-    case Number::kFloat: break;
-  }
-  return static_cast<int64_t>(num.real);
+  const Token& tok = t();
+  if (tok.type == Token::kInteger) return tok.integer;
+  if (tok.type == Token::kUnsigned) return static_cast<int64_t>(tok.unsigned_value);
+  return static_cast<int64_t>(tok.real);
 }
 
 uint64_t Value::get_uint64() const {
-  const Number num = ParseNumber(text_, pos_);
-  switch (num.kind) {
-    case Number::kInteger: return static_cast<uint64_t>(num.integer);
-    case Number::kUnsigned: return num.unsigned_value;
-    case Number::kFloat: break;
-  }
-  return static_cast<uint64_t>(num.real);
+  const Token& tok = t();
+  if (tok.type == Token::kInteger) return static_cast<uint64_t>(tok.integer);
+  if (tok.type == Token::kUnsigned) return tok.unsigned_value;
+  return static_cast<uint64_t>(tok.real);
 }
 
 double Value::get_double() const {
-  const Number num = ParseNumber(text_, pos_);
-  switch (num.kind) {
-    case Number::kInteger: return static_cast<double>(num.integer);
-    case Number::kUnsigned: return static_cast<double>(num.unsigned_value);
-    case Number::kFloat: break;
-  }
-  return num.real;
+  const Token& tok = t();
+  if (tok.type == Token::kInteger) return static_cast<double>(tok.integer);
+  if (tok.type == Token::kUnsigned) return static_cast<double>(tok.unsigned_value);
+  return tok.real;
 }
 
 size_t Value::size() const {
+  const Token& a = t();
+  if (a.type == Token::kElements) return doc_->layout_->arrays[a.len].elements.size();
   size_t count = 0;
-  for_each([&](size_t, const Value&) { ++count; });
+  for (uint32_t k = index_ + 1; k < a.end; k = Next(k)) ++count;
   return count;
 }
 
-size_t Value::SkipSpace(size_t p) const {
-  while (p < text_.size() && IsSpace(text_[p])) ++p;
-  return p;
+uint32_t Value::Next(uint32_t k) const {
+  const Token& tok = (*tape_)[k];
+  return tok.type == Token::kArray || tok.type == Token::kObject ? tok.end : k + 1;
 }
 
-size_t Value::StringEnd(size_t p) const {
-  ++p;
-  while (true) {
-    p = text_.find_first_of("\"\\", p);
-    if (text_[p] == '"') return p + 1;
-    p += 2;
-  }
-}
-
-size_t Value::SkipValue(size_t p) const {
-  switch (text_[p]) {
-    case '"': return StringEnd(p);
-    case 't':
-    case 'n': return p + 4;
-    case 'f': return p + 5;
-    case '{':
-    case '[': {
-      // Iterative: a validated text nests as deep as it likes.
-      size_t depth = 0;
-      while (true) {
-        const char c = text_[p];
-        if (c == '"') {
-          p = StringEnd(p);
-          continue;
-        }
-        if (c == '{' || c == '[') ++depth;
-        if ((c == '}' || c == ']') && --depth == 0) return p + 1;
-        ++p;
-      }
-    }
-    default:
-      while (p < text_.size() && IsNumberChar(text_[p])) ++p;
-      return p;
-  }
-}
-
-Object::Object(const Value& v) : text_(v.text_) {
-  size_t p = v.SkipSpace(v.pos_ + 1);
-  if (text_[p] == '}') return;
-  while (true) {
-    Member m{p, 0};
-    const size_t key_end = v.StringEnd(p);
-    if (text_.substr(p + 1, key_end - p - 2).find('\\') != std::string_view::npos) {
-      m.decoded = static_cast<int32_t>(decoded_.size());
-      decoded_.emplace_back();
-      DecodeString(text_, p, decoded_.back());
-    }
-    p = v.SkipSpace(v.SkipSpace(key_end) + 1);  // past ':'
-    m.value_pos = p;
+Object::Object(const Value& v) : v_(v) {
+  const Token& obj = v.t();
+  for (uint32_t k = v.index_ + 1; k < obj.end; k = v.Next(k + 1)) {
     if (count_ < kInline) {
-      inline_[count_] = m;
+      inline_[count_] = k;
     } else {
-      more_.push_back(m);
+      more_.push_back(k);
+    }
+    if ((*v.tape_)[k].escaped) {
+      decoded_.resize(count_ + 1);
+      DecodeString(v.doc_->text_, (*v.tape_)[k].pos, decoded_[count_]);
     }
     ++count_;
-    p = v.SkipSpace(v.SkipValue(p));
-    if (text_[p] == '}') return;
-    p = v.SkipSpace(p + 1);
   }
 }
 
 std::string_view Object::Key(size_t i) const {
-  const Member& m = member(i);
-  if (m.decoded >= 0) return decoded_[static_cast<size_t>(m.decoded)];
-  const size_t end = text_.find('"', m.key_pos + 1);
-  return text_.substr(m.key_pos + 1, end - m.key_pos - 1);
+  const Token& key = (*v_.tape_)[member(i)];
+  if (key.escaped) return decoded_[i];
+  return v_.doc_->Raw(key);
 }
 
 std::optional<Value> Object::find(std::string_view key) const {
   std::optional<Value> found;
   for (size_t i = 0; i < count_; ++i) {
-    if (Key(i) == key) found = Value(text_, member(i).value_pos);
+    if (Key(i) == key) found = Value(v_.doc_, v_.tape_, member(i) + 1);
   }
   return found;
 }

@@ -1,8 +1,13 @@
-// JSON read in place, for graph files of hundreds of MB: Validate checks the
+// JSON read in place, for graph files of hundreds of MB. Validate checks the
 // whole text once (grammar, UTF-8, escapes, numbers) without building
-// anything, and Value and Object then read values straight out of the text
-// when asked. They answer the questions nlohmann::json answers for the graph
-// reader (type, type name, dump of a scalar, numbers classified as nlohmann
+// anything, noting where the top-level members and the elements of the
+// top-level arrays start. A Document then reads values out of the text when
+// asked: the top-level object and each element of a top-level array (a
+// tensor, an op) are parsed into a small token tape, one element at a time,
+// so that memory stays at the text plus one element.
+//
+// Values answer the questions nlohmann::json answers for the graph reader
+// (type, type name, dump of a scalar, numbers classified as nlohmann
 // classifies them, strings decoded as it decodes them, duplicate keys: the
 // last wins, keys listed in std::map order), so that the reader, written
 // once for both, gives the same graphs and the same messages either way.
@@ -15,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,23 +28,49 @@
 
 namespace hfuse::json_text {
 
-bool Validate(std::string_view text);
+// What Validate notes for a document whose top level is an object. Positions
+// are 32-bit: nothing is noted for texts of 4 GiB or more.
+struct Layout {
+  struct Array {
+    uint32_t begin, end;             // the array's '[' and the position after its ']'
+    std::vector<uint32_t> elements;  // where each element starts
+  };
+  std::vector<Array> arrays;  // the arrays that are values of top-level members
+};
 
-// A value of a validated text: the position of its first character.
+bool Validate(std::string_view text, Layout* layout = nullptr);
+
+class Document;
+
+// One parsed value: a string, a number, a literal, or a container and all it
+// holds, in pre-order.
+struct Token {
+  enum Type : uint8_t { kNull, kTrue, kFalse, kInteger, kUnsigned, kFloat, kString, kArray, kObject, kElements };
+  Type type = kNull;
+  bool escaped = false;  // strings: has backslashes
+  uint32_t pos = 0;      // strings: the first character after the quote
+  uint32_t len = 0;      // strings: raw length; kElements: which Layout::Array
+  uint32_t end = 0;      // containers: the index after the last token they hold
+  union {
+    int64_t integer = 0;
+    uint64_t unsigned_value;
+    double real;
+  };
+};
+
+// A value of a Document: a token of one of its tapes.
 class Value {
  public:
-  Value(std::string_view text, size_t pos) : text_(text), pos_(pos) {}
-  // The document's top-level value.
-  static Value Root(std::string_view text);
+  Value(const Document* doc, const std::vector<Token>* tape, uint32_t index)
+      : doc_(doc), tape_(tape), index_(index) {}
 
-  bool is_object() const { return at() == '{'; }
-  bool is_array() const { return at() == '['; }
-  bool is_string() const { return at() == '"'; }
-  bool is_null() const { return at() == 'n'; }
-  bool is_boolean() const { return at() == 't' || at() == 'f'; }
-  bool is_number() const { return at() == '-' || (at() >= '0' && at() <= '9'); }
-  bool is_number_integer() const;   // int64 or uint64, as nlohmann reads it
-  bool is_number_unsigned() const;  // a non-negative integer
+  bool is_object() const { return t().type == Token::kObject; }
+  bool is_array() const { return t().type == Token::kArray || t().type == Token::kElements; }
+  bool is_string() const { return t().type == Token::kString; }
+  bool is_null() const { return t().type == Token::kNull; }
+  bool is_number() const;
+  bool is_number_integer() const { return t().type == Token::kInteger || t().type == Token::kUnsigned; }
+  bool is_number_unsigned() const { return t().type == Token::kUnsigned; }
   bool is_structured() const { return is_object() || is_array(); }
   const char* type_name() const;
   std::string dump() const;  // scalars: as nlohmann's dump() writes the value
@@ -53,28 +85,18 @@ class Value {
   // Arrays.
   size_t size() const;
   template <typename F>
-  void for_each(F&& f) const {  // f(index, element)
-    size_t p = SkipSpace(pos_ + 1);
-    if (text_[p] == ']') return;
-    for (size_t i = 0;; ++i) {
-      f(i, Value(text_, p));
-      p = SkipSpace(SkipValue(p));
-      if (text_[p] == ']') return;
-      p = SkipSpace(p + 1);  // ','
-    }
-  }
+  void for_each(F&& f) const;  // f(index, element)
 
  private:
   friend class Object;
-  char at() const { return text_[pos_]; }
-  size_t SkipSpace(size_t p) const;
-  size_t SkipValue(size_t p) const;  // the position just after the value at p
-  size_t StringEnd(size_t p) const;  // p at the opening quote; just after the closing one
-  std::string_view text_;
-  size_t pos_;
+  const Token& t() const { return (*tape_)[index_]; }
+  uint32_t Next(uint32_t index) const;  // the token after this value
+  const Document* doc_;
+  const std::vector<Token>* tape_;
+  uint32_t index_;
 };
 
-// The members of an object value, parsed once.
+// The members of an object value.
 class Object {
  public:
   explicit Object(const Value& v);
@@ -83,23 +105,66 @@ class Object {
   void for_each_key(F&& f) const {  // each key once, in std::map order
     for (size_t i : SortedUnique()) f(Key(i));
   }
+  template <typename F>
+  void for_each_key_unordered(F&& f) const {  // in the text's order, repeats included
+    for (size_t i = 0; i < count_; ++i) f(Key(i));
+  }
 
  private:
-  struct Member {
-    size_t key_pos;  // the key's opening quote
-    size_t value_pos;
-    int32_t decoded = -1;  // into decoded_, when the key has escapes
-  };
   std::string_view Key(size_t i) const;
   std::vector<size_t> SortedUnique() const;
+  uint32_t member(size_t i) const { return i < kInline ? inline_[i] : more_[i - kInline]; }
+
+  Value v_;
+  static constexpr size_t kInline = 12;
+  uint32_t inline_[kInline];   // the members' key tokens; the value follows each
+  size_t count_ = 0;
+  std::vector<uint32_t> more_;  // members past kInline
+  std::vector<std::string> decoded_;  // keys with escapes, by member
+};
+
+// A validated text and the layout Validate noted.
+class Document {
+ public:
+  Document(std::string_view text, const Layout* layout);
+  Value root() const { return Value(this, &root_, 0); }
+
+ private:
+  friend class Value;
+  friend class Object;
+  // Parses the value at `pos` onto `tape`; with `lazy`, the arrays under the
+  // top level become kElements tokens, their elements parsed when visited.
+  void Parse(size_t pos, std::vector<Token>& tape, bool lazy) const;
+  std::string_view Raw(const Token& t) const { return text_.substr(t.pos, t.len); }
+  // The tape of the element being visited, per depth of element visits.
+  std::vector<Token>& ElementTape(size_t depth) const;
 
   std::string_view text_;
-  static constexpr size_t kInline = 12;
-  Member inline_[kInline];
-  size_t count_ = 0;
-  std::vector<Member> more_;  // members past kInline
-  std::vector<std::string> decoded_;
-  const Member& member(size_t i) const { return i < kInline ? inline_[i] : more_[i - kInline]; }
+  const Layout* layout_;
+  std::vector<Token> root_;
+  mutable std::vector<std::unique_ptr<std::vector<Token>>> element_tapes_;
+  mutable size_t visiting_ = 0;  // element visits in progress
 };
+
+template <typename F>
+void Value::for_each(F&& f) const {
+  const Token& a = t();
+  if (a.type == Token::kElements) {
+    const Layout::Array& array = doc_->layout_->arrays[a.len];
+    std::vector<Token>& tape = doc_->ElementTape(doc_->visiting_++);
+    struct Leave {
+      const Document* doc;
+      ~Leave() { --doc->visiting_; }
+    } leave{doc_};
+    for (size_t i = 0; i < array.elements.size(); ++i) {
+      tape.clear();
+      doc_->Parse(array.elements[i], tape, false);
+      f(i, Value(doc_, &tape, 0));
+    }
+    return;
+  }
+  size_t i = 0;
+  for (uint32_t k = index_ + 1; k < a.end; k = Next(k)) f(i++, Value(doc_, tape_, k));
+}
 
 }  // namespace hfuse::json_text

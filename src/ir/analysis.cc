@@ -10,27 +10,43 @@ std::vector<OpId> StableTopologicalOrder(const Graph& graph) {
   // missing[op] = number of distinct produced inputs whose producer has not
   // run yet. Counted per tensor, not per input slot, so that an op with many
   // inputs is not scanned once per input (user lists hold each op once).
-  std::vector<int32_t> missing(static_cast<size_t>(graph.num_op_ids()), 0);
+  const int32_t n = graph.num_op_ids();
+  std::vector<int32_t> missing(static_cast<size_t>(n), 0);
   std::vector<OpId> last_reader(static_cast<size_t>(graph.num_tensor_ids()), kNone);
-  std::priority_queue<OpId, std::vector<OpId>, std::greater<>> ready;
-  for (OpId id = 0; id < graph.num_op_ids(); ++id) {
+  for (OpId id = 0; id < n; ++id) {
     const Op& op = graph.op(id);
-    if (!op.alive) continue;
+    if (!op.alive) {
+      missing[static_cast<size_t>(id)] = -1;  // never ready
+      continue;
+    }
     for (TensorId in : op.inputs) {
       if (graph.tensor(in).producer == kNone || last_reader[static_cast<size_t>(in)] == id) continue;
       last_reader[static_cast<size_t>(in)] = id;
       ++missing[static_cast<size_t>(id)];
     }
-    if (missing[static_cast<size_t>(id)] == 0) ready.push(id);
   }
+  // The lowest ready id: a scan upward finds the ready ops at or above it;
+  // those that become ready below it (a graph listed out of order) wait in a
+  // heap. A graph listed in order needs no heap at all.
+  std::priority_queue<OpId, std::vector<OpId>, std::greater<>> behind;
   std::vector<OpId> order;
-  while (!ready.empty()) {
-    const OpId id = ready.top();
-    ready.pop();
+  OpId scan = 0;
+  while (true) {
+    while (scan < n && missing[static_cast<size_t>(scan)] != 0) ++scan;
+    OpId id;
+    if (!behind.empty() && (scan == n || behind.top() < scan)) {
+      id = behind.top();
+      behind.pop();
+    } else if (scan < n) {
+      id = scan++;
+    } else {
+      break;
+    }
+    missing[static_cast<size_t>(id)] = -1;  // done
     order.push_back(id);
     for (TensorId out : graph.op(id).outputs) {
       for (OpId user : graph.tensor(out).users) {
-        if (--missing[static_cast<size_t>(user)] == 0) ready.push(user);
+        if (--missing[static_cast<size_t>(user)] == 0 && user < scan) behind.push(user);
       }
     }
   }

@@ -297,19 +297,22 @@ void Graph::DetachOp(OpId id) {
 }
 
 void Graph::DetachOps(const std::vector<OpId>& ids) {
-  std::unordered_set<OpId> leaving;
-  std::vector<TensorId> inputs;
   for (OpId id : ids) {
     Op& o = mutable_op(id);
-    HFUSE_CHECK(o.alive && leaving.insert(id).second);
-    inputs.insert(inputs.end(), o.inputs.begin(), o.inputs.end());
+    HFUSE_CHECK(o.alive);  // also: no op listed twice
     for (TensorId out : o.outputs) mutable_tensor(out).producer = kNone;
     o.alive = false;
   }
-  std::sort(inputs.begin(), inputs.end());
-  inputs.erase(std::unique(inputs.begin(), inputs.end()), inputs.end());
-  for (TensorId in : inputs) {
-    std::erase_if(mutable_tensor(in).users, [&](OpId user) { return leaving.count(user) > 0; });
+  // User lists hold live ops only, so the dead users are exactly these ops.
+  // A short list read by several of them is filtered again (cheaply); a long
+  // one once.
+  std::unordered_set<TensorId> filtered;
+  for (OpId id : ids) {
+    for (TensorId in : op(id).inputs) {
+      std::vector<OpId>& users = mutable_tensor(in).users;
+      if (users.size() > 16 && !filtered.insert(in).second) continue;
+      std::erase_if(users, [&](OpId user) { return !op(user).alive; });
+    }
   }
 }
 

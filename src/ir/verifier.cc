@@ -3,9 +3,43 @@
 
 #include <algorithm>
 #include <optional>
+#include <span>
 
 #include "hfuse/ir/analysis.h"
 #include "hfuse/support/error.h"
+
+namespace hfuse {
+namespace {
+
+// A shape or dim for a message, formatted only if the message is: checks
+// pass far more often than they fail, and a graph has millions of them.
+struct ShapeText {
+  const Graph* graph;
+  const Shape* shape;  // lives as long as the check
+};
+struct DimText {
+  const Graph* graph;
+  Dim dim;
+};
+
+}  // namespace
+}  // namespace hfuse
+
+template <>
+struct fmt::formatter<hfuse::ShapeText> : fmt::formatter<std::string_view> {
+  auto format(const hfuse::ShapeText& s, format_context& ctx) const {
+    return fmt::formatter<std::string_view>::format(hfuse::ShapeString(*s.graph, *s.shape), ctx);
+  }
+};
+template <>
+struct fmt::formatter<hfuse::DimText> : fmt::formatter<std::string_view> {
+  auto format(const hfuse::DimText& d, format_context& ctx) const {
+    const std::string text = d.dim.is_static()
+                                 ? std::to_string(d.dim.value)
+                                 : d.graph->dims()[static_cast<size_t>(d.dim.dynamic)].name;
+    return fmt::formatter<std::string_view>::format(text, ctx);
+  }
+};
 
 namespace hfuse {
 namespace {
@@ -50,7 +84,7 @@ class OpChecker {
         Expect(op_.inputs.size() == size_t{1} + op_.attrs.has_gamma + op_.attrs.has_beta,
                "inputs do not match the gamma/beta given");
         CheckLayerNorm(op_.inputs[0], op_.outputs[0], op_.attrs.normalized_shape,
-                       std::vector<TensorId>(op_.inputs.begin() + 1, op_.inputs.end()));
+                       std::span<const TensorId>(op_.inputs).subspan(1));
         break;
       case OpType::kGroupLayerNorm:
       case OpType::kGroupLayerNormSigmoidMul: {
@@ -94,11 +128,11 @@ class OpChecker {
     Expect(op_.outputs.size() == n, "has {} outputs, expected {}", op_.outputs.size(), n);
   }
   const Tensor& T(TensorId id) const { return g_.tensor(id); }
-  std::string S(TensorId id) const { return ShapeString(g_, T(id).shape); }
+  ShapeText S(TensorId id) const { return {&g_, &T(id).shape}; }
+  ShapeText S(const Shape& shape) const { return {&g_, &shape}; }
   // One dim, without the brackets of a shape: "64" or "batch".
-  std::string D(const Dim& d) const {
-    return d.is_static() ? std::to_string(d.value) : g_.dims()[static_cast<size_t>(d.dynamic)].name;
-  }
+  DimText D(const Dim& d) const { return {&g_, d}; }
+
 
   void CheckGemm(const TensorId* in, TensorId y, bool bias) {
     const Tensor& a = T(in[0]);
@@ -118,34 +152,40 @@ class OpChecker {
       Expect(c.shape.size() == 1 && c.shape[0] == n, "bias '{}' must have shape [{}], has {}",
              c.name, D(n), S(in[2]));
     }
-    Shape want(a.shape.begin(), a.shape.end() - 1);
-    want.push_back(n);
     const Tensor& out = T(y);
-    Expect(out.shape == want, "output '{}' has shape {}, expected {}", out.name, S(y),
-           ShapeString(g_, want));
+    // A's shape with its last dim replaced by N, built only for the message.
+    const bool as_expected = out.shape.size() == a.shape.size() && out.shape.back() == n &&
+                             std::equal(a.shape.begin(), a.shape.end() - 1, out.shape.begin());
+    if (!as_expected) {
+      Shape want(a.shape.begin(), a.shape.end() - 1);
+      want.push_back(n);
+      Expect(false, "output '{}' has shape {}, expected {}", out.name, S(y), S(want));
+    }
     Expect(out.dtype == a.dtype, "output '{}' is {} but A is {}", out.name,
            DTypeName(out.dtype), DTypeName(a.dtype));
   }
 
   void CheckLayerNorm(TensorId x_id, TensorId y, const std::vector<int64_t>& normalized,
-                      const std::vector<TensorId>& affine) {
+                      std::span<const TensorId> affine) {
     const Tensor& x = T(x_id);
     Expect(!normalized.empty() && normalized.size() < x.shape.size(),
            "normalized_shape must have 1 to {} entries (below the rank of X '{}'), has {}",
            x.shape.size() - 1, x.name, normalized.size());
     const size_t batch = x.shape.size() - normalized.size();
-    Shape tail;
     for (size_t i = 0; i < normalized.size(); ++i) {
       const Dim& d = x.shape[batch + i];
       Expect(d.is_static() && d.value == normalized[i],
              "normalized_shape does not match the last dims of X '{}' {}", x.name, S(x_id));
-      tail.push_back(d);
     }
     for (TensorId p : affine) {
       Expect(T(p).dtype == x.dtype, "'{}' is {} but X '{}' is {}", T(p).name,
              DTypeName(T(p).dtype), x.name, DTypeName(x.dtype));
-      Expect(T(p).shape == tail, "'{}' has shape {}, expected {}", T(p).name, S(p),
-             ShapeString(g_, tail));
+      // X's last dims, built only for the message.
+      const Shape& shape = T(p).shape;
+      if (shape.size() != normalized.size() || !std::equal(shape.begin(), shape.end(), x.shape.begin() + static_cast<ptrdiff_t>(batch))) {
+        const Shape tail(x.shape.begin() + static_cast<ptrdiff_t>(batch), x.shape.end());
+        Expect(false, "'{}' has shape {}, expected {}", T(p).name, S(p), S(tail));
+      }
     }
     Expect(T(y).shape == x.shape && T(y).dtype == x.dtype,
            "output '{}' ({} {}) must match X '{}' ({} {})", T(y).name, DTypeName(T(y).dtype),
@@ -181,7 +221,7 @@ class OpChecker {
       want[axis] = Dim::Static(sizes[i]);
       const Tensor& y = T(op_.outputs[i]);
       Expect(y.shape == want && y.dtype == x.dtype, "output '{}' ({} {}) should be {} {}", y.name,
-             DTypeName(y.dtype), S(op_.outputs[i]), DTypeName(x.dtype), ShapeString(g_, want));
+             DTypeName(y.dtype), S(op_.outputs[i]), DTypeName(x.dtype), S(want));
     }
   }
 
@@ -217,7 +257,7 @@ class OpChecker {
     const Tensor& y = T(op_.outputs[0]);
     Expect(y.shape == want && y.dtype == first.dtype, "output '{}' ({} {}) should be {} {}",
            y.name, DTypeName(y.dtype), S(op_.outputs[0]), DTypeName(first.dtype),
-           ShapeString(g_, want));
+           S(want));
   }
 
   void CheckElementwise() {
@@ -247,7 +287,7 @@ class OpChecker {
     }
     const Tensor& y = T(op_.outputs[0]);
     Expect(y.shape == out && y.dtype == first.dtype, "output '{}' ({} {}) should be {} {}", y.name,
-           DTypeName(y.dtype), S(op_.outputs[0]), DTypeName(first.dtype), ShapeString(g_, out));
+           DTypeName(y.dtype), S(op_.outputs[0]), DTypeName(first.dtype), S(out));
   }
 
   void CheckReshape() {
@@ -307,6 +347,35 @@ class OpChecker {
 void VerifyOp(const Graph& graph, OpId op) { OpChecker(graph, op).Run(); }
 
 void VerifyGraph(const Graph& graph) {
+  // Each tensor's readers, from the ops' side: user lists must list exactly
+  // these, each once. Built once, so that a tensor read by many ops (or an op
+  // reading many tensors) costs no scan per pair.
+  const auto n_tensors = static_cast<size_t>(graph.num_tensor_ids());
+  std::vector<int32_t> reader_begin(n_tensors + 1, 0);
+  std::vector<OpId> last_reader(n_tensors, kNone);
+  for (OpId id = 0; id < graph.num_op_ids(); ++id) {
+    if (!graph.op(id).alive) continue;
+    for (TensorId in : graph.op(id).inputs) {
+      if (last_reader[static_cast<size_t>(in)] == id) continue;
+      last_reader[static_cast<size_t>(in)] = id;
+      ++reader_begin[static_cast<size_t>(in) + 1];
+    }
+  }
+  for (size_t t = 0; t < n_tensors; ++t) reader_begin[t + 1] += reader_begin[t];
+  std::vector<OpId> readers(static_cast<size_t>(reader_begin[n_tensors]));
+  {
+    std::vector<int32_t> fill(reader_begin.begin(), reader_begin.end() - 1);
+    std::fill(last_reader.begin(), last_reader.end(), kNone);
+    for (OpId id = 0; id < graph.num_op_ids(); ++id) {
+      if (!graph.op(id).alive) continue;
+      for (TensorId in : graph.op(id).inputs) {
+        if (last_reader[static_cast<size_t>(in)] == id) continue;
+        last_reader[static_cast<size_t>(in)] = id;
+        readers[static_cast<size_t>(fill[static_cast<size_t>(in)]++)] = id;
+      }
+    }
+  }
+  std::vector<TensorId> mark(static_cast<size_t>(graph.num_op_ids()), kNone);
   for (TensorId t = 0; t < graph.num_tensor_ids(); ++t) {
     const Tensor& tensor = graph.tensor(t);
     if (!tensor.alive) continue;
@@ -318,20 +387,22 @@ void VerifyGraph(const Graph& graph) {
                       tensor.role == Role::kInput ? "input" : "param",
                       graph.op(tensor.producer).name);
     }
-    for (OpId user : tensor.users) {
-      const Op& op = graph.op(user);
-      HFUSE_CHECK(op.alive);
-      HFUSE_CHECK(std::find(op.inputs.begin(), op.inputs.end(), t) != op.inputs.end());
+    // Every user is alive and reads the tensor, once; every reader is a user.
+    const auto t_index = static_cast<size_t>(t);
+    for (int32_t i = reader_begin[t_index]; i < reader_begin[t_index + 1]; ++i) {
+      mark[static_cast<size_t>(readers[static_cast<size_t>(i)])] = t;
     }
+    for (OpId user : tensor.users) {
+      HFUSE_CHECK(graph.op(user).alive);
+      HFUSE_CHECK(mark[static_cast<size_t>(user)] == t);
+      mark[static_cast<size_t>(user)] = kNone;  // a second listing fails the check above
+    }
+    HFUSE_CHECK(static_cast<int32_t>(tensor.users.size()) == reader_begin[t_index + 1] - reader_begin[t_index]);
   }
   for (OpId id = 0; id < graph.num_op_ids(); ++id) {
     const Op& op = graph.op(id);
     if (!op.alive) continue;
-    for (TensorId in : op.inputs) {
-      const auto& users = graph.tensor(in).users;
-      HFUSE_CHECK(graph.tensor(in).alive);
-      HFUSE_CHECK(std::count(users.begin(), users.end(), id) == 1);
-    }
+    for (TensorId in : op.inputs) HFUSE_CHECK(graph.tensor(in).alive);
     for (TensorId out : op.outputs) HFUSE_CHECK(graph.tensor(out).producer == id);
     VerifyOp(graph, id);
   }

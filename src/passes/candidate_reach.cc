@@ -136,6 +136,7 @@ CandidateReach::CandidateReach(const Graph& graph, const std::vector<OpId>& sort
     BuildSearch(sorted_ops);
     mode_ = Mode::kSearch;
   }
+  if (getenv("HFUSE_TIME")) fprintf(stderr, "  mode %d (%zu candidates)\n", int(mode_), cands.size());
   // A forced way must have been possible (tests force them on small graphs).
   HFUSE_CHECK(any || strategy == ReachStrategy::kSearch ||
               (strategy == ReachStrategy::kWindows) == (mode_ == Mode::kWindows));
@@ -183,20 +184,28 @@ bool CandidateReach::BuildWindows(const std::vector<OpId>& sorted_ops) {
     }
 
     int32_t Merge(const std::vector<OpId>& succ, const std::vector<int32_t>& set_of) {
-      int32_t hi = n, lo = INT32_MAX;
+      // The window spans the words that any successor sets, below the suffix.
+      int32_t hi = n, lo = INT32_MAX, top = -1;
+      for (OpId s : succ) {
+        const int32_t m = set_of[static_cast<size_t>(s)];
+        if (m != 0) hi = std::min(hi, pool[m].hi);
+      }
       for (OpId s : succ) {
         const int32_t c = cand_of[static_cast<size_t>(s)];
-        if (c != kNone) lo = std::min(lo, c / 64);
+        if (c != kNone && c < hi) {
+          lo = std::min(lo, c / 64);
+          top = std::max(top, c / 64);
+        }
         const int32_t m = set_of[static_cast<size_t>(s)];
-        if (m == 0) continue;
+        if (m == 0 || pool[m].words.empty()) continue;
         const WindowSet& from = pool[m];
-        hi = std::min(hi, from.hi);
-        if (!from.words.empty()) lo = std::min(lo, from.lo_word);
+        lo = std::min(lo, from.lo_word);
+        top = std::max(top, from.lo_word + static_cast<int32_t>(from.words.size()) - 1);
       }
       const int32_t id = pool.New();
       WindowSet& set = pool[id];
       set.hi = hi;
-      const int32_t end = (hi + 63) / 64;
+      const int32_t end = std::min((hi + 63) / 64, top + 1);
       if (lo < end) {
         set.lo_word = lo;
         set.words.assign(static_cast<size_t>(end - lo), 0);
@@ -213,6 +222,7 @@ bool CandidateReach::BuildWindows(const std::vector<OpId>& sorted_ops) {
           }
         }
         Normalize(set);
+        set.words.shrink_to_fit();
       }
       live += static_cast<int64_t>(set.words.size()) + 1;
       return live > budget ? -1 : id;
@@ -224,7 +234,7 @@ bool CandidateReach::BuildWindows(const std::vector<OpId>& sorted_ops) {
   } sets{n, cand_of_, {}, 0, WindowBudget(g_)};
   sets.pool[0].hi = n;  // the empty set
   std::vector<int32_t> set_of;
-  if (!BackwardSets(g_, sorted_ops, cand_of_, sets, set_of)) return false;
+  if (!BackwardSets(g_, sorted_ops, cand_of_, sets, set_of)) { if (getenv("HFUSE_TIME")) fprintf(stderr, "  windows over budget: live %ld\n", long(sets.live)); return false; }
   int64_t total = 0;
   for (OpId op : cands_) total += static_cast<int64_t>(sets.pool[set_of[static_cast<size_t>(op)]].words.size()) + 1;
   if (total > sets.budget) return false;

@@ -152,7 +152,23 @@ std::vector<TensorId> SortTensors(const Graph& graph, const std::vector<TensorId
         for (size_t j = i; j > 0 && deeper(order[j], order[j - 1]); --j) std::swap(order[j], order[j - 1]);
       }
     } else {
-      std::stable_sort(order.begin(), order.end(), deeper);
+      // A group op or a concatenate reads many tensors of few depths: a
+      // stable counting sort, deepest first.
+      int64_t lo = INT64_MAX, hi = INT64_MIN;
+      for (TensorId in : inputs) {
+        lo = std::min(lo, graph.tensor(in).depth);
+        hi = std::max(hi, graph.tensor(in).depth);
+      }
+      if (hi - lo < static_cast<int64_t>(inputs.size())) {
+        std::vector<size_t> start(static_cast<size_t>(hi - lo) + 2, 0);
+        for (TensorId in : inputs) ++start[static_cast<size_t>(hi - graph.tensor(in).depth) + 1];
+        for (size_t b = 1; b < start.size(); ++b) start[b] += start[b - 1];
+        for (size_t i = 0; i < inputs.size(); ++i) {
+          order[start[static_cast<size_t>(hi - graph.tensor(inputs[i]).depth)]++] = i;
+        }
+      } else {
+        std::stable_sort(order.begin(), order.end(), deeper);
+      }
     }
     for (auto it = order.rbegin(); it != order.rend(); ++it) stack.push_back(inputs[*it]);
   }
@@ -207,12 +223,12 @@ std::vector<TensorId> SortTensors(const Graph& graph, const std::vector<TensorId
 }
 
 std::vector<OpId> SortedOps(const Graph& graph, const std::vector<TensorId>& sorted) {
-  std::vector<bool> seen(static_cast<size_t>(graph.num_op_ids()), false);
+  std::vector<uint8_t> seen(static_cast<size_t>(graph.num_op_ids()), 0);
   std::vector<OpId> ops;
   for (TensorId t : sorted) {
     const OpId p = graph.tensor(t).producer;
     if (p != kNone && !seen[static_cast<size_t>(p)]) {
-      seen[static_cast<size_t>(p)] = true;
+      seen[static_cast<size_t>(p)] = 1;
       ops.push_back(p);
     }
   }

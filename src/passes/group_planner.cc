@@ -4,6 +4,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -43,9 +46,9 @@ bool IsFusableSplit(const Graph& graph, const Op& split) {
 // and Compatible still decides. GEMMs: inputs, alignment, dtypes, M.
 // LayerNorms: eps, ranks, batch dims, dtype (the size rule is not an
 // equivalence); one without gamma and beta is compatible with nothing.
-std::vector<int64_t> ClassKey(const Graph& graph, OpId id, int32_t unique) {
+void ClassKey(const Graph& graph, OpId id, int32_t unique, std::vector<int64_t>& key) {
   const Op& op = graph.op(id);
-  std::vector<int64_t> key = {static_cast<int64_t>(op.inputs.size())};
+  key.assign(1, static_cast<int64_t>(op.inputs.size()));
   auto dim = [&](const Dim& d) {
     key.push_back(d.dynamic);
     key.push_back(d.is_static() ? d.value : 0);
@@ -54,9 +57,12 @@ std::vector<int64_t> ClassKey(const Graph& graph, OpId id, int32_t unique) {
     key.push_back(GemmAlignment(graph, id));
     for (TensorId in : op.inputs) key.push_back(static_cast<int64_t>(graph.tensor(in).dtype));
     dim(graph.tensor(op.inputs[0]).shape[0]);
-    return key;
+    return;
   }
-  if (op.inputs.size() != 3) return {-1, unique};
+  if (op.inputs.size() != 3) {
+    key = {-1, unique};
+    return;
+  }
   const Tensor& x = graph.tensor(op.inputs[0]);
   const double eps = op.attrs.Eps() == 0.0 ? 0.0 : op.attrs.Eps();  // -0.0 == 0.0
   int64_t eps_bits = 0;
@@ -67,7 +73,6 @@ std::vector<int64_t> ClassKey(const Graph& graph, OpId id, int32_t unique) {
   key.push_back(static_cast<int64_t>(op.attrs.normalized_shape.size()));
   key.push_back(static_cast<int64_t>(x.dtype));
   for (size_t i = 0; i + op.attrs.normalized_shape.size() < x.shape.size(); ++i) dim(x.shape[i]);
-  return key;
 }
 
 // Candidates still on offer, for the leaders' scans: the candidates of each
@@ -249,6 +254,10 @@ class Round {
     }
     // Candidates, in the sorted order (fix (d) inside IsGemmCandidate).
     cand_of_.assign(static_cast<size_t>(g_.num_op_ids()), kNone);
+    const auto of_type = static_cast<size_t>(std::count_if(
+        sorted_ops.begin(), sorted_ops.end(), [&](OpId id) { return g_.op(id).type == type_; }));
+    cands_.reserve(of_type);
+    number_.reserve(of_type);
     for (OpId id : sorted_ops) {
       if (g_.op(id).type != type_) continue;
       if (IsGemm(type_) && !IsGemmCandidate(g_, id)) continue;
@@ -257,7 +266,10 @@ class Round {
       number_.push_back(op_number_[static_cast<size_t>(id)]);
     }
     const size_t n = cands_.size();
+    auto dbg_t0 = std::chrono::steady_clock::now();
+    auto dbg = [&](const char* what) { if (getenv("HFUSE_TIME")) fprintf(stderr, "  %s %.3f\n", what, std::chrono::duration<double>(std::chrono::steady_clock::now() - dbg_t0).count()); };
     CandidateReach reach(g_, sorted_ops, cands_, cand_of_, number_, strategy_);
+    dbg(reach.has_chains() ? "reach(chains)" : "reach");
     if (dumps_) DumpDependencies(reach);
 
     std::vector<bool> grouped(n, false);
@@ -272,11 +284,15 @@ class Round {
       }
     }
 
+    dbg("split");
     std::map<std::vector<int64_t>, int32_t> classes;
     std::vector<int32_t> class_of(n);
+    std::vector<int64_t> key;
     for (size_t k = 0; k < n; ++k) {
-      const auto unique = static_cast<int32_t>(k);
-      class_of[k] = classes.emplace(ClassKey(g_, cands_[k], unique), classes.size()).first->second;
+      ClassKey(g_, cands_[k], static_cast<int32_t>(k), key);
+      auto it = classes.find(key);
+      if (it == classes.end()) it = classes.emplace(key, static_cast<int32_t>(classes.size())).first;
+      class_of[k] = it->second;
     }
     // The seed's scan of op_set minus the descendants, by op number. With
     // chains, a merge of the class's lists (a list is one chain's candidates
@@ -296,6 +312,7 @@ class Round {
     for (size_t k = 0; k < n; ++k) {
       if (skip[k]) remove(static_cast<int32_t>(k));  // never in the seed's op_set
     }
+    dbg("classes");
     std::vector<std::pair<int64_t, int32_t>> heap;  // (number, slot)
     for (size_t k = 0; k < n; ++k) {
       if (skip[k]) continue;
@@ -374,6 +391,7 @@ class Round {
       }
       grouped[k] = true;
     }
+    dbg("leaders");
     return std::move(result_);
   }
 

@@ -8,19 +8,28 @@
 namespace hfuse {
 
 void SortGroupMembers(const Graph& graph, std::vector<OpId>& members) {
-  auto name_of = [&](OpId id) -> const std::string& {
-    return graph.tensor(graph.op(id).inputs[1]).name;  // GEMM weight, or LayerNorm gamma
+  // AITemplate sorts stably by weight (or gamma) name, then GEMMs again by
+  // (K, N) descending: one stable sort by (K, N) descending, then name, is
+  // the same order. Keys are gathered first, so that comparisons touch no
+  // graph.
+  struct Key {
+    int64_t k, n;
+    const std::string* name;  // GEMM weight, or LayerNorm gamma
+    OpId op;
   };
-  std::stable_sort(members.begin(), members.end(),
-                   [&](OpId a, OpId b) { return name_of(a) < name_of(b); });
-  if (IsGemm(graph.op(members[0]).type)) {
-    auto kn = [&](OpId id) {
-      const Shape& w = graph.tensor(graph.op(id).inputs[1]).shape;
-      return std::pair(w[1].value, w[0].value);
-    };
-    std::stable_sort(members.begin(), members.end(),
-                     [&](OpId a, OpId b) { return kn(a) > kn(b); });
+  const bool gemm = IsGemm(graph.op(members[0]).type);
+  std::vector<Key> keys;
+  keys.reserve(members.size());
+  for (OpId id : members) {
+    const Tensor& w = graph.tensor(graph.op(id).inputs[1]);
+    keys.push_back({gemm ? w.shape[1].value : 0, gemm ? w.shape[0].value : 0, &w.name, id});
   }
+  std::stable_sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
+    if (a.k != b.k) return a.k > b.k;
+    if (a.n != b.n) return a.n > b.n;
+    return *a.name < *b.name;
+  });
+  for (size_t i = 0; i < keys.size(); ++i) members[i] = keys[i].op;
 }
 
 OpId RewriteAsGroup(Graph& graph, std::vector<OpId>& members) {

@@ -23,5 +23,9 @@ Graph ReadGraphJsonFile(const std::string& path);
 // Writes live ops in `op_order` (all live ops by id when empty), the tensors
 // they use plus graph inputs and outputs (by id), and the graph outputs.
 std::string WriteGraphJson(const Graph& graph, const std::vector<OpId>& op_order = {});
+// The same text, written to `path` atomically (support/file.h) a megabyte at
+// a time, never held whole.
+void WriteGraphJsonFile(const std::string& path, const Graph& graph,
+                        const std::vector<OpId>& op_order = {});
 
 }  // namespace hfuse

@@ -1,6 +1,7 @@
 // Reading whole files and writing them atomically.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -13,5 +14,9 @@ std::string ReadFile(const std::string& path);
 // `path`: readers see the old file or the whole new one, never a part.
 // Throws InputError when the file cannot be written.
 void WriteFileAtomic(const std::string& path, std::string_view content);
+// The same for content made piece by piece: `produce` calls `put` with each
+// piece, in order.
+void WriteFileAtomic(const std::string& path,
+                     const std::function<void(const std::function<void(std::string_view)>& put)>& produce);
 
 }  // namespace hfuse
