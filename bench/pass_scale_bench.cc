@@ -148,13 +148,17 @@ void Register() {
       {"lanes", {1000, 10000, 100000, 1000000}},
   };
   using Fn = void (*)(benchmark::State&, std::string);
-  const std::vector<std::pair<const char*, Fn>> phases = {
-      {"read", BmRead}, {"verify", BmVerify}, {"sort", BmSort}, {"pass", BmPass}, {"write", BmWrite}};
+  const std::vector<std::pair<const char*, Fn>> phases = {{"read", BmRead},
+                                                          {"verify", BmVerify},
+                                                          {"sort", BmSort},
+                                                          {"pass", BmPass},
+                                                          {"write", BmWrite}};
   // Size-major, so that each size's graph is generated once.
   for (const auto& [shape, sizes] : shapes) {
     for (int64_t n : sizes) {
       for (const auto& [phase, fn] : phases) {
-        auto* b = benchmark::RegisterBenchmark(fmt::format("{}/{}", phase, shape).c_str(), fn, shape);
+        auto* b =
+            benchmark::RegisterBenchmark(fmt::format("{}/{}", phase, shape).c_str(), fn, shape);
         b->Arg(n)->Unit(benchmark::kMillisecond)->UseRealTime();
         if (n >= 100000) b->Iterations(n >= 1000000 ? 1 : 3);
       }

@@ -45,7 +45,9 @@ struct Dom {
     const char* type_name() const { return v_->type_name(); }
     std::string dump() const { return v_->dump(); }
     std::string get_string() const { return v_->get<std::string>(); }
-    std::string_view get_string_view(std::string&) const { return v_->get_ref<const std::string&>(); }
+    std::string_view get_string_view(std::string&) const {
+      return v_->get_ref<const std::string&>();
+    }
     int64_t get_int64() const { return v_->get<int64_t>(); }
     uint64_t get_uint64() const { return v_->get<uint64_t>(); }
     double get_double() const { return v_->get<double>(); }
@@ -88,7 +90,8 @@ struct InPlace {
 };
 
 template <typename... Args>
-[[noreturn]] void FailIn(const std::string& source, fmt::format_string<Args...> format, Args&&... args) {
+[[noreturn]] void FailIn(const std::string& source, fmt::format_string<Args...> format,
+                         Args&&... args) {
   ThrowInputError("{}: {}", source, fmt::format(format, std::forward<Args>(args)...));
 }
 
@@ -148,7 +151,8 @@ class Reader {
   // Reports the first unknown key in std::map order (nlohmann's), after a
   // quick look in the text's order for the usual case of none.
   template <typename Where>
-  void CheckKeys(const Object& obj, const Where& where, std::initializer_list<std::string_view> allowed) {
+  void CheckKeys(const Object& obj, const Where& where,
+                 std::initializer_list<std::string_view> allowed) {
     auto known = [&](std::string_view key) {
       return std::find(allowed.begin(), allowed.end(), key) != allowed.end();
     };
@@ -244,28 +248,33 @@ class Reader {
       CheckKeys(obj, where, {"name", "shape", "dtype", "role"});
       const auto shape_entry = Then(where, " shape entry");
       dims_.clear();  // then one allocation of the right size
-      Array(Required(obj, "shape", where), Then(where, " shape")).for_each([&](size_t, const Value& d) {
-        if (d.is_string()) {
-          const std::string name = d.get_string();
-          auto dim = graph_.FindDim(name);
-          if (!dim) Fail("{}: shape names dim '{}', which is not in dims", where(), name);
-          dims_.push_back(Dim::Dynamic(*dim));
-        } else {
-          const int64_t v = Int(d, shape_entry);
-          if (v < 0) Fail("{}: shape entry {} is negative", where(), v);
-          dims_.push_back(Dim::Static(v));
-        }
-      });
+      Array(Required(obj, "shape", where), Then(where, " shape"))
+          .for_each([&](size_t, const Value& d) {
+            if (d.is_string()) {
+              const std::string name = d.get_string();
+              auto dim = graph_.FindDim(name);
+              if (!dim) Fail("{}: shape names dim '{}', which is not in dims", where(), name);
+              dims_.push_back(Dim::Dynamic(*dim));
+            } else {
+              const int64_t v = Int(d, shape_entry);
+              if (v < 0) Fail("{}: shape entry {} is negative", where(), v);
+              dims_.push_back(Dim::Static(v));
+            }
+          });
       tensor.shape.assign(dims_.begin(), dims_.end());
-      const std::string_view dtype = StringView(Required(obj, "dtype", where), Then(where, " dtype"));
+      const std::string_view dtype =
+          StringView(Required(obj, "dtype", where), Then(where, " dtype"));
       auto parsed = ParseDType(dtype);
       if (!parsed) Fail("{}: unknown dtype '{}' (float16, bfloat16 or float32)", where(), dtype);
       tensor.dtype = *parsed;
       if (auto role_value = obj.find("role")) {
         const std::string_view role = StringView(*role_value, Then(where, " role"));
-        if (role == "input") tensor.role = Role::kInput;
-        else if (role == "param") tensor.role = Role::kParam;
-        else Fail("{}: unknown role '{}' (input or param)", where(), role);
+        if (role == "input")
+          tensor.role = Role::kInput;
+        else if (role == "param")
+          tensor.role = Role::kParam;
+        else
+          Fail("{}: unknown role '{}' (input or param)", where(), role);
       }
       if (graph_.TryAddTensor(tensor) == kNone) Fail("{} is declared twice", where());
     });
@@ -321,23 +330,24 @@ class Reader {
       op.inputs.assign(ids_.begin(), ids_.end());
       ids_.clear();
       const auto output = Then(where, " output");
-      Array(Required(obj, "outputs", where), Then(where, " outputs")).for_each([&](size_t, const Value& out) {
-        const TensorId id = TensorRef(out, output);
-        const Tensor& t = graph_.tensor(id);
-        if (t.role != Role::kIntermediate) {
-          Fail("{}: output '{}' is a graph {}, which no op may produce", where(), t.name,
-               t.role == Role::kInput ? "input" : "param");
-        }
-        if (t.producer != kNone) {
-          Fail("{}: tensor '{}' is already produced by op '{}'", where(), t.name,
-               graph_.op(t.producer).name);
-        }
-        listed.resize(static_cast<size_t>(graph_.num_tensor_ids()), -1);
-        int64_t& last = listed[static_cast<size_t>(id)];
-        if (last == count) Fail("{}: output '{}' is listed twice", where(), t.name);
-        last = count;
-        ids_.push_back(id);
-      });
+      Array(Required(obj, "outputs", where), Then(where, " outputs"))
+          .for_each([&](size_t, const Value& out) {
+            const TensorId id = TensorRef(out, output);
+            const Tensor& t = graph_.tensor(id);
+            if (t.role != Role::kIntermediate) {
+              Fail("{}: output '{}' is a graph {}, which no op may produce", where(), t.name,
+                   t.role == Role::kInput ? "input" : "param");
+            }
+            if (t.producer != kNone) {
+              Fail("{}: tensor '{}' is already produced by op '{}'", where(), t.name,
+                   graph_.op(t.producer).name);
+            }
+            listed.resize(static_cast<size_t>(graph_.num_tensor_ids()), -1);
+            int64_t& last = listed[static_cast<size_t>(id)];
+            if (last == count) Fail("{}: output '{}' is listed twice", where(), t.name);
+            last = count;
+            ids_.push_back(id);
+          });
       op.outputs.assign(ids_.begin(), ids_.end());
       graph_.AddOp(std::move(op));
     });
@@ -395,14 +405,16 @@ class Reader {
         CheckKeys(o, where, {"name", "op", "inputs", "outputs", "normalized_shapes", "eps"});
         const auto entry = Then(where, " normalized_shapes entry");
         Array(Required(o, "normalized_shapes", where), Then(where, " normalized_shapes"))
-            .for_each([&](size_t, const Value& s) { a.normalized_shapes.push_back(IntArray(s, entry)); });
+            .for_each(
+                [&](size_t, const Value& s) { a.normalized_shapes.push_back(IntArray(s, entry)); });
         if (auto eps = o.find("eps")) a.eps = Number(*eps, Then(where, " eps"));
         break;
       }
       case OpType::kOpaque:
-        Fail("{}: op type 'opaque' stands for an unknown ONNX operator, which graph JSON v1 "
-             "cannot hold (read the .onnx model instead)",
-             where());
+        Fail(
+            "{}: op type 'opaque' stands for an unknown ONNX operator, which graph JSON v1 "
+            "cannot hold (read the .onnx model instead)",
+            where());
     }
   }
 
@@ -423,8 +435,8 @@ class Reader {
 
   const std::string& source_;
   Graph graph_;
-  std::string scratch_;       // decoded strings with escapes
-  std::vector<Dim> dims_;     // a shape being read
+  std::string scratch_;        // decoded strings with escapes
+  std::vector<Dim> dims_;      // a shape being read
   std::vector<TensorId> ids_;  // an op's inputs or outputs being read
 };
 
@@ -461,10 +473,20 @@ class FastReader {
       Comma();
     }
     Key("tensors");
+    // Room for all, so that the graph's arrays do not grow step by step:
+    // in this form each tensor and op is one object, and no other '{'
+    // follows (a quick count; were it wrong, only the room would be).
+    size_t objects = 0;
+    for (const char* c = s_ + p_; (c = static_cast<const char*>(std::memchr(c, '{', s_ + n_ - c)));
+         ++c)
+      ++objects;
+    graph_.Reserve(objects, 0);
     Array([&] {
       Tensor t = ReadTensor();
       if (graph_.TryAddTensor(t) == kNone) throw GiveUp{};
     });
+    graph_.Reserve(static_cast<size_t>(graph_.num_tensor_ids()),
+                   objects - std::min(objects, static_cast<size_t>(graph_.num_tensor_ids())));
     Comma();
     Key("ops");
     Array([&] { AddOp(ReadOp()); });
@@ -535,7 +557,9 @@ class FastReader {
     Space();
     return v;
   }
-  bool IsNumberStart() const { return p_ < n_ && (s_[p_] == '-' || (s_[p_] >= '0' && s_[p_] <= '9')); }
+  bool IsNumberStart() const {
+    return p_ < n_ && (s_[p_] == '-' || (s_[p_] >= '0' && s_[p_] <= '9'));
+  }
   // An integer as JSON writes it (-?(0|[1-9][0-9]*)), of at most 18 digits.
   int64_t Int() {
     const bool negative = Peek('-');
@@ -621,7 +645,8 @@ class FastReader {
     Key("max");
     dim.max = Int();
     Expect('}');
-    if (dim.name.empty() || dim.min < 0 || dim.max < dim.min || graph_.FindDim(dim.name)) throw GiveUp{};
+    if (dim.name.empty() || dim.min < 0 || dim.max < dim.min || graph_.FindDim(dim.name))
+      throw GiveUp{};
     graph_.AddDim(std::move(dim));
   }
 
@@ -655,9 +680,12 @@ class FastReader {
       Comma();
       Key("role");
       const std::string_view role = String();
-      if (role == "input") t.role = Role::kInput;
-      else if (role == "param") t.role = Role::kParam;
-      else throw GiveUp{};
+      if (role == "input")
+        t.role = Role::kInput;
+      else if (role == "param")
+        t.role = Role::kParam;
+      else
+        throw GiveUp{};
     }
     Expect('}');
     return t;
@@ -1009,9 +1037,10 @@ class Writer {
         break;
       }
       case OpType::kOpaque:
-        ThrowInputError("op '{}' is the ONNX operator {}, which hfuse keeps opaque and graph "
-                        "JSON v1 cannot hold; write ONNX (.onnx) instead",
-                        op.name, a.onnx ? a.onnx->op_type : "?");
+        ThrowInputError(
+            "op '{}' is the ONNX operator {}, which hfuse keeps opaque and graph "
+            "JSON v1 cannot hold; write ONNX (.onnx) instead",
+            op.name, a.onnx ? a.onnx->op_type : "?");
     }
     Put("}");
   }
@@ -1025,7 +1054,8 @@ class Writer {
 
 Graph ParseGraphJson(std::string_view text, const std::string& source) {
   // nlohmann's message for this one ("unexpected end of input") hides the cause.
-  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) FailIn(source, "the file is empty");
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
+    FailIn(source, "the file is empty");
   try {
     return FastReader(text).Read();
   } catch (const FastReader::GiveUp&) {
@@ -1057,7 +1087,8 @@ std::string WriteGraphJson(const Graph& graph, const std::vector<OpId>& op_order
   return Writer(graph).Write(op_order.empty() ? graph.LiveOps() : op_order);
 }
 
-void WriteGraphJsonFile(const std::string& path, const Graph& graph, const std::vector<OpId>& op_order) {
+void WriteGraphJsonFile(const std::string& path, const Graph& graph,
+                        const std::vector<OpId>& op_order) {
   WriteFileAtomic(path, [&](const std::function<void(std::string_view)>& put) {
     Writer(graph, &put).Write(op_order.empty() ? graph.LiveOps() : op_order);
   });

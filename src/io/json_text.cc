@@ -23,7 +23,9 @@ uint64_t Load8(const char* p) {
   return v;
 }
 uint64_t HasZero(uint64_t v) { return (v - kOnes) & ~v & kHigh; }
-uint64_t HasByte(uint64_t v, char c) { return HasZero(v ^ (kOnes * static_cast<unsigned char>(c))); }
+uint64_t HasByte(uint64_t v, char c) {
+  return HasZero(v ^ (kOnes * static_cast<unsigned char>(c)));
+}
 
 // The first quote or backslash at or after p (there is one: the text is
 // validated). string_view::find_first_of would call memchr per character.
@@ -66,7 +68,8 @@ size_t ScanString(std::string_view text, size_t p) {
     while (p + 8 <= n) {  // the common case: plain ASCII, a word at a time
       const uint64_t v = Load8(text.data() + p);
       // A quote, a backslash, a control character or a non-ASCII byte.
-      if (HasByte(v, '"') | HasByte(v, '\\') | ((v - kOnes * 0x20) & ~v & kHigh) | (v & kHigh)) break;
+      if (HasByte(v, '"') | HasByte(v, '\\') | ((v - kOnes * 0x20) & ~v & kHigh) | (v & kHigh))
+        break;
       p += 8;
     }
     while (p < n) {
@@ -81,7 +84,8 @@ size_t ScanString(std::string_view text, size_t p) {
     if (c == '\\') {
       if (p + 1 >= n) return std::string_view::npos;
       const char e = text[p + 1];
-      if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't') {
+      if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' ||
+          e == 't') {
         p += 2;
         continue;
       }
@@ -248,7 +252,8 @@ bool Validate(std::string_view text, Layout* layout) {
         }
         if (empty) {
           ++p;
-          if (c == '[' && member_of_top && layout) layout->arrays.back().end = static_cast<uint32_t>(p);
+          if (c == '[' && member_of_top && layout)
+            layout->arrays.back().end = static_cast<uint32_t>(p);
           state = kAfter;
         } else {
           if (stack.empty()) top_object = c == '{';
@@ -295,7 +300,8 @@ Document::Document(std::string_view text, const Layout* layout) : text_(text), l
 }
 
 std::vector<Token>& Document::ElementTape(size_t depth) const {
-  while (element_tapes_.size() <= depth) element_tapes_.push_back(std::make_unique<std::vector<Token>>());
+  while (element_tapes_.size() <= depth)
+    element_tapes_.push_back(std::make_unique<std::vector<Token>>());
   return *element_tapes_[depth];
 }
 
@@ -392,7 +398,8 @@ void Document::Parse(size_t p, std::vector<Token>& tape, bool lazy) const {
         // At most 18 digits (Validate): no overflow.
         const bool negative = c == '-';
         uint64_t v = 0;
-        for (size_t i = p + (negative ? 1 : 0); i < q; ++i) v = v * 10 + static_cast<uint64_t>(text_[i] - '0');
+        for (size_t i = p + (negative ? 1 : 0); i < q; ++i)
+          v = v * 10 + static_cast<uint64_t>(text_[i] - '0');
         if (negative) {
           push(Token::kInteger).integer = -static_cast<int64_t>(v);
         } else {
@@ -532,8 +539,9 @@ std::vector<size_t> Object::SortedUnique() const {
   std::vector<size_t> order(count_);
   for (size_t i = 0; i < count_; ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return Key(a) < Key(b); });
-  order.erase(std::unique(order.begin(), order.end(), [&](size_t a, size_t b) { return Key(a) == Key(b); }),
-              order.end());
+  order.erase(
+      std::unique(order.begin(), order.end(), [&](size_t a, size_t b) { return Key(a) == Key(b); }),
+      order.end());
   return order;
 }
 

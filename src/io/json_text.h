@@ -45,7 +45,18 @@ class Document;
 // One parsed value: a string, a number, a literal, or a container and all it
 // holds, in pre-order.
 struct Token {
-  enum Type : uint8_t { kNull, kTrue, kFalse, kInteger, kUnsigned, kFloat, kString, kArray, kObject, kElements };
+  enum Type : uint8_t {
+    kNull,
+    kTrue,
+    kFalse,
+    kInteger,
+    kUnsigned,
+    kFloat,
+    kString,
+    kArray,
+    kObject,
+    kElements
+  };
   Type type = kNull;
   bool escaped = false;  // strings: has backslashes
   uint32_t pos = 0;      // strings: the first character after the quote
@@ -69,7 +80,9 @@ class Value {
   bool is_string() const { return t().type == Token::kString; }
   bool is_null() const { return t().type == Token::kNull; }
   bool is_number() const;
-  bool is_number_integer() const { return t().type == Token::kInteger || t().type == Token::kUnsigned; }
+  bool is_number_integer() const {
+    return t().type == Token::kInteger || t().type == Token::kUnsigned;
+  }
   bool is_number_unsigned() const { return t().type == Token::kUnsigned; }
   bool is_structured() const { return is_object() || is_array(); }
   const char* type_name() const;
@@ -117,9 +130,9 @@ class Object {
 
   Value v_;
   static constexpr size_t kInline = 12;
-  uint32_t inline_[kInline];   // the members' key tokens; the value follows each
+  uint32_t inline_[kInline];  // the members' key tokens; the value follows each
   size_t count_ = 0;
-  std::vector<uint32_t> more_;  // members past kInline
+  std::vector<uint32_t> more_;        // members past kInline
   std::vector<std::string> decoded_;  // keys with escapes, by member
 };
 

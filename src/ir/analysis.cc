@@ -20,7 +20,8 @@ std::vector<OpId> StableTopologicalOrder(const Graph& graph) {
       continue;
     }
     for (TensorId in : op.inputs) {
-      if (graph.tensor(in).producer == kNone || last_reader[static_cast<size_t>(in)] == id) continue;
+      if (graph.tensor(in).producer == kNone || last_reader[static_cast<size_t>(in)] == id)
+        continue;
       last_reader[static_cast<size_t>(in)] = id;
       ++missing[static_cast<size_t>(id)];
     }

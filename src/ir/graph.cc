@@ -140,7 +140,8 @@ uint32_t NameIndex::Hash(std::string_view name) {
 }
 
 template <typename Item>
-int32_t NameIndex::Find(std::string_view name, uint32_t hash, const std::vector<Item>& items) const {
+int32_t NameIndex::Find(std::string_view name, uint32_t hash,
+                        const std::vector<Item>& items) const {
   if (ids_.empty()) return kNone;
   const size_t mask = ids_.size() - 1;
   for (size_t slot = hash & mask;; slot = (slot + 1) & mask) {
@@ -152,7 +153,8 @@ int32_t NameIndex::Find(std::string_view name, uint32_t hash, const std::vector<
 
 template <typename Item>
 void NameIndex::Insert(int32_t id, uint32_t hash, const std::vector<Item>&) {
-  if (2 * (count_ + 1) > ids_.size()) Rehash(std::max<size_t>(16, 2 * ids_.size()));
+  // Linear probing stays quick up to a load of about 0.7.
+  if (10 * (count_ + 1) > 7 * ids_.size()) Rehash(std::max<size_t>(16, 2 * ids_.size()));
   const size_t mask = ids_.size() - 1;
   size_t slot = hash & mask;
   while (ids_[slot] != kNone) slot = (slot + 1) & mask;
@@ -164,7 +166,7 @@ void NameIndex::Insert(int32_t id, uint32_t hash, const std::vector<Item>&) {
 template <typename Item>
 void NameIndex::Reserve(size_t count, const std::vector<Item>&) {
   size_t capacity = 16;
-  while (capacity < 2 * count) capacity *= 2;
+  while (7 * capacity < 10 * count) capacity *= 2;
   if (capacity > ids_.size()) Rehash(capacity);
 }
 
@@ -282,8 +284,9 @@ void Graph::ReplaceAllUsesWith(TensorId from, TensorId to) {
     for (TensorId& in : mutable_op(user).inputs) {
       if (in == from) in = to;
     }
-    const bool known = use_set ? !reading.insert(user).second
-                               : std::find(to_users.begin(), to_users.end(), user) != to_users.end();
+    const bool known = use_set
+                           ? !reading.insert(user).second
+                           : std::find(to_users.begin(), to_users.end(), user) != to_users.end();
     if (!known) to_users.push_back(user);
   }
 }

@@ -133,7 +133,6 @@ class OpChecker {
   // One dim, without the brackets of a shape: "64" or "batch".
   DimText D(const Dim& d) const { return {&g_, d}; }
 
-
   void CheckGemm(const TensorId* in, TensorId y, bool bias) {
     const Tensor& a = T(in[0]);
     const Tensor& b = T(in[1]);
@@ -182,7 +181,9 @@ class OpChecker {
              DTypeName(T(p).dtype), x.name, DTypeName(x.dtype));
       // X's last dims, built only for the message.
       const Shape& shape = T(p).shape;
-      if (shape.size() != normalized.size() || !std::equal(shape.begin(), shape.end(), x.shape.begin() + static_cast<ptrdiff_t>(batch))) {
+      if (shape.size() != normalized.size() ||
+          !std::equal(shape.begin(), shape.end(),
+                      x.shape.begin() + static_cast<ptrdiff_t>(batch))) {
         const Shape tail(x.shape.begin() + static_cast<ptrdiff_t>(batch), x.shape.end());
         Expect(false, "'{}' has shape {}, expected {}", T(p).name, S(p), S(tail));
       }
@@ -255,9 +256,8 @@ class OpChecker {
       want[axis] = Dim::Static(total);
     }
     const Tensor& y = T(op_.outputs[0]);
-    Expect(y.shape == want && y.dtype == first.dtype, "output '{}' ({} {}) should be {} {}",
-           y.name, DTypeName(y.dtype), S(op_.outputs[0]), DTypeName(first.dtype),
-           S(want));
+    Expect(y.shape == want && y.dtype == first.dtype, "output '{}' ({} {}) should be {} {}", y.name,
+           DTypeName(y.dtype), S(op_.outputs[0]), DTypeName(first.dtype), S(want));
   }
 
   void CheckElementwise() {
@@ -397,7 +397,8 @@ void VerifyGraph(const Graph& graph) {
       HFUSE_CHECK(mark[static_cast<size_t>(user)] == t);
       mark[static_cast<size_t>(user)] = kNone;  // a second listing fails the check above
     }
-    HFUSE_CHECK(static_cast<int32_t>(tensor.users.size()) == reader_begin[t_index + 1] - reader_begin[t_index]);
+    HFUSE_CHECK(static_cast<int32_t>(tensor.users.size()) ==
+                reader_begin[t_index + 1] - reader_begin[t_index]);
   }
   for (OpId id = 0; id < graph.num_op_ids(); ++id) {
     const Op& op = graph.op(id);

@@ -17,8 +17,12 @@ constexpr size_t kHints = 3;
 
 // What the sets of a round may hold in all before the next way is tried:
 // window words (8 bytes each) and chain map entries (8 bytes each).
-int64_t WindowBudget(const Graph& graph) { return (int64_t{1} << 22) + 4 * int64_t{graph.num_op_ids()}; }
-int64_t EntryBudget(const Graph& graph) { return (int64_t{1} << 22) + 32 * int64_t{graph.num_op_ids()}; }
+int64_t WindowBudget(const Graph& graph) {
+  return (int64_t{1} << 22) + 4 * int64_t{graph.num_op_ids()};
+}
+int64_t EntryBudget(const Graph& graph) {
+  return (int64_t{1} << 22) + 32 * int64_t{graph.num_op_ids()};
+}
 
 // The bits of word w that stand for ranks in [a, b).
 uint64_t RangeMask(int32_t w, int32_t a, int32_t b) {
@@ -128,6 +132,7 @@ CandidateReach::CandidateReach(const Graph& graph, const std::vector<OpId>& sort
                                const std::vector<int64_t>& number, ReachStrategy strategy)
     : g_(graph), cands_(cands), cand_of_(cand_of), n_(static_cast<int32_t>(cands.size())) {
   const bool any = strategy == ReachStrategy::kAuto;
+  Rank(sorted_ops);
   if ((any || strategy == ReachStrategy::kWindows) && BuildWindows(sorted_ops)) {
     mode_ = Mode::kWindows;
   } else if ((any || strategy == ReachStrategy::kChains) && BuildChains(sorted_ops, number)) {
@@ -136,10 +141,30 @@ CandidateReach::CandidateReach(const Graph& graph, const std::vector<OpId>& sort
     BuildSearch(sorted_ops);
     mode_ = Mode::kSearch;
   }
-  if (getenv("HFUSE_TIME")) fprintf(stderr, "  mode %d (%zu candidates)\n", int(mode_), cands.size());
   // A forced way must have been possible (tests force them on small graphs).
-  HFUSE_CHECK(any || strategy == ReachStrategy::kSearch ||
-              (strategy == ReachStrategy::kWindows) == (mode_ == Mode::kWindows));
+  HFUSE_CHECK(strategy != ReachStrategy::kWindows || mode_ == Mode::kWindows);
+  HFUSE_CHECK(strategy != ReachStrategy::kChains || mode_ == Mode::kChains);
+}
+
+void CandidateReach::Rank(const std::vector<OpId>& sorted_ops) {
+  std::vector<int32_t> level(static_cast<size_t>(g_.num_op_ids()), 0);
+  for (OpId v : sorted_ops) {
+    int32_t l = 0;
+    for (TensorId in : g_.op(v).inputs) {
+      const OpId p = g_.tensor(in).producer;
+      if (p != kNone) l = std::max(l, level[static_cast<size_t>(p)] + 1);
+    }
+    level[static_cast<size_t>(v)] = l;
+  }
+  std::vector<int32_t> by_rank(cands_.size());
+  for (size_t c = 0; c < by_rank.size(); ++c) by_rank[c] = static_cast<int32_t>(c);
+  std::stable_sort(by_rank.begin(), by_rank.end(), [&](int32_t a, int32_t b) {
+    return level[static_cast<size_t>(cands_[static_cast<size_t>(a)])] <
+           level[static_cast<size_t>(cands_[static_cast<size_t>(b)])];
+  });
+  rank_.resize(cands_.size());
+  for (size_t r = 0; r < by_rank.size(); ++r)
+    rank_[static_cast<size_t>(by_rank[r])] = static_cast<int32_t>(r);
 }
 
 bool CandidateReach::BuildWindows(const std::vector<OpId>& sorted_ops) {
@@ -150,6 +175,7 @@ bool CandidateReach::BuildWindows(const std::vector<OpId>& sorted_ops) {
   struct Sets {
     int32_t n;
     const std::vector<int32_t>& cand_of;
+    const std::vector<int32_t>& rank;
     Pool<WindowSet> pool;
     int64_t live = 0, budget = 0;
 
@@ -192,9 +218,10 @@ bool CandidateReach::BuildWindows(const std::vector<OpId>& sorted_ops) {
       }
       for (OpId s : succ) {
         const int32_t c = cand_of[static_cast<size_t>(s)];
-        if (c != kNone && c < hi) {
-          lo = std::min(lo, c / 64);
-          top = std::max(top, c / 64);
+        const int32_t r = c == kNone ? kNone : rank[static_cast<size_t>(c)];
+        if (r != kNone && r < hi) {
+          lo = std::min(lo, r / 64);
+          top = std::max(top, r / 64);
         }
         const int32_t m = set_of[static_cast<size_t>(s)];
         if (m == 0 || pool[m].words.empty()) continue;
@@ -211,7 +238,9 @@ bool CandidateReach::BuildWindows(const std::vector<OpId>& sorted_ops) {
         set.words.assign(static_cast<size_t>(end - lo), 0);
         for (OpId s : succ) {
           const int32_t c = cand_of[static_cast<size_t>(s)];
-          if (c != kNone && c < hi) set.words[static_cast<size_t>(c / 64 - lo)] |= uint64_t{1} << (c % 64);
+          const int32_t r = c == kNone ? kNone : rank[static_cast<size_t>(c)];
+          if (r != kNone && r < hi)
+            set.words[static_cast<size_t>(r / 64 - lo)] |= uint64_t{1} << (r % 64);
           const int32_t m = set_of[static_cast<size_t>(s)];
           if (m == 0) continue;
           const WindowSet& from = pool[m];
@@ -231,15 +260,17 @@ bool CandidateReach::BuildWindows(const std::vector<OpId>& sorted_ops) {
       live -= static_cast<int64_t>(pool[id].words.size()) + 1;
       pool.Free(id);
     }
-  } sets{n, cand_of_, {}, 0, WindowBudget(g_)};
+  } sets{n, cand_of_, rank_, {}, 0, WindowBudget(g_)};
   sets.pool[0].hi = n;  // the empty set
   std::vector<int32_t> set_of;
-  if (!BackwardSets(g_, sorted_ops, cand_of_, sets, set_of)) { if (getenv("HFUSE_TIME")) fprintf(stderr, "  windows over budget: live %ld\n", long(sets.live)); return false; }
+  if (!BackwardSets(g_, sorted_ops, cand_of_, sets, set_of)) return false;
   int64_t total = 0;
-  for (OpId op : cands_) total += static_cast<int64_t>(sets.pool[set_of[static_cast<size_t>(op)]].words.size()) + 1;
+  for (OpId op : cands_)
+    total += static_cast<int64_t>(sets.pool[set_of[static_cast<size_t>(op)]].words.size()) + 1;
   if (total > sets.budget) return false;
   below_.resize(cands_.size());
-  for (size_t c = 0; c < cands_.size(); ++c) below_[c] = sets.pool[set_of[static_cast<size_t>(cands_[c])]];
+  for (size_t c = 0; c < cands_.size(); ++c)
+    below_[c] = sets.pool[set_of[static_cast<size_t>(cands_[c])]];
 
   const auto words = static_cast<size_t>((n + 63) / 64);
   fused_bits_.assign(words, 0);
@@ -310,7 +341,8 @@ bool CandidateReach::BuildChains(const std::vector<OpId>& sorted_ops,
   };
   auto offer_from = [&](int32_t* slot, TensorId in) {
     const OpId p = g_.tensor(in).producer;
-    if (p != kNone && cand_of_[static_cast<size_t>(p)] != kNone) offer(slot, cand_of_[static_cast<size_t>(p)]);
+    if (p != kNone && cand_of_[static_cast<size_t>(p)] != kNone)
+      offer(slot, cand_of_[static_cast<size_t>(p)]);
     const int32_t* from = &hints[static_cast<size_t>(in) * kHints];
     for (size_t i = 0; i < kHints && from[i] != kNone; ++i) offer(slot, from[i]);
   };
@@ -401,7 +433,13 @@ bool CandidateReach::BuildChains(const std::vector<OpId>& sorted_ops,
       live -= static_cast<int64_t>(pool[id].size());
       pool.Free(id);
     }
-  } sets{cand_of_, chain_, pos_, {}, std::vector<int32_t>(static_cast<size_t>(num_chains_), kFar), {}, 0,
+  } sets{cand_of_,
+         chain_,
+         pos_,
+         {},
+         std::vector<int32_t>(static_cast<size_t>(num_chains_), kFar),
+         {},
+         0,
          EntryBudget(g_)};
   std::vector<int32_t> set_of;
   if (!BackwardSets(g_, sorted_ops, cand_of_, sets, set_of)) return false;
@@ -450,7 +488,8 @@ void CandidateReach::BuildSearch(const std::vector<OpId>& sorted_ops) {
   stamp_ = 1;
 }
 
-void CandidateReach::Fold(int32_t c, std::vector<int32_t>& low, std::vector<int32_t>& changed) const {
+void CandidateReach::Fold(int32_t c, std::vector<int32_t>& low,
+                          std::vector<int32_t>& changed) const {
   for (const Entry& e : reach_[static_cast<size_t>(c)]) {
     int32_t& l = low[static_cast<size_t>(e.chain)];
     if (e.pos < l) {
@@ -478,7 +517,9 @@ void CandidateReach::ClearGroup() {
 
 void CandidateReach::AddToGroup(int32_t c) {
   switch (mode_) {
-    case Mode::kWindows: Add(group_, below_[static_cast<size_t>(c)], [](int32_t, uint64_t) {}); return;
+    case Mode::kWindows:
+      Add(group_, below_[static_cast<size_t>(c)], [](int32_t, uint64_t) {});
+      return;
     case Mode::kChains: Fold(c, group_low_, group_changed_); return;
     case Mode::kSearch: break;
   }
@@ -498,9 +539,10 @@ void CandidateReach::AddToGroup(int32_t c) {
 
 bool CandidateReach::BelowGroup(int32_t c) const {
   switch (mode_) {
-    case Mode::kWindows: return Contains(group_, c);
+    case Mode::kWindows: return Contains(group_, rank_[static_cast<size_t>(c)]);
     case Mode::kChains:
-      return group_low_[static_cast<size_t>(chain_[static_cast<size_t>(c)])] <= pos_[static_cast<size_t>(c)];
+      return group_low_[static_cast<size_t>(chain_[static_cast<size_t>(c)])] <=
+             pos_[static_cast<size_t>(c)];
     case Mode::kSearch: break;
   }
   return mark_[static_cast<size_t>(cands_[static_cast<size_t>(c)])] == stamp_;
@@ -519,8 +561,9 @@ void CandidateReach::AddFused(const std::vector<int32_t>& members) {
       Reset(u);
       for (int32_t c : members) {
         Add(u, below_[static_cast<size_t>(c)], [](int32_t, uint64_t) {});
-        fused_bits_[static_cast<size_t>(c) / 64] |= uint64_t{1} << (c % 64);
-        fused_id_[static_cast<size_t>(c)] = id;
+        const int32_t r = rank_[static_cast<size_t>(c)];
+        fused_bits_[static_cast<size_t>(r) / 64] |= uint64_t{1} << (r % 64);
+        fused_id_[static_cast<size_t>(r)] = id;
       }
       WindowSet set;
       set.hi = u.hi;
@@ -574,7 +617,9 @@ std::vector<bool> CandidateReach::ReachedFromOthers(const std::vector<int32_t>& 
       pending.pop_back();
       Add(closure_, fused_below_[static_cast<size_t>(id)], on_new);
     }
-    for (size_t i = 0; i < members.size(); ++i) reached[i] = Contains(closure_, members[i]);
+    for (size_t i = 0; i < members.size(); ++i) {
+      reached[i] = Contains(closure_, rank_[static_cast<size_t>(members[i])]);
+    }
     Reset(closure_);
     return reached;
   }
@@ -586,7 +631,8 @@ std::vector<bool> CandidateReach::ReachedFromOthers(const std::vector<int32_t>& 
       const auto ch = static_cast<size_t>(closure_changed_[i]);
       if (fused_max_pos_[ch] < closure_low_[ch]) continue;
       for (const auto& [pos, id] : fused_on_chain_[ch]) {
-        if (pos < closure_low_[ch] || fused_seen_[static_cast<size_t>(id)] == closure_stamp_) continue;
+        if (pos < closure_low_[ch] || fused_seen_[static_cast<size_t>(id)] == closure_stamp_)
+          continue;
         fused_seen_[static_cast<size_t>(id)] = closure_stamp_;
         for (int32_t f : fused_[static_cast<size_t>(id)]) Fold(f, closure_low_, closure_changed_);
       }

@@ -14,9 +14,12 @@
 // reached from the members is G0's descendant set, closed over the fused
 // groups it touches. Three ways to hold G0's descendant sets, tried in turn:
 //
-//   Windows  Candidates are ranked by the round's sorted order (a
-//       topological order of G0, so descendants rank higher). A set is a
-//       suffix of the ranks plus a bitset over a window of ranks below it.
+//   Windows  Candidates are ranked by their level in G0 (the longest path
+//       to them), then by the round's sorted order: a topological order, so
+//       descendants rank higher, and one that keeps what lies at the same
+//       depth together (the sorted order itself runs ahead along large
+//       tensors). A set is a suffix of the ranks plus a bitset over a window
+//       of ranks below it.
 //       Descendant sets are near-suffixes on most graphs: in a wide graph
 //       whose lanes read each other, whatever lies far enough below is
 //       reached; in a chain, everything below; in towers, one or two ranks.
@@ -57,6 +60,9 @@ class CandidateReach {
   // Whether chains were built. Each chain's candidates are in increasing op
   // number, each reaching the next.
   bool has_chains() const { return mode_ == Mode::kChains; }
+  // Candidate c's rank (see Windows above); GroupSuffix is in ranks.
+  int32_t rank_of(int32_t c) const { return rank_[static_cast<size_t>(c)]; }
+  const std::vector<int32_t>& ranks() const { return rank_; }
   int32_t chain_of(int32_t c) const { return chain_[static_cast<size_t>(c)]; }
   int32_t num_chains() const { return num_chains_; }
 
@@ -101,6 +107,7 @@ class CandidateReach {
   };
   static constexpr int32_t kFar = INT32_MAX;  // "reaches nothing of this chain"
 
+  void Rank(const std::vector<OpId>& sorted_ops);
   bool BuildWindows(const std::vector<OpId>& sorted_ops);
   bool BuildChains(const std::vector<OpId>& sorted_ops, const std::vector<int64_t>& number);
   void BuildSearch(const std::vector<OpId>& sorted_ops);
@@ -121,29 +128,30 @@ class CandidateReach {
   const std::vector<int32_t>& cand_of_;
   const int32_t n_;  // candidates
   Mode mode_ = Mode::kSearch;
+  std::vector<int32_t> rank_;                // per candidate
   std::vector<std::vector<int32_t>> fused_;  // fused groups (candidate indices)
 
   // Windows.
-  std::vector<WindowSet> below_;              // per candidate
-  std::vector<WindowSet> fused_below_;        // per fused group: its members' union
-  std::vector<uint64_t> fused_bits_;          // ranks of fused members
-  std::vector<int32_t> fused_id_;             // per candidate, or kNone
+  std::vector<WindowSet> below_;        // per candidate
+  std::vector<WindowSet> fused_below_;  // per fused group: its members' union
+  std::vector<uint64_t> fused_bits_;    // ranks of fused members
+  std::vector<int32_t> fused_id_;       // per rank, or kNone
   DenseSet group_, closure_;
-  std::vector<uint32_t> fused_seen_;          // per fused group (also for chains)
+  std::vector<uint32_t> fused_seen_;  // per fused group (also for chains)
   uint32_t closure_stamp_ = 0;
 
   // Chains.
   int32_t num_chains_ = 0;
-  std::vector<int32_t> chain_, pos_;          // per candidate
-  std::vector<std::vector<Entry>> reach_;     // per candidate: its reach map
+  std::vector<int32_t> chain_, pos_;       // per candidate
+  std::vector<std::vector<Entry>> reach_;  // per candidate: its reach map
   std::vector<int32_t> group_low_, group_changed_;
   std::vector<std::vector<std::pair<int32_t, int32_t>>> fused_on_chain_;  // (pos, fused id)
-  std::vector<int32_t> fused_max_pos_;        // per chain, -1 when none
+  std::vector<int32_t> fused_max_pos_;                                    // per chain, -1 when none
   std::vector<int32_t> closure_low_, closure_changed_;
 
   // Search.
-  std::vector<int32_t> succ_begin_, succ_;    // G0's successor ops, by op id
-  std::vector<uint32_t> mark_;                // by op id
+  std::vector<int32_t> succ_begin_, succ_;  // G0's successor ops, by op id
+  std::vector<uint32_t> mark_;              // by op id
   uint32_t stamp_ = 1;
   std::vector<OpId> stack_;
 };

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <iterator>
 #include <map>
+#include <span>
 
 #include "hfuse/ir/analysis.h"
 #include "hfuse/support/error.h"
@@ -49,6 +50,68 @@ bool HasZeroSizeDim(const Graph& graph, TensorId id) {
   }
   return false;
 }
+
+// What the sort reads of the graph, copied into flat arrays in one pass in
+// id order: the sort then jumps around arrays of ints instead of tensor and
+// op records (hundreds of MB for a graph of a million ops).
+struct SortView {
+  explicit SortView(const Graph& graph) {
+    const auto n = static_cast<size_t>(graph.num_tensor_ids());
+    producer.resize(n);
+    depth.resize(n);
+    bytes.resize(n);
+    user_begin.resize(n + 1, 0);
+    for (TensorId t = 0; t < graph.num_tensor_ids(); ++t) {
+      const Tensor& tensor = graph.tensor(t);
+      const auto i = static_cast<size_t>(t);
+      producer[i] = tensor.producer;
+      depth[i] = tensor.depth;
+      bytes[i] = TensorBytes(graph, t);
+      user_begin[i + 1] = user_begin[i] + static_cast<int32_t>(tensor.users.size());
+    }
+    user_list.resize(static_cast<size_t>(user_begin[n]));
+    for (TensorId t = 0; t < graph.num_tensor_ids(); ++t) {
+      const auto& u = graph.tensor(t).users;
+      std::copy(u.begin(), u.end(), user_list.begin() + user_begin[static_cast<size_t>(t)]);
+    }
+    const auto n_ops = static_cast<size_t>(graph.num_op_ids());
+    in_begin.resize(n_ops + 1, 0);
+    out_begin.resize(n_ops + 1, 0);
+    for (OpId o = 0; o < graph.num_op_ids(); ++o) {
+      const Op& op = graph.op(o);
+      const auto i = static_cast<size_t>(o);
+      const bool live = op.alive;
+      in_begin[i + 1] = in_begin[i] + (live ? static_cast<int32_t>(op.inputs.size()) : 0);
+      out_begin[i + 1] = out_begin[i] + (live ? static_cast<int32_t>(op.outputs.size()) : 0);
+    }
+    in_list.resize(static_cast<size_t>(in_begin[n_ops]));
+    out_list.resize(static_cast<size_t>(out_begin[n_ops]));
+    for (OpId o = 0; o < graph.num_op_ids(); ++o) {
+      const Op& op = graph.op(o);
+      if (!op.alive) continue;
+      std::copy(op.inputs.begin(), op.inputs.end(),
+                in_list.begin() + in_begin[static_cast<size_t>(o)]);
+      std::copy(op.outputs.begin(), op.outputs.end(),
+                out_list.begin() + out_begin[static_cast<size_t>(o)]);
+    }
+  }
+  std::span<const OpId> users(TensorId t) const { return Range(user_list, user_begin, t); }
+  std::span<const TensorId> inputs(OpId o) const { return Range(in_list, in_begin, o); }
+  std::span<const TensorId> outputs(OpId o) const { return Range(out_list, out_begin, o); }
+
+  std::vector<OpId> producer;
+  std::vector<int64_t> depth, bytes;
+
+ private:
+  static std::span<const int32_t> Range(const std::vector<int32_t>& list,
+                                        const std::vector<int32_t>& begin, int32_t i) {
+    const auto k = static_cast<size_t>(i);
+    return std::span<const int32_t>(list).subspan(static_cast<size_t>(begin[k]),
+                                                  static_cast<size_t>(begin[k + 1] - begin[k]));
+  }
+  std::vector<int32_t> user_begin, in_begin, out_begin;
+  std::vector<int32_t> user_list, in_list, out_list;
+};
 
 // The Kahn pass's priority queue: the largest tensor first, ties in push
 // order. Graphs have few distinct sizes, so it is a FIFO per size and an
@@ -105,6 +168,7 @@ void Canonicalize(Graph& graph) {
 }
 
 std::vector<TensorId> SortTensors(const Graph& graph, const std::vector<TensorId>& roots) {
+  const SortView g(graph);
   const auto n = static_cast<size_t>(graph.num_tensor_ids());
   const auto n_ops = static_cast<size_t>(graph.num_op_ids());
   // Depth-first walk: only the order in which source tensors finish matters.
@@ -121,53 +185,53 @@ std::vector<TensorId> SortTensors(const Graph& graph, const std::vector<TensorId
   std::vector<TensorId> stack;
   for (auto it = roots.rbegin(); it != roots.rend(); ++it) stack.push_back(*it);
   std::vector<size_t> order;
+  std::vector<size_t> start;
   while (!stack.empty()) {
     const TensorId entry = stack.back();
     stack.pop_back();
     if (entry < 0) {
       const TensorId t = ~entry;
       walk.push_back(t);
-      const OpId producer = graph.tensor(t).producer;
+      const OpId producer = g.producer[static_cast<size_t>(t)];
       if (producer != kNone && !(op_state[static_cast<size_t>(producer)] & 2)) {
         op_state[static_cast<size_t>(producer)] |= 2;
-        for (TensorId out : graph.op(producer).outputs) stack.push_back(out);
+        for (TensorId out : g.outputs(producer)) stack.push_back(out);
       }
       continue;
     }
     if (visited[static_cast<size_t>(entry)]) continue;
     visited[static_cast<size_t>(entry)] = 1;
     stack.push_back(~entry);
-    const OpId producer = graph.tensor(entry).producer;
+    const OpId producer = g.producer[static_cast<size_t>(entry)];
     if (producer == kNone || (op_state[static_cast<size_t>(producer)] & 1)) continue;
     op_state[static_cast<size_t>(producer)] |= 1;
     // Visit the deepest input first; equal depths in input order.
-    const std::vector<TensorId>& inputs = graph.op(producer).inputs;
+    const std::span<const TensorId> inputs = g.inputs(producer);
+    auto depth = [&](size_t i) { return g.depth[static_cast<size_t>(inputs[i])]; };
     order.resize(inputs.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    auto deeper = [&](size_t a, size_t b) {
-      return graph.tensor(inputs[a]).depth > graph.tensor(inputs[b]).depth;
-    };
     if (order.size() <= 16) {
       for (size_t i = 1; i < order.size(); ++i) {  // stable insertion sort
-        for (size_t j = i; j > 0 && deeper(order[j], order[j - 1]); --j) std::swap(order[j], order[j - 1]);
+        for (size_t j = i; j > 0 && depth(order[j]) > depth(order[j - 1]); --j)
+          std::swap(order[j], order[j - 1]);
       }
     } else {
       // A group op or a concatenate reads many tensors of few depths: a
       // stable counting sort, deepest first.
       int64_t lo = INT64_MAX, hi = INT64_MIN;
-      for (TensorId in : inputs) {
-        lo = std::min(lo, graph.tensor(in).depth);
-        hi = std::max(hi, graph.tensor(in).depth);
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        lo = std::min(lo, depth(i));
+        hi = std::max(hi, depth(i));
       }
       if (hi - lo < static_cast<int64_t>(inputs.size())) {
-        std::vector<size_t> start(static_cast<size_t>(hi - lo) + 2, 0);
-        for (TensorId in : inputs) ++start[static_cast<size_t>(hi - graph.tensor(in).depth) + 1];
+        start.assign(static_cast<size_t>(hi - lo) + 2, 0);
+        for (size_t i = 0; i < inputs.size(); ++i) ++start[static_cast<size_t>(hi - depth(i)) + 1];
         for (size_t b = 1; b < start.size(); ++b) start[b] += start[b - 1];
-        for (size_t i = 0; i < inputs.size(); ++i) {
-          order[start[static_cast<size_t>(hi - graph.tensor(inputs[i]).depth)]++] = i;
-        }
+        for (size_t i = 0; i < inputs.size(); ++i)
+          order[start[static_cast<size_t>(hi - depth(i))]++] = i;
       } else {
-        std::stable_sort(order.begin(), order.end(), deeper);
+        std::stable_sort(order.begin(), order.end(),
+                         [&](size_t a, size_t b) { return depth(a) > depth(b); });
       }
     }
     for (auto it = order.rbegin(); it != order.rend(); ++it) stack.push_back(inputs[*it]);
@@ -180,10 +244,10 @@ std::vector<TensorId> SortTensors(const Graph& graph, const std::vector<TensorId
   std::vector<int32_t> pending(n_ops, -1);
   std::vector<uint8_t> mark(n, 0);
   for (TensorId t : walk) {
-    const OpId producer = graph.tensor(t).producer;
+    const OpId producer = g.producer[static_cast<size_t>(t)];
     if (producer == kNone || pending[static_cast<size_t>(producer)] >= 0) continue;
     int32_t distinct = 0;
-    const std::vector<TensorId>& inputs = graph.op(producer).inputs;
+    const std::span<const TensorId> inputs = g.inputs(producer);
     for (TensorId in : inputs) {
       if (!mark[static_cast<size_t>(in)]) {
         mark[static_cast<size_t>(in)] = 1;
@@ -198,11 +262,11 @@ std::vector<TensorId> SortTensors(const Graph& graph, const std::vector<TensorId
   sorted.reserve(walk.size());
   std::vector<uint8_t> emitted(n, 0);
   for (TensorId t : walk) {
-    const OpId producer = graph.tensor(t).producer;
+    const OpId producer = g.producer[static_cast<size_t>(t)];
     if (producer == kNone || pending[static_cast<size_t>(producer)] == 0) {
       sorted.push_back(t);
       emitted[static_cast<size_t>(t)] = 1;
-      ready.Push(TensorBytes(graph, t), t);
+      ready.Push(g.bytes[static_cast<size_t>(t)], t);
     }
   }
   while (!ready.empty()) {
@@ -211,11 +275,11 @@ std::vector<TensorId> SortTensors(const Graph& graph, const std::vector<TensorId
       emitted[static_cast<size_t>(t)] = 1;
       sorted.push_back(t);
     }
-    for (OpId user : graph.tensor(t).users) {
+    for (OpId user : g.users(t)) {
       int32_t& p = pending[static_cast<size_t>(user)];
       if (p <= 0) continue;
       if (--p == 0) {
-        for (TensorId out : graph.op(user).outputs) ready.Push(TensorBytes(graph, out), out);
+        for (TensorId out : g.outputs(user)) ready.Push(g.bytes[static_cast<size_t>(out)], out);
       }
     }
   }

@@ -2,10 +2,6 @@
 #include "hfuse/passes/fuse_group_ops.h"
 
 #include <fmt/format.h>
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
-static double HNow() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 #include "hfuse/passes/canonical_order.h"
 #include "hfuse/passes/group_planner.h"
@@ -33,8 +29,8 @@ FuseGroupOpsResult FuseGroupOps(Graph& graph, const FuseGroupOpsOptions& options
   types.push_back(OpType::kLayerNorm);
 
   for (OpType type : types) {
-    double t0 = HNow();
-    TypeRoundResult round = GroupOpsOfType(graph, sorted, op_number, type, options.want_dumps, options.reach);
+    TypeRoundResult round =
+        GroupOpsOfType(graph, sorted, op_number, type, options.want_dumps, options.reach);
     if (options.want_dumps && !round.dependency_dump.empty()) {
       result.dumps.emplace_back(
           fmt::format("fuse_group_{}_dependency_graph_filtered.txt", OpTypeName(type)),
@@ -52,10 +48,8 @@ FuseGroupOpsResult FuseGroupOps(Graph& graph, const FuseGroupOpsOptions& options
     for (TensorId t : round.new_outputs) moved[static_cast<size_t>(t)] = true;
     std::erase_if(sorted, [&](TensorId t) { return moved[static_cast<size_t>(t)]; });
     sorted.insert(sorted.end(), round.new_outputs.begin(), round.new_outputs.end());
-    double t1 = HNow();
     sorted = SortTensors(graph, sorted);
     DropDeadTensors(graph, sorted);
-    if (getenv("HFUSE_TIME")) fprintf(stderr, "round %d: plan %.3f sort %.3f\n", int(type), t1 - t0, HNow() - t1);
   }
   result.op_order = SortedOps(graph, sorted);
   result.ops_after = static_cast<int64_t>(result.op_order.size());

@@ -4,9 +4,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -114,7 +111,8 @@ class OfferLists {
     slot_of_.resize(n);
     for (int32_t c : order) {
       const auto l = static_cast<size_t>(list_of[static_cast<size_t>(c)]);
-      if (fill[l] == begin[l]) classes_[static_cast<size_t>(class_of[static_cast<size_t>(c)])].push_back(begin[l]);
+      if (fill[l] == begin[l])
+        classes_[static_cast<size_t>(class_of[static_cast<size_t>(c)])].push_back(begin[l]);
       slot_of_[static_cast<size_t>(c)] = fill[l];
       cand_[static_cast<size_t>(fill[l]++)] = c;
     }
@@ -154,7 +152,7 @@ class OfferLists {
 class OfferTree {
  public:
   OfferTree(const std::vector<int32_t>& class_of, int32_t num_classes,
-            const std::vector<int64_t>& number)
+            const std::vector<int64_t>& number, const std::vector<int32_t>& rank)
       : number_(number) {
     const size_t n = class_of.size();
     std::vector<int32_t> sizes(static_cast<size_t>(num_classes), 0);
@@ -170,18 +168,23 @@ class OfferTree {
       nodes += 2 * static_cast<size_t>(cap_[cls]);
     }
     member_.resize(n);
+    member_rank_.resize(n);
     local_.resize(n);
     tree_.assign(nodes, kNone);
+    std::vector<int32_t> by_rank(n);
+    for (size_t c = 0; c < n; ++c) by_rank[static_cast<size_t>(rank[c])] = static_cast<int32_t>(c);
     std::vector<int32_t> fill(begin_.begin(), begin_.end() - 1);
-    for (size_t c = 0; c < n; ++c) {  // in rank order
-      const auto cls = static_cast<size_t>(class_of[c]);
-      local_[c] = fill[cls] - begin_[cls];
-      member_[static_cast<size_t>(fill[cls]++)] = static_cast<int32_t>(c);
+    for (int32_t c : by_rank) {
+      const auto cls = static_cast<size_t>(class_of[static_cast<size_t>(c)]);
+      local_[static_cast<size_t>(c)] = fill[cls] - begin_[cls];
+      member_rank_[static_cast<size_t>(fill[cls])] = rank[static_cast<size_t>(c)];
+      member_[static_cast<size_t>(fill[cls]++)] = c;
     }
     class_of_ = &class_of;
     for (size_t cls = 0; cls < sizes.size(); ++cls) {
       int32_t* t = &tree_[static_cast<size_t>(tree_begin_[cls])];
-      for (int32_t i = 0; i < sizes[cls]; ++i) t[cap_[cls] + i] = member_[static_cast<size_t>(begin_[cls] + i)];
+      for (int32_t i = 0; i < sizes[cls]; ++i)
+        t[cap_[cls] + i] = member_[static_cast<size_t>(begin_[cls] + i)];
       for (int32_t i = cap_[cls] - 1; i > 0; --i) t[i] = Better(t[2 * i], t[2 * i + 1]);
     }
   }
@@ -199,8 +202,8 @@ class OfferTree {
   // `limit`, or kNone.
   int32_t Next(int32_t cls, int32_t limit) const {
     const auto k = static_cast<size_t>(cls);
-    const auto first = member_.begin() + begin_[k];
-    const auto last = member_.begin() + begin_[k + 1];
+    const auto first = member_rank_.begin() + begin_[k];
+    const auto last = member_rank_.begin() + begin_[k + 1];
     const auto count = static_cast<int32_t>(std::lower_bound(first, last, limit) - first);
     const int32_t* t = &tree_[static_cast<size_t>(tree_begin_[k])];
     int32_t best = kNone;
@@ -232,7 +235,7 @@ class OfferTree {
   const std::vector<int64_t>& number_;
   const std::vector<int32_t>* class_of_ = nullptr;
   std::vector<int32_t> begin_, tree_begin_, cap_;  // per class
-  std::vector<int32_t> member_;                    // by class, in rank order
+  std::vector<int32_t> member_, member_rank_;      // by class, in rank order
   std::vector<int32_t> local_;                     // candidate -> place in its class
   std::vector<int32_t> tree_;                      // node -> candidate, or kNone
   std::vector<int32_t> hidden_;
@@ -266,10 +269,7 @@ class Round {
       number_.push_back(op_number_[static_cast<size_t>(id)]);
     }
     const size_t n = cands_.size();
-    auto dbg_t0 = std::chrono::steady_clock::now();
-    auto dbg = [&](const char* what) { if (getenv("HFUSE_TIME")) fprintf(stderr, "  %s %.3f\n", what, std::chrono::duration<double>(std::chrono::steady_clock::now() - dbg_t0).count()); };
     CandidateReach reach(g_, sorted_ops, cands_, cand_of_, number_, strategy_);
-    dbg(reach.has_chains() ? "reach(chains)" : "reach");
     if (dumps_) DumpDependencies(reach);
 
     std::vector<bool> grouped(n, false);
@@ -284,14 +284,14 @@ class Round {
       }
     }
 
-    dbg("split");
     std::map<std::vector<int64_t>, int32_t> classes;
     std::vector<int32_t> class_of(n);
     std::vector<int64_t> key;
     for (size_t k = 0; k < n; ++k) {
       ClassKey(g_, cands_[k], static_cast<int32_t>(k), key);
       auto it = classes.find(key);
-      if (it == classes.end()) it = classes.emplace(key, static_cast<int32_t>(classes.size())).first;
+      if (it == classes.end())
+        it = classes.emplace(key, static_cast<int32_t>(classes.size())).first;
       class_of[k] = it->second;
     }
     // The seed's scan of op_set minus the descendants, by op number. With
@@ -303,7 +303,7 @@ class Round {
     if (reach.has_chains()) {
       lists.emplace(class_of, static_cast<int32_t>(classes.size()), number_, reach);
     } else {
-      tree.emplace(class_of, static_cast<int32_t>(classes.size()), number_);
+      tree.emplace(class_of, static_cast<int32_t>(classes.size()), number_, reach.ranks());
     }
     auto remove = [&](int32_t c) {
       if (lists) lists->Remove(c);
@@ -312,7 +312,6 @@ class Round {
     for (size_t k = 0; k < n; ++k) {
       if (skip[k]) remove(static_cast<int32_t>(k));  // never in the seed's op_set
     }
-    dbg("classes");
     std::vector<std::pair<int64_t, int32_t>> heap;  // (number, slot)
     for (size_t k = 0; k < n; ++k) {
       if (skip[k]) continue;
@@ -391,7 +390,6 @@ class Round {
       }
       grouped[k] = true;
     }
-    dbg("leaders");
     return std::move(result_);
   }
 
@@ -469,8 +467,8 @@ class Round {
       for (int32_t j : reach.Descendants(static_cast<int32_t>(k))) {
         names.push_back(g_.op(cands_[static_cast<size_t>(j)]).name);
       }
-      result_.dependency_dump +=
-          fmt::format("{}[{}: [{}]];", k ? "\n\n" : "", g_.op(cands_[k]).name, fmt::join(names, ", "));
+      result_.dependency_dump += fmt::format("{}[{}: [{}]];", k ? "\n\n" : "",
+                                             g_.op(cands_[k]).name, fmt::join(names, ", "));
     }
     result_.dependency_dump += "\n";
   }
@@ -481,9 +479,9 @@ class Round {
   bool dumps_;
   ReachStrategy strategy_;
   int64_t next_number_ = 0;
-  std::vector<OpId> cands_;       // in the round's sorted order
-  std::vector<int32_t> cand_of_;  // op id -> index into cands_, or kNone
-  std::vector<int64_t> number_;   // per candidate, its op number
+  std::vector<OpId> cands_;           // in the round's sorted order
+  std::vector<int32_t> cand_of_;      // op id -> index into cands_, or kNone
+  std::vector<int64_t> number_;       // per candidate, its op number
   std::vector<uint32_t> split_seen_;  // per candidate: in the split group being built
   uint32_t split_stamp_ = 0;
   TypeRoundResult result_;

@@ -52,8 +52,9 @@ void WriteFileAtomic(const std::string& path, std::string_view content) {
   }
 }
 
-void WriteFileAtomic(const std::string& path,
-                     const std::function<void(const std::function<void(std::string_view)>& put)>& produce) {
+void WriteFileAtomic(
+    const std::string& path,
+    const std::function<void(const std::function<void(std::string_view)>& put)>& produce) {
   const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (f == nullptr) ThrowInputError("{}: cannot write: {}", path, std::strerror(errno));

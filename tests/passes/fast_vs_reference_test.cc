@@ -85,7 +85,8 @@ int64_t ExpectSameAsReference(const std::string& text, const FuseGroupOpsOptions
     EXPECT_EQ(got.ops_before, want.ops_before) << what << ", " << Name(reach);
     EXPECT_EQ(got.ops_after, want.ops_after) << what << ", " << Name(reach);
     EXPECT_EQ(got.dropped, want.dropped) << what << ", " << Name(reach);
-    EXPECT_TRUE(got.written == want.written) << what << ", " << Name(reach) << ": fused graphs differ";
+    EXPECT_TRUE(got.written == want.written)
+        << what << ", " << Name(reach) << ": fused graphs differ";
     if (::testing::Test::HasFailure()) break;
   }
   return want.dropped;
@@ -158,7 +159,8 @@ TEST(LanesGraphs, SameAsReference) {
     lanes.width = 2 + static_cast<int64_t>(seed % 12);
     lanes.cross = 0.1 + 0.05 * static_cast<double>(seed % 9);
     lanes.seed = seed;
-    dropped += ExpectSameAsReference(gen::LanesGraphJson(lanes), {}, fmt::format("lanes seed {}", seed));
+    dropped +=
+        ExpectSameAsReference(gen::LanesGraphJson(lanes), {}, fmt::format("lanes seed {}", seed));
   }
   RecordProperty("dropped_by_cycle_check", std::to_string(dropped));
   EXPECT_GT(dropped, 1000);

@@ -131,7 +131,8 @@ int64_t FlatNormalizedSize(const Op& op) {
 
 class ReferenceRound {
  public:
-  ReferenceRound(Graph& g, const std::vector<int64_t>& op_number, OpType type, FuseGroupOpsResult& out)
+  ReferenceRound(Graph& g, const std::vector<int64_t>& op_number, OpType type,
+                 FuseGroupOpsResult& out)
       : g_(g), op_number_(op_number), type_(type), out_(out) {}
 
   // _group_ops_by_type; returns the outputs of the group ops it made.
@@ -155,10 +156,16 @@ class ReferenceRound {
         bool complete = true;
         for (TensorId output : split.outputs) {
           const std::vector<OpId>& dst_ops = g_.tensor(output).users;
-          if (dst_ops.empty()) { complete = false; break; }
+          if (dst_ops.empty()) {
+            complete = false;
+            break;
+          }
           const OpId gemm = dst_ops.front();
           const Op& gemm_op = g_.op(gemm);
-          if (gemm_op.type != type_ || !IsGemmCandidate(g_, gemm)) { complete = false; break; }
+          if (gemm_op.type != type_ || !IsGemmCandidate(g_, gemm)) {
+            complete = false;
+            break;
+          }
           // Fix (c): distinct GEMMs, each reading its split output as A.
           if (gemm_op.inputs[0] != output ||
               std::find(gemm_group.begin(), gemm_group.end(), gemm) != gemm_group.end()) {
@@ -229,8 +236,8 @@ class ReferenceRound {
         });
         for (size_t begin = 0; begin < group.size(); begin += kMaxLayerNormGroup) {
           std::vector<OpId> chunk(group.begin() + static_cast<ptrdiff_t>(begin),
-                                  group.begin() + static_cast<ptrdiff_t>(
-                                                      std::min(begin + kMaxLayerNormGroup, group.size())));
+                                  group.begin() + static_cast<ptrdiff_t>(std::min(
+                                                      begin + kMaxLayerNormGroup, group.size())));
           if (chunk.size() >= 2) Fuse(chunk);  // fix (e)
         }
       } else if (group.size() >= 2) {
@@ -358,7 +365,8 @@ FuseGroupOpsResult ReferenceFuseGroupOps(Graph& graph, const FuseGroupOpsOptions
   types.push_back(OpType::kLayerNorm);
   for (OpType type : types) {
     // _fuse_group_ops_by_type
-    const std::vector<TensorId> new_outputs = ReferenceRound(graph, op_number, type, result).Run(sorted);
+    const std::vector<TensorId> new_outputs =
+        ReferenceRound(graph, op_number, type, result).Run(sorted);
     if (new_outputs.empty()) continue;
     // The member outputs are now the group op's, at the end of the list.
     std::erase_if(sorted, [&](TensorId t) {

@@ -19,7 +19,9 @@ class JsonOut {
  public:
   explicit JsonOut(std::string name, size_t reserve) {
     text_.reserve(reserve);
-    fmt::format_to(std::back_inserter(text_), "{{\n \"graph_format\": 1,\n \"name\": \"{}\",\n \"dims\": [],\n \"tensors\": [", name);
+    fmt::format_to(std::back_inserter(text_),
+                   "{{\n \"graph_format\": 1,\n \"name\": \"{}\",\n \"dims\": [],\n \"tensors\": [",
+                   name);
   }
 
   void Tensor(std::string_view name, int64_t d0, int64_t d1, std::string_view role = {}) {
@@ -40,7 +42,8 @@ class JsonOut {
   void Op(std::string_view name, std::string_view type, const std::vector<std::string>& inputs,
           const std::vector<std::string>& outputs, std::string_view attrs = {}) {
     Sep();
-    fmt::format_to(std::back_inserter(text_), "{{\"name\": \"{}\", \"op\": \"{}\", \"inputs\": [", name, type);
+    fmt::format_to(std::back_inserter(text_), "{{\"name\": \"{}\", \"op\": \"{}\", \"inputs\": [",
+                   name, type);
     Names(inputs);
     text_ += "], \"outputs\": [";
     Names(outputs);
@@ -126,7 +129,8 @@ std::string TowersGraphJson(const TowersOptions& options) {
     ys.push_back(fmt::format("y{}", i));
     sizes += i ? ", 64" : "64";
   }
-  out.Op("split", "split", {"x"}, split_outputs, fmt::format(", \"split_sizes\": [{}], \"dim\": 1", sizes));
+  out.Op("split", "split", {"x"}, split_outputs,
+         fmt::format(", \"split_sizes\": [{}], \"dim\": 1", sizes));
   for (int64_t i = 0; i < t_count; ++i) {
     out.Op(fmt::format("t{}.fc1", i), "gemm_rcr_bias_relu",
            {fmt::format("x{}", i), fmt::format("w1_{}", i), fmt::format("b1_{}", i)},
@@ -168,10 +172,11 @@ std::string LanesGraphJson(const LanesOptions& options) {
     tensors.push_back({std::move(name), d0, d1, role});
     return static_cast<int>(tensors.size() - 1);
   };
-  auto op = [&](std::string name, std::string type, std::vector<int> inputs, std::vector<int> outputs,
-                std::string attrs = {}) {
+  auto op = [&](std::string name, std::string type, std::vector<int> inputs,
+                std::vector<int> outputs, std::string attrs = {}) {
     for (int in : inputs) ++tensors[static_cast<size_t>(in)].uses;
-    ops.push_back({std::move(name), std::move(type), std::move(attrs), std::move(inputs), std::move(outputs)});
+    ops.push_back({std::move(name), std::move(type), std::move(attrs), std::move(inputs),
+                   std::move(outputs)});
   };
 
   const int x = tensor("x", m, 64 * width, "input");
@@ -251,7 +256,8 @@ std::string LanesGraphJson(const LanesOptions& options) {
     if (t.uses == 0 && t.role[0] == '\0' && t.name != "out") outputs.push_back(t.name);
   }
 
-  JsonOut json(fmt::format("lanes_{}x{}", width, options.ops), static_cast<size_t>(options.ops) * 400 + 4096);
+  JsonOut json(fmt::format("lanes_{}x{}", width, options.ops),
+               static_cast<size_t>(options.ops) * 400 + 4096);
   for (const T& t : tensors) json.Tensor(t.name, t.d0, t.d1, t.role);
   json.BeginOps();
   std::vector<std::string> ins, outs;

@@ -38,7 +38,7 @@ struct LanesOptions {
   int64_t width = 64;   // lanes
   double cross = 0.15;  // chance that an op reads another lane's tensor
   uint64_t seed = 1;
-  int64_t rows = 64;    // M of every activation
+  int64_t rows = 64;  // M of every activation
 };
 
 std::string LanesGraphJson(const LanesOptions& options);

@@ -94,11 +94,11 @@ bool IsUnary(EwFunc func);
 // opaque op it is all there is. Stored serialized, so the IR does not depend
 // on protobuf; shared between copies of a graph.
 struct OnnxNode {
-  std::string domain;   // "" is the default ONNX domain
-  std::string op_type;  // e.g. "Softmax"
-  int64_t opset = 0;    // the model's opset version of `domain`
+  std::string domain;                    // "" is the default ONNX domain
+  std::string op_type;                   // e.g. "Softmax"
+  int64_t opset = 0;                     // the model's opset version of `domain`
   OpType imported_as = OpType::kOpaque;  // the node's op type when imported
-  std::string node;     // serialized onnx.NodeProto, names as read
+  std::string node;                      // serialized onnx.NodeProto, names as read
   // Constant inputs the node keeps to itself, by name: int64 shapes, axes
   // and the like, which are no tensors of the IR (serialized onnx.TensorProto).
   std::vector<std::pair<std::string, std::string>> constants;

@@ -16,7 +16,8 @@ std::string ReadFile(const std::string& path);
 void WriteFileAtomic(const std::string& path, std::string_view content);
 // The same for content made piece by piece: `produce` calls `put` with each
 // piece, in order.
-void WriteFileAtomic(const std::string& path,
-                     const std::function<void(const std::function<void(std::string_view)>& put)>& produce);
+void WriteFileAtomic(
+    const std::string& path,
+    const std::function<void(const std::function<void(std::string_view)>& put)>& produce);
 
 }  // namespace hfuse
