@@ -481,15 +481,27 @@ class FastReader {
          ++c)
       ++objects;
     graph_.Reserve(objects, 0);
+    // Tensors and ops are added in batches, so that their name lookups
+    // overlap (Graph::TryAddTensors, FindTensors).
+    std::vector<Tensor> tensors;
+    auto add_tensors = [&] {
+      if (!graph_.TryAddTensors(tensors)) throw GiveUp{};
+      tensors.clear();
+    };
     Array([&] {
-      Tensor t = ReadTensor();
-      if (graph_.TryAddTensor(t) == kNone) throw GiveUp{};
+      tensors.push_back(ReadTensor());
+      if (tensors.size() == kBatch) add_tensors();
     });
+    add_tensors();
     graph_.Reserve(static_cast<size_t>(graph_.num_tensor_ids()),
                    objects - std::min(objects, static_cast<size_t>(graph_.num_tensor_ids())));
     Comma();
     Key("ops");
-    Array([&] { AddOp(ReadOp()); });
+    Array([&] {
+      ops_.push_back(ReadOp());
+      if (ops_.size() == kBatch) AddOps();
+    });
+    AddOps();
     if (graph_.num_op_ids() == 0) throw GiveUp{};
     Comma();
     Key("outputs");
@@ -714,7 +726,7 @@ class FastReader {
         Space();
         (count == 1 ? op.attrs.has_gamma : op.attrs.has_beta) = false;
       } else {
-        ids_.push_back(Ref());
+        ids_.push_back(RefLater());
       }
       ++count;
     });
@@ -727,17 +739,40 @@ class FastReader {
     Comma();
     Key("outputs");
     ids_.clear();
-    Array([&] { ids_.push_back(Ref()); });
+    Array([&] { ids_.push_back(RefLater()); });
     op.outputs.assign(ids_.begin(), ids_.end());
     ReadAttrs(op);
     Expect('}');
     return op;
   }
 
-  // The checks that need the ops before it: a name not taken, outputs that
-  // no op produces yet, each listed once.
+  // A tensor name read for the batch of ops being read: its index among the
+  // batch's names, which AddOps turns into the tensor's id.
+  TensorId RefLater() {
+    refs_.push_back(String());
+    return static_cast<TensorId>(refs_.size() - 1);
+  }
+
+  // Resolves the names of the batch of ops read, and adds the ops.
+  void AddOps() {
+    ref_ids_.resize(refs_.size());
+    graph_.FindTensors(refs_.data(), refs_.size(), ref_ids_.data());
+    for (Op& op : ops_) {
+      for (TensorId& id : op.inputs) id = ref_ids_[static_cast<size_t>(id)];
+      for (TensorId& id : op.outputs) id = ref_ids_[static_cast<size_t>(id)];
+      if (std::find(op.inputs.begin(), op.inputs.end(), kNone) != op.inputs.end() ||
+          std::find(op.outputs.begin(), op.outputs.end(), kNone) != op.outputs.end()) {
+        throw GiveUp{};  // a tensor that is not there
+      }
+      graph_.PrefetchForAddOp(op);
+    }
+    for (Op& op : ops_) AddOp(std::move(op));
+    ops_.clear();
+    refs_.clear();
+  }
+
+  // The checks that need the ops before it: a name not taken, outputs that no op produces yet, each listed once.
   void AddOp(Op op) {
-    if (graph_.FindOp(op.name)) throw GiveUp{};
     ++op_count_;
     listed_.resize(static_cast<size_t>(graph_.num_tensor_ids()), 0);
     for (TensorId id : op.outputs) {
@@ -746,7 +781,7 @@ class FastReader {
       if (listed_[static_cast<size_t>(id)] == op_count_) throw GiveUp{};
       listed_[static_cast<size_t>(id)] = op_count_;
     }
-    graph_.AddOp(std::move(op));
+    if (graph_.AddOp(std::move(op)) == kNone) throw GiveUp{};  // the name is taken
   }
 
   // The attributes, in the writer's order; each after a comma.
@@ -817,7 +852,11 @@ class FastReader {
   size_t p_ = 0;
   Graph graph_;
   std::vector<Dim> dims_;
+  static constexpr size_t kBatch = 16;
   std::vector<TensorId> ids_;
+  std::vector<Op> ops_;                // the batch of ops read, their tensors not yet found
+  std::vector<std::string_view> refs_;  // the tensor names they read and write
+  std::vector<TensorId> ref_ids_;
   std::vector<int64_t> listed_;  // per tensor: the last op (count) listing it as an output
   int64_t op_count_ = 0;
 };
@@ -1081,7 +1120,10 @@ Graph ParseGraphJson(std::string_view text, const std::string& source) {
   return Reader<Dom>(source).Read(Dom::Value(doc));
 }
 
-Graph ReadGraphJsonFile(const std::string& path) { return ParseGraphJson(ReadFile(path), path); }
+Graph ReadGraphJsonFile(const std::string& path) {
+  const FileText text(path);
+  return ParseGraphJson(text.view(), path);
+}
 
 std::string WriteGraphJson(const Graph& graph, const std::vector<OpId>& op_order) {
   return Writer(graph).Write(op_order.empty() ? graph.LiveOps() : op_order);

@@ -1,8 +1,11 @@
 // Graph storage and the mutations that keep producers and user lists in sync.
 #include "hfuse/ir/graph.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <functional>
 #include <limits>
 #include <unordered_set>
@@ -142,46 +145,92 @@ uint32_t NameIndex::Hash(std::string_view name) {
 template <typename Item>
 int32_t NameIndex::Find(std::string_view name, uint32_t hash,
                         const std::vector<Item>& items) const {
-  if (ids_.empty()) return kNone;
-  const size_t mask = ids_.size() - 1;
-  for (size_t slot = hash & mask;; slot = (slot + 1) & mask) {
-    const int32_t id = ids_[slot];
-    if (id == kNone) return kNone;
-    if (hashes_[slot] == hash && items[static_cast<size_t>(id)].name == name) return id;
+  if (slots_.empty()) return kNone;
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = hash & mask;; i = (i + 1) & mask) {
+    const Slot& slot = slots_[i];
+    if (slot.id == kNone) return kNone;
+    if (slot.hash == hash && items[static_cast<size_t>(slot.id)].name == name) return slot.id;
   }
 }
 
 template <typename Item>
-void NameIndex::Insert(int32_t id, uint32_t hash, const std::vector<Item>&) {
+int32_t NameIndex::FindOrInsert(int32_t id, std::string_view name, uint32_t hash,
+                                const std::vector<Item>& items) {
   // Linear probing stays quick up to a load of about 0.7.
-  if (10 * (count_ + 1) > 7 * ids_.size()) Rehash(std::max<size_t>(16, 2 * ids_.size()));
-  const size_t mask = ids_.size() - 1;
-  size_t slot = hash & mask;
-  while (ids_[slot] != kNone) slot = (slot + 1) & mask;
-  ids_[slot] = id;
-  hashes_[slot] = hash;
-  ++count_;
+  if (10 * (count_ + 1) > 7 * slots_.size()) Rehash(std::max<size_t>(16, 2 * slots_.size()));
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = hash & mask;; i = (i + 1) & mask) {
+    Slot& slot = slots_[i];
+    if (slot.id == kNone) {
+      slot = {hash, id};
+      ++count_;
+      return kNone;
+    }
+    if (slot.hash == hash && items[static_cast<size_t>(slot.id)].name == name) return slot.id;
+  }
 }
 
 template <typename Item>
-void NameIndex::Reserve(size_t count, const std::vector<Item>&) {
+void NameIndex::FindMany(const std::string_view* names, const uint32_t* hashes, size_t n,
+                         const std::vector<Item>& items, int32_t* out) const {
+  if (slots_.empty()) {
+    std::fill(out, out + n, kNone);
+    return;
+  }
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = 0; i < n; ++i) __builtin_prefetch(&slots_[hashes[i] & mask]);
+  // The first slot whose hash matches (or the empty one that ends the
+  // probe); then the item it names, whose name is compared last.
+  HFUSE_CHECK(n <= kBatch);
+  std::array<size_t, kBatch> at;
+  for (size_t i = 0; i < n; ++i) {
+    size_t k = hashes[i] & mask;
+    while (slots_[k].id != kNone && slots_[k].hash != hashes[i]) k = (k + 1) & mask;
+    at[i] = k;
+    if (slots_[k].id != kNone) __builtin_prefetch(&items[static_cast<size_t>(slots_[k].id)]);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const Slot& first = slots_[at[i]];
+    out[i] = first.id == kNone || items[static_cast<size_t>(first.id)].name == names[i]
+                 ? first.id
+                 : Find(names[i], hashes[i], items);  // another name of the same hash
+  }
+}
+
+void NameIndex::Reserve(size_t count) {
   size_t capacity = 16;
   while (7 * capacity < 10 * count) capacity *= 2;
-  if (capacity > ids_.size()) Rehash(capacity);
+  if (capacity > slots_.size()) Rehash(capacity);
+}
+
+constexpr size_t kHugePage = size_t{2} << 20;
+
+void* NameIndex::AllocateSlots(size_t bytes) {
+  if (bytes < 2 * kHugePage) return ::operator new(bytes);
+  void* p = std::aligned_alloc(kHugePage, (bytes + kHugePage - 1) / kHugePage * kHugePage);
+  if (p == nullptr) throw std::bad_alloc();
+  ::madvise(p, bytes, MADV_HUGEPAGE);  // a hint: without it, 4 KB pages
+  return p;
+}
+
+void NameIndex::FreeSlots(void* p, size_t bytes) {
+  if (bytes < 2 * kHugePage) {
+    ::operator delete(p);
+  } else {
+    std::free(p);
+  }
 }
 
 void NameIndex::Rehash(size_t capacity) {
-  std::vector<int32_t> old_ids = std::move(ids_);
-  std::vector<uint32_t> old_hashes = std::move(hashes_);
-  ids_.assign(capacity, kNone);
-  hashes_.assign(capacity, 0);
+  std::vector<Slot, SlotAllocator<Slot>> old = std::move(slots_);
+  slots_.assign(capacity, Slot{});
   const size_t mask = capacity - 1;
-  for (size_t i = 0; i < old_ids.size(); ++i) {
-    if (old_ids[i] == kNone) continue;
-    size_t slot = old_hashes[i] & mask;
-    while (ids_[slot] != kNone) slot = (slot + 1) & mask;
-    ids_[slot] = old_ids[i];
-    hashes_[slot] = old_hashes[i];
+  for (const Slot& s : old) {
+    if (s.id == kNone) continue;
+    size_t i = s.hash & mask;
+    while (slots_[i].id != kNone) i = (i + 1) & mask;
+    slots_[i] = s;
   }
 }
 
@@ -189,15 +238,36 @@ TensorId Graph::AddTensor(Tensor tensor) { return TryAddTensor(tensor); }
 
 TensorId Graph::TryAddTensor(Tensor& tensor) {
   const auto id = static_cast<TensorId>(tensors_.size());
-  const uint32_t hash = NameIndex::Hash(tensor.name);
   // A name stays taken after its tensor is erased.
-  if (tensor_by_name_.Find(tensor.name, hash, tensors_) != kNone) return kNone;
+  if (tensor_by_name_.FindOrInsert(id, tensor.name, NameIndex::Hash(tensor.name), tensors_) !=
+      kNone) {
+    return kNone;
+  }
   tensor.producer = kNone;
   tensor.users.clear();
   tensors_.push_back(std::move(tensor));
   is_output_.push_back(false);
-  tensor_by_name_.Insert(id, hash, tensors_);
   return id;
+}
+
+bool Graph::TryAddTensors(std::vector<Tensor>& tensors) {
+  for (const Tensor& t : tensors) tensor_by_name_.Prefetch(NameIndex::Hash(t.name));
+  for (Tensor& t : tensors) {
+    if (TryAddTensor(t) == kNone) return false;
+  }
+  return true;
+}
+
+void Graph::FindTensors(const std::string_view* names, size_t n, TensorId* out) const {
+  std::array<uint32_t, NameIndex::kBatch> hashes;
+  for (size_t done = 0; done < n; done += NameIndex::kBatch) {
+    const size_t m = std::min(n - done, NameIndex::kBatch);
+    for (size_t i = 0; i < m; ++i) hashes[i] = NameIndex::Hash(names[done + i]);
+    tensor_by_name_.FindMany(names + done, hashes.data(), m, tensors_, out + done);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (out[i] != kNone && !tensors_[static_cast<size_t>(out[i])].alive) out[i] = kNone;
+  }
 }
 
 std::optional<TensorId> Graph::FindTensor(std::string_view name) const {
@@ -210,19 +280,18 @@ void Graph::Reserve(size_t tensors, size_t ops) {
   tensors_.reserve(tensors);
   is_output_.reserve(tensors);
   ops_.reserve(ops);
-  tensor_by_name_.Reserve(tensors, tensors_);
-  op_by_name_.Reserve(ops, ops_);
+  tensor_by_name_.Reserve(tensors);
+  op_by_name_.Reserve(ops);
 }
 
 OpId Graph::AddOp(Op op) {
   const auto id = static_cast<OpId>(ops_.size());
-  const uint32_t hash = NameIndex::Hash(op.name);
-  if (op_by_name_.Find(op.name, hash, ops_) != kNone) return kNone;
   for (TensorId out : op.outputs) {
-    Tensor& t = mutable_tensor(out);
+    const Tensor& t = tensor(out);
     HFUSE_CHECK(t.alive && t.producer == kNone);
-    t.producer = id;
   }
+  if (op_by_name_.FindOrInsert(id, op.name, NameIndex::Hash(op.name), ops_) != kNone) return kNone;
+  for (TensorId out : op.outputs) mutable_tensor(out).producer = id;
   for (TensorId in : op.inputs) {
     // A repeated input pushes to the same list with nothing in between.
     std::vector<OpId>& users = mutable_tensor(in).users;
@@ -230,8 +299,13 @@ OpId Graph::AddOp(Op op) {
   }
   op.alive = true;
   ops_.push_back(std::move(op));
-  op_by_name_.Insert(id, hash, ops_);
   return id;
+}
+
+void Graph::PrefetchForAddOp(const Op& op) const {
+  op_by_name_.Prefetch(NameIndex::Hash(op.name));
+  for (TensorId t : op.inputs) __builtin_prefetch(&tensors_[static_cast<size_t>(t)].users);
+  for (TensorId t : op.outputs) __builtin_prefetch(&tensors_[static_cast<size_t>(t)].producer);
 }
 
 std::optional<OpId> Graph::FindOp(std::string_view name) const {

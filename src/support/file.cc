@@ -1,6 +1,9 @@
 // File helpers.
 #include "hfuse/support/file.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -37,6 +40,25 @@ std::string ReadFile(const std::string& path) {
   buffer << in.rdbuf();
   if (in.bad()) ThrowInputError("{}: read failed", path);
   return std::move(buffer).str();
+}
+
+FileText::FileText(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st {};
+  if (fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ,
+                     MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (p != MAP_FAILED) {
+      map_ = static_cast<const char*>(p);
+      size_ = static_cast<size_t>(st.st_size);
+    }
+  }
+  if (fd >= 0) ::close(fd);
+  if (map_ == nullptr) copy_ = ReadFile(path);  // and its messages
+}
+
+FileText::~FileText() {
+  if (map_ != nullptr) ::munmap(const_cast<char*>(map_), size_);
 }
 
 void WriteFileAtomic(const std::string& path, std::string_view content) {

@@ -170,17 +170,49 @@ class NameIndex {
   // The id in `items` (a vector of things with a `name`) named `name`, or kNone.
   template <typename Item>
   int32_t Find(std::string_view name, uint32_t hash, const std::vector<Item>& items) const;
-  // Adds items[id], whose name is not in the index yet.
+  // The id of the item named `name` if there is one; if not, adds `id`
+  // under that name and returns kNone. One probe for both.
   template <typename Item>
-  void Insert(int32_t id, uint32_t hash, const std::vector<Item>& items);
+  int32_t FindOrInsert(int32_t id, std::string_view name, uint32_t hash,
+                       const std::vector<Item>& items);
+  static constexpr size_t kBatch = 64;
+  // Find for n <= kBatch names at once: out[i] for names[i]. The table and the items
+  // are touched in a few sweeps over all n, prefetched ahead, so that the
+  // cache misses of a batch overlap instead of following one another.
   template <typename Item>
-  void Reserve(size_t count, const std::vector<Item>& items);
+  void FindMany(const std::string_view* names, const uint32_t* hashes, size_t n,
+                const std::vector<Item>& items, int32_t* out) const;
+  // Starts loading the slot where a probe for `hash` begins.
+  void Prefetch(uint32_t hash) const {
+    if (!slots_.empty()) __builtin_prefetch(&slots_[hash & (slots_.size() - 1)]);
+  }
+  void Reserve(size_t count);
 
  private:
+  // The hash sits next to the id, so that a probe costs one cache miss and
+  // most probes compare no names.
+  struct Slot {
+    uint32_t hash = 0;
+    int32_t id = kNone;  // kNone: empty
+  };
+  // Slots of large tables are asked to live on huge pages: lookups land
+  // anywhere in tens of MB, and with 4 KB pages nearly each one would also
+  // miss the TLB.
+  static void* AllocateSlots(size_t bytes);
+  static void FreeSlots(void* p, size_t bytes);
+  template <typename T>
+  struct SlotAllocator {
+    using value_type = T;
+    SlotAllocator() = default;
+    template <typename U>
+    SlotAllocator(const SlotAllocator<U>&) {}
+    T* allocate(size_t n) { return static_cast<T*>(AllocateSlots(n * sizeof(T))); }
+    void deallocate(T* p, size_t n) { FreeSlots(p, n * sizeof(T)); }
+    friend bool operator==(const SlotAllocator&, const SlotAllocator&) { return true; }
+  };
   void Rehash(size_t capacity);
 
-  std::vector<int32_t> ids_;      // kNone: empty slot
-  std::vector<uint32_t> hashes_;  // of the slot's name: most probes compare no names
+  std::vector<Slot, SlotAllocator<Slot>> slots_;
   size_t count_ = 0;
 };
 
@@ -197,7 +229,13 @@ class Graph {
   TensorId AddTensor(Tensor tensor);
   // As AddTensor, but `tensor` is moved from only when it is added.
   TensorId TryAddTensor(Tensor& tensor);
+  // TryAddTensor for each of `tensors`, in order, their lookups overlapped
+  // (NameIndex::FindMany). False at the first name that is taken; the
+  // tensors before it have been added.
+  bool TryAddTensors(std::vector<Tensor>& tensors);
   std::optional<TensorId> FindTensor(std::string_view name) const;
+  // FindTensor for n names at once: out[i] is names[i]'s id, or kNone.
+  void FindTensors(const std::string_view* names, size_t n, TensorId* out) const;
   const Tensor& tensor(TensorId id) const { return tensors_[static_cast<size_t>(id)]; }
   Tensor& mutable_tensor(TensorId id) { return tensors_[static_cast<size_t>(id)]; }
   int32_t num_tensor_ids() const { return static_cast<int32_t>(tensors_.size()); }
@@ -205,6 +243,9 @@ class Graph {
   // Ops. AddOp sets each output's producer (which must be unset) and appends
   // the op once to each distinct input's user list.
   OpId AddOp(Op op);
+  // Starts loading what AddOp(op) will touch (its name's slot, its tensors),
+  // so that a caller adding a batch of ops overlaps their cache misses.
+  void PrefetchForAddOp(const Op& op) const;
   std::optional<OpId> FindOp(std::string_view name) const;
   const Op& op(OpId id) const { return ops_[static_cast<size_t>(id)]; }
   Op& mutable_op(OpId id) { return ops_[static_cast<size_t>(id)]; }

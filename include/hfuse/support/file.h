@@ -10,6 +10,25 @@ namespace hfuse {
 // Reads a file; throws InputError naming the path when it cannot.
 std::string ReadFile(const std::string& path);
 
+// A file's bytes, for reading once: a regular file is mapped into memory
+// (a graph of hundreds of MB is read where the page cache holds it, not
+// copied into a string first), anything else is read with ReadFile. Throws
+// as ReadFile does.
+class FileText {
+ public:
+  explicit FileText(const std::string& path);
+  ~FileText();
+  FileText(const FileText&) = delete;
+  FileText& operator=(const FileText&) = delete;
+
+  std::string_view view() const { return map_ ? std::string_view(map_, size_) : copy_; }
+
+ private:
+  const char* map_ = nullptr;
+  size_t size_ = 0;
+  std::string copy_;
+};
+
 // Writes `content` to a temporary file beside `path`, then renames it over
 // `path`: readers see the old file or the whole new one, never a part.
 // Throws InputError when the file cannot be written.
