@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <span>
 
 #include "hfuse/support/error.h"
 
@@ -47,6 +48,44 @@ void Successors(const Graph& graph, OpId op, std::vector<uint32_t>& seen, uint32
   }
 }
 
+// Successors of each of `ops`, by position in `ops`, in one array.
+struct SuccessorLists {
+  std::vector<int32_t> begin;  // ops.size() + 1 offsets into list
+  std::vector<OpId> list;
+  std::span<const OpId> of(size_t i) const {
+    return std::span<const OpId>(list).subspan(static_cast<size_t>(begin[i]),
+                                               static_cast<size_t>(begin[i + 1] - begin[i]));
+  }
+};
+
+SuccessorLists AllSuccessors(const Graph& graph, const std::vector<OpId>& ops) {
+  SuccessorLists lists;
+  lists.begin.reserve(ops.size() + 1);
+  lists.begin.push_back(0);
+  std::vector<uint32_t> seen(static_cast<size_t>(graph.num_op_ids()), 0);
+  std::vector<OpId> succ;
+  const size_t n = ops.size();
+  for (size_t i = 0; i < n; ++i) {
+    // Each op's successors sit at the end of a chain of loads from records
+    // far apart (the op, its outputs, their tensors, their users): a stage
+    // of the chain is prefetched for each of the next ops, the nearer the
+    // op, the further along its chain.
+    if (i + 16 < n) __builtin_prefetch(&graph.op(ops[i + 16]));
+    if (i + 12 < n) __builtin_prefetch(graph.op(ops[i + 12]).outputs.data());
+    if (i + 8 < n) {
+      for (TensorId t : graph.op(ops[i + 8]).outputs) __builtin_prefetch(&graph.tensor(t).users);
+    }
+    if (i + 4 < n) {
+      for (TensorId t : graph.op(ops[i + 4]).outputs)
+        __builtin_prefetch(graph.tensor(t).users.data());
+    }
+    Successors(graph, ops[i], seen, static_cast<uint32_t>(i) + 1, succ);
+    lists.list.insert(lists.list.end(), succ.begin(), succ.end());
+    lists.begin.push_back(static_cast<int32_t>(lists.list.size()));
+  }
+  return lists;
+}
+
 // Every op's set of candidates below it, computed backwards from its
 // successors' sets and the successors themselves. Sets live in a pool and
 // are shared where an op adds nothing to its successor's (set 0 is the
@@ -60,16 +99,11 @@ bool BackwardSets(const Graph& graph, const std::vector<OpId>& sorted_ops,
   set_of.assign(n_ops, 0);
   std::vector<int32_t> refs(1, 1);
   std::vector<int32_t> preds_left(n_ops, 0);
-  std::vector<uint32_t> seen(n_ops, 0);
-  uint32_t stamp = 0;
-  std::vector<OpId> succ;
-  for (OpId v : sorted_ops) {
-    Successors(graph, v, seen, ++stamp, succ);
-    for (OpId s : succ) ++preds_left[static_cast<size_t>(s)];
-  }
-  for (auto it = sorted_ops.rbegin(); it != sorted_ops.rend(); ++it) {
-    const OpId v = *it;
-    Successors(graph, v, seen, ++stamp, succ);
+  const SuccessorLists successors = AllSuccessors(graph, sorted_ops);
+  for (OpId s : successors.list) ++preds_left[static_cast<size_t>(s)];
+  for (size_t i = sorted_ops.size(); i-- > 0;) {
+    const OpId v = sorted_ops[i];
+    const std::span<const OpId> succ = successors.of(i);
     int32_t shared = -1;  // -1: no successor; -2: a merge is needed
     for (OpId s : succ) {
       const int32_t m = set_of[static_cast<size_t>(s)];
@@ -209,7 +243,7 @@ bool CandidateReach::BuildWindows(const std::vector<OpId>& sorted_ops) {
       if (s.words.empty()) s.lo_word = 0;
     }
 
-    int32_t Merge(const std::vector<OpId>& succ, const std::vector<int32_t>& set_of) {
+    int32_t Merge(std::span<const OpId> succ, const std::vector<int32_t>& set_of) {
       // The window spans the words that any successor sets, below the suffix.
       int32_t hi = n, lo = INT32_MAX, top = -1;
       for (OpId s : succ) {
@@ -402,7 +436,7 @@ bool CandidateReach::BuildChains(const std::vector<OpId>& sorted_ops,
     Pool<std::vector<Entry>> pool;
     std::vector<int32_t> low, changed;
     int64_t live = 0, budget = 0;
-    int32_t Merge(const std::vector<OpId>& succ, const std::vector<int32_t>& set_of) {
+    int32_t Merge(std::span<const OpId> succ, const std::vector<int32_t>& set_of) {
       changed.clear();
       auto lower = [&](int32_t ch, int32_t p) {
         int32_t& l = low[static_cast<size_t>(ch)];

@@ -12,6 +12,9 @@
 namespace hfuse {
 namespace {
 
+// How far ahead a loop over tensors in sorted order prefetches.
+constexpr size_t kAhead = 16;
+
 void DropDeadOps(Graph& graph) {
   std::vector<bool> live(static_cast<size_t>(graph.num_op_ids()), false);
   std::vector<bool> seen(static_cast<size_t>(graph.num_tensor_ids()), false);
@@ -61,18 +64,22 @@ struct SortView {
     depth.resize(n);
     bytes.resize(n);
     user_begin.resize(n + 1, 0);
+    user_list.reserve(n);
     for (TensorId t = 0; t < graph.num_tensor_ids(); ++t) {
-      const Tensor& tensor = graph.tensor(t);
       const auto i = static_cast<size_t>(t);
+      // The records are read in order, but each points to its user list and
+      // shape elsewhere: those are asked for a few tensors ahead.
+      if (i + kAhead < n) {
+        const Tensor& next = graph.tensor(t + static_cast<TensorId>(kAhead));
+        __builtin_prefetch(next.users.data());
+        __builtin_prefetch(next.shape.data());
+      }
+      const Tensor& tensor = graph.tensor(t);
       producer[i] = tensor.producer;
       depth[i] = tensor.depth;
       bytes[i] = TensorBytes(graph, t);
-      user_begin[i + 1] = user_begin[i] + static_cast<int32_t>(tensor.users.size());
-    }
-    user_list.resize(static_cast<size_t>(user_begin[n]));
-    for (TensorId t = 0; t < graph.num_tensor_ids(); ++t) {
-      const auto& u = graph.tensor(t).users;
-      std::copy(u.begin(), u.end(), user_list.begin() + user_begin[static_cast<size_t>(t)]);
+      user_list.insert(user_list.end(), tensor.users.begin(), tensor.users.end());
+      user_begin[i + 1] = static_cast<int32_t>(user_list.size());
     }
     const auto n_ops = static_cast<size_t>(graph.num_op_ids());
     in_begin.resize(n_ops + 1, 0);
@@ -289,8 +296,10 @@ std::vector<TensorId> SortTensors(const Graph& graph, const std::vector<TensorId
 std::vector<OpId> SortedOps(const Graph& graph, const std::vector<TensorId>& sorted) {
   std::vector<uint8_t> seen(static_cast<size_t>(graph.num_op_ids()), 0);
   std::vector<OpId> ops;
-  for (TensorId t : sorted) {
-    const OpId p = graph.tensor(t).producer;
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    // The tensors lie anywhere in a large array: ask for them ahead.
+    if (i + kAhead < sorted.size()) __builtin_prefetch(&graph.tensor(sorted[i + kAhead]).producer);
+    const OpId p = graph.tensor(sorted[i]).producer;
     if (p != kNone && !seen[static_cast<size_t>(p)]) {
       seen[static_cast<size_t>(p)] = 1;
       ops.push_back(p);
@@ -300,12 +309,16 @@ std::vector<OpId> SortedOps(const Graph& graph, const std::vector<TensorId>& sor
 }
 
 void DropDeadTensors(const Graph& graph, std::vector<TensorId>& sorted) {
-  std::erase_if(sorted, [&](TensorId id) {
+  size_t kept = 0;
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    if (i + kAhead < sorted.size()) __builtin_prefetch(&graph.tensor(sorted[i + kAhead]).producer);
+    const TensorId id = sorted[i];
     const Tensor& t = graph.tensor(id);
-    if (!t.alive) return true;
-    return t.producer == kNone && t.users.empty() && t.role != Role::kInput &&
-           !graph.IsGraphOutput(id);
-  });
+    const bool dead = !t.alive || (t.producer == kNone && t.users.empty() &&
+                                   t.role != Role::kInput && !graph.IsGraphOutput(id));
+    if (!dead) sorted[kept++] = id;
+  }
+  sorted.resize(kept);
 }
 
 int64_t RemoveNoOps(Graph& graph, std::vector<TensorId>& sorted) {
