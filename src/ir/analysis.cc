@@ -13,6 +13,7 @@ std::vector<OpId> StableTopologicalOrder(const Graph& graph) {
   const int32_t n = graph.num_op_ids();
   std::vector<int32_t> missing(static_cast<size_t>(n), 0);
   std::vector<OpId> last_reader(static_cast<size_t>(graph.num_tensor_ids()), kNone);
+  bool in_id_order = true;  // every op's producers have lower ids
   for (OpId id = 0; id < n; ++id) {
     const Op& op = graph.op(id);
     if (!op.alive) {
@@ -20,12 +21,16 @@ std::vector<OpId> StableTopologicalOrder(const Graph& graph) {
       continue;
     }
     for (TensorId in : op.inputs) {
-      if (graph.tensor(in).producer == kNone || last_reader[static_cast<size_t>(in)] == id)
-        continue;
+      const OpId producer = graph.tensor(in).producer;
+      if (producer == kNone || last_reader[static_cast<size_t>(in)] == id) continue;
+      in_id_order = in_id_order && producer < id;
       last_reader[static_cast<size_t>(in)] = id;
       ++missing[static_cast<size_t>(id)];
     }
   }
+  // Then each op is ready once those below it are done: the order is the
+  // ids' (the usual case: a graph file lists its ops in an order that runs).
+  if (in_id_order) return graph.LiveOps();
   // The lowest ready id: a scan upward finds the ready ops at or above it;
   // those that become ready below it (a graph listed out of order) wait in a
   // heap. A graph listed in order needs no heap at all.

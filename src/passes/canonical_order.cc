@@ -82,12 +82,14 @@ struct SortView {
       user_begin[i + 1] = static_cast<int32_t>(user_list.size());
     }
     const auto n_ops = static_cast<size_t>(graph.num_op_ids());
+    op_live.resize(n_ops);
     in_begin.resize(n_ops + 1, 0);
     out_begin.resize(n_ops + 1, 0);
     for (OpId o = 0; o < graph.num_op_ids(); ++o) {
       const Op& op = graph.op(o);
       const auto i = static_cast<size_t>(o);
       const bool live = op.alive;
+      op_live[i] = live;
       in_begin[i + 1] = in_begin[i] + (live ? static_cast<int32_t>(op.inputs.size()) : 0);
       out_begin[i + 1] = out_begin[i] + (live ? static_cast<int32_t>(op.outputs.size()) : 0);
     }
@@ -108,6 +110,7 @@ struct SortView {
 
   std::vector<OpId> producer;
   std::vector<int64_t> depth, bytes;
+  std::vector<uint8_t> op_live;
 
  private:
   static std::span<const int32_t> Range(const std::vector<int32_t>& list,
@@ -174,7 +177,8 @@ void Canonicalize(Graph& graph) {
   }
 }
 
-std::vector<TensorId> SortTensors(const Graph& graph, const std::vector<TensorId>& roots) {
+std::vector<TensorId> SortTensors(const Graph& graph, const std::vector<TensorId>& roots,
+                                  std::vector<OpId>* ops) {
   const SortView g(graph);
   const auto n = static_cast<size_t>(graph.num_tensor_ids());
   const auto n_ops = static_cast<size_t>(graph.num_op_ids());
@@ -290,6 +294,17 @@ std::vector<TensorId> SortTensors(const Graph& graph, const std::vector<TensorId
       }
     }
   }
+  if (ops != nullptr) {  // SortedOps, from the view's compact arrays
+    ops->clear();
+    std::vector<uint8_t> seen(n_ops, 0);
+    for (TensorId t : sorted) {
+      const OpId p = g.producer[static_cast<size_t>(t)];
+      if (p != kNone && g.op_live[static_cast<size_t>(p)] && !seen[static_cast<size_t>(p)]) {
+        seen[static_cast<size_t>(p)] = 1;
+        ops->push_back(p);
+      }
+    }
+  }
   return sorted;
 }
 
@@ -322,8 +337,19 @@ void DropDeadTensors(const Graph& graph, std::vector<TensorId>& sorted) {
 }
 
 int64_t RemoveNoOps(Graph& graph, std::vector<TensorId>& sorted) {
+  std::vector<OpId> sorted_ops = SortedOps(graph, sorted);
+  return RemoveNoOps(graph, sorted, sorted_ops);
+}
+
+int64_t RemoveNoOps(Graph& graph, std::vector<TensorId>& sorted, std::vector<OpId>& sorted_ops) {
+  // Removing ops and tensors without producers moves no other op in the
+  // order of first outputs: sorted_ops stays SortedOps(sorted) by dropping
+  // the removed ops.
+  auto drop_removed = [&] {
+    std::erase_if(sorted_ops, [&](OpId id) { return !graph.op(id).alive; });
+  };
   int64_t removed = 0;
-  for (OpId id : SortedOps(graph, sorted)) {
+  for (OpId id : sorted_ops) {
     const Op& op = graph.op(id);
     if (op.type != OpType::kConcatenate || graph.IsGraphOutput(op.outputs[0])) continue;
     int64_t non_empty = 0;
@@ -341,7 +367,8 @@ int64_t RemoveNoOps(Graph& graph, std::vector<TensorId>& sorted) {
     ++removed;
   }
   DropDeadTensors(graph, sorted);
-  for (OpId id : SortedOps(graph, sorted)) {
+  drop_removed();
+  for (OpId id : sorted_ops) {
     const Op& op = graph.op(id);
     if (op.type != OpType::kSplit || op.outputs.size() != 1 ||
         graph.IsGraphOutput(op.outputs[0])) {
@@ -352,6 +379,7 @@ int64_t RemoveNoOps(Graph& graph, std::vector<TensorId>& sorted) {
     ++removed;
   }
   DropDeadTensors(graph, sorted);
+  drop_removed();
   return removed;
 }
 

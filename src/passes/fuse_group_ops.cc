@@ -11,13 +11,15 @@ namespace hfuse {
 FuseGroupOpsResult FuseGroupOps(Graph& graph, const FuseGroupOpsOptions& options) {
   FuseGroupOpsResult result;
   Canonicalize(graph);
-  std::vector<TensorId> sorted = SortTensors(graph, graph.outputs());
-  const std::vector<OpId> first_order = SortedOps(graph, sorted);
+  // The sorted tensor list, and its ops in the order their first output is
+  // met (SortedOps), kept up to date together.
+  std::vector<OpId> sorted_ops;
+  std::vector<TensorId> sorted = SortTensors(graph, graph.outputs(), &sorted_ops);
   std::vector<int64_t> op_number(static_cast<size_t>(graph.num_op_ids()), 0);
-  for (size_t i = 0; i < first_order.size(); ++i) {
-    op_number[static_cast<size_t>(first_order[i])] = static_cast<int64_t>(i);
+  for (size_t i = 0; i < sorted_ops.size(); ++i) {
+    op_number[static_cast<size_t>(sorted_ops[i])] = static_cast<int64_t>(i);
   }
-  RemoveNoOps(graph, sorted);
+  RemoveNoOps(graph, sorted, sorted_ops);
   result.ops_before = graph.NumLiveOps();
 
   std::vector<OpType> types;
@@ -30,7 +32,7 @@ FuseGroupOpsResult FuseGroupOps(Graph& graph, const FuseGroupOpsOptions& options
 
   for (OpType type : types) {
     TypeRoundResult round =
-        GroupOpsOfType(graph, sorted, op_number, type, options.want_dumps, options.reach);
+        GroupOpsOfType(graph, sorted_ops, op_number, type, options.want_dumps, options.reach);
     if (options.want_dumps && !round.dependency_dump.empty()) {
       result.dumps.emplace_back(
           fmt::format("fuse_group_{}_dependency_graph_filtered.txt", OpTypeName(type)),
@@ -48,10 +50,10 @@ FuseGroupOpsResult FuseGroupOps(Graph& graph, const FuseGroupOpsOptions& options
     for (TensorId t : round.new_outputs) moved[static_cast<size_t>(t)] = true;
     std::erase_if(sorted, [&](TensorId t) { return moved[static_cast<size_t>(t)]; });
     sorted.insert(sorted.end(), round.new_outputs.begin(), round.new_outputs.end());
-    sorted = SortTensors(graph, sorted);
-    DropDeadTensors(graph, sorted);
+    sorted = SortTensors(graph, sorted, &sorted_ops);
+    DropDeadTensors(graph, sorted);  // no op moves: sorted_ops stays
   }
-  result.op_order = SortedOps(graph, sorted);
+  result.op_order = sorted_ops;
   result.ops_after = static_cast<int64_t>(result.op_order.size());
   return result;
 }

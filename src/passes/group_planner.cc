@@ -43,6 +43,26 @@ bool IsFusableSplit(const Graph& graph, const Op& split) {
 // and Compatible still decides. GEMMs: inputs, alignment, dtypes, M.
 // LayerNorms: eps, ranks, batch dims, dtype (the size rule is not an
 // equivalence); one without gamma and beta is compatible with nothing.
+// In a loop over ops that reads each op's inputs and their shapes (the
+// candidate checks, ClassKey): loads what the next ops will read, one stage
+// of the chain of loads per op (its record, its inputs, their tensors, their
+// shapes), the nearer the op, the further along. `at(j)` is the op the loop
+// reads at step j, or null.
+template <typename At>
+void PrefetchAhead(const Graph& graph, size_t i, const At& at) {
+  if (const Op* op = at(i + 16)) {
+    __builtin_prefetch(op);
+    __builtin_prefetch(&op->attrs);
+  }
+  if (const Op* op = at(i + 12)) __builtin_prefetch(op->inputs.data());
+  if (const Op* op = at(i + 8)) {
+    for (TensorId t : op->inputs) __builtin_prefetch(&graph.tensor(t));
+  }
+  if (const Op* op = at(i + 4)) {
+    for (TensorId t : op->inputs) __builtin_prefetch(graph.tensor(t).shape.data());
+  }
+}
+
 void ClassKey(const Graph& graph, OpId id, int32_t unique, std::vector<int64_t>& key) {
   const Op& op = graph.op(id);
   key.assign(1, static_cast<int64_t>(op.inputs.size()));
@@ -249,20 +269,27 @@ class Round {
     for (int64_t n : op_number_) next_number_ = std::max(next_number_, n + 1);
   }
 
-  TypeRoundResult Run(const std::vector<TensorId>& sorted) {
-    const std::vector<OpId> sorted_ops = SortedOps(g_, sorted);
-    if (std::none_of(sorted_ops.begin(), sorted_ops.end(),
-                     [&](OpId id) { return g_.op(id).type == type_; })) {
-      return {};
+  TypeRoundResult Run(const std::vector<OpId>& sorted_ops) {
+    // The ops' types, gathered in one pass (the op records lie far apart in
+    // a large graph: they are asked for ahead).
+    const size_t n_sorted = sorted_ops.size();
+    std::vector<OpType> types(n_sorted);
+    for (size_t i = 0; i < n_sorted; ++i) {
+      if (i + 16 < n_sorted) __builtin_prefetch(&g_.op(sorted_ops[i + 16]));
+      types[i] = g_.op(sorted_ops[i]).type;
     }
+    const auto of_type = static_cast<size_t>(std::count(types.begin(), types.end(), type_));
+    if (of_type == 0) return {};
     // Candidates, in the sorted order (fix (d) inside IsGemmCandidate).
     cand_of_.assign(static_cast<size_t>(g_.num_op_ids()), kNone);
-    const auto of_type = static_cast<size_t>(std::count_if(
-        sorted_ops.begin(), sorted_ops.end(), [&](OpId id) { return g_.op(id).type == type_; }));
     cands_.reserve(of_type);
     number_.reserve(of_type);
-    for (OpId id : sorted_ops) {
-      if (g_.op(id).type != type_) continue;
+    for (size_t i = 0; i < n_sorted; ++i) {
+      PrefetchAhead(g_, i, [&](size_t j) {
+        return j < n_sorted && types[j] == type_ ? &g_.op(sorted_ops[j]) : nullptr;
+      });
+      const OpId id = sorted_ops[i];
+      if (types[i] != type_) continue;
       if (IsGemm(type_) && !IsGemmCandidate(g_, id)) continue;
       cand_of_[static_cast<size_t>(id)] = static_cast<int32_t>(cands_.size());
       cands_.push_back(id);
@@ -275,8 +302,9 @@ class Round {
     std::vector<bool> grouped(n, false);
     std::vector<bool> skip(n, false);  // taken by the split rule
     if (IsGemm(type_)) {
-      for (OpId id : sorted_ops) {
-        if (g_.op(id).type != OpType::kSplit || !IsFusableSplit(g_, g_.op(id))) continue;
+      for (size_t i = 0; i < n_sorted; ++i) {
+        const OpId id = sorted_ops[i];
+        if (types[i] != OpType::kSplit || !IsFusableSplit(g_, g_.op(id))) continue;
         std::vector<OpId> group = SplitGroup(g_.op(id), reach);
         if (group.empty()) continue;
         for (OpId m : group) skip[static_cast<size_t>(cand_of_[static_cast<size_t>(m)])] = true;
@@ -288,6 +316,7 @@ class Round {
     std::vector<int32_t> class_of(n);
     std::vector<int64_t> key;
     for (size_t k = 0; k < n; ++k) {
+      PrefetchAhead(g_, k, [&](size_t j) { return j < n ? &g_.op(cands_[j]) : nullptr; });
       ClassKey(g_, cands_[k], static_cast<int32_t>(k), key);
       auto it = classes.find(key);
       if (it == classes.end())
@@ -551,11 +580,11 @@ bool LayerNormsCompatible(const Graph& graph, OpId leader, OpId other) {
   return LayerNormSizesMatch(FlatNormalizedSize(a), FlatNormalizedSize(b));
 }
 
-TypeRoundResult GroupOpsOfType(Graph& graph, const std::vector<TensorId>& sorted,
+TypeRoundResult GroupOpsOfType(Graph& graph, const std::vector<OpId>& sorted_ops,
                                std::vector<int64_t>& op_number, OpType type, bool want_dumps,
                                ReachStrategy reach) {
   HFUSE_CHECK(IsGemm(type) || IsLayerNorm(type));
-  return Round(graph, op_number, type, want_dumps, reach).Run(sorted);
+  return Round(graph, op_number, type, want_dumps, reach).Run(sorted_ops);
 }
 
 }  // namespace hfuse

@@ -128,15 +128,20 @@ struct Attrs {
   double Eps() const { return eps.value_or(1e-5); }
 };
 
-struct Tensor {
-  std::string name;
-  Shape shape;
+// The fields the passes read of every tensor come first and fill one cache
+// line, which is where each tensor starts (graphs of millions of tensors
+// are walked over and over; a tensor spread over three lines costs three
+// misses).
+struct alignas(64) Tensor {
+  OpId producer = kNone;
   DType dtype = DType::kFloat32;
   Role role = Role::kIntermediate;
-  OpId producer = kNone;
-  std::vector<OpId> users;  // each reading op once, in attach order
-  int64_t depth = 0;        // AITemplate's tensor depth; see passes/canonical_order.h
   bool alive = true;
+  int64_t depth = 0;        // AITemplate's tensor depth; see passes/canonical_order.h
+  std::vector<OpId> users;  // each reading op once, in attach order
+  Shape shape;
+
+  std::string name;
   // A param's values when the graph came with them (ONNX initializers): the
   // tensor's dtype, row-major, little-endian. Graph JSON has no place for them.
   std::shared_ptr<const std::vector<uint8_t>> data;
@@ -147,17 +152,18 @@ struct Tensor {
   int64_t storage_offset = 0;
 };
 
-struct Op {
-  std::string name;
+// As Tensor: what the passes read of every op fills its first cache line.
+struct alignas(64) Op {
   OpType type = OpType::kElementwise;
-  std::vector<TensorId> inputs;  // may repeat a tensor
-  std::vector<TensorId> outputs;
-  Attrs attrs;
   bool alive = true;
   // Execution plan: a split or concatenate whose outputs or inputs became
   // views of its input or output; it stays in the graph (so every order and
   // check still holds) and runs as nothing.
   bool elided = false;
+  std::vector<TensorId> inputs;  // may repeat a tensor
+  std::vector<TensorId> outputs;
+  std::string name;
+  Attrs attrs;
 };
 
 // Names to ids, for Graph: an open-addressing table of ids hashed by name,

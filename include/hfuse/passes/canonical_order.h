@@ -23,7 +23,10 @@ namespace hfuse {
 
 void Canonicalize(Graph& graph);
 
-std::vector<TensorId> SortTensors(const Graph& graph, const std::vector<TensorId>& roots);
+// With `ops`, also SortedOps of the result (made from the sort's own arrays,
+// faster than SortedOps).
+std::vector<TensorId> SortTensors(const Graph& graph, const std::vector<TensorId>& roots,
+                                  std::vector<OpId>* ops = nullptr);
 
 std::vector<OpId> SortedOps(const Graph& graph, const std::vector<TensorId>& sorted);
 
@@ -31,6 +34,8 @@ std::vector<OpId> SortedOps(const Graph& graph, const std::vector<TensorId>& sor
 // order of `sorted`, and drops the removed tensors from `sorted`.
 // Returns the number of ops removed.
 int64_t RemoveNoOps(Graph& graph, std::vector<TensorId>& sorted);
+// The same, given SortedOps(graph, sorted), which it keeps up to date.
+int64_t RemoveNoOps(Graph& graph, std::vector<TensorId>& sorted, std::vector<OpId>& sorted_ops);
 
 // Drops erased tensors and tensors with neither producer nor users that are
 // neither graph inputs nor graph outputs.

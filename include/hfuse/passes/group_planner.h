@@ -59,9 +59,10 @@ struct TypeRoundResult {
 };
 
 // Groups the ops of `type` (a gemm or layernorm type) and rewrites each group.
-// `sorted` is the current sorted tensor list; `op_number` the op numbers of
-// rule 5, indexed by op id (group ops get numbers after all others).
-TypeRoundResult GroupOpsOfType(Graph& graph, const std::vector<TensorId>& sorted,
+// `sorted_ops` is SortedOps of the current sorted tensor list; `op_number`
+// the op numbers of rule 5, indexed by op id (group ops get numbers after
+// all others).
+TypeRoundResult GroupOpsOfType(Graph& graph, const std::vector<OpId>& sorted_ops,
                                std::vector<int64_t>& op_number, OpType type, bool want_dumps,
                                ReachStrategy reach = ReachStrategy::kAuto);
 
