@@ -15,6 +15,7 @@ std::vector<OpId> StableTopologicalOrder(const Graph& graph) {
   std::vector<OpId> last_reader(static_cast<size_t>(graph.num_tensor_ids()), kNone);
   bool in_id_order = true;  // every op's producers have lower ids
   for (OpId id = 0; id < n; ++id) {
+    graph.PrefetchTensorsOf(id + 8);
     const Op& op = graph.op(id);
     if (!op.alive) {
       missing[static_cast<size_t>(id)] = -1;  // never ready

@@ -411,7 +411,9 @@ void Graph::EraseTensor(TensorId id) {
 
 void Graph::ReorderUsers(const std::vector<OpId>& op_order) {
   for (Tensor& t : tensors_) t.users.clear();
-  for (OpId id : op_order) {
+  for (size_t i = 0; i < op_order.size(); ++i) {
+    if (i + 8 < op_order.size()) PrefetchTensorsOf(op_order[i + 8]);
+    const OpId id = op_order[i];
     const Op& o = op(id);
     HFUSE_CHECK(o.alive);
     for (TensorId in : o.inputs) {

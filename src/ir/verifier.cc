@@ -401,6 +401,7 @@ void VerifyGraph(const Graph& graph) {
                 reader_begin[t_index + 1] - reader_begin[t_index]);
   }
   for (OpId id = 0; id < graph.num_op_ids(); ++id) {
+    graph.PrefetchTensorsOf(id + 8);
     const Op& op = graph.op(id);
     if (!op.alive) continue;
     for (TensorId in : op.inputs) HFUSE_CHECK(graph.tensor(in).alive);

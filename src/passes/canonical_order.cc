@@ -160,7 +160,9 @@ void Canonicalize(Graph& graph) {
   HFUSE_CHECK(static_cast<int64_t>(order.size()) == graph.NumLiveOps());
   graph.ReorderUsers(order);
   for (TensorId t = 0; t < graph.num_tensor_ids(); ++t) graph.mutable_tensor(t).depth = 0;
-  for (OpId id : order) {
+  for (size_t k = 0; k < order.size(); ++k) {
+    if (k + 8 < order.size()) graph.PrefetchTensorsOf(order[k + 8]);
+    const OpId id = order[k];
     const Op& op = graph.op(id);
     // Rule 3's exception: AITemplate builds each output of a group GEMM with
     // a gemm_rcr of that member's own inputs, so each takes its own depth.

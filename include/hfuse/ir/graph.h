@@ -249,6 +249,15 @@ class Graph {
   // Ops. AddOp sets each output's producer (which must be unset) and appends
   // the op once to each distinct input's user list.
   OpId AddOp(Op op);
+  // Starts loading the records of the tensors op `id` reads and writes, if
+  // it is an op: a loop over ops in id order calls it for an op some steps
+  // ahead, so that its tensors (anywhere in a large array) are there in time.
+  void PrefetchTensorsOf(OpId id) const {
+    if (id >= num_op_ids()) return;
+    const Op& o = ops_[static_cast<size_t>(id)];
+    for (TensorId t : o.inputs) __builtin_prefetch(&tensors_[static_cast<size_t>(t)]);
+    for (TensorId t : o.outputs) __builtin_prefetch(&tensors_[static_cast<size_t>(t)]);
+  }
   // Starts loading what AddOp(op) will touch (its name's slot, its tensors),
   // so that a caller adding a batch of ops overlaps their cache misses.
   void PrefetchForAddOp(const Op& op) const;
