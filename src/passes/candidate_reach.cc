@@ -7,6 +7,7 @@
 #include <span>
 
 #include "hfuse/support/error.h"
+#include "prefetch_ahead.h"
 
 namespace hfuse {
 namespace {
@@ -66,19 +67,7 @@ SuccessorLists AllSuccessors(const Graph& graph, const std::vector<OpId>& ops) {
   std::vector<OpId> succ;
   const size_t n = ops.size();
   for (size_t i = 0; i < n; ++i) {
-    // Each op's successors sit at the end of a chain of loads from records
-    // far apart (the op, its outputs, their tensors, their users): a stage
-    // of the chain is prefetched for each of the next ops, the nearer the
-    // op, the further along its chain.
-    if (i + 16 < n) __builtin_prefetch(&graph.op(ops[i + 16]));
-    if (i + 12 < n) __builtin_prefetch(graph.op(ops[i + 12]).outputs.data());
-    if (i + 8 < n) {
-      for (TensorId t : graph.op(ops[i + 8]).outputs) __builtin_prefetch(&graph.tensor(t).users);
-    }
-    if (i + 4 < n) {
-      for (TensorId t : graph.op(ops[i + 4]).outputs)
-        __builtin_prefetch(graph.tensor(t).users.data());
-    }
+    PrefetchOpsAhead(graph, i, [&](size_t j) { return j < n ? &graph.op(ops[j]) : nullptr; });
     Successors(graph, ops[i], seen, static_cast<uint32_t>(i) + 1, succ);
     lists.list.insert(lists.list.end(), succ.begin(), succ.end());
     lists.begin.push_back(static_cast<int32_t>(lists.list.size()));

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "candidate_reach.h"
+#include "prefetch_ahead.h"
 #include "hfuse/passes/canonical_order.h"
 #include "hfuse/passes/group_rewriter.h"
 #include "hfuse/support/error.h"
@@ -43,26 +44,6 @@ bool IsFusableSplit(const Graph& graph, const Op& split) {
 // and Compatible still decides. GEMMs: inputs, alignment, dtypes, M.
 // LayerNorms: eps, ranks, batch dims, dtype (the size rule is not an
 // equivalence); one without gamma and beta is compatible with nothing.
-// In a loop over ops that reads each op's inputs and their shapes (the
-// candidate checks, ClassKey): loads what the next ops will read, one stage
-// of the chain of loads per op (its record, its inputs, their tensors, their
-// shapes), the nearer the op, the further along. `at(j)` is the op the loop
-// reads at step j, or null.
-template <typename At>
-void PrefetchAhead(const Graph& graph, size_t i, const At& at) {
-  if (const Op* op = at(i + 16)) {
-    __builtin_prefetch(op);
-    __builtin_prefetch(&op->attrs);
-  }
-  if (const Op* op = at(i + 12)) __builtin_prefetch(op->inputs.data());
-  if (const Op* op = at(i + 8)) {
-    for (TensorId t : op->inputs) __builtin_prefetch(&graph.tensor(t));
-  }
-  if (const Op* op = at(i + 4)) {
-    for (TensorId t : op->inputs) __builtin_prefetch(graph.tensor(t).shape.data());
-  }
-}
-
 void ClassKey(const Graph& graph, OpId id, int32_t unique, std::vector<int64_t>& key) {
   const Op& op = graph.op(id);
   key.assign(1, static_cast<int64_t>(op.inputs.size()));
@@ -285,7 +266,7 @@ class Round {
     cands_.reserve(of_type);
     number_.reserve(of_type);
     for (size_t i = 0; i < n_sorted; ++i) {
-      PrefetchAhead(g_, i, [&](size_t j) {
+      PrefetchOpsAhead(g_, i, [&](size_t j) {
         return j < n_sorted && types[j] == type_ ? &g_.op(sorted_ops[j]) : nullptr;
       });
       const OpId id = sorted_ops[i];
@@ -316,7 +297,7 @@ class Round {
     std::vector<int32_t> class_of(n);
     std::vector<int64_t> key;
     for (size_t k = 0; k < n; ++k) {
-      PrefetchAhead(g_, k, [&](size_t j) { return j < n ? &g_.op(cands_[j]) : nullptr; });
+      PrefetchOpsAhead(g_, k, [&](size_t j) { return j < n ? &g_.op(cands_[j]) : nullptr; });
       ClassKey(g_, cands_[k], static_cast<int32_t>(k), key);
       auto it = classes.find(key);
       if (it == classes.end())

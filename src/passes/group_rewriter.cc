@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "hfuse/support/error.h"
+#include "prefetch_ahead.h"
 
 namespace hfuse {
 
@@ -22,26 +23,9 @@ void SortGroupMembers(const Graph& graph, std::vector<OpId>& members) {
   keys.reserve(members.size());
   const size_t n = members.size();
   for (size_t i = 0; i < n; ++i) {
-    // The members lie far apart in a large graph. This is the first loop
-    // over them: it loads, a stage ahead of each, what the rewrite reads of
-    // a member (its record, its inputs, their tensors and user lists),
-    // which then stays in cache for the rest of it.
-    if (i + 12 < n) __builtin_prefetch(&graph.op(members[i + 12]));
-    if (i + 8 < n) __builtin_prefetch(graph.op(members[i + 8]).inputs.data());
-    if (i + 4 < n) {
-      const Op& op = graph.op(members[i + 4]);
-      for (TensorId t : op.inputs) {
-        __builtin_prefetch(&graph.tensor(t).shape);
-        __builtin_prefetch(&graph.tensor(t).users);
-      }
-      for (TensorId t : op.outputs) __builtin_prefetch(&graph.tensor(t).producer);
-    }
-    if (i + 2 < n) {
-      for (TensorId t : graph.op(members[i + 2]).inputs) {
-        __builtin_prefetch(graph.tensor(t).users.data());
-        __builtin_prefetch(graph.tensor(t).shape.data());
-      }
-    }
+    // The first loop over the members: what the rewrite reads of them then
+    // stays in cache for the rest of it.
+    PrefetchOpsAhead(graph, i, [&](size_t j) { return j < n ? &graph.op(members[j]) : nullptr; });
     const OpId id = members[i];
     const Tensor& w = graph.tensor(graph.op(id).inputs[1]);
     keys.push_back({gemm ? w.shape[1].value : 0, gemm ? w.shape[0].value : 0, &w.name, id});

@@ -235,9 +235,9 @@ class Graph {
   TensorId AddTensor(Tensor tensor);
   // As AddTensor, but `tensor` is moved from only when it is added.
   TensorId TryAddTensor(Tensor& tensor);
-  // TryAddTensor for each of `tensors`, in order, their lookups overlapped
-  // (NameIndex::FindMany). False at the first name that is taken; the
-  // tensors before it have been added.
+  // TryAddTensor for each of `tensors`, in order, their name lookups
+  // overlapped (the table's slots prefetched first). False at the first name
+  // that is taken; the tensors before it have been added.
   bool TryAddTensors(std::vector<Tensor>& tensors);
   std::optional<TensorId> FindTensor(std::string_view name) const;
   // FindTensor for n names at once: out[i] is names[i]'s id, or kNone.
