@@ -52,6 +52,9 @@ std::string_view DTypeName(DType dtype) {
     case DType::kFloat16: return "float16";
     case DType::kBFloat16: return "bfloat16";
     case DType::kFloat32: return "float32";
+    case DType::kInt64: return "int64";
+    case DType::kInt32: return "int32";
+    case DType::kBool: return "bool";
   }
   return "?";
 }
@@ -63,7 +66,21 @@ std::optional<DType> ParseDType(std::string_view name) {
   return std::nullopt;
 }
 
-int DTypeBytes(DType dtype) { return dtype == DType::kFloat32 ? 4 : 2; }
+int DTypeBytes(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat16:
+    case DType::kBFloat16: return 2;
+    case DType::kFloat32:
+    case DType::kInt32: return 4;
+    case DType::kInt64: return 8;
+    case DType::kBool: return 1;
+  }
+  return 4;
+}
+
+bool IsFloat(DType dtype) {
+  return dtype == DType::kFloat16 || dtype == DType::kBFloat16 || dtype == DType::kFloat32;
+}
 
 std::string_view OpTypeName(OpType type) { return kOpTypeNames[static_cast<size_t>(type)]; }
 

@@ -144,7 +144,7 @@ class Importer {
       Tensor t;
       t.name = vi.name();
       t.role = Role::kInput;
-      t.dtype = FloatType(vi.name(), "graph input");
+      t.dtype = ValueType(vi.name(), "graph input");
       t.shape = ShapeOf(vi.name(), "graph input");
       const TensorId id = g_.AddTensor(std::move(t));
       values_[vi.name()] = id;
@@ -199,17 +199,17 @@ class Importer {
   }
 
   // The element type ONNX gives a value, which must be one of hfuse's.
-  DType FloatType(const std::string& name, std::string_view what) {
+  DType ValueType(const std::string& name, std::string_view what) {
     auto it = types_.find(name);
     if (it == types_.end() || !it->second->has_tensor_type()) {
       Error("{} '{}' is not a tensor of known type", what, name);
     }
     const int32_t elem = it->second->tensor_type().elem_type();
-    auto dtype = onnx_util::DTypeOf(elem);
+    auto dtype = onnx_util::AnyDTypeOf(elem);
     if (!dtype) {
       Error(
-          "{} '{}' is {}: hfuse supports float32, float16 and bfloat16 tensors (other types "
-          "only as constants, such as shapes and axes)",
+          "{} '{}' is {}: hfuse supports float32, float16, bfloat16, int64, int32 and bool "
+          "tensors",
           what, name, ElemTypeName(elem));
     }
     return *dtype;
@@ -345,18 +345,47 @@ class Importer {
       if (a.type() == AttributeProto::FLOATS) {
         kept->floats[a.name()] = {a.floats().begin(), a.floats().end()};
       }
+      if (a.type() == AttributeProto::STRING) kept->strings[a.name()] = a.s();
+      if (a.type() == AttributeProto::TENSOR) {  // ConstantOfShape's value
+        if (auto v = ScalarOf(a.t())) kept->floats[a.name()] = {*v};
+      }
     }
     return kept;
   }
-  // Keeps input `slot`'s constant (int64 shape, axes) with the node.
-  void KeepConstant(OnnxNode& kept, const NodeProto& node, int slot) {
+  // The first value of a numeric tensor, as a double.
+  static std::optional<double> ScalarOf(const TensorProto& t) {
+    const auto dtype = onnx_util::AnyDTypeOf(t.data_type());
+    const auto data = onnx_util::TensorData(t);
+    if (!dtype || !data || data->empty()) return std::nullopt;
+    if (!IsFloat(*dtype)) {
+      if (auto ints = onnx_util::TensorInts(t)) return static_cast<double>((*ints)[0]);
+      return (*data)[0] != 0 ? 1.0 : 0.0;  // bool
+    }
+    if (*dtype == DType::kFloat32) {
+      float f;
+      std::memcpy(&f, data->data(), 4);
+      return f;
+    }
+    uint16_t h;
+    std::memcpy(&h, data->data(), 2);
+    return *dtype == DType::kFloat16 ? HalfToFloat(h) : BFloat16ToFloat(h);
+  }
+  // Keeps input `slot`'s constant (int64 shape, axes) with the node; its
+  // index in kept.constants.
+  int32_t KeepConstant(OnnxNode& kept, const NodeProto& node, int slot) {
     const std::string& name = node.input(slot);
-    for (const auto& [n, bytes] : kept.constants) {
-      if (n == name) return;
+    for (size_t i = 0; i < kept.constants.size(); ++i) {
+      if (kept.constants[i].first == name) return static_cast<int32_t>(i);
     }
     TensorProto t = *Constant(name);
     t.set_name(name);
     kept.constants.emplace_back(name, t.SerializeAsString());
+    OnnxNode::Value v;
+    v.dtype = onnx_util::AnyDTypeOf(t.data_type()).value_or(DType::kFloat32);
+    v.dims.assign(t.dims().begin(), t.dims().end());
+    if (auto data = onnx_util::TensorData(t)) v.data = std::move(*data);
+    kept.constant_values.push_back(std::move(v));
+    return static_cast<int32_t>(kept.constants.size() - 1);
   }
 
   // ---- before the main walk -------------------------------------------
@@ -842,7 +871,7 @@ class Importer {
     }
     for (const std::string& out : node.output()) {
       group.outputs.push_back(
-          NewValue(out, ShapeOf(out, "group output"), FloatType(out, "group output")));
+          NewValue(out, ShapeOf(out, "group output"), ValueType(out, "group output")));
     }
     if (IsGroupGemm(*type)) {
       group.attrs.group_size = IntAttr(node, "group_size", 0);
@@ -880,19 +909,27 @@ class Importer {
     auto kept = Keep(node, OpType::kOpaque);
     for (int i = 0; i < node.input_size(); ++i) {
       const std::string& in = node.input(i);
-      if (in.empty()) continue;
+      if (in.empty()) {
+        kept->input_slots.push_back(kNone);
+        continue;
+      }
       const TensorProto* c = Constant(in);
       if (c && !onnx_util::DTypeOf(c->data_type())) {
-        KeepConstant(*kept, node, i);
+        kept->input_slots.push_back(-2 - KeepConstant(*kept, node, i));
       } else {
+        kept->input_slots.push_back(static_cast<int32_t>(op.inputs.size()));
         op.inputs.push_back(
             Value(in, fmt::format("input of {} node '{}'", node.op_type(), op.name)));
       }
     }
     for (const std::string& out : node.output()) {
-      if (out.empty() || !used_.count(out)) continue;  // written back as it was
+      if (out.empty() || !used_.count(out)) {  // written back as it was
+        kept->output_slots.push_back(kNone);
+        continue;
+      }
       const std::string what = fmt::format("output of {} node '{}'", node.op_type(), op.name);
-      const DType dtype = FloatType(out, what);
+      const DType dtype = ValueType(out, what);
+      kept->output_slots.push_back(static_cast<int32_t>(op.outputs.size()));
       op.outputs.push_back(NewValue(out, ShapeOf(out, what), dtype));
     }
     op.attrs.onnx = std::move(kept);
@@ -946,7 +983,7 @@ OnnxModel ImportOnnx(std::string_view bytes, const std::string& source,
   }
   try {
     onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(),
-                                       onnx::ShapeInferenceOptions(true, 1, false));
+                                       onnx::ShapeInferenceOptions(true, 1, true));
   } catch (const std::exception& e) {
     Fail(source, "ONNX shape inference: {}", onnx_util::OneLine(e.what()));
   }

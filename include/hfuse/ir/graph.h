@@ -24,10 +24,15 @@ using TensorId = int32_t;
 using OpId = int32_t;
 inline constexpr int32_t kNone = -1;
 
-enum class DType : uint8_t { kFloat16, kBFloat16, kFloat32 };
+// Float types are what the passes work on. Integer and bool tensors (ids,
+// shapes, masks of an ONNX model) are data the passes see only as
+// dependencies: no IR op but an opaque one reads or writes them.
+enum class DType : uint8_t { kFloat16, kBFloat16, kFloat32, kInt64, kInt32, kBool };
 std::string_view DTypeName(DType dtype);
+// The float dtypes only: graph JSON has no other (and no op that could read one).
 std::optional<DType> ParseDType(std::string_view name);
 int DTypeBytes(DType dtype);
+bool IsFloat(DType dtype);
 
 // A named dynamic dimension declared in the graph's "dims" list.
 struct DynamicDim {
@@ -102,9 +107,24 @@ struct OnnxNode {
   // Constant inputs the node keeps to itself, by name: int64 shapes, axes
   // and the like, which are no tensors of the IR (serialized onnx.TensorProto).
   std::vector<std::pair<std::string, std::string>> constants;
-  // The node's int and float attributes, decoded for the CPU executor.
+  // The node's int, float and string attributes, decoded for the CPU
+  // executor (a tensor attribute, such as ConstantOfShape's value, as its
+  // first element in `floats`).
   std::map<std::string, std::vector<int64_t>> ints;
   std::map<std::string, std::vector<double>> floats;
+  std::map<std::string, std::string> strings;
+  // For the CPU executor, set by the importer for an opaque op: where each
+  // of the node's inputs comes from (kNone: left empty; k >= 0: the op's
+  // input k; -2 - c: constants[c], decoded in constant_values), and where
+  // each output goes (the op's output k, or kNone: unused, not in the IR).
+  struct Value {
+    DType dtype = DType::kFloat32;
+    std::vector<int64_t> dims;
+    std::vector<uint8_t> data;
+  };
+  std::vector<int32_t> input_slots;
+  std::vector<int32_t> output_slots;
+  std::vector<Value> constant_values;
 };
 
 // Attributes of all op types. Which fields mean something depends on the type;
