@@ -292,7 +292,18 @@ DimValues BindDims(const Graph& graph, const std::map<std::string, int64_t>& ove
     if (value < d.min || value > d.max) {
       ThrowInputError("--dim {}={}: outside [{}, {}]", name, value, d.min, d.max);
     }
+    if (!d.product_of.empty()) {
+      ThrowInputError("--dim {}: '{}' is the product of other dims; bind those", name, name);
+    }
     values[static_cast<size_t>(*index)] = value;
+  }
+  // Derived dims follow the ones they are products of (which come first).
+  for (size_t i = 0; i < graph.dims().size(); ++i) {
+    const DynamicDim& d = graph.dims()[i];
+    if (d.product_of.empty()) continue;
+    int64_t v = 1;
+    for (int32_t f : d.product_of) v *= values[static_cast<size_t>(f)];
+    values[i] = v;
   }
   return values;
 }

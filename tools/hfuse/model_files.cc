@@ -8,6 +8,7 @@
 
 #include "hfuse/io/graph_json.h"
 #include "hfuse/passes/flatten_gemm.h"
+#include "hfuse/passes/fold_batchnorm.h"
 #include "hfuse/passes/fuse_mm_elementwise.h"
 #include "hfuse/support/error.h"
 
@@ -59,7 +60,8 @@ Graph LoadGraph(const std::string& path, const std::string& forced_format) {
 
 int64_t PrepareForFusion(Graph& graph, ModelFormat format) {
   if (format != ModelFormat::kOnnx) return 0;
-  const int64_t absorbed = FuseMmElementwise(graph);
+  const int64_t folded = FoldBatchNorm(graph);
+  const int64_t absorbed = folded + FuseMmElementwise(graph);
   return absorbed + FlattenGemmInputs(graph);
 }
 

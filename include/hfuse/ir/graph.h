@@ -39,6 +39,10 @@ struct DynamicDim {
   std::string name;
   int64_t min = 0;
   int64_t max = 0;
+  // A derived dim (ONNX import: a Reshape that merges two named dims, such
+  // as batch · seq_length): its value is the product of these dims', never
+  // bound on its own. Empty for a dim of its own (all graph JSON dims).
+  std::vector<int32_t> product_of;
 };
 
 // One dimension of a shape: a static size, or a reference to a DynamicDim.
