@@ -306,9 +306,8 @@ class Exporter {
                 double alpha) {
     const OpType member = IsGroupGemm(type) ? MemberOf(type) : type;
     const bool bias = GemmHasBias(member);
-    const std::string act = member == OpType::kGemmRcrBiasRelu      ? "Relu"
-                            : member == OpType::kGemmRcrBiasSigmoid ? "Sigmoid"
-                                                                    : "";
+    const std::optional<EwFunc> activation = ActivationOf(member);
+    const std::string act = activation ? std::string(onnx_util::OnnxActivationOp(*activation)) : "";
     const Tensor& a = g_.tensor(in[0]);
     const bool matmul = a.shape.size() != 2;
     int steps = 1 + (matmul && alpha != 1.0) + (matmul && bias) + !act.empty();
@@ -591,8 +590,8 @@ class Exporter {
       cur = next;
     }
     const OpType member = MemberOf(op.type);
-    if (member == OpType::kGemmRcrBiasRelu || member == OpType::kGemmRcrBiasSigmoid) {
-      const std::string act = member == OpType::kGemmRcrBiasRelu ? "Relu" : "Sigmoid";
+    if (const std::optional<EwFunc> activation = ActivationOf(member)) {
+      const std::string act(onnx_util::OnnxActivationOp(*activation));
       const std::string next = Temp(name + "_act");
       Node(act, name + "/" + act, {cur}, {next});
       cur = next;

@@ -6,6 +6,8 @@
 #include <array>
 #include <cstring>
 
+#include "hfuse/support/error.h"
+
 namespace hfuse::onnx_util {
 namespace {
 
@@ -152,6 +154,17 @@ TensorProto MakeInt64Tensor(const std::string& name, const std::vector<int64_t>&
 
 std::string_view HfuseOpType(OpType group_type) {
   return OpKind(group_type).onnx_name;
+}
+
+std::string_view OnnxActivationOp(EwFunc func) {
+  switch (func) {
+    case EwFunc::kRelu: return "Relu";
+    case EwFunc::kSigmoid: return "Sigmoid";
+    case EwFunc::kTanh: return "Tanh";
+    default: break;
+  }
+  HFUSE_CHECK(false && "no single ONNX op for this activation");
+  return "";
 }
 
 std::optional<OpType> ParseHfuseOpType(std::string_view op_type) {
