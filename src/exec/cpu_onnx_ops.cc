@@ -257,7 +257,7 @@ class OnnxOp {
         for (int64_t j = 0; j < n; ++j) bt[static_cast<size_t>(j * k + p)] = bm[p * n + j];
       }
       Gemm(af.data() + ao * m * k, bt.data(), nullptr, yf.data() + i * m * n, m, n, k, 1.0f,
-           Epilogue::kNone);
+           std::nullopt);
       Next(index, batch);
     }
     y.FromFloat(yf.data());
@@ -284,7 +284,7 @@ class OnnxOp {
     }
     std::vector<float> yf(static_cast<size_t>(m * n));
     Gemm(at.data(), bt.data(), nullptr, yf.data(), m, n, k, static_cast<float>(Float("alpha", 1.0)),
-         Epilogue::kNone);
+         std::nullopt);
     if (const HostTensor* c = Input(2)) {
       const float beta = static_cast<float>(Float("beta", 1.0));
       const std::vector<int64_t> s = BroadcastStrides(c->shape, y.shape);
