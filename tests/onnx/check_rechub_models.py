@@ -8,10 +8,13 @@ NAME.dynamic.onnx, NAME.json: the inputs and their id ranges). For each of
 the two exports of model NAME:
 
   - `hfuse check` accepts it;
-  - `hfuse fuse` (seed rules) forms exactly the groups listed in GROUPS
-    below, by member op names: experts of one level, gates, per-task towers
-    (with a dynamic batch the seed rules group no GEMM: AITemplate's static-A
-    rule), and the fused model passes onnx.checker;
+  - `hfuse fuse` with the seed rules forms exactly the groups listed in
+    GROUPS below, by member op names: experts of one level, gates, per-task
+    towers (with a dynamic batch the seed rules group no GEMM: AITemplate's
+    static-A rule); with `--rules hfuse` every seed group lies inside one of
+    its groups, and the dynamic-batch export forms exactly the groups of the
+    fixed-batch one; every fused model passes onnx.checker;
+  - all that follows, under both rule sets:
   - `hfuse verify` passes (fused vs unfused on the CPU, random inputs);
   - `hfuse run` on the fused model matches onnxruntime on the original, on
     inputs with ids inside every vocabulary (max|a - b| / max|ref| <= 1e-5);
@@ -146,34 +149,50 @@ def feeds_for(info, seed):
     return feeds
 
 
-def one(work, name, mode, info):
-    label = f"{name}.{mode}"
+def one(work, name, mode, info, rules, hfuse_groups):
+    label = f"{name}.{mode} --rules {rules}"
     model = os.path.join(MODEL_DIR, f"{name}.{mode}.onnx")
-    r = hfuse("check", model)
-    check(r.returncode == 0, f"{label}: hfuse check (exit {r.returncode}) {r.stderr.strip()}")
-    if r.returncode != 0:
-        return
-    print(r.stdout.strip())
-    fused = os.path.join(work, f"{label}.fused.onnx")
-    report = os.path.join(work, f"{label}.report.json")
-    r = hfuse("fuse", model, "-o", fused, "--report", report)
+    if rules == "seed":
+        r = hfuse("check", model)
+        check(r.returncode == 0, f"{label}: hfuse check (exit {r.returncode}) {r.stderr.strip()}")
+        if r.returncode != 0:
+            return
+        print(r.stdout.strip())
+    tag = f"{name}.{mode}.{rules}"
+    fused = os.path.join(work, f"{tag}.fused.onnx")
+    report = os.path.join(work, f"{tag}.report.json")
+    r = hfuse("fuse", model, "-o", fused, "--report", report, "--rules", rules)
     check(r.returncode == 0, f"{label}: hfuse fuse (exit {r.returncode}) {r.stderr.strip()}")
     if r.returncode != 0:
         return
     print(r.stdout.splitlines()[0])
     groups = sorted((g["op"], sorted(g["members"])) for g in json.load(open(report))["groups"])
-    want = [] if mode == "dynamic" else sorted((op, sorted(m)) for op, m in GROUPS[name])
-    check(groups == want, f"{label}: {len(groups)} groups as expected ({len(want)})"
-          + ("" if groups == want else f": got {groups}"))
+    if rules == "seed":
+        want = [] if mode == "dynamic" else sorted((op, sorted(m)) for op, m in GROUPS[name])
+        check(groups == want, f"{label}: {len(groups)} groups as expected ({len(want)})"
+              + ("" if groups == want else f": got {groups}"))
+    else:
+        # The seed's groups are among the hfuse rules' (which add the odd-K
+        # layers), and a dynamic batch groups exactly as a fixed one.
+        if mode == "static":
+            hfuse_groups.extend(groups)
+            seed = [sorted(m) for _, m in GROUPS[name]]
+            merged = [m for _, m in groups]
+            check(all(any(set(s) <= set(m) for m in merged) for s in seed),
+                  f"{label}: {len(groups)} groups, each seed group inside one")
+        else:
+            check(groups == hfuse_groups,
+                  f"{label}: the same {len(groups)} groups as the fixed batch"
+                  + ("" if groups == hfuse_groups else f": got {groups}, static {hfuse_groups}"))
     full_check(fused, f"{label}: fused (ai.hfuse)")
 
-    r = hfuse("verify", model)
+    r = hfuse("verify", model, "--rules", rules)
     check(r.returncode == 0 and r.stdout.strip().endswith("PASS"),
           f"{label}: hfuse verify (exit {r.returncode}) {r.stderr.strip()}")
 
     feeds = feeds_for(info, 11)
-    feeds_path = os.path.join(work, f"{label}.inputs.npz")
-    outs = os.path.join(work, f"{label}.outputs.npz")
+    feeds_path = os.path.join(work, f"{tag}.inputs.npz")
+    outs = os.path.join(work, f"{tag}.outputs.npz")
     np.savez(feeds_path, **feeds)
     want_out = ort_run(model, feeds)
     dims = {}  # every named dim of the inputs, bound to the feeds' sizes
@@ -188,8 +207,8 @@ def one(work, name, mode, info):
         compare(f"{label}: hfuse CPU on fused vs onnxruntime on original", want_out,
                 dict(np.load(outs)))
 
-    standard = os.path.join(work, f"{label}.standard.onnx")
-    r = hfuse("fuse", model, "-o", standard, "--export", "standard")
+    standard = os.path.join(work, f"{tag}.standard.onnx")
+    r = hfuse("fuse", model, "-o", standard, "--export", "standard", "--rules", rules)
     check(r.returncode == 0, f"{label}: fuse --export standard (exit {r.returncode}) {r.stderr.strip()}")
     if r.returncode != 0:
         return
@@ -202,8 +221,10 @@ def main():
     HFUSE, MODEL_DIR, name = sys.argv[1], sys.argv[2], sys.argv[3]
     info = json.load(open(os.path.join(MODEL_DIR, f"{name}.json")))
     with tempfile.TemporaryDirectory() as work:
-        for mode in ("static", "dynamic"):
-            one(work, name, mode, info)
+        for rules in ("seed", "hfuse"):
+            hfuse_groups = []
+            for mode in ("static", "dynamic"):
+                one(work, name, mode, info, rules, hfuse_groups)
     if failures:
         print(f"{len(failures)} check(s) failed")
         sys.exit(1)
