@@ -1322,6 +1322,32 @@ class Importer {
       }
       return std::pair(x->dtype, out);
     }
+    if (type == "Flatten") {  // [prod(dims before axis), prod(the rest)]
+      int64_t axis = IntAttr(node, "axis", 1);
+      if (axis < 0) axis += rank;
+      if (axis < 0 || axis > rank) return std::nullopt;
+      Shape out;
+      for (auto [b, e] : {std::pair<int64_t, int64_t>{0, axis}, {axis, rank}}) {
+        int64_t product = 1;
+        std::vector<int32_t> named;
+        for (int64_t d = b; d < e; ++d) {
+          const Dim& dim = x->shape[static_cast<size_t>(d)];
+          if (dim.is_static()) {
+            product *= dim.value;
+          } else {
+            Factors(dim.dynamic, named);
+          }
+        }
+        if (named.empty()) {
+          out.push_back(Dim::Static(product));
+        } else if (product != 1) {
+          return std::nullopt;
+        } else {
+          out.push_back(named.size() == 1 ? Dim::Dynamic(named[0]) : ProductDim(named));
+        }
+      }
+      return std::pair(x->dtype, out);
+    }
     if (type == "Transpose") {
       std::vector<int64_t> perm = IntsAttr(node, "perm");
       if (perm.empty()) {
