@@ -64,13 +64,14 @@ class GpuPipeline {
  public:
   GpuPipeline(Graph& g, const FuseGroupOpsOptions& options) : state_(g) {
     options_.fuse_group_ops = options;
-    PassManager(PipelineNamed("gpu"), {.verify_each = true, .stop_after = "fuse-group-ops"})
-        .Run(state_, options_);
+    PassManagerOptions manager = PassManagerOptions::VerifyingEach();
+    manager.stop_after = "fuse-group-ops";
+    PassManager(PipelineNamed("gpu"), manager).Run(state_, options_);
   }
   void Finish() {
     std::vector<const PassInfo*> rest = PipelineNamed("gpu");
     rest.erase(rest.begin());
-    PassManager(rest, {.verify_each = true}).Run(state_, options_);
+    PassManager(rest, PassManagerOptions::VerifyingEach()).Run(state_, options_);
   }
 
  private:

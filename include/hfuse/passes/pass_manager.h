@@ -84,6 +84,12 @@ struct PassManagerOptions {
   std::string stop_after;   // a pass name: run no pass after its first run
   bool time_passes = false;
   std::FILE* debug_out = stderr;  // where --print-after and --time-passes write
+
+  static PassManagerOptions VerifyingEach() {
+    PassManagerOptions o;
+    o.verify_each = true;
+    return o;
+  }
 };
 
 // What each pass did, in the order they ran.
