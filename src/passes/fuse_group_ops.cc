@@ -10,6 +10,7 @@ namespace hfuse {
 
 FuseGroupOpsResult FuseGroupOps(Graph& graph, const FuseGroupOpsOptions& options) {
   FuseGroupOpsResult result;
+  result.rules = options.rules;
   Canonicalize(graph);
   // The sorted tensor list, and its ops in the order their first output is
   // met (SortedOps), kept up to date together.
@@ -35,7 +36,8 @@ FuseGroupOpsResult FuseGroupOps(Graph& graph, const FuseGroupOpsOptions& options
 
   for (OpType type : types) {
     TypeRoundResult round =
-        GroupOpsOfType(graph, sorted_ops, op_number, type, options.want_dumps, options.reach);
+        GroupOpsOfType(graph, sorted_ops, op_number, type, options.want_dumps, options.reach,
+                       options.rules);
     if (options.want_dumps && !round.dependency_dump.empty()) {
       result.dumps.emplace_back(
           fmt::format("fuse_group_{}_dependency_graph_filtered.txt", OpTypeName(type)),

@@ -20,6 +20,7 @@ struct BenchOptions {
   std::map<std::string, int64_t> dims;
   std::string json;         // write the figures here
   PassFlags passes;         // default: the gpu pipeline
+  std::string rules = "both";  // the fused variants: seed, hfuse or both rule sets
 };
 
 int BenchCommand(const std::string& path, const BenchOptions& options);

@@ -60,7 +60,7 @@ int VerifyGraphs(const Graph& original, const Graph& fused, uint64_t seed,
 }
 
 int VerifyCommand(const std::string& path, const std::string& fused_path, bool group_gemm,
-                  uint64_t seed, const std::map<std::string, int64_t>& dims,
+                  RuleSet rules, uint64_t seed, const std::map<std::string, int64_t>& dims,
                   const PassFlags& flags) {
   const LoadedModel model = LoadModel(path);
   const Graph& original = model.graph;
@@ -68,11 +68,13 @@ int VerifyCommand(const std::string& path, const std::string& fused_path, bool g
   if (fused_path.empty()) {
     PassOptions options;
     options.fuse_group_ops.group_gemm = group_gemm;
+    options.fuse_group_ops.rules = rules;
     const PassState state = RunPasses(fused, flags, FusePipeline(model.format), options);
     const int64_t ops = fused.NumLiveOps();
-    fmt::print("{}: {} ops -> {} ops, {} groups\n", path,
+    fmt::print("{}: {} ops -> {} ops, {} groups ({} rules)\n", path,
                state.fused ? state.fuse_result.ops_before : ops,
-               state.fused ? state.fuse_result.ops_after : ops, state.fuse_result.groups.size());
+               state.fused ? state.fuse_result.ops_after : ops, state.fuse_result.groups.size(),
+               RuleSetName(rules));
   } else {
     fused = LoadGraph(fused_path);
   }
