@@ -18,6 +18,7 @@
 #include <unordered_map>
 
 #include "hfuse/ir/verifier.h"
+#include "hfuse/support/checked.h"
 #include "hfuse/support/error.h"
 #include "hfuse/support/file.h"
 #include "hfuse/support/half.h"
@@ -737,7 +738,10 @@ class Importer {
     int64_t static_in = 1, static_out = 1;
     for (const Dim& d : in) {
       if (d.is_static()) {
-        static_in *= d.value;
+        // Checked: a product that wraps could match the target's and pass.
+        const std::optional<int64_t> p = CheckedMul(static_in, d.value);
+        if (!p) return false;
+        static_in = *p;
       } else {
         dyn_in.push_back(d.dynamic);
       }
@@ -757,7 +761,9 @@ class Importer {
       }
       if (v != -1) {
         if (d.is_static()) {
-          static_out *= d.value;
+          const std::optional<int64_t> p = CheckedMul(static_out, d.value);
+          if (!p) return false;
+          static_out = *p;
         } else {
           dyn_out.push_back(d.dynamic);
         }
