@@ -30,8 +30,13 @@ class FileText {
 };
 
 // Writes `content` to a temporary file beside `path`, then renames it over
-// `path`: readers see the old file or the whole new one, never a part.
-// Throws InputError when the file cannot be written.
+// `path`: readers see the old file or the whole new one, never a part. The
+// temporary file has a random name (".hfuse-<16 hex>.tmp", so a target name
+// of any length works), is created exclusively (O_EXCL|O_NOFOLLOW: never
+// through a planted file or symlink), gets the mode of the file it replaces,
+// is fsynced before the rename, and is removed on error and on SIGINT or
+// SIGTERM. A symlink at `path` is followed: its destination is replaced, the
+// link stays. Throws InputError when the file cannot be written.
 void WriteFileAtomic(const std::string& path, std::string_view content);
 // The same for content made piece by piece: `produce` calls `put` with each
 // piece, in order.
