@@ -21,37 +21,48 @@
 #include <mutex>
 #include <sstream>
 
+#include "hfuse/support/checked.h"
 #include "hfuse/support/error.h"
 
 namespace hfuse {
 
-std::string ReadFile(const std::string& path) {
-  // The error_code form: the throwing one aborts the tool on a name too long.
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) ThrowInputError("{}: is a directory", path);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) ThrowInputError("{}: cannot open: {}", path, std::strerror(errno));
-  // A file of known size is read straight into its string: a stream buffer
-  // and its copy would hold a graph of hundreds of MB three times over.
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  if (size > 0) {
-    in.seekg(0, std::ios::beg);
-    std::string text(static_cast<size_t>(size), '\0');
-    in.read(text.data(), size);
-    if (in.gcount() == size && in.peek() == std::ifstream::traits_type::eof()) return text;
+std::string ReadFileRange(const std::string& path, int64_t offset, int64_t length,
+                          std::string_view what) {
+  // O_NONBLOCK: opening a FIFO that has no writer would wait for one.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) ThrowInputError("{}: cannot open: {}", path, std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) ThrowInputError("{}: cannot open: {}", path, std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) ThrowInputError("{}: is a directory", path);
+  // A FIFO, device or socket has no size to bound the read (/dev/zero never
+  // ends): only regular files are read.
+  if (!S_ISREG(st.st_mode)) ThrowInputError("{}: is not a regular file", path);
+  const int64_t size = st.st_size;
+  if (offset < 0 || offset > size || (length >= 0 && length > size - offset)) {
+    ThrowInputError("{}: has {} bytes, too few for offset {} length {}", path, size, offset, length);
   }
-  // Not seekable, or it changed while being read: as a stream.
-  in.clear();
-  in.seekg(0, std::ios::beg);
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) ThrowInputError("{}: read failed", path);
-  return std::move(buffer).str();
+  const int64_t n = length >= 0 ? length : size - offset;
+  std::string text = Allocate(n, what.empty() ? std::string_view(path) : what,
+                              [&] { return std::string(static_cast<size_t>(n), '\0'); });
+  int64_t done = 0;
+  while (done < n) {
+    const ssize_t got = ::pread(fd, text.data() + done, static_cast<size_t>(n - done), offset + done);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) ThrowInputError("{}: read failed: {}", path, std::strerror(errno));
+    if (got == 0) ThrowInputError("{}: the file shrank while being read", path);
+    done += got;
+  }
+  return text;
 }
 
+std::string ReadFile(const std::string& path) { return ReadFileRange(path, 0, -1, path); }
+
 FileText::FileText(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   struct stat st {};
   if (fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
     void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ,

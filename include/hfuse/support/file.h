@@ -1,14 +1,22 @@
 // Reading whole files and writing them atomically.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
 
 namespace hfuse {
 
-// Reads a file; throws InputError naming the path when it cannot.
+// Reads a regular file (a FIFO, device or socket is refused: nothing bounds
+// what it gives); throws InputError naming the path when it cannot, or when
+// the file is larger than the memory budget (support/checked.h).
 std::string ReadFile(const std::string& path);
+// Bytes [offset, offset + length) of a regular file (length -1: to the
+// end), checked against the file's size and the memory budget before
+// anything is allocated or read; `what` names the data in a budget error.
+std::string ReadFileRange(const std::string& path, int64_t offset, int64_t length,
+                          std::string_view what);
 
 // A file's bytes, for reading once: a regular file is mapped into memory
 // (a graph of hundreds of MB is read where the page cache holds it, not
