@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "hfuse/exec/cpu_executor.h"
 #include "hfuse/exec/npz.h"
 #include "hfuse/io/graph_json.h"
 #include "hfuse/support/checked.h"
@@ -163,6 +164,54 @@ TEST(HostileInput, ZeroSizeTensorsRun) {
   const TensorMap out = ReadNpz(dir.Str("o.npz"));
   EXPECT_EQ(out.at("y").bytes, std::vector<uint8_t>(48, 0));
   EXPECT_EQ(out.at("c").shape, (std::vector<int64_t>{4, 8}));
+}
+
+// An opaque ONNX Transpose (kept whole by the importer, run by the CPU
+// executor) of a [2, 3] input with the given perm and output shape.
+Graph TransposeGraph(std::vector<int64_t> perm, std::vector<int64_t> out) {
+  Graph g;
+  Tensor x;
+  x.name = "x";
+  x.role = Role::kInput;
+  x.dtype = DType::kFloat32;
+  x.shape = {Dim::Static(2), Dim::Static(3)};
+  Tensor y;
+  y.name = "y";
+  y.dtype = DType::kFloat32;
+  for (int64_t d : out) y.shape.push_back(Dim::Static(d));
+  const TensorId xi = g.AddTensor(x), yi = g.AddTensor(y);
+  auto node = std::make_shared<OnnxNode>();
+  node->op_type = "Transpose";
+  node->opset = 13;
+  node->ints["perm"] = std::move(perm);
+  Op op;
+  op.name = "t";
+  op.type = OpType::kOpaque;
+  op.inputs = {xi};
+  op.outputs = {yi};
+  op.attrs.onnx = node;
+  g.AddOp(std::move(op));
+  g.set_outputs({yi});
+  return g;
+}
+
+TEST(HostileInput, TransposePermIsRangeChecked) {
+  // perm entries were never checked: an index past the rank read the
+  // strides past their end, and then heap bytes.
+  for (const auto& [perm, out] : std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>{
+           {{0, 7}, {2, 3}}, {{1, 1}, {3, 3}}, {{-1, 0}, {3, 2}}, {{1, 0}, {2, 3}}}) {
+    const Graph g = TransposeGraph(perm, out);
+    const DimValues dims = BindDims(g);
+    try {
+      RunOnCpu(g, RandomFeeds(g, dims, 1), dims);
+      ADD_FAILURE() << "perm [" << fmt::format("{}", fmt::join(perm, ", ")) << "] ran";
+    } catch (const InputError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("op 't'"));
+    }
+  }
+  const Graph ok = TransposeGraph({1, 0}, {3, 2});
+  const DimValues dims = BindDims(ok);
+  EXPECT_EQ(RunOnCpu(ok, RandomFeeds(ok, dims, 1), dims).at("y").shape, (std::vector<int64_t>{3, 2}));
 }
 
 // ---- graph JSON over 4 GiB --------------------------------------------------
