@@ -12,6 +12,7 @@
 
 #include "hfuse/ir/analysis.h"
 #include "hfuse/ir/op_members.h"
+#include "hfuse/support/checked.h"
 #include "hfuse/support/error.h"
 #include "kernels.h"
 
@@ -162,9 +163,9 @@ struct CudaExecutor::Impl {
   // ---- memory plan -----------------------------------------------------------
 
   int64_t Bytes(TensorId t) const {
-    int64_t n = DTypeBytes(g.tensor(t).dtype);
-    for (int64_t d : ConcreteShape(g.tensor(t).shape, dims)) n *= d;
-    return n;
+    // Checked (support/checked.h): a wrapped size would plan a buffer too small.
+    return ByteCountOf(ConcreteShape(g.tensor(t).shape, dims), DTypeBytes(g.tensor(t).dtype),
+                       fmt::format("tensor '{}'", g.tensor(t).name));
   }
   TensorId StorageOf(TensorId t) const {
     return g.tensor(t).storage == kNone ? t : g.tensor(t).storage;

@@ -22,6 +22,7 @@
 #include "hfuse/ir/graph.h"
 #include "hfuse/ir/printer.h"
 #include "hfuse/passes/fuse_group_ops.h"
+#include "hfuse/support/checked.h"
 #include "hfuse/support/error.h"
 #include "hfuse/support/file.h"
 #include "model_files.h"
@@ -169,6 +170,10 @@ int Main(int argc, char** argv) {
   app.set_version_flag("--version", kVersion);
   app.require_subcommand(1);
   AddListPassesFlag(&app);
+  std::string memory_budget;
+  app.add_option("--memory-budget", memory_budget,
+                 "most bytes for tensor values: one tensor, all of a run's, or a file read "
+                 "(e.g. 512M, 16G; default 16G or HFUSE_MEMORY_BUDGET)");
 
   std::string input, output, report, dump_dir;
   bool no_group_gemm = false;
@@ -281,7 +286,18 @@ int Main(int argc, char** argv) {
     app.exit(e);
     return kInputErrorExit;
   }
+  // What an allocation failure the budget did not foresee names.
+  const std::string& subject = fuse->parsed()     ? input
+                               : run->parsed()    ? run_input
+                               : verify_cmd->parsed() ? verify_input
+                               : check->parsed()  ? check_input
+                                                  : memory_budget;
   try {
+    if (!memory_budget.empty()) {
+      const std::optional<int64_t> bytes = ParseByteSize(memory_budget);
+      if (!bytes) ThrowInputError("--memory-budget {}: not a size in bytes (like 512M or 16G)", memory_budget);
+      SetMemoryBudget(*bytes);
+    }
     if (fuse->parsed()) {
       RuleSet rules = RuleSet::kSeed;
       ParseRuleSet(fuse_rules, rules);  // checked by CLI11
@@ -314,8 +330,10 @@ int Main(int argc, char** argv) {
     fmt::print(stderr, "hfuse: internal error: {}\n", OneLine(e.what()));
     return kInternalErrorExit;
   } catch (const std::bad_alloc&) {
-    fmt::print(stderr, "hfuse: error: out of memory\n");
-    return 1;
+    // Input that needs more memory than there is: an input error too.
+    fmt::print(stderr, "hfuse: error: {}: out of memory while reading or processing it\n",
+               OneLine(subject));
+    return kInputErrorExit;
   } catch (const std::exception& e) {  // a CUDA or library failure, not the input's fault
     fmt::print(stderr, "hfuse: error: {}\n", OneLine(e.what()));
     return 1;
