@@ -233,6 +233,9 @@ int Main(int argc, char** argv) {
   bench->add_flag("--grouped-too", bench_options.grouped_too,
                   "also time the fused graph with grouped GEMMs only (no strided batching)");
   add_rules(bench, bench_options.rules, "both");
+  bench->add_flag("--gemm-paths", bench_options.gemm_paths,
+                  "also time the hfuse-rules graph with each group GEMM path forced (cuBLAS "
+                  "grouped, CUTLASS 128x128 tiles, CUTLASS 128x64 tiles)");
 #endif
 
   std::string check_input;

@@ -1,0 +1,69 @@
+// hfuse's CUTLASS grouped GEMM: one launch of CUTLASS 4.2's SM90 ptr-array
+// grouped kernel (TMA loads, wgmma, warp-specialized cooperative schedule,
+// TMA epilogue) for a group_gemm_rcr* op, Y_i = act(A_i . W_i^T + bias_i),
+// with the bias and the activation applied in the kernel's epilogue (an
+// epilogue visitor tree: accumulator + per-member bias row, then
+// none/ReLU/sigmoid chosen at run time), so no second pass over the outputs.
+//
+// Everything is planned once: problem shapes, pointers, strides and bias
+// pointers go to the device when the plan is made; Run() is one kernel launch
+// that a CUDA graph can capture. This header is plain C++ (no CUTLASS), so
+// the executor compiles without CUTLASS's headers; each instantiation (dtype
+// x tile) lives in its own .cu file (cutlass_gemm_*.cu), since one costs
+// about 90 s and 3.5 GB to compile.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels.h"
+
+namespace hfuse::cuda {
+
+// The CTA tiles compiled (M x N x 64, cluster 1x1x1). 128x64 halves the
+// tile for narrow outputs, so that groups of small N still fill the GPU.
+enum class GemmTile : uint8_t { k128x128, k128x64 };
+const char* GemmTileName(GemmTile tile);
+
+struct GroupedGemmMember {
+  const void* a;     // [m, k], row stride lda
+  const void* w;     // [n, k], packed
+  const void* bias;  // [n], or null (then every member's is)
+  void* y;           // [m, n], row stride ldy
+  int64_t m, n, k, lda, ldy;
+};
+
+class CutlassGroupedGemm {
+ public:
+  virtual ~CutlassGroupedGemm() = default;
+  virtual void Run(cudaStream_t stream) = 0;  // one launch; throws on failure
+};
+
+// Why CUTLASS cannot take these members (TMA needs 16-byte aligned bases and
+// row strides: alignment 8 for 16-bit types), or "" when it can. dtype: 0
+// float16, 1 bfloat16 (float32 stays on cuBLAS).
+std::string CutlassCannotTake(int dtype, const std::vector<GroupedGemmMember>& members);
+
+// The tile the plan-time rule picks for these members (bench/RESULTS.md,
+// issue 12, has the measurement behind it).
+GemmTile ChooseGemmTile(int dtype, const std::vector<GroupedGemmMember>& members, int num_sms);
+
+// Plans the grouped GEMM (members with m, n or k zero must be left out by
+// the caller); the members run largest first, whatever their order here.
+// Throws std::runtime_error when CUTLASS refuses them.
+std::unique_ptr<CutlassGroupedGemm> MakeCutlassGroupedGemm(
+    int dtype, GemmTile tile, const std::vector<GroupedGemmMember>& members, Activation act);
+
+// The per-instantiation factories, one per .cu file.
+std::unique_ptr<CutlassGroupedGemm> MakeCutlassGemmF16Tile128x128(
+    const std::vector<GroupedGemmMember>& members, Activation act);
+std::unique_ptr<CutlassGroupedGemm> MakeCutlassGemmF16Tile128x64(
+    const std::vector<GroupedGemmMember>& members, Activation act);
+std::unique_ptr<CutlassGroupedGemm> MakeCutlassGemmBF16Tile128x128(
+    const std::vector<GroupedGemmMember>& members, Activation act);
+
+}  // namespace hfuse::cuda
