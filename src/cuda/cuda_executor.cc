@@ -416,23 +416,17 @@ struct CudaExecutor::Impl {
     if (!why.empty()) return false;
     if (!empty_k.empty()) PlanEpilogue(empty_k, dtype, act, true);
     if (members.empty()) return true;
-    static const int num_sms = [] {
-      int device = 0, sms = 0;
-      HFUSE_CUDA(cudaGetDevice(&device));
-      HFUSE_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-      return sms;
-    }();
-    const cuda::GemmTile tile = options.gemm_tile == GemmTileChoice::k128x128 ? cuda::GemmTile::k128x128
-                                : options.gemm_tile == GemmTileChoice::k128x64 && type == 0
-                                    ? cuda::GemmTile::k128x64
-                                    : cuda::ChooseGemmTile(type, members, num_sms);
-    cutlass_gemms.push_back(cuda::MakeCutlassGroupedGemm(type, tile, members, act));
+    const cuda::GemmKernel kernel =
+        options.gemm_kernel == GemmKernelChoice::kCooperative || type != 0 ? cuda::GemmKernel::kCooperative
+        : options.gemm_kernel == GemmKernelChoice::kPingpong             ? cuda::GemmKernel::kPingpong
+                                                                         : cuda::ChooseGemmKernel(type, members);
+    cutlass_gemms.push_back(cuda::MakeCutlassGroupedGemm(type, kernel, members, act));
     cuda::CutlassGroupedGemm* gemm = cutlass_gemms.back().get();
     std::string epi = ms[0].bias ? "bias" : "";
     if (act != cuda::Activation::kNone) {
       epi += std::string(epi.empty() ? "" : "+") + (act == cuda::Activation::kRelu ? "relu" : "sigmoid");
     }
-    Add(fmt::format("CUTLASS grouped {}{}", cuda::GemmTileName(tile), epi.empty() ? "" : ", " + epi + " in epilogue"),
+    Add(fmt::format("CUTLASS grouped {}{}", cuda::GemmKernelName(kernel), epi.empty() ? "" : ", " + epi + " in epilogue"),
         [gemm](cudaStream_t s) {
           gemm->Run(s);
           HFUSE_LAUNCHED();

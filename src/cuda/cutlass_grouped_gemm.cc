@@ -8,7 +8,12 @@
 
 namespace hfuse::cuda {
 
-const char* GemmTileName(GemmTile tile) { return tile == GemmTile::k128x64 ? "128x64" : "128x128"; }
+// Pingpong up to this work-weighted mean K (set from the measurements).
+constexpr double kPingpongMaxMeanK = 512;
+
+const char* GemmKernelName(GemmKernel kernel) {
+  return kernel == GemmKernel::kPingpong ? "pingpong 128x128" : "cooperative 128x128";
+}
 
 std::string CutlassCannotTake(int dtype, const std::vector<GroupedGemmMember>& members) {
   if (dtype != 0 && dtype != 1) return "float32";
@@ -25,31 +30,31 @@ std::string CutlassCannotTake(int dtype, const std::vector<GroupedGemmMember>& m
   return "";
 }
 
-// The rule, from the micro-benchmarks and the towers graphs measured both
-// ways on the H200 (bench/RESULTS.md, issue 12): 128x128 tiles unless the
-// group's outputs are narrow, where 128-wide tiles would be mostly padding
-// or too few to fill the GPU. bfloat16 has only the 128x128 instantiation.
-GemmTile ChooseGemmTile(int dtype, const std::vector<GroupedGemmMember>& members, int num_sms) {
-  if (dtype != 0) return GemmTile::k128x128;
-  double padded128 = 0, padded64 = 0;
-  int64_t tiles128 = 0;
+// The rule, from the micro-benchmarks and the towers graphs measured with
+// each kernel on the H200 (bench/RESULTS.md, issue 12): pingpong where the
+// main loop is short (small K: the epilogue, which pingpong hides under the
+// other warpgroup's main loop, is a large part of each tile), cooperative
+// otherwise. K is weighted by each member's work. bfloat16 has only the
+// cooperative instantiation.
+GemmKernel ChooseGemmKernel(int dtype, const std::vector<GroupedGemmMember>& members) {
+  if (dtype != 0) return GemmKernel::kCooperative;
+  double work = 0, k_work = 0;
   for (const GroupedGemmMember& m : members) {
-    const int64_t mt = (m.m + 127) / 128;
-    tiles128 += mt * ((m.n + 127) / 128);
-    padded128 += static_cast<double>(m.k) * static_cast<double>(m.m) * static_cast<double>((m.n + 127) / 128 * 128);
-    padded64 += static_cast<double>(m.k) * static_cast<double>(m.m) * static_cast<double>((m.n + 63) / 64 * 64);
+    const double w = static_cast<double>(m.m) * static_cast<double>(m.n) * static_cast<double>(m.k);
+    work += w;
+    k_work += w * static_cast<double>(m.k);
   }
-  if (tiles128 < num_sms || padded128 > 1.15 * padded64) return GemmTile::k128x64;
-  return GemmTile::k128x128;
+  const double mean_k = work > 0 ? k_work / work : 0;
+  return mean_k <= kPingpongMaxMeanK ? GemmKernel::kPingpong : GemmKernel::kCooperative;
 }
 
 std::unique_ptr<CutlassGroupedGemm> MakeCutlassGroupedGemm(
-    int dtype, GemmTile tile, const std::vector<GroupedGemmMember>& members, Activation act) {
+    int dtype, GemmKernel kernel, const std::vector<GroupedGemmMember>& members, Activation act) {
   const std::string why = CutlassCannotTake(dtype, members);
   if (!why.empty()) throw std::runtime_error("CUTLASS grouped GEMM cannot take this group: " + why);
-  if (dtype == 1) return MakeCutlassGemmBF16Tile128x128(members, act);
-  return tile == GemmTile::k128x64 ? MakeCutlassGemmF16Tile128x64(members, act)
-                                   : MakeCutlassGemmF16Tile128x128(members, act);
+  if (dtype == 1) return MakeCutlassGemmBF16Cooperative(members, act);
+  return kernel == GemmKernel::kPingpong ? MakeCutlassGemmF16Pingpong(members, act)
+                                         : MakeCutlassGemmF16Cooperative(members, act);
 }
 
 }  // namespace hfuse::cuda

@@ -9,7 +9,7 @@
 // pointers go to the device when the plan is made; Run() is one kernel launch
 // that a CUDA graph can capture. This header is plain C++ (no CUTLASS), so
 // the executor compiles without CUTLASS's headers; each instantiation (dtype
-// x tile) lives in its own .cu file (cutlass_gemm_*.cu), since one costs
+// x schedule) lives in its own .cu file (cutlass_gemm_*.cu), since one costs
 // about 90 s and 3.5 GB to compile.
 #pragma once
 
@@ -24,10 +24,13 @@
 
 namespace hfuse::cuda {
 
-// The CTA tiles compiled (M x N x 64, cluster 1x1x1). 128x64 halves the
-// tile for narrow outputs, so that groups of small N still fill the GPU.
-enum class GemmTile : uint8_t { k128x128, k128x64 };
-const char* GemmTileName(GemmTile tile);
+// The kernels compiled, all with 128x128x64 CTA tiles and 1x1x1 clusters:
+// the cooperative schedule (two warpgroups on one tile) and the pingpong
+// schedule (two warpgroups on two tiles, one's epilogue under the other's
+// main loop), the latter for float16 only. (A 128x64 cooperative tile was
+// measured too and lost on every group tried: bench/RESULTS.md, issue 12.)
+enum class GemmKernel : uint8_t { kCooperative, kPingpong };
+const char* GemmKernelName(GemmKernel kernel);
 
 struct GroupedGemmMember {
   const void* a;     // [m, k], row stride lda
@@ -48,22 +51,22 @@ class CutlassGroupedGemm {
 // float16, 1 bfloat16 (float32 stays on cuBLAS).
 std::string CutlassCannotTake(int dtype, const std::vector<GroupedGemmMember>& members);
 
-// The tile the plan-time rule picks for these members (bench/RESULTS.md,
+// The kernel the plan-time rule picks for these members (bench/RESULTS.md,
 // issue 12, has the measurement behind it).
-GemmTile ChooseGemmTile(int dtype, const std::vector<GroupedGemmMember>& members, int num_sms);
+GemmKernel ChooseGemmKernel(int dtype, const std::vector<GroupedGemmMember>& members);
 
 // Plans the grouped GEMM (members with m, n or k zero must be left out by
 // the caller); the members run largest first, whatever their order here.
 // Throws std::runtime_error when CUTLASS refuses them.
 std::unique_ptr<CutlassGroupedGemm> MakeCutlassGroupedGemm(
-    int dtype, GemmTile tile, const std::vector<GroupedGemmMember>& members, Activation act);
+    int dtype, GemmKernel kernel, const std::vector<GroupedGemmMember>& members, Activation act);
 
 // The per-instantiation factories, one per .cu file.
-std::unique_ptr<CutlassGroupedGemm> MakeCutlassGemmF16Tile128x128(
+std::unique_ptr<CutlassGroupedGemm> MakeCutlassGemmF16Cooperative(
     const std::vector<GroupedGemmMember>& members, Activation act);
-std::unique_ptr<CutlassGroupedGemm> MakeCutlassGemmF16Tile128x64(
+std::unique_ptr<CutlassGroupedGemm> MakeCutlassGemmF16Pingpong(
     const std::vector<GroupedGemmMember>& members, Activation act);
-std::unique_ptr<CutlassGroupedGemm> MakeCutlassGemmBF16Tile128x128(
+std::unique_ptr<CutlassGroupedGemm> MakeCutlassGemmBF16Cooperative(
     const std::vector<GroupedGemmMember>& members, Activation act);
 
 }  // namespace hfuse::cuda

@@ -77,13 +77,24 @@ TiledLayerNormKernel(const LayerNormDesc* descs, const LayerNormTile* tiles, flo
   const int64_t vecs = n / kV;
 
   if (d.vec && vecs <= static_cast<int64_t>(lanes) * kLayerNormPacks) {
+    // Every row of the tile has the member's gamma and beta: the block
+    // stages them in shared memory once, while its rows' loads are in flight.
+    __shared__ uint4 s_gamma[32 * kLayerNormPacks], s_beta[32 * kLayerNormPacks];
     Pack<T> p[kLayerNormPacks];
+#pragma unroll
+    for (int i = 0; i < kLayerNormPacks; ++i) {
+      const int64_t v = lane + static_cast<int64_t>(i) * lanes;
+      if (active && v < vecs) p[i].raw = __ldcs(reinterpret_cast<const uint4*>(x) + v);  // read once
+    }
+    for (int v = static_cast<int>(threadIdx.x); v < vecs; v += kLayerNormThreads) {
+      if (gamma) s_gamma[v] = __ldg(reinterpret_cast<const uint4*>(gamma) + v);
+      if (beta) s_beta[v] = __ldg(reinterpret_cast<const uint4*>(beta) + v);
+    }
     float sum = 0.0f;
 #pragma unroll
     for (int i = 0; i < kLayerNormPacks; ++i) {
       const int64_t v = lane + static_cast<int64_t>(i) * lanes;
       if (active && v < vecs) {
-        p[i].raw = __ldcs(reinterpret_cast<const uint4*>(x) + v);  // read once: stream it
 #pragma unroll
         for (int k = 0; k < kV; ++k) sum += ToFloat(p[i].v[k]);
       }
@@ -102,14 +113,15 @@ TiledLayerNormKernel(const LayerNormDesc* descs, const LayerNormTile* tiles, flo
       }
     }
     const float rstd = rsqrtf(RowSum(sq, lanes) * inv_n + eps);
+    __syncthreads();  // gamma and beta staged
     if (!active) return;
 #pragma unroll
     for (int i = 0; i < kLayerNormPacks; ++i) {
       const int64_t v = lane + static_cast<int64_t>(i) * lanes;
       if (v < vecs) {
         Pack<T> g, b, q;
-        if (gamma) g.raw = __ldg(reinterpret_cast<const uint4*>(gamma) + v);
-        if (beta) b.raw = __ldg(reinterpret_cast<const uint4*>(beta) + v);
+        if (gamma) g.raw = s_gamma[v];
+        if (beta) b.raw = s_beta[v];
 #pragma unroll
         for (int k = 0; k < kV; ++k) {
           q.v[k] = FromFloat<T>(Normalize<T>(ToFloat(p[i].v[k]), mean, rstd,

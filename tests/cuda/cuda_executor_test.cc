@@ -208,10 +208,10 @@ bool AnyLabelHas(const std::vector<std::string>& labels, const std::string& what
                      [&](const std::string& l) { return l.find(what) != std::string::npos; });
 }
 
-// The CUTLASS grouped GEMM with every epilogue, each tile, members whose M, N
-// and K are not multiples of the tile (M 300 = 2 x 128 + 44, K 200 = 3 x 64 + 8,
-// N 136 = 128 + 8 and 72 = 64 + 8), against the CPU and against cuBLAS's
-// grouped path.
+// The CUTLASS grouped GEMM with every epilogue, each schedule, members whose
+// M, N and K are not multiples of the 128x128x64 tile (M 300 = 2 x 128 + 44,
+// K 200 = 3 x 64 + 8, N 136 = 128 + 8, 72, 1000), against the CPU and
+// against cuBLAS's grouped path.
 TEST_F(CudaTest, CutlassGroupGemmEveryEpilogueAndTile) {
   for (const char* dt : {"float16", "bfloat16"}) {
     for (OpType type : kGemmTypes) {
@@ -228,10 +228,15 @@ TEST_F(CudaTest, CutlassGroupGemmEveryEpilogueAndTile) {
       FuseGroupOps(fused);
       ASSERT_EQ(fused.NumLiveOps(), 1);
       const std::string what = std::string(OpTypeName(type)) + " " + dt;
-      for (GemmTileChoice tile : {GemmTileChoice::kRule, GemmTileChoice::k128x128, GemmTileChoice::k128x64}) {
-        const CudaOptions cuda{.gemm_tile = tile};
-        EXPECT_TRUE(AnyLabelHas(LaunchLabels(fused, cuda), "CUTLASS grouped")) << what;
-        ExpectGpuMatchesCpu(fused, 21, what + " CUTLASS tile " + std::to_string(static_cast<int>(tile)), cuda);
+      for (GemmKernelChoice kernel :
+           {GemmKernelChoice::kRule, GemmKernelChoice::kCooperative, GemmKernelChoice::kPingpong}) {
+        const CudaOptions cuda{.gemm_kernel = kernel};
+        const std::vector<std::string> labels = LaunchLabels(fused, cuda);
+        EXPECT_TRUE(AnyLabelHas(labels, "CUTLASS grouped")) << what;
+        if (kernel == GemmKernelChoice::kPingpong && std::string(dt) == "float16") {
+          EXPECT_TRUE(AnyLabelHas(labels, "pingpong")) << what;
+        }
+        ExpectGpuMatchesCpu(fused, 21, what + " CUTLASS kernel " + std::to_string(static_cast<int>(kernel)), cuda);
       }
       const CudaOptions cublas{.cutlass = false};
       EXPECT_TRUE(AnyLabelHas(LaunchLabels(fused, cublas), "cublasGemmGroupedBatchedEx")) << what;
@@ -240,7 +245,8 @@ TEST_F(CudaTest, CutlassGroupGemmEveryEpilogueAndTile) {
   }
 }
 
-// A single-member group op takes the CUTLASS path too.
+// A single-member group op: one cuBLASLt GEMM by default (its epilogue has
+// bias and ReLU too), and the CUTLASS kernel when strided batching is off.
 TEST_F(CudaTest, CutlassGroupGemmOfOneMember) {
   for (const char* dt : {"float16", "bfloat16"}) {
     test::GraphBuilder b;
@@ -251,8 +257,11 @@ TEST_F(CudaTest, CutlassGroupGemmOfOneMember) {
     b.RawOp("gg", "group_gemm_rcr_bias_relu", {x, w, bias}, {y}, "\"group_size\": 1");
     b.Outputs({y});
     const Graph g = b.Build();
-    EXPECT_TRUE(AnyLabelHas(LaunchLabels(g), "CUTLASS grouped")) << dt;
-    ExpectGpuMatchesCpu(g, 22, std::string("one-member CUTLASS group ") + dt);
+    EXPECT_TRUE(AnyLabelHas(LaunchLabels(g), "cublasLt")) << dt;
+    const CudaOptions grouped{.strided_batched = false};
+    EXPECT_TRUE(AnyLabelHas(LaunchLabels(g, grouped), "CUTLASS grouped")) << dt;
+    ExpectGpuMatchesCpu(g, 22, std::string("one-member group, cuBLASLt ") + dt);
+    ExpectGpuMatchesCpu(g, 22, std::string("one-member group, CUTLASS ") + dt, grouped);
   }
 }
 

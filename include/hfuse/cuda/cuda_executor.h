@@ -43,9 +43,9 @@ struct CudaRunStats {
   int64_t tensor_bytes = 0;   // what the intermediates would take unshared
 };
 
-// The CTA tile of the CUTLASS grouped GEMM: the plan-time rule, or forced
-// (for measuring the rule).
-enum class GemmTileChoice : uint8_t { kRule, k128x128, k128x64 };
+// The CUTLASS grouped GEMM's kernel (schedule): the plan-time rule, or
+// forced (for measuring the rule). Pingpong exists for float16 only.
+enum class GemmKernelChoice : uint8_t { kRule, kCooperative, kPingpong };
 
 struct CudaOptions {
   // Group GEMMs of one shape at constant strides run as one strided-batched
@@ -54,7 +54,7 @@ struct CudaOptions {
   // Grouped GEMMs through CUTLASS where it can take them; off, through
   // cublasGemmGroupedBatchedEx and a separate epilogue kernel.
   bool cutlass = true;
-  GemmTileChoice gemm_tile = GemmTileChoice::kRule;
+  GemmKernelChoice gemm_kernel = GemmKernelChoice::kRule;
 };
 
 class CudaExecutor {

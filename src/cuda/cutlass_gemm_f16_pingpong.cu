@@ -1,0 +1,13 @@
+// One CUTLASS grouped GEMM instantiation: float16, pingpong schedule, 128x128x64 CTA
+// tiles (see cutlass_grouped_gemm.h; one per file, each takes about 90 s to
+// compile).
+#include "cutlass_grouped_gemm.cuh"
+
+namespace hfuse::cuda {
+
+std::unique_ptr<CutlassGroupedGemm> MakeCutlassGemmF16Pingpong(const std::vector<GroupedGemmMember>& members,
+                                                      Activation act) {
+  return std::make_unique<cutlass_impl::Grouped<cutlass::half_t, true>>(members, act);
+}
+
+}  // namespace hfuse::cuda
