@@ -6,7 +6,7 @@
 namespace hfuse::cuda {
 
 std::unique_ptr<CutlassGroupedGemm> MakeCutlassGemmBF16Cooperative(const std::vector<GroupedGemmMember>& members,
-                                                      Activation act) {
+                                                      int act) {
   return std::make_unique<cutlass_impl::Grouped<cutlass::bfloat16_t, false>>(members, act);
 }
 

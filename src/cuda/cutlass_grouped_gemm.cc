@@ -49,7 +49,7 @@ GemmKernel ChooseGemmKernel(int dtype, const std::vector<GroupedGemmMember>& mem
 }
 
 std::unique_ptr<CutlassGroupedGemm> MakeCutlassGroupedGemm(
-    int dtype, GemmKernel kernel, const std::vector<GroupedGemmMember>& members, Activation act) {
+    int dtype, GemmKernel kernel, const std::vector<GroupedGemmMember>& members, int act) {
   const std::string why = CutlassCannotTake(dtype, members);
   if (!why.empty()) throw std::runtime_error("CUTLASS grouped GEMM cannot take this group: " + why);
   if (dtype == 1) return MakeCutlassGemmBF16Cooperative(members, act);

@@ -28,12 +28,13 @@
 
 namespace hfuse::cuda::cutlass_impl {
 
-// acc + bias, then the activation picked at plan time (one kernel for all
-// three: the branch is uniform over the launch). CUTLASS instantiates the
-// functor for float (its Arguments) and for fragments (the call), so the
-// arguments are one type outside it.
+// acc + bias, then the activation picked at plan time: an EwFunc value
+// (relu, sigmoid, tanh, gelu, silu: the GEMM kind's, op_kinds.def) or
+// kNoActivation; one kernel for all, the branch uniform over the launch.
+// CUTLASS instantiates the functor for float (its Arguments) and for
+// fragments (the call), so the arguments are one type outside it.
 struct BiasActivationArguments {
-  int act = 0;  // Activation
+  int act = kNoActivation;
 };
 template <class Frag>
 struct BiasActivation {
@@ -42,10 +43,15 @@ struct BiasActivation {
     Frag out;
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < Frag::kElements; ++i) {
-      float v = acc[i] + bias[i];
-      if (args.act == static_cast<int>(Activation::kRelu)) v = fmaxf(v, 0.0f);
-      if (args.act == static_cast<int>(Activation::kSigmoid)) v = 1.0f / (1.0f + __expf(-v));
-      out[i] = v;
+      const float v = acc[i] + bias[i];
+      switch (args.act) {
+        case 0: out[i] = fmaxf(v, 0.0f); break;
+        case 1: out[i] = 1.0f / (1.0f + __expf(-v)); break;
+        case 2: out[i] = tanhf(v); break;
+        case 3: out[i] = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)); break;
+        case 4: out[i] = v / (1.0f + __expf(-v)); break;
+        default: out[i] = v; break;
+      }
     }
     return out;
   }
@@ -107,7 +113,7 @@ class Grouped final : public CutlassGroupedGemm {
   using Shape3 = typename ProblemShape::UnderlyingProblemShape;
 
  public:
-  Grouped(const std::vector<GroupedGemmMember>& members, Activation act) {
+  Grouped(const std::vector<GroupedGemmMember>& members, int act) {
     // Largest work first: the persistent scheduler hands out tiles in group
     // order, so the small members fill the last wave.
     std::vector<size_t> order(members.size());
@@ -145,7 +151,7 @@ class Grouped final : public CutlassGroupedGemm {
     args.mainloop.dB = Keep(ToDevice(sb));
     args.epilogue.thread.op_1.ptr_row = has_bias ? Keep(ToDevice(bias)) : nullptr;
     args.epilogue.thread.op_1.null_default = Element(0);
-    args.epilogue.thread.op_2.act = static_cast<int>(act);
+    args.epilogue.thread.op_2.act = act;
     args.epilogue.ptr_C = nullptr;
     args.epilogue.dC = nullptr;
     args.epilogue.ptr_D = Keep(ToDevice(d));

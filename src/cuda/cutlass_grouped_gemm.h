@@ -2,8 +2,8 @@
 // grouped kernel (TMA loads, wgmma, warp-specialized cooperative schedule,
 // TMA epilogue) for a group_gemm_rcr* op, Y_i = act(A_i . W_i^T + bias_i),
 // with the bias and the activation applied in the kernel's epilogue (an
-// epilogue visitor tree: accumulator + per-member bias row, then
-// none/ReLU/sigmoid chosen at run time), so no second pass over the outputs.
+// epilogue visitor tree: accumulator + per-member bias row, then the GEMM
+// kind's activation chosen at plan time), so no second pass over the outputs.
 //
 // Everything is planned once: problem shapes, pointers, strides and bias
 // pointers go to the device when the plan is made; Run() is one kernel launch
@@ -57,16 +57,17 @@ GemmKernel ChooseGemmKernel(int dtype, const std::vector<GroupedGemmMember>& mem
 
 // Plans the grouped GEMM (members with m, n or k zero must be left out by
 // the caller); the members run largest first, whatever their order here.
+// `act`: an EwFunc value (unary) or kNoActivation, as the other kernels take.
 // Throws std::runtime_error when CUTLASS refuses them.
 std::unique_ptr<CutlassGroupedGemm> MakeCutlassGroupedGemm(
-    int dtype, GemmKernel kernel, const std::vector<GroupedGemmMember>& members, Activation act);
+    int dtype, GemmKernel kernel, const std::vector<GroupedGemmMember>& members, int act);
 
 // The per-instantiation factories, one per .cu file.
 std::unique_ptr<CutlassGroupedGemm> MakeCutlassGemmF16Cooperative(
-    const std::vector<GroupedGemmMember>& members, Activation act);
+    const std::vector<GroupedGemmMember>& members, int act);
 std::unique_ptr<CutlassGroupedGemm> MakeCutlassGemmF16Pingpong(
-    const std::vector<GroupedGemmMember>& members, Activation act);
+    const std::vector<GroupedGemmMember>& members, int act);
 std::unique_ptr<CutlassGroupedGemm> MakeCutlassGemmBF16Cooperative(
-    const std::vector<GroupedGemmMember>& members, Activation act);
+    const std::vector<GroupedGemmMember>& members, int act);
 
 }  // namespace hfuse::cuda

@@ -23,13 +23,16 @@ FuseGroupOpsResult FuseGroupOps(Graph& graph, const FuseGroupOpsOptions& options
   RemoveNoOps(graph, sorted, sorted_ops);
   result.ops_before = graph.NumLiveOps();
 
+  // The seed's order: GEMM kinds as op_kinds.def lists them, then the
+  // LayerNorm kinds in reverse (layernorm_sigmoid_mul before layernorm).
   std::vector<OpType> types;
-  if (options.group_gemm) {
-    types = {OpType::kGemmRcr, OpType::kGemmRcrBias, OpType::kGemmRcrBiasRelu,
-             OpType::kGemmRcrBiasSigmoid};
+  std::vector<OpType> layernorms;
+  for (int i = 0; i < kNumOpTypes; ++i) {
+    const auto type = static_cast<OpType>(i);
+    if (IsGemm(type) && options.group_gemm) types.push_back(type);
+    if (IsLayerNorm(type)) layernorms.insert(layernorms.begin(), type);
   }
-  types.push_back(OpType::kLayerNormSigmoidMul);
-  types.push_back(OpType::kLayerNorm);
+  types.insert(types.end(), layernorms.begin(), layernorms.end());
 
   for (OpType type : types) {
     TypeRoundResult round =
