@@ -53,12 +53,13 @@ fi
 if [[ $what == bench || $what == all ]]; then
   t0=$SECONDS
   : >"$OUT/bench.log"
-  # The towers graphs: unfused, fused with the seed's rules and with hfuse's;
-  # the profile of each launch for the largest.
+  # The towers graphs: unfused, fused with the seed's rules and with hfuse's,
+  # and with each group GEMM path forced; the profile of each launch for the
+  # largest.
   for g in "$SHARED"/bench/towers_*.json; do
     profile=()
     [[ $g == *towers_mixed_T64_M2048* || -n ${PROFILE:-} ]] && profile=(--profile)
-    ./"$BUILD"/hfuse bench "$g" "${profile[@]}" --json "$OUT/$(basename "$g" .json).bench.json" >>"$OUT/bench.log" 2>&1 || status=1
+    ./"$BUILD"/hfuse bench "$g" "${profile[@]}" --gemm-paths --json "$OUT/$(basename "$g" .json).bench.json" >>"$OUT/bench.log" 2>&1 || status=1
   done
   # The grouped-GEMM micro-benchmark, each group GEMM path forced as well
   # (cuBLAS grouped, CUTLASS at either tile: the measurement behind the tile rule).
@@ -74,7 +75,7 @@ if [[ $what == bench || $what == all ]]; then
   if [[ -f "$SHARED/bench/peer_torch.py" ]]; then
     python3 "$SHARED/bench/peer_torch.py" "$OUT/peers_same_call.json" "$SHARED"/bench/towers_*.json --no-compile >"$OUT/peers.log" 2>&1 || status=1
   fi
-  cat "$OUT/bench.log"
+  grep -v -E "^ +profile|GB/s" "$OUT/bench.log"; grep -E "GB/s" "$OUT/bench.log" | head -12
   echo "device: benchmarks took $((SECONDS - t0)) s"
 fi
 # Everything in one file: the device tool brings back at most 8.

@@ -409,14 +409,20 @@ struct CudaExecutor::Impl {
       members.push_back({m.a, m.w, m.bias, m.y, m.m, m.n, m.k, m.lda, m.ldy});
     }
     const int type = KernelType(dtype);
-    why = cuda::CutlassCannotTake(type, members);
+    why = cuda::CutlassCannotTake(type, members, act);
     if (!why.empty()) return false;
     if (!empty_k.empty()) PlanEpilogue(empty_k, dtype, act, true);
     if (members.empty()) return true;
+    static const int num_sms = [] {
+      int device = 0, sms = 0;
+      HFUSE_CUDA(cudaGetDevice(&device));
+      HFUSE_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+      return sms;
+    }();
     const cuda::GemmKernel kernel =
-        options.gemm_kernel == GemmKernelChoice::kCooperative || type != 0 ? cuda::GemmKernel::kCooperative
-        : options.gemm_kernel == GemmKernelChoice::kPingpong             ? cuda::GemmKernel::kPingpong
-                                                                         : cuda::ChooseGemmKernel(type, members);
+        options.gemm_kernel == GemmKernelChoice::k128x128 || type != 0 ? cuda::GemmKernel::kTile128x128
+        : options.gemm_kernel == GemmKernelChoice::k128x64             ? cuda::GemmKernel::kTile128x64
+                                                                       : cuda::ChooseGemmKernel(type, members, num_sms);
     cutlass_gemms.push_back(cuda::MakeCutlassGroupedGemm(type, kernel, members, act));
     cuda::CutlassGroupedGemm* gemm = cutlass_gemms.back().get();
     std::string epi = ms[0].bias ? "bias" : "";

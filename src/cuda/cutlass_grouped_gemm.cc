@@ -6,17 +6,21 @@
 
 #include <stdexcept>
 
+#include "hfuse/ir/graph.h"
+
 namespace hfuse::cuda {
 
-// Pingpong up to this work-weighted mean K (set from the measurements).
-constexpr double kPingpongMaxMeanK = 512;
 
 const char* GemmKernelName(GemmKernel kernel) {
-  return kernel == GemmKernel::kPingpong ? "pingpong 128x128" : "cooperative 128x128";
+  return kernel == GemmKernel::kTile128x64 ? "128x64" : "128x128";
 }
 
-std::string CutlassCannotTake(int dtype, const std::vector<GroupedGemmMember>& members) {
+std::string CutlassCannotTake(int dtype, const std::vector<GroupedGemmMember>& members, int act) {
   if (dtype != 0 && dtype != 1) return "float32";
+  if (act != kNoActivation && act != static_cast<int>(EwFunc::kRelu) &&
+      act != static_cast<int>(EwFunc::kSigmoid)) {
+    return "activation other than relu and sigmoid";
+  }
   constexpr int64_t kAlign = 8;  // 16 bytes of a 16-bit type: TMA's minimum
   auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   for (const GroupedGemmMember& m : members) {
@@ -31,30 +35,24 @@ std::string CutlassCannotTake(int dtype, const std::vector<GroupedGemmMember>& m
 }
 
 // The rule, from the micro-benchmarks and the towers graphs measured with
-// each kernel on the H200 (bench/RESULTS.md, issue 12): pingpong where the
-// main loop is short (small K: the epilogue, which pingpong hides under the
-// other warpgroup's main loop, is a large part of each tile), cooperative
-// otherwise. K is weighted by each member's work. bfloat16 has only the
-// cooperative instantiation.
-GemmKernel ChooseGemmKernel(int dtype, const std::vector<GroupedGemmMember>& members) {
-  if (dtype != 0) return GemmKernel::kCooperative;
-  double work = 0, k_work = 0;
-  for (const GroupedGemmMember& m : members) {
-    const double w = static_cast<double>(m.m) * static_cast<double>(m.n) * static_cast<double>(m.k);
-    work += w;
-    k_work += w * static_cast<double>(m.k);
-  }
-  const double mean_k = work > 0 ? k_work / work : 0;
-  return mean_k <= kPingpongMaxMeanK ? GemmKernel::kPingpong : GemmKernel::kCooperative;
+// each tile on the H200 (bench/RESULTS.md, issue 12): 128x128 tiles, which
+// read A and W fewer times over, unless the group has too few of them to
+// give every multiprocessor one, where 128x64 tiles double the CTAs.
+// bfloat16 has only the 128x128 instantiation.
+GemmKernel ChooseGemmKernel(int dtype, const std::vector<GroupedGemmMember>& members, int num_sms) {
+  if (dtype != 0) return GemmKernel::kTile128x128;
+  int64_t tiles = 0;
+  for (const GroupedGemmMember& m : members) tiles += (m.m + 127) / 128 * ((m.n + 127) / 128);
+  return tiles < num_sms ? GemmKernel::kTile128x64 : GemmKernel::kTile128x128;
 }
 
 std::unique_ptr<CutlassGroupedGemm> MakeCutlassGroupedGemm(
     int dtype, GemmKernel kernel, const std::vector<GroupedGemmMember>& members, int act) {
-  const std::string why = CutlassCannotTake(dtype, members);
+  const std::string why = CutlassCannotTake(dtype, members, act);
   if (!why.empty()) throw std::runtime_error("CUTLASS grouped GEMM cannot take this group: " + why);
-  if (dtype == 1) return MakeCutlassGemmBF16Cooperative(members, act);
-  return kernel == GemmKernel::kPingpong ? MakeCutlassGemmF16Pingpong(members, act)
-                                         : MakeCutlassGemmF16Cooperative(members, act);
+  if (dtype == 1) return MakeCutlassGemmBF16Tile128x128(members, act);
+  return kernel == GemmKernel::kTile128x64 ? MakeCutlassGemmF16Tile128x64(members, act)
+                                           : MakeCutlassGemmF16Tile128x128(members, act);
 }
 
 }  // namespace hfuse::cuda

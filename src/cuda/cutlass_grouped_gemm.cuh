@@ -14,7 +14,6 @@
 #include <numeric>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
@@ -28,11 +27,15 @@
 
 namespace hfuse::cuda::cutlass_impl {
 
-// acc + bias, then the activation picked at plan time: an EwFunc value
-// (relu, sigmoid, tanh, gelu, silu: the GEMM kind's, op_kinds.def) or
-// kNoActivation; one kernel for all, the branch uniform over the launch.
-// CUTLASS instantiates the functor for float (its Arguments) and for
-// fragments (the call), so the arguments are one type outside it.
+// acc + bias, then the activation picked at plan time: relu or sigmoid (the
+// GEMM kinds' activations, as EwFunc values) or kNoActivation; one kernel for
+// the three, the branch taken once per fragment and uniform over the launch.
+// (A switch over every EwFunc, tanh and gelu included, made the whole kernel
+// 2.3x slower on the H200: bench/RESULTS.md, issue 12.) CUTLASS instantiates
+// the functor for float (its Arguments) and for fragments (the call), so the
+// arguments are one type outside it.
+inline constexpr int kCutlassRelu = 0;     // EwFunc::kRelu (checked in cuda_executor.cc)
+inline constexpr int kCutlassSigmoid = 1;  // EwFunc::kSigmoid
 struct BiasActivationArguments {
   int act = kNoActivation;
 };
@@ -41,17 +44,15 @@ struct BiasActivation {
   using Arguments = BiasActivationArguments;
   CUTLASS_DEVICE Frag operator()(Frag const& acc, Frag const& bias, Arguments const& args) const {
     Frag out;
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < Frag::kElements; ++i) {
-      const float v = acc[i] + bias[i];
-      switch (args.act) {
-        case 0: out[i] = fmaxf(v, 0.0f); break;
-        case 1: out[i] = 1.0f / (1.0f + __expf(-v)); break;
-        case 2: out[i] = tanhf(v); break;
-        case 3: out[i] = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)); break;
-        case 4: out[i] = v / (1.0f + __expf(-v)); break;
-        default: out[i] = v; break;
-      }
+    if (args.act == kCutlassRelu) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < Frag::kElements; ++i) out[i] = fmaxf(acc[i] + bias[i], 0.0f);
+    } else if (args.act == kCutlassSigmoid) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < Frag::kElements; ++i) out[i] = 1.0f / (1.0f + __expf(-(acc[i] + bias[i])));
+    } else {
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < Frag::kElements; ++i) out[i] = acc[i] + bias[i];
     }
     return out;
   }
@@ -71,16 +72,14 @@ T* ToDevice(const std::vector<T>& host) {
   return p;
 }
 
-// kPingpong: two consumer warpgroups take turns, one's epilogue overlapping
-// the other's main loop (KernelPtrArrayTmaWarpSpecializedPingpong); else
-// both work on one tile (...Cooperative).
-template <class Element, bool kPingpong>
+// The cooperative schedule (both consumer warpgroups on one 128 x kTileN x 64
+// tile). The pingpong schedule at 128x128 was measured too, 2.7x slower on
+// every group tried (bench/RESULTS.md, issue 12), and is not compiled.
+template <class Element, int kTileN>
 class Grouped final : public CutlassGroupedGemm {
-  using TileShape = cute::Shape<cute::_128, cute::_128, cute::_64>;
-  using KernelSchedule = std::conditional_t<kPingpong, cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong,
-                                            cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative>;
-  using EpilogueSchedule = std::conditional_t<kPingpong, cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong,
-                                              cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
+  using TileShape = cute::Shape<cute::_128, cute::Int<kTileN>, cute::_64>;
+  using KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative;
+  using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative;
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
   using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
   using LayoutA = cutlass::layout::RowMajor;

@@ -9,7 +9,7 @@
 // pointers go to the device when the plan is made; Run() is one kernel launch
 // that a CUDA graph can capture. This header is plain C++ (no CUTLASS), so
 // the executor compiles without CUTLASS's headers; each instantiation (dtype
-// x schedule) lives in its own .cu file (cutlass_gemm_*.cu), since one costs
+// x tile) lives in its own .cu file (cutlass_gemm_*.cu), since one costs
 // about 90 s and 3.5 GB to compile.
 #pragma once
 
@@ -24,12 +24,10 @@
 
 namespace hfuse::cuda {
 
-// The kernels compiled, all with 128x128x64 CTA tiles and 1x1x1 clusters:
-// the cooperative schedule (two warpgroups on one tile) and the pingpong
-// schedule (two warpgroups on two tiles, one's epilogue under the other's
-// main loop), the latter for float16 only. (A 128x64 cooperative tile was
-// measured too and lost on every group tried: bench/RESULTS.md, issue 12.)
-enum class GemmKernel : uint8_t { kCooperative, kPingpong };
+// The kernels compiled: the cooperative schedule with 128x128x64 CTA tiles,
+// and (float16 only) with 128x64x64 tiles, twice the CTAs for groups too
+// small to fill the GPU; 1x1x1 clusters.
+enum class GemmKernel : uint8_t { kTile128x128, kTile128x64 };
 const char* GemmKernelName(GemmKernel kernel);
 
 struct GroupedGemmMember {
@@ -47,13 +45,14 @@ class CutlassGroupedGemm {
 };
 
 // Why CUTLASS cannot take these members (TMA needs 16-byte aligned bases and
-// row strides: alignment 8 for 16-bit types), or "" when it can. dtype: 0
-// float16, 1 bfloat16 (float32 stays on cuBLAS).
-std::string CutlassCannotTake(int dtype, const std::vector<GroupedGemmMember>& members);
+// row strides: alignment 8 for 16-bit types; the epilogue has relu and
+// sigmoid), or "" when it can. dtype: 0 float16, 1 bfloat16 (float32 stays
+// on cuBLAS); act: an EwFunc value or kNoActivation.
+std::string CutlassCannotTake(int dtype, const std::vector<GroupedGemmMember>& members, int act);
 
 // The kernel the plan-time rule picks for these members (bench/RESULTS.md,
 // issue 12, has the measurement behind it).
-GemmKernel ChooseGemmKernel(int dtype, const std::vector<GroupedGemmMember>& members);
+GemmKernel ChooseGemmKernel(int dtype, const std::vector<GroupedGemmMember>& members, int num_sms);
 
 // Plans the grouped GEMM (members with m, n or k zero must be left out by
 // the caller); the members run largest first, whatever their order here.
@@ -63,11 +62,11 @@ std::unique_ptr<CutlassGroupedGemm> MakeCutlassGroupedGemm(
     int dtype, GemmKernel kernel, const std::vector<GroupedGemmMember>& members, int act);
 
 // The per-instantiation factories, one per .cu file.
-std::unique_ptr<CutlassGroupedGemm> MakeCutlassGemmF16Cooperative(
+std::unique_ptr<CutlassGroupedGemm> MakeCutlassGemmF16Tile128x128(
     const std::vector<GroupedGemmMember>& members, int act);
-std::unique_ptr<CutlassGroupedGemm> MakeCutlassGemmF16Pingpong(
+std::unique_ptr<CutlassGroupedGemm> MakeCutlassGemmF16Tile128x64(
     const std::vector<GroupedGemmMember>& members, int act);
-std::unique_ptr<CutlassGroupedGemm> MakeCutlassGemmBF16Cooperative(
+std::unique_ptr<CutlassGroupedGemm> MakeCutlassGemmBF16Tile128x128(
     const std::vector<GroupedGemmMember>& members, int act);
 
 }  // namespace hfuse::cuda

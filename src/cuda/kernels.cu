@@ -54,6 +54,8 @@ __device__ __forceinline__ float Normalize(float v, float mean, float rstd, floa
 // and loads gamma and beta 16 bytes at a time; otherwise 32 threads loop
 // over the row three times. Statistics in fp32, two passes (exact mean,
 // then the centred sum of squares).
+// 50 registers a thread (5 blocks a multiprocessor); capping it at 40 for
+// 6 blocks spills (ptxas -v).
 template <typename T>
 __global__ void __launch_bounds__(kLayerNormThreads)
 TiledLayerNormKernel(const LayerNormDesc* descs, const LayerNormTile* tiles, float eps,

@@ -98,10 +98,10 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
     }
     if (options.gemm_paths && rules == RuleSet::kHfuse) {
       variants.push_back({name + ", cuBLAS grouped", fused, {.strided_batched = false, .cutlass = false}});
-      variants.push_back({name + ", CUTLASS cooperative", fused,
-                          {.strided_batched = false, .gemm_kernel = GemmKernelChoice::kCooperative}});
-      variants.push_back({name + ", CUTLASS pingpong", fused,
-                          {.strided_batched = false, .gemm_kernel = GemmKernelChoice::kPingpong}});
+      variants.push_back({name + ", CUTLASS 128x128", fused,
+                          {.strided_batched = false, .gemm_kernel = GemmKernelChoice::k128x128}});
+      variants.push_back({name + ", CUTLASS 128x64", fused,
+                          {.strided_batched = false, .gemm_kernel = GemmKernelChoice::k128x64}});
     }
   }
   fmt::print("{}: {}; median of {} runs after {} warm-up\n", path, summary, options.reps,

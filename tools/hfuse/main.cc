@@ -235,7 +235,7 @@ int Main(int argc, char** argv) {
   add_rules(bench, bench_options.rules, "both");
   bench->add_flag("--gemm-paths", bench_options.gemm_paths,
                   "also time the hfuse-rules graph with each group GEMM path forced (cuBLAS "
-                  "grouped, CUTLASS cooperative, CUTLASS pingpong)");
+                  "grouped, CUTLASS 128x128 tiles, CUTLASS 128x64 tiles)");
 #endif
 
   std::string check_input;

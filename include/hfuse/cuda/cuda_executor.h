@@ -43,9 +43,9 @@ struct CudaRunStats {
   int64_t tensor_bytes = 0;   // what the intermediates would take unshared
 };
 
-// The CUTLASS grouped GEMM's kernel (schedule): the plan-time rule, or
-// forced (for measuring the rule). Pingpong exists for float16 only.
-enum class GemmKernelChoice : uint8_t { kRule, kCooperative, kPingpong };
+// The CUTLASS grouped GEMM's CTA tile: the plan-time rule, or forced (for
+// measuring the rule). 128x64 exists for float16 only.
+enum class GemmKernelChoice : uint8_t { kRule, k128x128, k128x64 };
 
 struct CudaOptions {
   // Group GEMMs of one shape at constant strides run as one strided-batched

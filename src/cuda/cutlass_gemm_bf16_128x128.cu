@@ -5,9 +5,9 @@
 
 namespace hfuse::cuda {
 
-std::unique_ptr<CutlassGroupedGemm> MakeCutlassGemmBF16Cooperative(const std::vector<GroupedGemmMember>& members,
+std::unique_ptr<CutlassGroupedGemm> MakeCutlassGemmBF16Tile128x128(const std::vector<GroupedGemmMember>& members,
                                                       int act) {
-  return std::make_unique<cutlass_impl::Grouped<cutlass::bfloat16_t, false>>(members, act);
+  return std::make_unique<cutlass_impl::Grouped<cutlass::bfloat16_t, 128>>(members, act);
 }
 
 }  // namespace hfuse::cuda
