@@ -263,6 +263,9 @@ int Main(int argc, char** argv) {
                   "also time the fused graph with grouped GEMMs only (no strided batching)");
   add_rules(bench, bench_options.rules, "both");
   AddPassFlags(bench, bench_options.passes);
+  bench->add_flag("--gemm-paths", bench_options.gemm_paths,
+                  "also time the hfuse-rules graph with each group GEMM path forced (cuBLAS "
+                  "grouped, CUTLASS 128x128 tiles, CUTLASS 128x64 tiles)");
 #endif
 
   std::string print_input, print_format;
