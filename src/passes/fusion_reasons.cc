@@ -322,7 +322,7 @@ void ReasonRecorder::CycleChecked(const Graph& graph, int32_t leader,
     if (!reached[i]) continue;
     const OpId target = (*cands_)[static_cast<size_t>(group[i])];
     std::vector<std::string> path = PathInto(graph, target, [&](OpId p) {
-      const int32_t c = (*cand_of_)[static_cast<size_t>(p)];
+      const int32_t c = CandOf(p);
       return c != kNone && leader_of_[static_cast<size_t>(c)] == leader;
     });
     Reason r{graph.op(target).name, type_, ReasonCode::kDroppedByCycleCheck,
@@ -430,7 +430,7 @@ void ReasonRecorder::LeftAlone(const Graph& graph, int32_t k, const std::vector<
         r.rule = ReasonRule::kBelowGroup;
         r.path = PathInto(graph, self, [&](OpId p) {
           if (auto it = group_leader_.find(p); it != group_leader_.end()) return it->second == l;
-          const int32_t pc = (*cand_of_)[static_cast<size_t>(p)];
+          const int32_t pc = CandOf(p);
           return pc != kNone && leader_of_[static_cast<size_t>(pc)] == l;
         });
         r.details = Say(r.rule, r.peer, r.peer, PathText(r.path));

@@ -189,6 +189,10 @@ class ReasonRecorder {
  private:
   static constexpr int32_t kSplitRule = -2;  // leader_of_: grouped by the split rule
   std::string Name(const Graph& graph, int32_t c) const;
+  // The candidate index of op `id`, or kNone (also for ops made this round).
+  int32_t CandOf(OpId id) const {
+    return static_cast<size_t>(id) < cand_of_->size() ? (*cand_of_)[static_cast<size_t>(id)] : kNone;
+  }
   // A path on the current graph from an op satisfying `is_source` to `to`
   // (backward search from `to`), as op names; empty when none was found
   // within the budget.
