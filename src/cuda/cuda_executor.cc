@@ -15,6 +15,12 @@
 #include "kernels.h"
 
 namespace hfuse {
+// The kernels take an EwFunc as its value (kernels.cu, ApplyFunc).
+static_assert(static_cast<int>(EwFunc::kRelu) == 0 && static_cast<int>(EwFunc::kSigmoid) == 1 &&
+              static_cast<int>(EwFunc::kTanh) == 2 && static_cast<int>(EwFunc::kGelu) == 3 &&
+              static_cast<int>(EwFunc::kSilu) == 4 && static_cast<int>(EwFunc::kAdd) == 5 &&
+              static_cast<int>(EwFunc::kDiv) == 8);
+
 namespace {
 
 #define HFUSE_CUDA(call) ::hfuse::CheckCuda((call), #call, __FILE__, __LINE__)
@@ -314,23 +320,15 @@ struct CudaExecutor::Impl {
   void PlanOp(const Op& op) {
     if (op.elided) return;
     current = op.name;
-    switch (op.type) {
-      case OpType::kGemmRcr:
-      case OpType::kGemmRcrBias:
-      case OpType::kGemmRcrBiasRelu:
-      case OpType::kGemmRcrBiasSigmoid:
-      case OpType::kGroupGemmRcr:
-      case OpType::kGroupGemmRcrBias:
-      case OpType::kGroupGemmRcrBiasRelu:
-      case OpType::kGroupGemmRcrBiasSigmoid: PlanGemm(op); break;
-      case OpType::kLayerNorm:
-      case OpType::kLayerNormSigmoidMul:
-      case OpType::kGroupLayerNorm:
-      case OpType::kGroupLayerNormSigmoidMul: PlanLayerNorm(op); break;
-      case OpType::kSplit:
-      case OpType::kConcatenate: PlanCopies(op); break;
-      case OpType::kElementwise: PlanElementwise(op); break;
-      case OpType::kReshape: {
+    switch (FamilyOf(op.type)) {
+      case OpFamily::kGemm:
+      case OpFamily::kGroupGemm: PlanGemm(op); break;
+      case OpFamily::kLayerNorm:
+      case OpFamily::kGroupLayerNorm: PlanLayerNorm(op); break;
+      case OpFamily::kSplit:
+      case OpFamily::kConcatenate: PlanCopies(op); break;
+      case OpFamily::kElementwise: PlanElementwise(op); break;
+      case OpFamily::kReshape: {
         char* dst = PlaceOf(op.outputs[0]).base;
         const char* src = PlaceOf(op.inputs[0]).base;
         const auto bytes = static_cast<size_t>(Bytes(op.outputs[0]));
@@ -357,9 +355,8 @@ struct CudaExecutor::Impl {
     const OpType member_type = group ? MemberOf(op.type) : op.type;
     const size_t per = GemmHasBias(op.type) ? 3 : 2;
     const DType dtype = g.tensor(op.inputs[0]).dtype;
-    const cuda::Activation act = member_type == OpType::kGemmRcrBiasRelu ? cuda::Activation::kRelu
-                                : member_type == OpType::kGemmRcrBiasSigmoid ? cuda::Activation::kSigmoid
-                                                                               : cuda::Activation::kNone;
+    const std::optional<EwFunc> activation = ActivationOf(member_type);
+    const int act = activation ? static_cast<int>(*activation) : cuda::kNoActivation;
     std::vector<GemmMember> ms;
     for (size_t i = 0; i < op.outputs.size(); ++i) {
       const TensorId* in = &op.inputs[i * per];
@@ -409,7 +406,7 @@ struct CudaExecutor::Impl {
     return true;
   }
 
-  void PlanLtGemm(const std::vector<GemmMember>& ms, DType dtype, float alpha, cuda::Activation act) {
+  void PlanLtGemm(const std::vector<GemmMember>& ms, DType dtype, float alpha, int act) {
     const GemmMember& m = ms[0];
     const int64_t batch = static_cast<int64_t>(ms.size());
     const int64_t esize = DTypeBytes(dtype);
@@ -425,7 +422,8 @@ struct CudaExecutor::Impl {
     HFUSE_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t)));
     HFUSE_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &nt, sizeof(nt)));
     cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
-    if (m.bias) epi = act == cuda::Activation::kRelu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    const bool relu = act == static_cast<int>(EwFunc::kRelu);
+    if (m.bias) epi = relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
     HFUSE_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
     if (m.bias) {
       const void* bias = m.bias;
@@ -489,14 +487,14 @@ struct CudaExecutor::Impl {
     Add(batch > 1 ? "cublasLt strided batched" : "cublasLt", [=](cudaStream_t s) {
       HFUSE_CUBLAS(cublasLtMatmul(handle, desc, &alpha, w, lw, a, la, &beta, y, ly, y, ly, &algo, wsp, ws, s));
     });
-    if (act == cuda::Activation::kSigmoid) {  // cuBLASLt has no sigmoid epilogue
+    if (act != cuda::kNoActivation && !relu) {  // cuBLASLt's only activation epilogue is relu
       std::vector<GemmMember> no_bias = ms;
       for (auto& mm : no_bias) mm.bias = nullptr;
       PlanEpilogue(no_bias, dtype, act, false);
     }
   }
 
-  void PlanGroupedGemm(const std::vector<GemmMember>& ms, DType dtype, float alpha, cuda::Activation act) {
+  void PlanGroupedGemm(const std::vector<GemmMember>& ms, DType dtype, float alpha, int act) {
     std::vector<cublasOperation_t> ta, tb;
     std::vector<int> m_arr, n_arr, k_arr, lda, ldb, ldc, sizes;
     std::vector<float> alphas, betas;
@@ -544,12 +542,12 @@ struct CudaExecutor::Impl {
     for (const GemmMember& m : ms) {
       if (m.m > 0 && m.n > 0 && m.k > 0) rest.push_back(m);
     }
-    if (!rest.empty() && (rest[0].bias || act != cuda::Activation::kNone)) PlanEpilogue(rest, dtype, act, false);
+    if (!rest.empty() && (rest[0].bias || act != cuda::kNoActivation)) PlanEpilogue(rest, dtype, act, false);
   }
 
   // Bias + activation over each member's output, in one launch. With
   // zero_first, the outputs are cleared first (GEMMs with K = 0).
-  void PlanEpilogue(const std::vector<GemmMember>& ms, DType dtype, cuda::Activation act, bool zero_first) {
+  void PlanEpilogue(const std::vector<GemmMember>& ms, DType dtype, int act, bool zero_first) {
     std::vector<cuda::EpilogueDesc> descs;
     std::vector<cuda::EpilogueTile> tiles;
     const int vec = 16 / DTypeBytes(dtype);
@@ -575,7 +573,7 @@ struct CudaExecutor::Impl {
     const cuda::EpilogueTile* t = Device(tiles);
     const int num_tiles = static_cast<int>(tiles.size());
     const int type = KernelType(dtype);
-    const auto a = static_cast<cuda::Activation>(act);
+    const int a = act;
     Add("epilogue kernel", [=](cudaStream_t s) {
       cuda::LaunchGroupEpilogue(type, d, t, num_tiles, a, s);
       HFUSE_LAUNCHED();
@@ -628,7 +626,7 @@ struct CudaExecutor::Impl {
     const int64_t total = starts.back();
     const bool all_vec = std::all_of(descs.begin(), descs.end(), [](const cuda::LayerNormDesc& d) { return d.vec; });
     const float eps = static_cast<float>(op.attrs.Eps());
-    const bool lsm = op.type == OpType::kLayerNormSigmoidMul || op.type == OpType::kGroupLayerNormSigmoidMul;
+    const bool lsm = ActivationOf(op.type) == EwFunc::kSigmoid;  // y = x * sigmoid(layernorm(x))
     const int type = KernelType(dtype);
     Add("layernorm kernel", [=](cudaStream_t s) {
       cuda::LaunchGroupLayerNorm(type, dd, st, count, total, max_n, all_vec, eps, lsm, s);

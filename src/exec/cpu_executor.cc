@@ -29,16 +29,6 @@ uint64_t SplitMix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-cpu::Epilogue EpilogueOf(OpType type) {
-  switch (type) {
-    case OpType::kGemmRcrBiasRelu:
-    case OpType::kGroupGemmRcrBiasRelu: return cpu::Epilogue::kRelu;
-    case OpType::kGemmRcrBiasSigmoid:
-    case OpType::kGroupGemmRcrBiasSigmoid: return cpu::Epilogue::kSigmoid;
-    default: return cpu::Epilogue::kNone;
-  }
-}
-
 class CpuRun {
  public:
   CpuRun(const Graph& graph, const DimValues& dims)
@@ -123,31 +113,23 @@ class CpuRun {
   }
 
   void ExecuteOp(const Op& op) {
-    switch (op.type) {
-      case OpType::kGemmRcr:
-      case OpType::kGemmRcrBias:
-      case OpType::kGemmRcrBiasRelu:
-      case OpType::kGemmRcrBiasSigmoid:
-      case OpType::kGroupGemmRcr:
-      case OpType::kGroupGemmRcrBias:
-      case OpType::kGroupGemmRcrBiasRelu:
-      case OpType::kGroupGemmRcrBiasSigmoid: {
+    switch (FamilyOf(op.type)) {
+      case OpFamily::kGemm:
+      case OpFamily::kGroupGemm: {
         const size_t per = GemmHasBias(op.type) ? 3 : 2;
         for (size_t m = 0; m < op.outputs.size(); ++m) {
           Gemm(op, &op.inputs[m * per], per == 3, op.outputs[m]);
         }
         break;
       }
-      case OpType::kLayerNorm:
-      case OpType::kLayerNormSigmoidMul: {
+      case OpFamily::kLayerNorm: {
         const TensorId gamma = op.attrs.has_gamma ? op.inputs[1] : kNone;
         const TensorId beta = op.attrs.has_beta ? op.inputs.back() : kNone;
         LayerNorm(op.inputs[0], gamma, beta, op.outputs[0], op.attrs.normalized_shape,
                   op.attrs.Eps(), op.type == OpType::kLayerNormSigmoidMul);
         break;
       }
-      case OpType::kGroupLayerNorm:
-      case OpType::kGroupLayerNormSigmoidMul: {
+      case OpFamily::kGroupLayerNorm: {
         const size_t members = op.outputs.size();
         const size_t per = op.inputs.size() / members;
         for (size_t m = 0; m < members; ++m) {
@@ -158,11 +140,11 @@ class CpuRun {
         }
         break;
       }
-      case OpType::kSplit: Split(op); break;
-      case OpType::kConcatenate: Concatenate(op); break;
-      case OpType::kElementwise: Elementwise(op); break;
-      case OpType::kReshape: Out(op.outputs[0]).bytes = In(op.inputs[0]).bytes; break;
-      case OpType::kOpaque: Opaque(op); break;
+      case OpFamily::kSplit: Split(op); break;
+      case OpFamily::kConcatenate: Concatenate(op); break;
+      case OpFamily::kElementwise: Elementwise(op); break;
+      case OpFamily::kReshape: Out(op.outputs[0]).bytes = In(op.inputs[0]).bytes; break;
+      case OpFamily::kOpaque: Opaque(op); break;
     }
   }
 
@@ -184,7 +166,7 @@ class CpuRun {
     const std::vector<float> cf = bias ? In(in[2]).ToFloat() : std::vector<float>();
     std::vector<float> yf(static_cast<size_t>(rows * n));
     cpu::Gemm(af.data(), bf.data(), bias ? cf.data() : nullptr, yf.data(), rows, n, k,
-              static_cast<float>(op.attrs.Alpha()), EpilogueOf(op.type));
+              static_cast<float>(op.attrs.Alpha()), ActivationOf(op.type));
     Out(y).FromFloat(yf.data());
   }
 

@@ -49,21 +49,15 @@ class OpChecker {
   OpChecker(const Graph& graph, OpId id) : g_(graph), op_(graph.op(id)) {}
 
   void Run() {
-    switch (op_.type) {
-      case OpType::kGemmRcr:
-      case OpType::kGemmRcrBias:
-      case OpType::kGemmRcrBiasRelu:
-      case OpType::kGemmRcrBiasSigmoid: {
+    switch (FamilyOf(op_.type)) {
+      case OpFamily::kGemm: {
         const size_t n = GemmHasBias(op_.type) ? 3 : 2;
         Expect(op_.inputs.size() == n, "takes {} inputs, got {}", n, op_.inputs.size());
         ExpectOutputs(1);
         CheckGemm(op_.inputs.data(), op_.outputs[0], n == 3);
         break;
       }
-      case OpType::kGroupGemmRcr:
-      case OpType::kGroupGemmRcrBias:
-      case OpType::kGroupGemmRcrBiasRelu:
-      case OpType::kGroupGemmRcrBiasSigmoid: {
+      case OpFamily::kGroupGemm: {
         const size_t n = GemmHasBias(op_.type) ? 3 : 2;
         const size_t members = op_.outputs.size();
         Expect(members >= 1, "has no outputs");
@@ -76,8 +70,7 @@ class OpChecker {
         }
         break;
       }
-      case OpType::kLayerNorm:
-      case OpType::kLayerNormSigmoidMul:
+      case OpFamily::kLayerNorm:
         ExpectOutputs(1);
         Expect(!op_.inputs.empty() && op_.inputs.size() <= 3, "takes 1 to 3 inputs, got {}",
                op_.inputs.size());
@@ -86,8 +79,7 @@ class OpChecker {
         CheckLayerNorm(op_.inputs[0], op_.outputs[0], op_.attrs.normalized_shape,
                        std::span<const TensorId>(op_.inputs).subspan(1));
         break;
-      case OpType::kGroupLayerNorm:
-      case OpType::kGroupLayerNormSigmoidMul: {
+      case OpFamily::kGroupLayerNorm: {
         const size_t members = op_.outputs.size();
         Expect(members >= 1, "has no outputs");
         Expect(op_.inputs.size() == members || op_.inputs.size() == 2 * members ||
@@ -105,11 +97,11 @@ class OpChecker {
         }
         break;
       }
-      case OpType::kSplit: CheckSplit(); break;
-      case OpType::kConcatenate: CheckConcatenate(); break;
-      case OpType::kElementwise: CheckElementwise(); break;
-      case OpType::kReshape: CheckReshape(); break;
-      case OpType::kOpaque:
+      case OpFamily::kSplit: CheckSplit(); break;
+      case OpFamily::kConcatenate: CheckConcatenate(); break;
+      case OpFamily::kElementwise: CheckElementwise(); break;
+      case OpFamily::kReshape: CheckReshape(); break;
+      case OpFamily::kOpaque:
         // Its shapes are ONNX's (checked by ONNX's shape inference on import).
         Expect(op_.attrs.onnx != nullptr, "has no ONNX node");
         break;

@@ -237,42 +237,34 @@ class Exporter {
   void Emit(const Op& op) {
     for (TensorId t : op.outputs) Produce(t);
     if (op.attrs.onnx && op.attrs.onnx->imported_as == op.type && EmitKept(op)) return;
-    switch (op.type) {
-      case OpType::kGemmRcr:
-      case OpType::kGemmRcrBias:
-      case OpType::kGemmRcrBiasRelu:
-      case OpType::kGemmRcrBiasSigmoid:
+    switch (FamilyOf(op.type)) {
+      case OpFamily::kGemm:
         EmitGemm(op.name, op.type, op.inputs.data(), op.outputs[0], op.attrs.Alpha());
         break;
-      case OpType::kLayerNorm:
-      case OpType::kLayerNormSigmoidMul:
+      case OpFamily::kLayerNorm:
         EmitLayerNorm(op.name, op.type == OpType::kLayerNormSigmoidMul, op.inputs[0],
                       op.attrs.has_gamma ? op.inputs[1] : kNone,
                       op.attrs.has_beta ? op.inputs.back() : kNone, op.outputs[0],
                       op.attrs.normalized_shape, op.attrs.Eps());
         break;
-      case OpType::kSplit: EmitSplit(op); break;
-      case OpType::kConcatenate: {
+      case OpFamily::kSplit: EmitSplit(op); break;
+      case OpFamily::kConcatenate: {
         Names ins;
         for (TensorId t : op.inputs) ins.push_back(Use(t));
         SetInt(Node("Concat", op.name, ins, {Produce(op.outputs[0])}), "axis", op.attrs.dim);
         break;
       }
-      case OpType::kElementwise: EmitElementwise(op); break;
-      case OpType::kReshape: EmitReshape(op); break;
-      case OpType::kGroupGemmRcr:
-      case OpType::kGroupGemmRcrBias:
-      case OpType::kGroupGemmRcrBiasRelu:
-      case OpType::kGroupGemmRcrBiasSigmoid:
-      case OpType::kGroupLayerNorm:
-      case OpType::kGroupLayerNormSigmoidMul:
+      case OpFamily::kElementwise: EmitElementwise(op); break;
+      case OpFamily::kReshape: EmitReshape(op); break;
+      case OpFamily::kGroupGemm:
+      case OpFamily::kGroupLayerNorm:
         if (options_.mode == OnnxExportMode::kHfuse) {
           EmitCustomGroup(op);
         } else if (!IsGroupGemm(op.type) || !EmitBatchedGemms(op)) {
           EmitMembers(op);
         }
         break;
-      case OpType::kOpaque:
+      case OpFamily::kOpaque:
         // An opaque op is always what it was imported as; failing to write it
         // back means its inputs no longer match its node.
         HFUSE_CHECK(false && "opaque op does not match its ONNX node");
@@ -314,9 +306,8 @@ class Exporter {
                 double alpha) {
     const OpType member = IsGroupGemm(type) ? MemberOf(type) : type;
     const bool bias = GemmHasBias(member);
-    const std::string act = member == OpType::kGemmRcrBiasRelu      ? "Relu"
-                            : member == OpType::kGemmRcrBiasSigmoid ? "Sigmoid"
-                                                                    : "";
+    const std::optional<EwFunc> activation = ActivationOf(member);
+    const std::string act = activation ? std::string(onnx_util::OnnxActivationOp(*activation)) : "";
     const Tensor& a = g_.tensor(in[0]);
     const bool matmul = a.shape.size() != 2;
     int steps = 1 + (matmul && alpha != 1.0) + (matmul && bias) + !act.empty();
@@ -599,8 +590,8 @@ class Exporter {
       cur = next;
     }
     const OpType member = MemberOf(op.type);
-    if (member == OpType::kGemmRcrBiasRelu || member == OpType::kGemmRcrBiasSigmoid) {
-      const std::string act = member == OpType::kGemmRcrBiasRelu ? "Relu" : "Sigmoid";
+    if (const std::optional<EwFunc> activation = ActivationOf(member)) {
+      const std::string act(onnx_util::OnnxActivationOp(*activation));
       const std::string next = Temp(name + "_act");
       Node(act, name + "/" + act, {cur}, {next});
       cur = next;

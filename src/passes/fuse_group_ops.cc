@@ -55,6 +55,7 @@ void AddSkippedDumps(OpType type, const std::vector<Reason>& ungrouped,
 
 FuseGroupOpsResult FuseGroupOps(Graph& graph, const FuseGroupOpsOptions& options) {
   FuseGroupOpsResult result;
+  result.rules = options.rules;
   Canonicalize(graph);
   // The sorted tensor list, and its ops in the order their first output is
   // met (SortedOps), kept up to date together.
@@ -67,15 +68,23 @@ FuseGroupOpsResult FuseGroupOps(Graph& graph, const FuseGroupOpsOptions& options
   RemoveNoOps(graph, sorted, sorted_ops);
   result.ops_before = graph.NumLiveOps();
 
-  const std::vector<OpType> all_types = {
-      OpType::kGemmRcr,          OpType::kGemmRcrBias, OpType::kGemmRcrBiasRelu,
-      OpType::kGemmRcrBiasSigmoid, OpType::kLayerNormSigmoidMul, OpType::kLayerNorm};
+  // The seed's order: GEMM kinds as op_kinds.def lists them, then the
+  // LayerNorm kinds in reverse (layernorm_sigmoid_mul before layernorm).
+  // `all_types` has every kind, for the dumps; `types` those that run.
+  std::vector<OpType> all_types;
+  std::vector<OpType> layernorms;
+  for (int i = 0; i < kNumOpTypes; ++i) {
+    const auto type = static_cast<OpType>(i);
+    if (IsGemm(type)) all_types.push_back(type);
+    if (IsLayerNorm(type)) layernorms.insert(layernorms.begin(), type);
+  }
+  all_types.insert(all_types.end(), layernorms.begin(), layernorms.end());
   std::vector<OpType> types;
   for (OpType type : all_types) {
     if (options.group_gemm || !IsGemm(type)) types.push_back(type);
   }
   std::optional<ReasonRecorder> recorder;
-  if (options.explain) recorder.emplace();
+  if (options.explain) recorder.emplace(options.rules);
   if (options.explain && !options.group_gemm) {
     for (OpId id : sorted_ops) {
       const Op& op = graph.op(id);
@@ -89,8 +98,9 @@ FuseGroupOpsResult FuseGroupOps(Graph& graph, const FuseGroupOpsOptions& options
   std::vector<std::pair<OpType, std::vector<Reason>>> reasons_by_type;
 
   for (OpType type : types) {
-    TypeRoundResult round = GroupOpsOfType(graph, sorted_ops, op_number, type, options.want_dumps,
-                                           options.reach, recorder ? &*recorder : nullptr);
+    TypeRoundResult round =
+        GroupOpsOfType(graph, sorted_ops, op_number, type, options.want_dumps, options.reach,
+                       options.rules, recorder ? &*recorder : nullptr);
     if (options.want_dumps) {
       AddDumps(type, round, result.dumps);
       reasons_by_type.emplace_back(type, round.reasons);

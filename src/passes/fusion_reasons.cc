@@ -163,8 +163,8 @@ bool ExplainNotACandidate(const Graph& graph, OpId gemm, Reason& out) {
   return false;
 }
 
-bool ExplainIncompatible(const Graph& graph, OpId leader, OpId other, ReasonRule& rule,
-                         std::string& details) {
+bool ExplainIncompatible(const Graph& graph, OpId leader, OpId other, RuleSet rules,
+                         ReasonRule& rule, std::string& details) {
   const Op& a = graph.op(leader);
   const Op& b = graph.op(other);
   const bool gemm = IsGemm(a.type);
@@ -241,12 +241,12 @@ bool ExplainIncompatible(const Graph& graph, OpId leader, OpId other, ReasonRule
     return true;
   }
   const int64_t n1 = FlatSize(a), n2 = FlatSize(b);
-  if (!LayerNormSizesMatch(n1, n2)) {
+  if (rules == RuleSet::kSeed && !LayerNormSizesMatch(n1, n2)) {
     rule = ReasonRule::kSizeBucket;
     details = Say(rule, n1, n2, SizeMismatch(n1, n2));
     return true;
   }
-  HFUSE_CHECK(LayerNormsCompatible(graph, leader, other));
+  HFUSE_CHECK(LayerNormsCompatible(graph, leader, other, rules));
   return false;
 }
 
@@ -402,7 +402,7 @@ void ReasonRecorder::LeftAlone(const Graph& graph, int32_t k, const std::vector<
       if (!same && nearest_any != kNone) continue;  // its rule is known to be the class's
       ReasonRule rule = ReasonRule::kInputCount;
       std::string text;
-      const bool incompatible = ExplainIncompatible(graph, leader, other, rule, text);
+      const bool incompatible = ExplainIncompatible(graph, leader, other, rules_, rule, text);
       if (!same) {
         nearest_any = c;
         any_rule = rule;

@@ -245,12 +245,13 @@ class OfferTree {
 class Round {
  public:
   Round(Graph& graph, std::vector<int64_t>& op_number, OpType type, bool want_dumps,
-        ReachStrategy reach, ReasonRecorder* reasons)
+        ReachStrategy reach, RuleSet rules, ReasonRecorder* reasons)
       : g_(graph),
         op_number_(op_number),
         type_(type),
         dumps_(want_dumps),
         strategy_(reach),
+        rules_(rules),
         rec_(reasons) {
     for (int64_t n : op_number_) next_number_ = std::max(next_number_, n + 1);
   }
@@ -405,7 +406,7 @@ class Round {
       if (rec_ && group.size() > 1) {
         rec_->CycleChecked(g_, static_cast<int32_t>(k), group, reached, members.size());
       }
-      if (IsLayerNorm(type_) && members.size() > kMaxLayerNormGroup) {
+      if (IsLayerNorm(type_) && rules_ == RuleSet::kSeed && members.size() > kMaxLayerNormGroup) {
         std::stable_sort(members.begin(), members.end(), [&](OpId a, OpId b) {
           return FlatNormalizedSize(g_.op(a)) > FlatNormalizedSize(g_.op(b));
         });
@@ -436,7 +437,7 @@ class Round {
       return false;
     }
     return IsGemm(type_) ? GemmsCompatible(g_, leader, other)
-                         : LayerNormsCompatible(g_, leader, other);
+                         : LayerNormsCompatible(g_, leader, other, rules_);
   }
 
   std::vector<int32_t> Indices(const std::vector<OpId>& ops) const {
@@ -521,6 +522,7 @@ class Round {
   OpType type_;
   bool dumps_;
   ReachStrategy strategy_;
+  RuleSet rules_;
   ReasonRecorder* rec_;  // may be null: no reasons wanted
   int64_t next_number_ = 0;
   std::vector<OpId> cands_;           // in the round's sorted order
@@ -532,6 +534,19 @@ class Round {
 };
 
 }  // namespace
+
+const char* RuleSetName(RuleSet rules) { return rules == RuleSet::kHfuse ? "hfuse" : "seed"; }
+
+bool ParseRuleSet(const std::string& name, RuleSet& rules) {
+  if (name == "seed") {
+    rules = RuleSet::kSeed;
+  } else if (name == "hfuse") {
+    rules = RuleSet::kHfuse;
+  } else {
+    return false;
+  }
+  return true;
+}
 
 int GemmAlignment(const Graph& graph, OpId gemm) {
   const Tensor& a = graph.tensor(graph.op(gemm).inputs[0]);
@@ -578,7 +593,7 @@ bool LayerNormSizesMatch(int64_t n1, int64_t n2) {
   return true;
 }
 
-bool LayerNormsCompatible(const Graph& graph, OpId leader, OpId other) {
+bool LayerNormsCompatible(const Graph& graph, OpId leader, OpId other, RuleSet rules) {
   if (leader == other) return true;
   const Op& a = graph.op(leader);
   const Op& b = graph.op(other);
@@ -592,14 +607,15 @@ bool LayerNormsCompatible(const Graph& graph, OpId leader, OpId other) {
     if (!(x1.shape[i] == x2.shape[i])) return false;
   }
   if (x1.dtype != x2.dtype) return false;  // fix (b)
+  if (rules == RuleSet::kHfuse) return true;  // one launch takes any mix of sizes
   return LayerNormSizesMatch(FlatNormalizedSize(a), FlatNormalizedSize(b));
 }
 
 TypeRoundResult GroupOpsOfType(Graph& graph, const std::vector<OpId>& sorted_ops,
                                std::vector<int64_t>& op_number, OpType type, bool want_dumps,
-                               ReachStrategy reach, ReasonRecorder* reasons) {
+                               ReachStrategy reach, RuleSet rules, ReasonRecorder* reasons) {
   HFUSE_CHECK(IsGemm(type) || IsLayerNorm(type));
-  return Round(graph, op_number, type, want_dumps, reach, reasons).Run(sorted_ops);
+  return Round(graph, op_number, type, want_dumps, reach, rules, reasons).Run(sorted_ops);
 }
 
 }  // namespace hfuse

@@ -378,12 +378,15 @@ TEST_P(ConformanceReasonsTest, ExplanationsAgreeWithThePlannersRules) {
         const Op& y = g.op(b);
         const bool shape_ok = !x.inputs.empty() && x.inputs.size() == y.inputs.size() &&
                               x.outputs.size() == 1;
-        const bool compatible =
-            shape_ok && (IsGemm(type) ? GemmsCompatible(g, a, b) : LayerNormsCompatible(g, a, b));
-        ReasonRule rule;
-        std::string text;
-        EXPECT_EQ(ExplainIncompatible(g, a, b, rule, text), !compatible)
-            << x.name << " vs " << y.name << ": " << text;
+        for (RuleSet rules : {RuleSet::kSeed, RuleSet::kHfuse}) {
+          const bool compatible =
+              shape_ok &&
+              (IsGemm(type) ? GemmsCompatible(g, a, b) : LayerNormsCompatible(g, a, b, rules));
+          ReasonRule rule;
+          std::string text;
+          EXPECT_EQ(ExplainIncompatible(g, a, b, rules, rule, text), !compatible)
+              << x.name << " vs " << y.name << " (" << RuleSetName(rules) << "): " << text;
+        }
       }
     }
   }

@@ -1,5 +1,6 @@
-// hfuse bench: times a graph on the GPU, unfused and fused, each as plain
-// launches and as a CUDA graph, against the floor of the graph as run.
+// hfuse bench: times a graph on the GPU, unfused and fused (with the seed's
+// grouping rules and with hfuse's GPU rules), each as plain launches and as
+// a CUDA graph, against the floor of the graph as run.
 #include "bench_command.h"
 
 #include <fmt/format.h>
@@ -76,18 +77,29 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
   };
   std::vector<Variant> variants;
   variants.push_back({"unfused", original, {}});
-  Graph fused = original;
-  const FuseGroupOpsResult result = FuseGroupOps(fused);
-  ElideSplitConcat(fused);
-  variants.push_back({"fused", fused, {}});
-  if (options.grouped_too) variants.push_back({"fused, grouped GEMM only", fused, {.strided_batched = false}});
-
   nlohmann::ordered_json report;
   report["graph"] = path;
-  report["groups"] = result.groups.size();
-  fmt::print("{}: {} ops -> {} ops ({} groups), median of {} runs after {} warm-up\n", path,
-             result.ops_before, result.ops_after, result.groups.size(), options.reps, options.warmup);
-  fmt::print("  {:<26} {:>9} {:>11} {:>9} {:>8} {:>10} {:>9}\n", "variant", "plain us", "cudagraph us",
+  std::string summary;
+  for (RuleSet rules : {RuleSet::kSeed, RuleSet::kHfuse}) {
+    if (options.rules != "both" && options.rules != RuleSetName(rules)) continue;
+    Graph fused = original;
+    FuseGroupOpsOptions fuse_options;
+    fuse_options.rules = rules;
+    const FuseGroupOpsResult result = FuseGroupOps(fused, fuse_options);
+    ElideSplitConcat(fused);
+    const std::string name = fmt::format("fused, {} rules", RuleSetName(rules));
+    report["groups"][RuleSetName(rules)] = result.groups.size();
+    summary += fmt::format("{}{} ops -> {} ops ({} groups, {} rules)", summary.empty() ? "" : "; ",
+                           result.ops_before, result.ops_after, result.groups.size(),
+                           RuleSetName(rules));
+    variants.push_back({name, fused, {}});
+    if (options.grouped_too) {
+      variants.push_back({name + ", grouped GEMM only", fused, {.strided_batched = false}});
+    }
+  }
+  fmt::print("{}: {}; median of {} runs after {} warm-up\n", path, summary, options.reps,
+             options.warmup);
+  fmt::print("  {:<40} {:>9} {:>11} {:>9} {:>8} {:>10} {:>9}\n", "variant", "plain us", "cudagraph us",
              "floor us", "x floor", "launches", "max err");
   for (Variant& v : variants) {
     CudaExecutor gpu(v.graph, dims, v.cuda);
@@ -104,7 +116,7 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
     const double plain = gpu.MedianMicros(options.warmup, options.reps, false);
     const double graph = gpu.MedianMicros(options.warmup, options.reps, true);
     const Floor floor = FloorOf(v.graph, dims);
-    fmt::print("  {:<26} {:>9.1f} {:>11.1f} {:>9.1f} {:>8.2f} {:>10} {:>9.2g}\n", v.name, plain, graph,
+    fmt::print("  {:<40} {:>9.1f} {:>11.1f} {:>9.1f} {:>8.2f} {:>10} {:>9.2g}\n", v.name, plain, graph,
                floor.micros(), graph / floor.micros(), gpu.stats().launches, err);
     report["variants"].push_back({{"name", v.name}, {"plain_us", plain}, {"cudagraph_us", graph},
                                   {"floor_us", floor.micros()}, {"flops", floor.flops},
@@ -113,7 +125,7 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
     if (options.profile && v.name != "unfused") {
       for (const auto& [label, us] : gpu.ProfileLaunches(50)) {
         fmt::print("      {:>9.1f} us  {}\n", us, label);
-        report["profile"].push_back({{"launch", label}, {"us", us}});
+        report["profile"][v.name].push_back({{"launch", label}, {"us", us}});
       }
     }
   }

@@ -17,6 +17,7 @@ struct BenchOptions {
   bool profile = false;     // print each launch's time for the fused graph
   std::map<std::string, int64_t> dims;
   std::string json;         // write the figures here
+  std::string rules = "both";  // the fused variants: seed, hfuse or both rule sets
 };
 
 int BenchCommand(const std::string& path, const BenchOptions& options);

@@ -59,7 +59,7 @@ int VerifyGraphs(const Graph& original, const Graph& fused, uint64_t seed,
 }
 
 int VerifyCommand(const std::string& path, const std::string& fused_path, bool group_gemm,
-                  uint64_t seed, const std::map<std::string, int64_t>& dims) {
+                  RuleSet rules, uint64_t seed, const std::map<std::string, int64_t>& dims) {
   const LoadedModel model = LoadModel(path);
   const Graph& original = model.graph;
   Graph fused = original;
@@ -67,9 +67,10 @@ int VerifyCommand(const std::string& path, const std::string& fused_path, bool g
     PrepareForFusion(fused, model.format);
     FuseGroupOpsOptions options;
     options.group_gemm = group_gemm;
+    options.rules = rules;
     const FuseGroupOpsResult result = FuseGroupOps(fused, options);
-    fmt::print("{}: {} ops -> {} ops, {} groups\n", path, result.ops_before, result.ops_after,
-               result.groups.size());
+    fmt::print("{}: {} ops -> {} ops, {} groups ({} rules)\n", path, result.ops_before,
+               result.ops_after, result.groups.size(), RuleSetName(rules));
   } else {
     fused = LoadGraph(fused_path);
   }

@@ -38,6 +38,7 @@ Described Describe(const std::string& input, const DescribeOptions& options) {
   d.before = model.graph;
   FuseGroupOpsOptions fuse;
   fuse.group_gemm = !options.no_group_gemm;
+  fuse.rules = options.rules;
   d.result = FuseGroupOps(model.graph, fuse);
   d.fused = std::move(model.graph);
   return d;

@@ -19,6 +19,7 @@ namespace hfuse {
 struct DescribeOptions {
   std::string format;          // --format: "", "json" or "onnx"
   bool no_group_gemm = false;  // --no-group-gemm
+  RuleSet rules = RuleSet::kSeed;  // --rules
 };
 
 int ExplainCommand(const std::string& input, const std::string& op_name,

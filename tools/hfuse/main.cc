@@ -1,6 +1,7 @@
 // hfuse: the command-line tool.
 //
 //   hfuse fuse IN.json [-o OUT.json] [--report R.json] [--no-group-gemm] [--dump-dir DIR]
+//              [--rules seed|hfuse]
 //   hfuse fuse IN.onnx [-o OUT.onnx] [--export hfuse|standard] [--format json|onnx] ...
 //   hfuse check IN.json
 //   hfuse explain M [--op NAME]; hfuse dot M [-o F.dot] [--fused] [--collapse];
@@ -50,6 +51,7 @@ std::string OneLine(std::string_view message) {
 
 std::string ReportJson(const FuseGroupOpsResult& r) {
   nlohmann::ordered_json report;
+  report["rules"] = RuleSetName(r.rules);
   report["groups"] = nlohmann::ordered_json::array();
   for (const FusedGroup& g : r.groups) {
     report["groups"].push_back({{"op", OpTypeName(g.type)}, {"members", g.members}});
@@ -119,7 +121,7 @@ std::map<std::string, int64_t> ParseDims(const std::vector<std::string>& specs) 
 
 int RunFuse(const std::string& input, const std::string& output, const std::string& report,
             bool no_group_gemm, const std::string& dump_dir, bool verify, uint64_t seed,
-            const std::string& format, const std::string& export_mode) {
+            const std::string& format, const std::string& export_mode, RuleSet rules) {
   // Never freed: the process ends after the output is written, and freeing a
   // graph of a million ops one allocation at a time takes half a second.
   LoadedModel& model = *new LoadedModel(LoadModel(input, format));
@@ -129,6 +131,7 @@ int RunFuse(const std::string& input, const std::string& output, const std::stri
   FuseGroupOpsOptions options;
   options.group_gemm = !no_group_gemm;
   options.want_dumps = !dump_dir.empty();
+  options.rules = rules;
   FuseGroupOpsResult result = FuseGroupOps(graph, options);
   // Verify before writing anything, so a failed check leaves no output.
   if (verify && VerifyGraphs(original, graph, seed, {}) != 0) return 1;
@@ -189,6 +192,18 @@ int Main(int argc, char** argv) {
                    "only: same-shape GEMM groups batched, other groups unfused)")
       ->check(CLI::IsMember({"hfuse", "standard"}));
 
+  const auto add_rules = [](CLI::App* cmd, std::string& rules, const std::string& extra = "") {
+    std::vector<std::string> names = {"seed", "hfuse"};
+    if (!extra.empty()) names.push_back(extra);
+    cmd->add_option("--rules", rules,
+                    "grouping rules: seed (AITemplate's, the default) or hfuse (for hfuse's GPU "
+                    "kernels: LayerNorm groups uncapped, of any mix of sizes)" +
+                        (extra.empty() ? std::string() : "; " + extra + ": time both"))
+        ->check(CLI::IsMember(names));
+  };
+  std::string fuse_rules = "seed";
+  add_rules(fuse, fuse_rules);
+
   bool verify = false;
   uint64_t seed = 0;
   fuse->add_flag("--verify", verify,
@@ -218,6 +233,8 @@ int Main(int argc, char** argv) {
   verify_cmd->add_option("--fused", fused_input, "compare with this graph instead of fusing");
   verify_cmd->add_flag("--no-group-gemm", verify_no_group_gemm, "do not group GEMMs");
   verify_cmd->add_option("--seed", verify_seed, "seed of the random inputs");
+  std::string verify_rules = "seed";
+  add_rules(verify_cmd, verify_rules);
   verify_cmd->add_option("--dim", verify_dims, "NAME=VALUE: bind a dynamic dim (default: its max)");
 
 #if HFUSE_HAVE_CUDA
@@ -238,6 +255,7 @@ int Main(int argc, char** argv) {
   bench->add_flag("--profile", bench_options.profile, "print each launch's time (fused graph)");
   bench->add_flag("--grouped-too", bench_options.grouped_too,
                   "also time the fused graph with grouped GEMMs only (no strided batching)");
+  add_rules(bench, bench_options.rules, "both");
 #endif
 
   DescribeOptions describe;
@@ -263,7 +281,9 @@ int Main(int argc, char** argv) {
   report_cmd->add_option("-o,--output", report_output, "the HTML file")->required();
   report_cmd->add_option("--bench", report_bench,
                          "a JSON of hfuse bench --json: add its timings, per launch too");
+  std::string describe_rules = "seed";
   for (CLI::App* cmd : {explain, dot, report_cmd}) {
+    add_rules(cmd, describe_rules);
     cmd->add_flag("--no-group-gemm", describe.no_group_gemm, "do not group GEMMs (as fuse)");
     cmd->add_option("--format", describe.format, "json or onnx (default: by extension)")
         ->check(CLI::IsMember({"json", "onnx"}));
@@ -283,8 +303,10 @@ int Main(int argc, char** argv) {
   }
   try {
     if (fuse->parsed()) {
+      RuleSet rules = RuleSet::kSeed;
+      ParseRuleSet(fuse_rules, rules);  // checked by CLI11
       return RunFuse(input, output, report, no_group_gemm, dump_dir, verify, seed, format,
-                     export_mode);
+                     export_mode, rules);
     }
 #if HFUSE_HAVE_CUDA
     if (bench->parsed()) {
@@ -298,10 +320,13 @@ int Main(int argc, char** argv) {
       return RunGraphCommand(run_input, run_options);
     }
     if (verify_cmd->parsed()) {
-      return VerifyCommand(verify_input, fused_input, !verify_no_group_gemm, verify_seed,
+      RuleSet rules = RuleSet::kSeed;
+      ParseRuleSet(verify_rules, rules);  // checked by CLI11
+      return VerifyCommand(verify_input, fused_input, !verify_no_group_gemm, rules, verify_seed,
                            ParseDims(verify_dims));
     }
     if (check->parsed()) return RunCheck(check_input);
+    ParseRuleSet(describe_rules, describe.rules);  // checked by CLI11
     if (explain->parsed()) return ExplainCommand(explain_input, explain_op, describe);
     if (dot->parsed()) return DotCommand(dot_input, dot_output, dot_options, describe);
     if (report_cmd->parsed()) {

@@ -29,6 +29,8 @@
 
 namespace hfuse {
 
+enum class RuleSet : uint8_t;  // group_planner.h
+
 // Reason codes: enumerator, code as printed, what it means.
 #define HFUSE_REASON_CODES(X)                                                                    \
   X(kNotACandidate, "not-a-candidate",                                                         \
@@ -65,8 +67,8 @@ enum class ReasonCode : uint8_t {
   X(kAlpha, "alpha", "alpha = {} (only alpha 1 groups)")                                         \
   X(kARank, "a-rank", "A ({}) has rank {} (only 2-D GEMMs group)")                               \
   X(kADynamic, "a-dynamic",                                                                      \
-    "dynamic dim '{}' in A ({}): GEMMs group only with static shapes (seed rules); export the "  \
-    "model with a fixed batch")                                                                  \
+    "dynamic dim '{}' in A ({}): GEMMs group only with static shapes (under --rules seed and "   \
+    "hfuse alike); export the model with a fixed batch")                                         \
   X(kWeightDynamic, "weight-dynamic", "weight {} has a dynamic dim '{}' (fix (d))")              \
   X(kBiasDynamic, "bias-dynamic", "bias {} has a dynamic dim '{}' (fix (d))")                    \
   X(kAlignment1, "alignment-1",                                                                  \
@@ -144,13 +146,15 @@ bool ExplainNotACandidate(const Graph& graph, OpId gemm, Reason& out);
 // with its text, or false when they are compatible (mirrors the planner's
 // Compatible: input counts, one output, then GemmsCompatible or
 // LayerNormsCompatible, in their order; checked by tests).
-bool ExplainIncompatible(const Graph& graph, OpId leader, OpId other, ReasonRule& rule,
-                         std::string& details);
+bool ExplainIncompatible(const Graph& graph, OpId leader, OpId other, RuleSet rules,
+                         ReasonRule& rule, std::string& details);
 
 // Filled by the planner during one round (one op type). Candidates are the
 // round's indices into `cands` (see group_planner.cc).
 class ReasonRecorder {
  public:
+  explicit ReasonRecorder(RuleSet rules) : rules_(rules) {}
+
   // At most this many peers are compared when explaining an op left alone,
   // and at most kPathBudget ops visited per path search (kRoundBudget per
   // round); past them the text says so instead of guessing.
@@ -200,6 +204,7 @@ class ReasonRecorder {
   std::vector<std::string> PathInto(const Graph& graph, OpId to, IsSource&& is_source);
   std::string PathText(const std::vector<std::string>& path) const;
 
+  RuleSet rules_;
   OpType type_ = OpType::kGemmRcr;
   const std::vector<OpId>* cands_ = nullptr;
   const std::vector<int32_t>* cand_of_ = nullptr;
