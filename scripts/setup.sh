@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what hfuse needs to build and test, from Debian's packages.
+# Installs what hfuse needs to build and test, from Debian's packages (and
+# from PyPI into .venv: onnxruntime, CUTLASS's headers).
 # Idempotent: packages already present are not fetched again.
 set -euo pipefail
 
@@ -16,6 +17,11 @@ packages=(
   # What torch-rechub (the real-model tests, below) imports besides torch.
   python3-tqdm python3-pandas python3-sklearn
   # ---- end ONNX ----
+  # ---- sanitizers and fuzzing (scripts/sanitize.sh, scripts/fuzz.sh) ----
+  # clang with libFuzzer and the ASan/UBSan runtimes, OpenMP for clang, and
+  # llvm-symbolizer for readable reports.
+  clang-14 libclang-rt-14-dev libomp-14-dev llvm-14
+  # ---- end sanitizers ----
 )
 
 missing=()
@@ -53,3 +59,13 @@ if ! "$root/.venv/bin/python" -c "import torch_rechub.models.multi_task" 2>/dev/
 fi
 echo "setup: .venv (torch-rechub) ready"
 # ---- end ONNX ----
+
+# ---- CUDA backend: CUTLASS 4.2's headers, from PyPI's wheel, into .venv ----
+# (headers only: --no-deps; CMake finds them under .venv's site-packages).
+CUTLASS_VERSION=4.2.0.0
+if ! compgen -G "$root/.venv/lib/python3*/site-packages/cutlass_library/source/include/cutlass/cutlass.h" >/dev/null; then
+  echo "setup: installing nvidia-cutlass $CUTLASS_VERSION (headers) into .venv"
+  "$root/.venv/bin/pip" install -q --no-deps "nvidia-cutlass==$CUTLASS_VERSION"
+fi
+echo "setup: CUTLASS headers ready"
+# ---- end CUDA ----
