@@ -279,7 +279,7 @@ class Importer {
 
   Dim NamedDim(const std::string& name) {
     if (auto d = g_.FindDim(name)) return Dim::Dynamic(*d);
-    return Dim::Dynamic(g_.AddDim({name, options_.dim_min, options_.dim_max}));
+    return Dim::Dynamic(g_.AddDim({name, options_.dim_min, options_.dim_max, {}}));
   }
 
   std::optional<Shape> TryShapeOf(const std::string& name) {

@@ -311,7 +311,7 @@ TEST(GraphTest, NamesRoundTrip) {
 
 TEST(GraphTest, SizesSaturateAndDynamicDimsCountAtTheirMax) {
   Graph g;
-  const int32_t batch = g.AddDim({"batch", 1, 2048});
+  const int32_t batch = g.AddDim({"batch", 1, 2048, {}});
   hfuse::Tensor t;
   t.name = "t";
   t.shape = {Dim::Dynamic(batch), Dim::Static(64)};

@@ -18,6 +18,7 @@
 #include "hfuse/support/error.h"
 #include "hfuse/support/file.h"
 #include "model_files.h"
+#include "hfuse/passes/pass_manager.h"
 
 namespace hfuse {
 namespace {
@@ -34,7 +35,10 @@ Described Describe(const std::string& input, const DescribeOptions& options) {
   Described d;
   d.input = input;
   LoadedModel model = LoadModel(input, options.format);
-  PrepareForFusion(model.graph, model.format);
+  if (model.format == ModelFormat::kOnnx) {  // what fuse runs before fuse-group-ops
+    PassState state(model.graph);
+    PassManager(PipelineNamed("onnx-import")).Run(state);
+  }
   d.before = model.graph;
   FuseGroupOpsOptions fuse;
   fuse.group_gemm = !options.no_group_gemm;

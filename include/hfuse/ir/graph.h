@@ -293,6 +293,8 @@ class Graph {
 
   const std::vector<DynamicDim>& dims() const { return dims_; }
   int32_t AddDim(DynamicDim dim);
+  // Replaces the dims list (SpecializeDims renumbers it); shapes must agree.
+  void set_dims(std::vector<DynamicDim> dims) { dims_ = std::move(dims); }
   std::optional<int32_t> FindDim(std::string_view name) const;
 
   // Tensors. AddTensor fails (returns kNone) if the name is taken.
@@ -374,6 +376,13 @@ class Graph {
   NameIndex op_by_name_;
   int64_t next_unique_ = 0;
 };
+
+// Fixes named dims to values (`hfuse fuse --dim`): every use of one becomes
+// a static dim, as does a derived dim whose factors are all fixed, and the
+// fixed dims leave the graph's dims list (the others keep their order).
+// Throws InputError for a name the graph lacks, a value outside the dim's
+// range, or a derived dim named directly.
+void SpecializeDims(Graph& graph, const std::map<std::string, int64_t>& values);
 
 // Size of a tensor in bytes, a dynamic dim taken at its max.
 // Saturates instead of overflowing.

@@ -142,8 +142,7 @@ std::string TopReasons(const std::vector<Reason>& reasons, size_t top);
 
 // The filter that makes `gemm` no candidate, or false when it is one (mirrors
 // IsGemmCandidate, checked by tests). Fills rule and details.
-bool ExplainNotACandidate(const Graph& graph, OpId gemm, Reason& out,
-                          RuleSet rules = RuleSet::kSeed);
+bool ExplainNotACandidate(const Graph& graph, OpId gemm, Reason& out, RuleSet rules);
 // The first rule by which `other` may not join the group led by `leader`,
 // with its text, or false when they are compatible (mirrors the planner's
 // Compatible: input counts, one output, then GemmsCompatible or
