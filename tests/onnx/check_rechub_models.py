@@ -171,6 +171,15 @@ def one(work, name, mode, info, rules, hfuse_groups):
         want = [] if mode == "dynamic" else sorted((op, sorted(m)) for op, m in GROUPS[name])
         check(groups == want, f"{label}: {len(groups)} groups as expected ({len(want)})"
               + ("" if groups == want else f": got {groups}"))
+        if mode == "dynamic":  # --dim fixes the batch: the fixed-batch groups
+            fixed = os.path.join(work, f"{tag}.dim.json")
+            dim = onnx.load(model, load_external_data=False).graph.input[0].type.tensor_type.shape.dim[0]
+            r = hfuse("fuse", model, "--report", fixed, "--dim", f"{dim.dim_param}={info['batch']}")
+            got = sorted((g["op"], sorted(g["members"])) for g in json.load(open(fixed))["groups"]) \
+                if r.returncode == 0 else None
+            want = sorted((op, sorted(m)) for op, m in GROUPS[name])
+            check(got == want, f"{label}: --dim {dim.dim_param}={info['batch']} gives the "
+                  f"fixed-batch groups (exit {r.returncode}) {r.stderr.strip()}")
     else:
         # The seed's groups are among the hfuse rules' (which add the odd-K
         # layers), and a dynamic batch groups exactly as a fixed one.
