@@ -173,13 +173,19 @@ def one(work, name, mode, info, rules, hfuse_groups):
               + ("" if groups == want else f": got {groups}"))
         if mode == "dynamic":  # --dim fixes the batch: the fixed-batch groups
             fixed = os.path.join(work, f"{tag}.dim.json")
-            dim = onnx.load(model, load_external_data=False).graph.input[0].type.tensor_type.shape.dim[0]
-            r = hfuse("fuse", model, "--report", fixed, "--dim", f"{dim.dim_param}={info['batch']}")
+            shapes = {i["name"]: i["shape"] for i in info["inputs"]}
+            bound = {}
+            for vi in onnx.load(model, load_external_data=False).graph.input:
+                for d, size in zip(vi.type.tensor_type.shape.dim, shapes[vi.name]):
+                    if d.dim_param:
+                        bound[d.dim_param] = size
+            args = [a for k, v in sorted(bound.items()) for a in ("--dim", f"{k}={v}")]
+            r = hfuse("fuse", model, "--report", fixed, *args)
             got = sorted((g["op"], sorted(g["members"])) for g in json.load(open(fixed))["groups"]) \
                 if r.returncode == 0 else None
             want = sorted((op, sorted(m)) for op, m in GROUPS[name])
-            check(got == want, f"{label}: --dim {dim.dim_param}={info['batch']} gives the "
-                  f"fixed-batch groups (exit {r.returncode}) {r.stderr.strip()}")
+            check(got == want, f"{label}: {' '.join(args)} gives the fixed-batch groups "
+                  f"(exit {r.returncode}) {r.stderr.strip()}")
     else:
         # The seed's groups are among the hfuse rules' (which add the odd-K
         # layers), and a dynamic batch groups exactly as a fixed one.
