@@ -186,7 +186,12 @@ class ProducerRef {
 
 class UseList {
  public:
+  using value_type = OpId;
+  using size_type = size_t;
+  using const_reference = const OpId&;
+  using reference = const OpId&;
   using const_iterator = std::vector<OpId>::const_iterator;
+  using iterator = const_iterator;
   size_t size() const { return v_.size(); }
   bool empty() const { return v_.empty(); }
   OpId operator[](size_t i) const { return v_[i]; }
@@ -196,6 +201,7 @@ class UseList {
   const_iterator end() const { return v_.end(); }
   const OpId* data() const { return v_.data(); }
   operator const std::vector<OpId>&() const { return v_; }  // NOLINT
+  friend bool operator==(const UseList& a, const std::vector<OpId>& b) { return a.v_ == b; }
 
  private:
   friend class Graph;
