@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what hfuse needs to build and test, from Debian's packages.
+# Installs what hfuse needs to build and test, from Debian's packages (and
+# from PyPI into .venv: onnxruntime, CUTLASS's headers).
 # Idempotent: packages already present are not fetched again.
 set -euo pipefail
 
@@ -14,6 +15,11 @@ packages=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   python3-onnx python3-torch python3-venv
   # ---- end ONNX ----
+  # ---- sanitizers and fuzzing (scripts/sanitize.sh, scripts/fuzz.sh) ----
+  # clang with libFuzzer and the ASan/UBSan runtimes, OpenMP for clang, and
+  # llvm-symbolizer for readable reports.
+  clang-14 libclang-rt-14-dev libomp-14-dev llvm-14
+  # ---- end sanitizers ----
 )
 
 missing=()
@@ -41,3 +47,13 @@ if ! "$root/.venv/bin/python" -c "import onnxruntime, onnx, torch" 2>/dev/null; 
 fi
 echo "setup: .venv (onnxruntime) ready"
 # ---- end ONNX ----
+
+# ---- CUDA backend: CUTLASS 4.2's headers, from PyPI's wheel, into .venv ----
+# (headers only: --no-deps; CMake finds them under .venv's site-packages).
+CUTLASS_VERSION=4.2.0.0
+if ! compgen -G "$root/.venv/lib/python3*/site-packages/cutlass_library/source/include/cutlass/cutlass.h" >/dev/null; then
+  echo "setup: installing nvidia-cutlass $CUTLASS_VERSION (headers) into .venv"
+  "$root/.venv/bin/pip" install -q --no-deps "nvidia-cutlass==$CUTLASS_VERSION"
+fi
+echo "setup: CUTLASS headers ready"
+# ---- end CUDA ----
