@@ -328,6 +328,7 @@ int Main(int argc, char** argv) {
     cmd->add_flag("--no-group-gemm", describe.no_group_gemm, "do not group GEMMs (as fuse)");
     cmd->add_option("--format", describe.format, "json or onnx (default: by extension)")
         ->check(CLI::IsMember({"json", "onnx"}));
+    AddPassFlags(cmd, describe.passes);
   }
 
   std::string check_input;
