@@ -55,7 +55,7 @@ void BM_Gemm(benchmark::State& state) {
       NaiveGemm(a.data(), b.data(), bias.data(), y.data(), m, n, k);
     } else {
       hfuse::cpu::Gemm(a.data(), b.data(), bias.data(), y.data(), m, n, k, 1.0f,
-                       hfuse::cpu::Epilogue::kRelu);
+                       hfuse::EwFunc::kRelu);
     }
     benchmark::DoNotOptimize(y.data());
   }

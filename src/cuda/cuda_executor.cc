@@ -11,11 +11,18 @@
 #include <map>
 
 #include "hfuse/ir/analysis.h"
+#include "hfuse/ir/op_members.h"
 #include "hfuse/support/checked.h"
 #include "hfuse/support/error.h"
 #include "kernels.h"
 
 namespace hfuse {
+// The kernels take an EwFunc as its value (kernels.cu, ApplyFunc).
+static_assert(static_cast<int>(EwFunc::kRelu) == 0 && static_cast<int>(EwFunc::kSigmoid) == 1 &&
+              static_cast<int>(EwFunc::kTanh) == 2 && static_cast<int>(EwFunc::kGelu) == 3 &&
+              static_cast<int>(EwFunc::kSilu) == 4 && static_cast<int>(EwFunc::kAdd) == 5 &&
+              static_cast<int>(EwFunc::kDiv) == 8);
+
 namespace {
 
 #define HFUSE_CUDA(call) ::hfuse::CheckCuda((call), #call, __FILE__, __LINE__)
@@ -315,23 +322,15 @@ struct CudaExecutor::Impl {
   void PlanOp(const Op& op) {
     if (op.elided) return;
     current = op.name;
-    switch (op.type) {
-      case OpType::kGemmRcr:
-      case OpType::kGemmRcrBias:
-      case OpType::kGemmRcrBiasRelu:
-      case OpType::kGemmRcrBiasSigmoid:
-      case OpType::kGroupGemmRcr:
-      case OpType::kGroupGemmRcrBias:
-      case OpType::kGroupGemmRcrBiasRelu:
-      case OpType::kGroupGemmRcrBiasSigmoid: PlanGemm(op); break;
-      case OpType::kLayerNorm:
-      case OpType::kLayerNormSigmoidMul:
-      case OpType::kGroupLayerNorm:
-      case OpType::kGroupLayerNormSigmoidMul: PlanLayerNorm(op); break;
-      case OpType::kSplit:
-      case OpType::kConcatenate: PlanCopies(op); break;
-      case OpType::kElementwise: PlanElementwise(op); break;
-      case OpType::kReshape: {
+    switch (FamilyOf(op.type)) {
+      case OpFamily::kGemm:
+      case OpFamily::kGroupGemm: PlanGemm(op); break;
+      case OpFamily::kLayerNorm:
+      case OpFamily::kGroupLayerNorm: PlanLayerNorm(op); break;
+      case OpFamily::kSplit:
+      case OpFamily::kConcatenate: PlanCopies(op); break;
+      case OpFamily::kElementwise: PlanElementwise(op); break;
+      case OpFamily::kReshape: {
         char* dst = PlaceOf(op.outputs[0]).base;
         const char* src = PlaceOf(op.inputs[0]).base;
         const auto bytes = static_cast<size_t>(Bytes(op.outputs[0]));
@@ -356,24 +355,22 @@ struct CudaExecutor::Impl {
   void PlanGemm(const Op& op) {
     const bool group = IsGroupGemm(op.type);
     const OpType member_type = group ? MemberOf(op.type) : op.type;
-    const size_t per = GemmHasBias(op.type) ? 3 : 2;
     const DType dtype = g.tensor(op.inputs[0]).dtype;
-    const cuda::Activation act = member_type == OpType::kGemmRcrBiasRelu ? cuda::Activation::kRelu
-                                : member_type == OpType::kGemmRcrBiasSigmoid ? cuda::Activation::kSigmoid
-                                                                               : cuda::Activation::kNone;
+    const std::optional<EwFunc> activation = ActivationOf(member_type);
+    const int act = activation ? static_cast<int>(*activation) : cuda::kNoActivation;
     std::vector<GemmMember> ms;
     for (size_t i = 0; i < op.outputs.size(); ++i) {
-      const TensorId* in = &op.inputs[i * per];
-      const std::vector<int64_t> a_shape = ConcreteShape(g.tensor(in[0]).shape, dims);
-      const Place a = PlaceOf(in[0]), y = PlaceOf(op.outputs[i]);
+      const hfuse::GemmMember member = GemmMemberOf(op, i);
+      const std::vector<int64_t> a_shape = ConcreteShape(g.tensor(member.a).shape, dims);
+      const Place a = PlaceOf(member.a), y = PlaceOf(member.y);
       GemmMember m;
       m.a = a.base;
-      m.w = PlaceOf(in[1]).base;
-      m.bias = per == 3 ? PlaceOf(in[2]).base : nullptr;
+      m.w = PlaceOf(member.w).base;
+      m.bias = member.bias != kNone ? PlaceOf(member.bias).base : nullptr;
       m.y = y.base;
       m.k = a_shape.back();
       m.m = NumRows(a_shape);
-      m.n = ConcreteShape(g.tensor(in[1]).shape, dims)[0];
+      m.n = ConcreteShape(g.tensor(member.w).shape, dims)[0];
       m.lda = a.row_stride;
       m.ldy = y.row_stride;
       ms.push_back(m);
@@ -410,7 +407,7 @@ struct CudaExecutor::Impl {
     return true;
   }
 
-  void PlanLtGemm(const std::vector<GemmMember>& ms, DType dtype, float alpha, cuda::Activation act) {
+  void PlanLtGemm(const std::vector<GemmMember>& ms, DType dtype, float alpha, int act) {
     const GemmMember& m = ms[0];
     const int64_t batch = static_cast<int64_t>(ms.size());
     const int64_t esize = DTypeBytes(dtype);
@@ -426,7 +423,8 @@ struct CudaExecutor::Impl {
     HFUSE_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t)));
     HFUSE_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &nt, sizeof(nt)));
     cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
-    if (m.bias) epi = act == cuda::Activation::kRelu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    const bool relu = act == static_cast<int>(EwFunc::kRelu);
+    if (m.bias) epi = relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
     HFUSE_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
     if (m.bias) {
       const void* bias = m.bias;
@@ -490,14 +488,14 @@ struct CudaExecutor::Impl {
     Add(batch > 1 ? "cublasLt strided batched" : "cublasLt", [=](cudaStream_t s) {
       HFUSE_CUBLAS(cublasLtMatmul(handle, desc, &alpha, w, lw, a, la, &beta, y, ly, y, ly, &algo, wsp, ws, s));
     });
-    if (act == cuda::Activation::kSigmoid) {  // cuBLASLt has no sigmoid epilogue
+    if (act != cuda::kNoActivation && !relu) {  // cuBLASLt's only activation epilogue is relu
       std::vector<GemmMember> no_bias = ms;
       for (auto& mm : no_bias) mm.bias = nullptr;
       PlanEpilogue(no_bias, dtype, act, false);
     }
   }
 
-  void PlanGroupedGemm(const std::vector<GemmMember>& ms, DType dtype, float alpha, cuda::Activation act) {
+  void PlanGroupedGemm(const std::vector<GemmMember>& ms, DType dtype, float alpha, int act) {
     std::vector<cublasOperation_t> ta, tb;
     std::vector<int> m_arr, n_arr, k_arr, lda, ldb, ldc, sizes;
     std::vector<float> alphas, betas;
@@ -545,12 +543,12 @@ struct CudaExecutor::Impl {
     for (const GemmMember& m : ms) {
       if (m.m > 0 && m.n > 0 && m.k > 0) rest.push_back(m);
     }
-    if (!rest.empty() && (rest[0].bias || act != cuda::Activation::kNone)) PlanEpilogue(rest, dtype, act, false);
+    if (!rest.empty() && (rest[0].bias || act != cuda::kNoActivation)) PlanEpilogue(rest, dtype, act, false);
   }
 
   // Bias + activation over each member's output, in one launch. With
   // zero_first, the outputs are cleared first (GEMMs with K = 0).
-  void PlanEpilogue(const std::vector<GemmMember>& ms, DType dtype, cuda::Activation act, bool zero_first) {
+  void PlanEpilogue(const std::vector<GemmMember>& ms, DType dtype, int act, bool zero_first) {
     std::vector<cuda::EpilogueDesc> descs;
     std::vector<cuda::EpilogueTile> tiles;
     const int vec = 16 / DTypeBytes(dtype);
@@ -576,7 +574,7 @@ struct CudaExecutor::Impl {
     const cuda::EpilogueTile* t = Device(tiles);
     const int num_tiles = static_cast<int>(tiles.size());
     const int type = KernelType(dtype);
-    const auto a = static_cast<cuda::Activation>(act);
+    const int a = act;
     Add("epilogue kernel", [=](cudaStream_t s) {
       cuda::LaunchGroupEpilogue(type, d, t, num_tiles, a, s);
       HFUSE_LAUNCHED();
@@ -584,7 +582,6 @@ struct CudaExecutor::Impl {
   }
 
   void PlanLayerNorm(const Op& op) {
-    const bool group = IsGroupLayerNorm(op.type);
     const size_t members = op.outputs.size();
     std::vector<cuda::LayerNormDesc> descs;
     std::vector<int64_t> starts = {0};
@@ -592,21 +589,10 @@ struct CudaExecutor::Impl {
     const DType dtype = g.tensor(op.inputs[0]).dtype;
     const int vec = 16 / DTypeBytes(dtype);
     for (size_t m = 0; m < members; ++m) {
-      TensorId x = op.inputs[m], gamma = kNone, beta = kNone;
-      std::vector<int64_t> normalized;
-      if (group) {
-        const size_t per = op.inputs.size() / members;
-        if (per >= 2) gamma = op.inputs[members + m];
-        if (per >= 3) beta = op.inputs[2 * members + m];
-        normalized = op.attrs.normalized_shapes[m];
-      } else {
-        if (op.attrs.has_gamma) gamma = op.inputs[1];
-        if (op.attrs.has_beta) beta = op.inputs.back();
-        normalized = op.attrs.normalized_shape;
-      }
+      const auto [x, gamma, beta, y, normalized] = LayerNormMemberOf(op, m);
       int64_t n = 1;
-      for (int64_t d : normalized) n *= d;
-      const Place px = PlaceOf(x), py = PlaceOf(op.outputs[m]);
+      for (int64_t d : *normalized) n *= d;
+      const Place px = PlaceOf(x), py = PlaceOf(y);
       const int64_t numel = Bytes(x) / DTypeBytes(dtype);
       const int64_t rows = n > 0 ? numel / n : 0;
       // Views are rows of the last dim; a normalized size spanning several
@@ -629,7 +615,7 @@ struct CudaExecutor::Impl {
     const int64_t total = starts.back();
     const bool all_vec = std::all_of(descs.begin(), descs.end(), [](const cuda::LayerNormDesc& d) { return d.vec; });
     const float eps = static_cast<float>(op.attrs.Eps());
-    const bool lsm = op.type == OpType::kLayerNormSigmoidMul || op.type == OpType::kGroupLayerNormSigmoidMul;
+    const bool lsm = ActivationOf(op.type) == EwFunc::kSigmoid;  // y = x * sigmoid(layernorm(x))
     const int type = KernelType(dtype);
     Add("layernorm kernel", [=](cudaStream_t s) {
       cuda::LaunchGroupLayerNorm(type, dd, st, count, total, max_n, all_vec, eps, lsm, s);

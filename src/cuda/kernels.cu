@@ -259,6 +259,25 @@ void LayerNormFor(const LayerNormDesc* descs, const int64_t* row_starts, int cou
   }
 }
 
+// EwFunc `func` (its values are the codes); unary ones ignore b.
+__device__ float ApplyFunc(int func, float a, float b, bool first) {
+  switch (func) {
+    case 0: return fmaxf(a, 0.0f);
+    case 1: return Sigmoid(a);
+    case 2: return tanhf(a);
+    case 3: return 0.5f * a * (1.0f + erff(a * 0.70710678118654752f));
+    case 4: return a * Sigmoid(a);
+    default: break;
+  }
+  if (first) return b;
+  switch (func) {
+    case 5: return a + b;
+    case 6: return a - b;
+    case 7: return a * b;
+    default: return a / b;
+  }
+}
+
 // One block per tile of rows of one member (the host lays out the tiles),
 // 16-byte accesses where the member's layout allows: no search, no division.
 template <typename T>
@@ -269,8 +288,7 @@ __global__ void GroupEpilogueKernel(const EpilogueDesc* descs, const EpilogueTil
   const int cols = static_cast<int>(d.cols);
   auto apply = [&](float v, int j) {
     if (bias) v += ToFloat(bias[j]);
-    if (act == 1) v = fmaxf(v, 0.0f);
-    if (act == 2) v = Sigmoid(v);
+    if (act != kNoActivation) v = ApplyFunc(act, v, 0.0f, true);
     return v;
   };
   constexpr int kV = Pack<T>::kN;
@@ -291,24 +309,6 @@ __global__ void GroupEpilogueKernel(const EpilogueDesc* descs, const EpilogueTil
     } else {
       y[c] = FromFloat<T>(apply(ToFloat(y[c]), c));
     }
-  }
-}
-
-__device__ float ApplyFunc(int func, float a, float b, bool first) {
-  switch (func) {
-    case 0: return fmaxf(a, 0.0f);
-    case 1: return Sigmoid(a);
-    case 2: return tanhf(a);
-    case 3: return 0.5f * a * (1.0f + erff(a * 0.70710678118654752f));
-    case 4: return a * Sigmoid(a);
-    default: break;
-  }
-  if (first) return b;
-  switch (func) {
-    case 5: return a + b;
-    case 6: return a - b;
-    case 7: return a * b;
-    default: return a / b;
   }
 }
 
@@ -349,9 +349,9 @@ void LaunchGroupLayerNorm(int dtype, const LayerNormDesc* descs, const int64_t* 
 }
 
 void LaunchGroupEpilogue(int dtype, const EpilogueDesc* descs, const EpilogueTile* tiles,
-                         int num_tiles, Activation act, cudaStream_t stream) {
+                         int num_tiles, int act, cudaStream_t stream) {
   if (num_tiles == 0) return;
-  const int a = static_cast<int>(act);
+  const int a = act;
   const dim3 grid(static_cast<unsigned>(num_tiles));
   if (dtype == 0) GroupEpilogueKernel<__half><<<grid, 256, 0, stream>>>(descs, tiles, a);
   if (dtype == 1) GroupEpilogueKernel<__nv_bfloat16><<<grid, 256, 0, stream>>>(descs, tiles, a);

@@ -46,10 +46,12 @@ struct EpilogueTile {  // rows [row0, row0 + rows) of member `member`
   int32_t row0;
   int32_t rows;
 };
-enum class Activation : int { kNone = 0, kRelu = 1, kSigmoid = 2 };
+// The activation: an EwFunc value (unary: relu, sigmoid, tanh, gelu, silu),
+// the GEMM kind's (op_kinds.def), or kNoActivation.
+inline constexpr int kNoActivation = -1;
 // One block per tile.
 void LaunchGroupEpilogue(int dtype, const EpilogueDesc* descs, const EpilogueTile* tiles,
-                         int num_tiles, Activation act, cudaStream_t stream);
+                         int num_tiles, int act, cudaStream_t stream);
 
 // Elementwise with numpy broadcasting over up to 4 inputs of rank <= 6.
 struct ElementwiseArgs {

@@ -13,7 +13,7 @@ namespace hfuse::cpu {
 float Sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 
 void Gemm(const float* a, const float* b, const float* bias, float* y, int64_t rows, int64_t n,
-          int64_t k, float alpha, Epilogue epilogue) {
+          int64_t k, float alpha, std::optional<EwFunc> activation) {
   std::fill(y, y + rows * n, 0.0f);
 #if HFUSE_HAVE_CBLAS
   if (rows > 0 && n > 0 && k > 0) {
@@ -36,8 +36,7 @@ void Gemm(const float* a, const float* b, const float* bias, float* y, int64_t r
     float* row = y + r * n;
     for (int64_t j = 0; j < n; ++j) {
       float v = row[j] + (bias ? bias[j] : 0.0f);
-      if (epilogue == Epilogue::kRelu) v = std::max(v, 0.0f);
-      if (epilogue == Epilogue::kSigmoid) v = Sigmoid(v);
+      if (activation) v = Apply(*activation, v);
       row[j] = v;
     }
   }

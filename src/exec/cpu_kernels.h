@@ -8,11 +8,10 @@
 
 namespace hfuse::cpu {
 
-enum class Epilogue { kNone, kRelu, kSigmoid };
-
-// y[rows, n] = alpha * a[rows, k] . b[n, k]^T (+ bias[n]), then the epilogue.
+// y[rows, n] = alpha * a[rows, k] . b[n, k]^T (+ bias[n]), then the activation
+// (a unary EwFunc: the GEMM kind's, op_kinds.def).
 void Gemm(const float* a, const float* b, const float* bias, float* y, int64_t rows, int64_t n,
-          int64_t k, float alpha, Epilogue epilogue);
+          int64_t k, float alpha, std::optional<EwFunc> activation);
 
 // Normalises each of `rows` rows of n values; gamma/beta may be null (1, 0).
 // With sigmoid_mul, y = x * sigmoid(layernorm(x)).

@@ -154,7 +154,7 @@ class OnnxOp {
         for (int64_t j = 0; j < n; ++j) bt[static_cast<size_t>(j * k + p)] = bm[p * n + j];
       }
       Gemm(af.data() + ao * m * k, bt.data(), nullptr, yf.data() + i * m * n, m, n, k, 1.0f,
-           Epilogue::kNone);
+           std::nullopt);
       for (size_t d = batch.size(); d-- > 0;) {
         if (++index[d] < batch[d]) break;
         index[d] = 0;

@@ -349,6 +349,10 @@ class Reader {
             ids_.push_back(id);
           });
       op.outputs.assign(ids_.begin(), ids_.end());
+      if (IsGroupGemm(op.type) && group_size_ != static_cast<int64_t>(op.outputs.size())) {
+        Fail("{} ({}): group_size {} does not match its {} outputs", where(), OpTypeName(op.type),
+             group_size_, op.outputs.size());
+      }
       graph_.AddOp(std::move(op));
     });
     if (graph_.num_op_ids() == 0) Fail("the graph has no ops");
@@ -357,31 +361,27 @@ class Reader {
   template <typename Where>
   void ReadAttrs(const Object& o, Op& op, const Where& where) {
     Attrs& a = op.attrs;
-    switch (op.type) {
-      case OpType::kGemmRcr:
-      case OpType::kGemmRcrBias:
-      case OpType::kGemmRcrBiasRelu:
-      case OpType::kGemmRcrBiasSigmoid:
+    switch (FamilyOf(op.type)) {
+      case OpFamily::kGemm:
         CheckKeys(o, where, {"name", "op", "inputs", "outputs", "alpha"});
         if (auto alpha = o.find("alpha")) a.alpha = Number(*alpha, Then(where, " alpha"));
         break;
-      case OpType::kLayerNorm:
-      case OpType::kLayerNormSigmoidMul:
+      case OpFamily::kLayerNorm:
         CheckKeys(o, where, {"name", "op", "inputs", "outputs", "normalized_shape", "eps"});
         a.normalized_shape =
             IntArray(Required(o, "normalized_shape", where), Then(where, " normalized_shape"));
         if (auto eps = o.find("eps")) a.eps = Number(*eps, Then(where, " eps"));
         break;
-      case OpType::kSplit:
+      case OpFamily::kSplit:
         CheckKeys(o, where, {"name", "op", "inputs", "outputs", "split_sizes", "dim"});
         a.split_sizes = IntArray(Required(o, "split_sizes", where), Then(where, " split_sizes"));
         a.dim = Int(Required(o, "dim", where), Then(where, " dim"));
         break;
-      case OpType::kConcatenate:
+      case OpFamily::kConcatenate:
         CheckKeys(o, where, {"name", "op", "inputs", "outputs", "dim"});
         a.dim = Int(Required(o, "dim", where), Then(where, " dim"));
         break;
-      case OpType::kElementwise: {
+      case OpFamily::kElementwise: {
         CheckKeys(o, where, {"name", "op", "inputs", "outputs", "func"});
         const std::string_view func = StringView(Required(o, "func", where), Then(where, " func"));
         auto f = ParseEwFunc(func);
@@ -389,19 +389,17 @@ class Reader {
         a.func = *f;
         break;
       }
-      case OpType::kReshape:
+      case OpFamily::kReshape:
         CheckKeys(o, where, {"name", "op", "inputs", "outputs", "shape"});
         a.shape = IntArray(Required(o, "shape", where), Then(where, " shape"));
         break;
-      case OpType::kGroupGemmRcr:
-      case OpType::kGroupGemmRcrBias:
-      case OpType::kGroupGemmRcrBiasRelu:
-      case OpType::kGroupGemmRcrBiasSigmoid:
+      case OpFamily::kGroupGemm:
         CheckKeys(o, where, {"name", "op", "inputs", "outputs", "group_size"});
-        a.group_size = Int(Required(o, "group_size", where), Then(where, " group_size"));
+        // Checked against the outputs once they are read: the member count
+        // is the outputs', not stored twice.
+        group_size_ = Int(Required(o, "group_size", where), Then(where, " group_size"));
         break;
-      case OpType::kGroupLayerNorm:
-      case OpType::kGroupLayerNormSigmoidMul: {
+      case OpFamily::kGroupLayerNorm: {
         CheckKeys(o, where, {"name", "op", "inputs", "outputs", "normalized_shapes", "eps"});
         const auto entry = Then(where, " normalized_shapes entry");
         Array(Required(o, "normalized_shapes", where), Then(where, " normalized_shapes"))
@@ -410,7 +408,7 @@ class Reader {
         if (auto eps = o.find("eps")) a.eps = Number(*eps, Then(where, " eps"));
         break;
       }
-      case OpType::kOpaque:
+      case OpFamily::kOpaque:
         Fail(
             "{}: op type 'opaque' stands for an unknown ONNX operator, which graph JSON v1 "
             "cannot hold (read the .onnx model instead)",
@@ -435,6 +433,7 @@ class Reader {
 
   const std::string& source_;
   Graph graph_;
+  int64_t group_size_ = 0;     // the last group GEMM's, as read
   std::string scratch_;        // decoded strings with escapes
   std::vector<Dim> dims_;      // a shape being read
   std::vector<TensorId> ids_;  // an op's inputs or outputs being read
@@ -798,54 +797,46 @@ class FastReader {
     auto need = [&](const auto& key) {
       if (!next(key)) throw GiveUp{};
     };
-    switch (op.type) {
-      case OpType::kGemmRcr:
-      case OpType::kGemmRcrBias:
-      case OpType::kGemmRcrBiasRelu:
-      case OpType::kGemmRcrBiasSigmoid:
+    switch (FamilyOf(op.type)) {
+      case OpFamily::kGemm:
         if (next("alpha")) a.alpha = Number();
         break;
-      case OpType::kLayerNorm:
-      case OpType::kLayerNormSigmoidMul:
+      case OpFamily::kLayerNorm:
         need("normalized_shape");
         a.normalized_shape = Ints();
         if (next("eps")) a.eps = Number();
         break;
-      case OpType::kSplit:
+      case OpFamily::kSplit:
         need("split_sizes");
         a.split_sizes = Ints();
         need("dim");
         a.dim = Int();
         break;
-      case OpType::kConcatenate:
+      case OpFamily::kConcatenate:
         need("dim");
         a.dim = Int();
         break;
-      case OpType::kElementwise: {
+      case OpFamily::kElementwise: {
         need("func");
         const std::optional<EwFunc> f = ParseEwFunc(String());
         if (!f) throw GiveUp{};
         a.func = *f;
         break;
       }
-      case OpType::kReshape:
+      case OpFamily::kReshape:
         need("shape");
         a.shape = Ints();
         break;
-      case OpType::kGroupGemmRcr:
-      case OpType::kGroupGemmRcrBias:
-      case OpType::kGroupGemmRcrBiasRelu:
-      case OpType::kGroupGemmRcrBiasSigmoid:
+      case OpFamily::kGroupGemm:
         need("group_size");
-        a.group_size = Int();
+        if (Int() != static_cast<int64_t>(op.outputs.size())) throw GiveUp{};
         break;
-      case OpType::kGroupLayerNorm:
-      case OpType::kGroupLayerNormSigmoidMul:
+      case OpFamily::kGroupLayerNorm:
         need("normalized_shapes");
         Array([&] { a.normalized_shapes.push_back(Ints()); });
         if (next("eps")) a.eps = Number();
         break;
-      case OpType::kOpaque: throw GiveUp{};
+      case OpFamily::kOpaque: throw GiveUp{};
     }
   }
 
@@ -1018,18 +1009,14 @@ class Writer {
     Put(", \"outputs\": ");
     Names(op.outputs, false);
     const Attrs& a = op.attrs;
-    switch (op.type) {
-      case OpType::kGemmRcr:
-      case OpType::kGemmRcrBias:
-      case OpType::kGemmRcrBiasRelu:
-      case OpType::kGemmRcrBiasSigmoid:
+    switch (FamilyOf(op.type)) {
+      case OpFamily::kGemm:
         if (a.alpha) {
           Put(", \"alpha\": ");
           Num(*a.alpha);
         }
         break;
-      case OpType::kLayerNorm:
-      case OpType::kLayerNormSigmoidMul:
+      case OpFamily::kLayerNorm:
         Put(", \"normalized_shape\": ");
         Ints(a.normalized_shape);
         if (a.eps) {
@@ -1037,34 +1024,30 @@ class Writer {
           Num(*a.eps);
         }
         break;
-      case OpType::kSplit:
+      case OpFamily::kSplit:
         Put(", \"split_sizes\": ");
         Ints(a.split_sizes);
         Put(", \"dim\": ");
         Int(a.dim);
         break;
-      case OpType::kConcatenate:
+      case OpFamily::kConcatenate:
         Put(", \"dim\": ");
         Int(a.dim);
         break;
-      case OpType::kElementwise:
+      case OpFamily::kElementwise:
         Put(", \"func\": \"");
         Put(EwFuncName(a.func));
         Put("\"");
         break;
-      case OpType::kReshape:
+      case OpFamily::kReshape:
         Put(", \"shape\": ");
         Ints(a.shape);
         break;
-      case OpType::kGroupGemmRcr:
-      case OpType::kGroupGemmRcrBias:
-      case OpType::kGroupGemmRcrBiasRelu:
-      case OpType::kGroupGemmRcrBiasSigmoid:
+      case OpFamily::kGroupGemm:
         Put(", \"group_size\": ");
-        Int(a.group_size);
+        Int(static_cast<int64_t>(op.outputs.size()));
         break;
-      case OpType::kGroupLayerNorm:
-      case OpType::kGroupLayerNormSigmoidMul: {
+      case OpFamily::kGroupLayerNorm: {
         Put(", \"normalized_shapes\": [");
         for (size_t i = 0; i < a.normalized_shapes.size(); ++i) {
           if (i) Put(", ");
@@ -1077,7 +1060,7 @@ class Writer {
         }
         break;
       }
-      case OpType::kOpaque:
+      case OpFamily::kOpaque:
         ThrowInputError(
             "op '{}' is the ONNX operator {}, which hfuse keeps opaque and graph "
             "JSON v1 cannot hold; write ONNX (.onnx) instead",

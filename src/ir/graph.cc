@@ -1,5 +1,6 @@
 // Graph storage and the mutations that keep producers and user lists in sync.
 #include "hfuse/ir/graph.h"
+#include "hfuse/ir/op_members.h"
 
 #include <sys/mman.h>
 
@@ -14,26 +15,6 @@
 
 namespace hfuse {
 namespace {
-
-constexpr std::array<std::string_view, kNumOpTypes> kOpTypeNames = {
-    "gemm_rcr",
-    "gemm_rcr_bias",
-    "gemm_rcr_bias_relu",
-    "gemm_rcr_bias_sigmoid",
-    "layernorm",
-    "layernorm_sigmoid_mul",
-    "split",
-    "concatenate",
-    "elementwise",
-    "reshape",
-    "group_gemm_rcr",
-    "group_gemm_rcr_bias",
-    "group_gemm_rcr_bias_relu",
-    "group_gemm_rcr_bias_sigmoid",
-    "group_layernorm",
-    "group_layernorm_sigmoid_mul",
-    "opaque",
-};
 
 constexpr std::array<std::string_view, 9> kEwFuncNames = {
     "relu", "sigmoid", "tanh", "gelu", "silu", "add", "sub", "mul", "div"};
@@ -65,54 +46,34 @@ std::optional<DType> ParseDType(std::string_view name) {
 
 int DTypeBytes(DType dtype) { return dtype == DType::kFloat32 ? 4 : 2; }
 
-std::string_view OpTypeName(OpType type) { return kOpTypeNames[static_cast<size_t>(type)]; }
+std::string_view OpTypeName(OpType type) { return OpKind(type).name; }
 
 std::optional<OpType> ParseOpType(std::string_view name) {
-  for (size_t i = 0; i < kOpTypeNames.size(); ++i) {
-    if (kOpTypeNames[i] == name) return static_cast<OpType>(i);
+  for (size_t i = 0; i < std::size(kOpKinds); ++i) {
+    if (kOpKinds[i].name == name) return static_cast<OpType>(i);
   }
   return std::nullopt;
 }
 
-bool IsGemm(OpType type) { return type <= OpType::kGemmRcrBiasSigmoid; }
-bool IsLayerNorm(OpType type) {
-  return type == OpType::kLayerNorm || type == OpType::kLayerNormSigmoidMul;
-}
-bool IsGroupGemm(OpType type) {
-  return type >= OpType::kGroupGemmRcr && type <= OpType::kGroupGemmRcrBiasSigmoid;
-}
-bool IsGroupLayerNorm(OpType type) {
-  return type == OpType::kGroupLayerNorm || type == OpType::kGroupLayerNormSigmoidMul;
-}
-bool GemmHasBias(OpType type) {
-  return (IsGemm(type) && type != OpType::kGemmRcr) ||
-         (IsGroupGemm(type) && type != OpType::kGroupGemmRcr);
-}
-
 OpType GroupOf(OpType type) {
-  switch (type) {
-    case OpType::kGemmRcr: return OpType::kGroupGemmRcr;
-    case OpType::kGemmRcrBias: return OpType::kGroupGemmRcrBias;
-    case OpType::kGemmRcrBiasRelu: return OpType::kGroupGemmRcrBiasRelu;
-    case OpType::kGemmRcrBiasSigmoid: return OpType::kGroupGemmRcrBiasSigmoid;
-    case OpType::kLayerNorm: return OpType::kGroupLayerNorm;
-    case OpType::kLayerNormSigmoidMul: return OpType::kGroupLayerNormSigmoidMul;
-    default: HFUSE_CHECK(false && "op type has no group form");
-  }
-  return type;
+  const OpType group = OpKind(type).group;
+  HFUSE_CHECK(IsGroupOp(group) && "op type has no group form");
+  return group;
 }
 
 OpType MemberOf(OpType type) {
-  switch (type) {
-    case OpType::kGroupGemmRcr: return OpType::kGemmRcr;
-    case OpType::kGroupGemmRcrBias: return OpType::kGemmRcrBias;
-    case OpType::kGroupGemmRcrBiasRelu: return OpType::kGemmRcrBiasRelu;
-    case OpType::kGroupGemmRcrBiasSigmoid: return OpType::kGemmRcrBiasSigmoid;
-    case OpType::kGroupLayerNorm: return OpType::kLayerNorm;
-    case OpType::kGroupLayerNormSigmoidMul: return OpType::kLayerNormSigmoidMul;
-    default: HFUSE_CHECK(false && "op type is not a group op");
+  HFUSE_CHECK(IsGroupOp(type) && "op type is not a group op");
+  return OpKind(type).member;
+}
+
+std::optional<OpType> FindKind(OpFamily family, bool bias, std::optional<EwFunc> activation) {
+  for (size_t i = 0; i < std::size(kOpKinds); ++i) {
+    const OpKindInfo& k = kOpKinds[i];
+    if (k.family == family && k.bias == bias && k.activation == activation) {
+      return static_cast<OpType>(i);
+    }
   }
-  return type;
+  return std::nullopt;
 }
 
 std::string_view EwFuncName(EwFunc func) { return kEwFuncNames[static_cast<size_t>(func)]; }
@@ -444,6 +405,20 @@ std::string ShapeString(const Graph& graph, const Shape& shape) {
                               : graph.dims()[static_cast<size_t>(shape[i].dynamic)].name;
   }
   return s + "]";
+}
+
+std::vector<TensorId> GroupLayerNormInputs(const std::vector<LayerNormMember>& members) {
+  std::vector<TensorId> inputs;
+  for (const LayerNormMember& m : members) inputs.push_back(m.x);
+  for (const LayerNormMember& m : members) {
+    HFUSE_CHECK((m.gamma != kNone) == (members[0].gamma != kNone));
+    if (m.gamma != kNone) inputs.push_back(m.gamma);
+  }
+  for (const LayerNormMember& m : members) {
+    HFUSE_CHECK((m.beta != kNone) == (members[0].beta != kNone));
+    if (m.beta != kNone) inputs.push_back(m.beta);
+  }
+  return inputs;
 }
 
 }  // namespace hfuse

@@ -100,8 +100,8 @@ void LoadExternalData(ModelProto& model, const std::string& source, const std::s
     try {
       data = ReadFileRange(path, offset, *need, fmt::format("initializer '{}'", t.name()));
     } catch (const InputError& e) {
-      Fail(source, "initializer '{}' keeps its data in external file '{}': {}", t.name(), location,
-           e.what());
+      Fail(source, "initializer '{}' keeps its data in external file '{}', which cannot be read: {}",
+           t.name(), location, e.what());
     }
     t.set_raw_data(std::move(data));
     t.clear_external_data();
@@ -907,7 +907,11 @@ class Importer {
           NewValue(out, ShapeOf(out, "group output"), FloatType(out, "group output")));
     }
     if (IsGroupGemm(*type)) {
-      group.attrs.group_size = IntAttr(node, "group_size", 0);
+      const int64_t group_size = IntAttr(node, "group_size", 0);
+      if (group_size != static_cast<int64_t>(group.outputs.size())) {
+        Error("{} node '{}': group_size {} does not match its {} outputs", node.op_type(),
+              group.name, group_size, group.outputs.size());
+      }
     } else {
       const std::vector<int64_t> ranks = IntsAttr(node, "normalized_ranks");
       const std::vector<int64_t> flat = IntsAttr(node, "normalized_shapes");

@@ -10,19 +10,12 @@
 
 #include "hfuse/support/checked.h"
 
+#include "hfuse/support/error.h"
+
 namespace hfuse::onnx_util {
 namespace {
 
 using onnx::TensorProto;
-
-constexpr std::array<std::pair<OpType, std::string_view>, 6> kHfuseOps = {{
-    {OpType::kGroupGemmRcr, "GroupGemmRcr"},
-    {OpType::kGroupGemmRcrBias, "GroupGemmRcrBias"},
-    {OpType::kGroupGemmRcrBiasRelu, "GroupGemmRcrBiasRelu"},
-    {OpType::kGroupGemmRcrBiasSigmoid, "GroupGemmRcrBiasSigmoid"},
-    {OpType::kGroupLayerNorm, "GroupLayerNorm"},
-    {OpType::kGroupLayerNormSigmoidMul, "GroupLayerNormSigmoidMul"},
-}};
 
 template <typename T, typename Field>
 std::vector<uint8_t> Pack(const Field& field) {
@@ -162,15 +155,25 @@ TensorProto MakeInt64Tensor(const std::string& name, const std::vector<int64_t>&
 }
 
 std::string_view HfuseOpType(OpType group_type) {
-  for (const auto& [type, name] : kHfuseOps) {
-    if (type == group_type) return name;
+  return OpKind(group_type).onnx_name;
+}
+
+std::string_view OnnxActivationOp(EwFunc func) {
+  switch (func) {
+    case EwFunc::kRelu: return "Relu";
+    case EwFunc::kSigmoid: return "Sigmoid";
+    case EwFunc::kTanh: return "Tanh";
+    default: break;
   }
+  HFUSE_CHECK(false && "no single ONNX op for this activation");
   return "";
 }
 
 std::optional<OpType> ParseHfuseOpType(std::string_view op_type) {
-  for (const auto& [type, name] : kHfuseOps) {
-    if (name == op_type) return type;
+  for (size_t i = 0; i < std::size(kOpKinds); ++i) {
+    if (!kOpKinds[i].onnx_name.empty() && kOpKinds[i].onnx_name == op_type) {
+      return static_cast<OpType>(i);
+    }
   }
   return std::nullopt;
 }

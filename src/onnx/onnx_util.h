@@ -41,6 +41,8 @@ onnx::TensorProto MakeInt64Tensor(const std::string& name, const std::vector<int
 // The ai.hfuse op type of a group op ("GroupGemmRcrBias"), and back.
 std::string_view HfuseOpType(OpType group_type);
 std::optional<OpType> ParseHfuseOpType(std::string_view op_type);
+// The one standard ONNX op computing a GEMM kind's activation (Relu, Sigmoid, Tanh).
+std::string_view OnnxActivationOp(EwFunc func);
 
 // Hands out names that collide with none taken so far.
 class NameSet {

@@ -10,6 +10,7 @@ namespace hfuse {
 
 FuseGroupOpsResult FuseGroupOps(Graph& graph, const FuseGroupOpsOptions& options) {
   FuseGroupOpsResult result;
+  result.rules = options.rules;
   Canonicalize(graph);
   // The sorted tensor list, and its ops in the order their first output is
   // met (SortedOps), kept up to date together.
@@ -22,17 +23,21 @@ FuseGroupOpsResult FuseGroupOps(Graph& graph, const FuseGroupOpsOptions& options
   RemoveNoOps(graph, sorted, sorted_ops);
   result.ops_before = graph.NumLiveOps();
 
+  // The seed's order: GEMM kinds as op_kinds.def lists them, then the
+  // LayerNorm kinds in reverse (layernorm_sigmoid_mul before layernorm).
   std::vector<OpType> types;
-  if (options.group_gemm) {
-    types = {OpType::kGemmRcr, OpType::kGemmRcrBias, OpType::kGemmRcrBiasRelu,
-             OpType::kGemmRcrBiasSigmoid};
+  std::vector<OpType> layernorms;
+  for (int i = 0; i < kNumOpTypes; ++i) {
+    const auto type = static_cast<OpType>(i);
+    if (IsGemm(type) && options.group_gemm) types.push_back(type);
+    if (IsLayerNorm(type)) layernorms.insert(layernorms.begin(), type);
   }
-  types.push_back(OpType::kLayerNormSigmoidMul);
-  types.push_back(OpType::kLayerNorm);
+  types.insert(types.end(), layernorms.begin(), layernorms.end());
 
   for (OpType type : types) {
     TypeRoundResult round =
-        GroupOpsOfType(graph, sorted_ops, op_number, type, options.want_dumps, options.reach);
+        GroupOpsOfType(graph, sorted_ops, op_number, type, options.want_dumps, options.reach,
+                       options.rules);
     if (options.want_dumps && !round.dependency_dump.empty()) {
       result.dumps.emplace_back(
           fmt::format("fuse_group_{}_dependency_graph_filtered.txt", OpTypeName(type)),

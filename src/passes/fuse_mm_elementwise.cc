@@ -56,21 +56,19 @@ bool FuseBias(Graph& graph, OpId gemm) {
   return true;
 }
 
-// gemm_rcr_bias -> relu(y) or sigmoid(y).
+// gemm_rcr_bias -> f(y), for each f some GEMM kind of op_kinds.def applies
+// after its bias (relu, sigmoid).
 bool FuseActivation(Graph& graph, OpId gemm) {
   const OpId act = SoleUser(graph, gemm);
   if (act == kNone) return false;
   const Op& e = graph.op(act);
-  if (e.type != OpType::kElementwise || e.inputs.size() != 1) return false;
-  if (e.attrs.func == EwFunc::kRelu) {
-    Absorb(graph, gemm, act, OpType::kGemmRcrBiasRelu, kNone);
-    return true;
+  if (e.type != OpType::kElementwise || e.inputs.size() != 1 || !IsUnary(e.attrs.func)) {
+    return false;
   }
-  if (e.attrs.func == EwFunc::kSigmoid) {
-    Absorb(graph, gemm, act, OpType::kGemmRcrBiasSigmoid, kNone);
-    return true;
-  }
-  return false;
+  const std::optional<OpType> kind = FindKind(OpFamily::kGemm, true, e.attrs.func);
+  if (!kind) return false;
+  Absorb(graph, gemm, act, *kind, kNone);
+  return true;
 }
 
 }  // namespace

@@ -245,8 +245,9 @@ class OfferTree {
 class Round {
  public:
   Round(Graph& graph, std::vector<int64_t>& op_number, OpType type, bool want_dumps,
-        ReachStrategy reach)
-      : g_(graph), op_number_(op_number), type_(type), dumps_(want_dumps), strategy_(reach) {
+        ReachStrategy reach, RuleSet rules)
+      : g_(graph), op_number_(op_number), type_(type), dumps_(want_dumps), strategy_(reach),
+        rules_(rules) {
     for (int64_t n : op_number_) next_number_ = std::max(next_number_, n + 1);
   }
 
@@ -385,7 +386,7 @@ class Round {
           members.push_back(cands_[static_cast<size_t>(group[i])]);
         }
       }
-      if (IsLayerNorm(type_) && members.size() > kMaxLayerNormGroup) {
+      if (IsLayerNorm(type_) && rules_ == RuleSet::kSeed && members.size() > kMaxLayerNormGroup) {
         std::stable_sort(members.begin(), members.end(), [&](OpId a, OpId b) {
           return FlatNormalizedSize(g_.op(a)) > FlatNormalizedSize(g_.op(b));
         });
@@ -411,7 +412,7 @@ class Round {
       return false;
     }
     return IsGemm(type_) ? GemmsCompatible(g_, leader, other)
-                         : LayerNormsCompatible(g_, leader, other);
+                         : LayerNormsCompatible(g_, leader, other, rules_);
   }
 
   std::vector<int32_t> Indices(const std::vector<OpId>& ops) const {
@@ -488,6 +489,7 @@ class Round {
   OpType type_;
   bool dumps_;
   ReachStrategy strategy_;
+  RuleSet rules_;
   int64_t next_number_ = 0;
   std::vector<OpId> cands_;           // in the round's sorted order
   std::vector<int32_t> cand_of_;      // op id -> index into cands_, or kNone
@@ -498,6 +500,19 @@ class Round {
 };
 
 }  // namespace
+
+const char* RuleSetName(RuleSet rules) { return rules == RuleSet::kHfuse ? "hfuse" : "seed"; }
+
+bool ParseRuleSet(const std::string& name, RuleSet& rules) {
+  if (name == "seed") {
+    rules = RuleSet::kSeed;
+  } else if (name == "hfuse") {
+    rules = RuleSet::kHfuse;
+  } else {
+    return false;
+  }
+  return true;
+}
 
 int GemmAlignment(const Graph& graph, OpId gemm) {
   const Tensor& a = graph.tensor(graph.op(gemm).inputs[0]);
@@ -544,7 +559,7 @@ bool LayerNormSizesMatch(int64_t n1, int64_t n2) {
   return true;
 }
 
-bool LayerNormsCompatible(const Graph& graph, OpId leader, OpId other) {
+bool LayerNormsCompatible(const Graph& graph, OpId leader, OpId other, RuleSet rules) {
   if (leader == other) return true;
   const Op& a = graph.op(leader);
   const Op& b = graph.op(other);
@@ -558,14 +573,15 @@ bool LayerNormsCompatible(const Graph& graph, OpId leader, OpId other) {
     if (!(x1.shape[i] == x2.shape[i])) return false;
   }
   if (x1.dtype != x2.dtype) return false;  // fix (b)
+  if (rules == RuleSet::kHfuse) return true;  // one launch takes any mix of sizes
   return LayerNormSizesMatch(FlatNormalizedSize(a), FlatNormalizedSize(b));
 }
 
 TypeRoundResult GroupOpsOfType(Graph& graph, const std::vector<OpId>& sorted_ops,
                                std::vector<int64_t>& op_number, OpType type, bool want_dumps,
-                               ReachStrategy reach) {
+                               ReachStrategy reach, RuleSet rules) {
   HFUSE_CHECK(IsGemm(type) || IsLayerNorm(type));
-  return Round(graph, op_number, type, want_dumps, reach).Run(sorted_ops);
+  return Round(graph, op_number, type, want_dumps, reach, rules).Run(sorted_ops);
 }
 
 }  // namespace hfuse

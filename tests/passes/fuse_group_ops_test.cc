@@ -2,6 +2,7 @@
 // groups out. Negative tests are named for what must not happen. The rules
 // are AITemplate's (shared/seed) with the fixes (a)-(j) of
 // shared/conformance/README.md; each test says which rule it pins down.
+#include "hfuse/ir/op_members.h"
 #include "hfuse/passes/fuse_group_ops.h"
 
 #include <fmt/format.h>
@@ -403,6 +404,60 @@ TEST(FuseGroupOpsTest, SortsLayerNormGroupBySizeBeforeChunking) {
 }
 
 // ---------------------------------------------------------------------------
+// The hfuse rule set (RuleSet::kHfuse): LayerNorms uncapped, of any sizes.
+
+FuseGroupOpsOptions HfuseRules() {
+  FuseGroupOpsOptions options;
+  options.rules = RuleSet::kHfuse;
+  return options;
+}
+
+TEST(FuseGroupOpsTest, HfuseRulesPutAllCompatibleLayerNormsInOneGroup) {
+  GraphBuilder b;
+  std::vector<std::string> outs;
+  for (const std::string& ln : Names("ln", 0, 80)) {
+    outs.push_back(b.LayerNorm(ln, b.Input("x_" + ln, {8, 64})));
+  }
+  b.Outputs(outs);
+  EXPECT_EQ(Fuse(b, HfuseRules()), (Groups{{"group_layernorm", Names("ln", 0, 80)}}));
+  EXPECT_THAT(Fuse(b), SizeIs(3));  // the seed's chunks of 39
+}
+
+TEST(FuseGroupOpsTest, HfuseRulesGroupLayerNormsOfAnySizes) {
+  GraphBuilder b;
+  std::vector<std::string> outs;
+  for (int64_t n : {64, 100, 128, 130, 1024, 5001}) {
+    outs.push_back(b.LayerNorm(fmt::format("ln{:04}", n), b.Input(fmt::format("x{}", n), {8, n})));
+  }
+  b.Outputs(outs);
+  const Groups groups = Fuse(b, HfuseRules());
+  ASSERT_THAT(groups, SizeIs(1));
+  EXPECT_THAT(groups[0].second, SizeIs(6));
+  // The seed's size buckets: only the two below 128 meet.
+  EXPECT_EQ(Fuse(b), (Groups{{"group_layernorm", {"ln0064", "ln0100"}}}));
+}
+
+TEST(FuseGroupOpsTest, HfuseRulesKeepLayerNormEpsDtypeAndBatchChecks) {
+  GraphBuilder b;
+  b.Outputs({b.LayerNorm("ln0", b.Input("x0", {8, 64})),
+             b.LayerNorm("ln1", b.Input("x1", {8, 64}), {.eps = 1e-3}),
+             b.LayerNorm("ln2", b.Input("x2", {8, 64}, DType::kBFloat16)),
+             b.LayerNorm("ln3", b.Input("x3", {16, 64}))});
+  EXPECT_THAT(Fuse(b, HfuseRules()), IsEmpty());
+}
+
+TEST(FuseGroupOpsTest, RuleSetNamesRoundTrip) {
+  RuleSet rules = RuleSet::kSeed;
+  ASSERT_TRUE(ParseRuleSet("hfuse", rules));
+  EXPECT_EQ(rules, RuleSet::kHfuse);
+  EXPECT_STREQ(RuleSetName(rules), "hfuse");
+  ASSERT_TRUE(ParseRuleSet("seed", rules));
+  EXPECT_EQ(rules, RuleSet::kSeed);
+  EXPECT_FALSE(ParseRuleSet("aitemplate", rules));
+  EXPECT_EQ(FuseGroupOpsOptions{}.rules, RuleSet::kSeed);
+}
+
+// ---------------------------------------------------------------------------
 // Dependencies between members.
 
 TEST(FuseGroupOpsTest, DoesNotGroupGemmWithItsDescendant) {
@@ -759,7 +814,7 @@ TEST(FuseGroupOpsTest, GroupOpProducesTheMembersOutputTensors) {
   EXPECT_EQ(g.tensor(TensorNamed(g, "fc1_y")).producer, group);
   const Op& op = g.op(group);
   EXPECT_EQ(op.type, OpType::kGroupGemmRcrBias);
-  EXPECT_EQ(op.attrs.group_size, 2);
+  EXPECT_EQ(NumMembers(op), 2u);
   EXPECT_THAT(test::TensorNames(g, op.inputs),
               ElementsAre("x", "w_fc0", "b_fc0", "x", "w_fc1", "b_fc1"));
   EXPECT_THAT(test::TensorNames(g, op.outputs), ElementsAre("fc0_y", "fc1_y"));

@@ -83,9 +83,36 @@ TEST(CliTest, HelpListsTheSubcommands) {
   EXPECT_EQ(run.err, "");
   const ToolRun fuse = RunTool("fuse --help");
   EXPECT_TRUE(fuse.ok()) << fuse.err;
-  for (const char* option : {"--output", "--report", "--no-group-gemm", "--dump-dir"}) {
+  for (const char* option : {"--output", "--report", "--no-group-gemm", "--dump-dir", "--rules"}) {
     EXPECT_THAT(fuse.out, HasSubstr(option));
   }
+}
+
+// --rules: the report names the rule set; the hfuse rules put the towers'
+// LayerNorms into one group where the seed's make several (39-member cap and
+// size buckets).
+TEST(CliTest, FuseReportSaysWhichRulesRan) {
+  TempDir dir;
+  const fs::path in = fs::path(HFUSE_SHARED_DIR) / "bench" / "towers_mixed_T64_M2048.json";
+  auto ln_groups = [](const Json& report) {
+    int n = 0;
+    for (const Json& g : report["groups"]) n += g["op"].get<std::string>() == "group_layernorm";
+    return n;
+  };
+  const ToolRun seed = RunTool(fmt::format("fuse {} --report {} -o {}", Quote(in.string()),
+                                           Quote(dir.Str("seed.json")), Quote(dir.Str("a.json"))));
+  const ToolRun seed2 =
+      RunTool(fmt::format("fuse {} --rules seed -o {}", Quote(in.string()), Quote(dir.Str("b.json"))));
+  const ToolRun hfuse = RunTool(fmt::format("fuse {} --rules hfuse --report {}", Quote(in.string()),
+                                            Quote(dir.Str("hfuse.json"))));
+  ASSERT_TRUE(seed.ok() && seed2.ok() && hfuse.ok()) << seed.err << seed2.err << hfuse.err;
+  EXPECT_EQ(Slurp(dir / "a.json"), Slurp(dir / "b.json"));  // seed is the default
+  const Json r_seed = Json::parse(Slurp(dir / "seed.json"));
+  const Json r_hfuse = Json::parse(Slurp(dir / "hfuse.json"));
+  EXPECT_EQ(r_seed["rules"], "seed");
+  EXPECT_EQ(r_hfuse["rules"], "hfuse");
+  EXPECT_GT(ln_groups(r_seed), 1);
+  EXPECT_EQ(ln_groups(r_hfuse), 1);
 }
 
 TEST(CliTest, Version) {
@@ -95,7 +122,8 @@ TEST(CliTest, Version) {
 }
 
 TEST(CliTest, UsageErrorsExitTwo) {
-  for (const char* args : {"", "frobnicate", "fuse", "fuse a.json --no-such-option", "check"}) {
+  for (const char* args : {"", "frobnicate", "fuse", "fuse a.json --no-such-option", "check",
+                           "fuse a.json --rules aitemplate", "verify a.json --rules both"}) {
     const ToolRun run = RunTool(args);
     EXPECT_TRUE(WIFEXITED(run.status)) << args;
     EXPECT_EQ(run.code(), 2) << args << ": " << run.err;

@@ -1,5 +1,6 @@
-// hfuse bench: times a graph on the GPU, unfused and fused, each as plain
-// launches and as a CUDA graph, against the floor of the graph as run.
+// hfuse bench: times a graph on the GPU, unfused and fused (with the seed's
+// grouping rules and with hfuse's GPU rules), each as plain launches and as
+// a CUDA graph, against the floor of the graph as run.
 #include "bench_command.h"
 
 #include <fmt/format.h>
@@ -9,6 +10,7 @@
 #include "hfuse/cuda/cuda_executor.h"
 #include "hfuse/exec/compare.h"
 #include "hfuse/io/graph_json.h"
+#include "hfuse/ir/op_members.h"
 #include "hfuse/passes/fuse_group_ops.h"
 #include "hfuse/passes/strided_views.h"
 #include "hfuse/support/error.h"
@@ -44,10 +46,10 @@ Floor FloorOf(const Graph& g, const DimValues& dims) {
     for (TensorId t : ins) f.bytes += bytes(t);
     for (TensorId t : op.outputs) f.bytes += bytes(t);
     if (IsGemm(op.type) || IsGroupGemm(op.type)) {
-      const size_t per = GemmHasBias(op.type) ? 3 : 2;
-      for (size_t m = 0; m < op.outputs.size(); ++m) {
-        const std::vector<int64_t> a = ConcreteShape(g.tensor(op.inputs[m * per]).shape, dims);
-        const std::vector<int64_t> y = ConcreteShape(g.tensor(op.outputs[m]).shape, dims);
+      for (size_t m = 0; m < NumMembers(op); ++m) {
+        const GemmMember member = GemmMemberOf(op, m);
+        const std::vector<int64_t> a = ConcreteShape(g.tensor(member.a).shape, dims);
+        const std::vector<int64_t> y = ConcreteShape(g.tensor(member.y).shape, dims);
         double rows = 1;
         for (size_t i = 0; i + 1 < a.size(); ++i) rows *= static_cast<double>(a[i]);
         f.flops += 2.0 * rows * static_cast<double>(a.back()) * static_cast<double>(y.back());
@@ -76,18 +78,30 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
   };
   std::vector<Variant> variants;
   variants.push_back({"unfused", original, {}});
-  Graph fused = original;
-  const FuseGroupOpsResult result = FuseGroupOps(fused);
-  ElideSplitConcat(fused);
-  variants.push_back({"fused", fused, {}});
-  if (options.grouped_too) variants.push_back({"fused, grouped GEMM only", fused, {.strided_batched = false}});
-
   nlohmann::ordered_json report;
   report["graph"] = path;
-  report["groups"] = result.groups.size();
-  fmt::print("{}: {} ops -> {} ops ({} groups), median of {} runs after {} warm-up\n", path,
-             result.ops_before, result.ops_after, result.groups.size(), options.reps, options.warmup);
-  fmt::print("  {:<26} {:>9} {:>11} {:>9} {:>8} {:>10} {:>9}\n", "variant", "plain us", "cudagraph us",
+  std::string summary;
+  for (RuleSet rules : {RuleSet::kSeed, RuleSet::kHfuse}) {
+    if (options.rules != "both" && options.rules != RuleSetName(rules)) continue;
+    Graph fused = original;
+    PassOptions pass_options;
+    pass_options.fuse_group_ops.rules = rules;
+    const PassState state = RunPasses(fused, options.passes, PipelineNamed("gpu"), pass_options);
+    FuseGroupOpsResult result = state.fuse_result;
+    if (!state.fused) result.ops_before = result.ops_after = fused.NumLiveOps();
+    const std::string name = fmt::format("fused, {} rules", RuleSetName(rules));
+    report["groups"][RuleSetName(rules)] = result.groups.size();
+    summary += fmt::format("{}{} ops -> {} ops ({} groups, {} rules)", summary.empty() ? "" : "; ",
+                           result.ops_before, result.ops_after, result.groups.size(),
+                           RuleSetName(rules));
+    variants.push_back({name, fused, {}});
+    if (options.grouped_too) {
+      variants.push_back({name + ", grouped GEMM only", fused, {.strided_batched = false}});
+    }
+  }
+  fmt::print("{}: {}; median of {} runs after {} warm-up\n", path, summary, options.reps,
+             options.warmup);
+  fmt::print("  {:<40} {:>9} {:>11} {:>9} {:>8} {:>10} {:>9}\n", "variant", "plain us", "cudagraph us",
              "floor us", "x floor", "launches", "max err");
   for (Variant& v : variants) {
     CudaExecutor gpu(v.graph, dims, v.cuda);
@@ -104,7 +118,7 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
     const double plain = gpu.MedianMicros(options.warmup, options.reps, false);
     const double graph = gpu.MedianMicros(options.warmup, options.reps, true);
     const Floor floor = FloorOf(v.graph, dims);
-    fmt::print("  {:<26} {:>9.1f} {:>11.1f} {:>9.1f} {:>8.2f} {:>10} {:>9.2g}\n", v.name, plain, graph,
+    fmt::print("  {:<40} {:>9.1f} {:>11.1f} {:>9.1f} {:>8.2f} {:>10} {:>9.2g}\n", v.name, plain, graph,
                floor.micros(), graph / floor.micros(), gpu.stats().launches, err);
     report["variants"].push_back({{"name", v.name}, {"plain_us", plain}, {"cudagraph_us", graph},
                                   {"floor_us", floor.micros()}, {"flops", floor.flops},
@@ -113,7 +127,7 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
     if (options.profile && v.name != "unfused") {
       for (const auto& [label, us] : gpu.ProfileLaunches(50)) {
         fmt::print("      {:>9.1f} us  {}\n", us, label);
-        report["profile"].push_back({{"launch", label}, {"us", us}});
+        report["profile"][v.name].push_back({{"launch", label}, {"us", us}});
       }
     }
   }

@@ -7,6 +7,8 @@
 #include <string>
 
 #include "hfuse/ir/graph.h"
+#include "pass_flags.h"
+#include "hfuse/passes/group_planner.h"
 
 namespace hfuse {
 
@@ -26,8 +28,10 @@ int RunGraphCommand(const std::string& path, const RunOptions& options);
 int VerifyGraphs(const Graph& original, const Graph& fused, uint64_t seed,
                  const std::map<std::string, int64_t>& dims);
 
-// `hfuse verify G [--fused F]`: fuses G (or reads F) and verifies.
+// `hfuse verify G [--fused F]`: fuses G (or reads F, and `rules` is moot)
+// and verifies.
 int VerifyCommand(const std::string& path, const std::string& fused_path, bool group_gemm,
-                  uint64_t seed, const std::map<std::string, int64_t>& dims);
+                  RuleSet rules, uint64_t seed, const std::map<std::string, int64_t>& dims,
+                  const PassFlags& flags);
 
 }  // namespace hfuse

@@ -1,6 +1,7 @@
 // hfuse: the command-line tool.
 //
 //   hfuse fuse IN.json [-o OUT.json] [--report R.json] [--no-group-gemm] [--dump-dir DIR]
+//              [--rules seed|hfuse]
 //   hfuse fuse IN.onnx [-o OUT.onnx] [--export hfuse|standard] [--format json|onnx] ...
 //   hfuse check IN.json
 //
@@ -19,17 +20,20 @@
 #endif
 #include "hfuse/io/graph_json.h"
 #include "hfuse/ir/graph.h"
+#include "hfuse/ir/printer.h"
 #include "hfuse/passes/fuse_group_ops.h"
 #include "hfuse/support/checked.h"
 #include "hfuse/support/error.h"
 #include "hfuse/support/file.h"
 #include "model_files.h"
+#include "pass_flags.h"
 
 namespace hfuse {
 namespace {
 
 constexpr const char* kVersion = "0.1.0";
 constexpr int kInputErrorExit = 2;
+constexpr int kInternalErrorExit = 3;
 
 // The error message as one line: names come from the input and may hold
 // newlines or other control characters, which are written as \xNN.
@@ -48,6 +52,7 @@ std::string OneLine(std::string_view message) {
 
 std::string ReportJson(const FuseGroupOpsResult& r) {
   nlohmann::ordered_json report;
+  report["rules"] = RuleSetName(r.rules);
   report["groups"] = nlohmann::ordered_json::array();
   for (const FusedGroup& g : r.groups) {
     report["groups"].push_back({{"op", OpTypeName(g.type)}, {"members", g.members}});
@@ -95,19 +100,29 @@ std::map<std::string, int64_t> ParseDims(const std::vector<std::string>& specs) 
   return dims;
 }
 
+// fuse-group-ops' result, or what stands for it when the pipeline had none.
+FuseGroupOpsResult ResultOf(PassState& state) {
+  if (state.fused) return std::move(state.fuse_result);
+  FuseGroupOpsResult r;
+  r.ops_before = r.ops_after = state.graph.NumLiveOps();
+  return r;
+}
+
 int RunFuse(const std::string& input, const std::string& output, const std::string& report,
             bool no_group_gemm, const std::string& dump_dir, bool verify, uint64_t seed,
-            const std::string& format, const std::string& export_mode) {
+            const std::string& format, const std::string& export_mode, RuleSet rules,
+            const PassFlags& flags) {
   // Never freed: the process ends after the output is written, and freeing a
   // graph of a million ops one allocation at a time takes half a second.
   LoadedModel& model = *new LoadedModel(LoadModel(input, format));
   Graph& graph = model.graph;
   const Graph original = verify ? graph : Graph();
-  PrepareForFusion(graph, model.format);  // ONNX: fuse-mm-elementwise, flatten-gemm-inputs
-  FuseGroupOpsOptions options;
-  options.group_gemm = !no_group_gemm;
-  options.want_dumps = !dump_dir.empty();
-  FuseGroupOpsResult result = FuseGroupOps(graph, options);
+  PassOptions options;
+  options.fuse_group_ops.group_gemm = !no_group_gemm;
+  options.fuse_group_ops.want_dumps = !dump_dir.empty();
+  options.fuse_group_ops.rules = rules;
+  PassState& state = *new PassState(RunPasses(graph, flags, FusePipeline(model.format), options));
+  FuseGroupOpsResult result = ResultOf(state);
   // Verify before writing anything, so a failed check leaves no output.
   if (verify && VerifyGraphs(original, graph, seed, {}) != 0) return 1;
   // The fused graph is written last, so that a failure on the way (a dump
@@ -124,13 +139,20 @@ int RunFuse(const std::string& input, const std::string& output, const std::stri
   if (!output.empty()) {
     if (FormatOf(output, format) == ModelFormat::kJson &&
         (export_mode == "hfuse" || export_mode == "standard")) {
-      WriteGraphJsonFile(output, graph, result.op_order);  // streamed, never held whole
+      WriteGraphJsonFile(output, graph, state.op_order);  // streamed, never held whole
     } else {
-      WriteFileAtomic(output, SerializeModel(model, graph, result.op_order,
+      WriteFileAtomic(output, SerializeModel(model, graph, state.op_order,
                                              FormatOf(output, format), export_mode));
     }
   }
   PrintTable(input, result);
+  return 0;
+}
+
+int RunPrint(const std::string& input, const std::string& format, const PassFlags& flags) {
+  LoadedModel model = LoadModel(input, format);
+  PassState state = RunPasses(model.graph, flags, {});
+  fmt::print("{}", PrintGraph(model.graph, state.op_order));
   return 0;
 }
 
@@ -147,6 +169,7 @@ int Main(int argc, char** argv) {
   CLI::App app{"hfuse: horizontal fusion of independent GEMMs and LayerNorms"};
   app.set_version_flag("--version", kVersion);
   app.require_subcommand(1);
+  AddListPassesFlag(&app);
   std::string memory_budget;
   app.add_option("--memory-budget", memory_budget,
                  "most bytes for tensor values: one tensor, all of a run's, or a file read "
@@ -171,12 +194,26 @@ int Main(int argc, char** argv) {
                    "only: same-shape GEMM groups batched, other groups unfused)")
       ->check(CLI::IsMember({"hfuse", "standard"}));
 
+  const auto add_rules = [](CLI::App* cmd, std::string& rules, const std::string& extra = "") {
+    std::vector<std::string> names = {"seed", "hfuse"};
+    if (!extra.empty()) names.push_back(extra);
+    cmd->add_option("--rules", rules,
+                    "grouping rules: seed (AITemplate's, the default) or hfuse (for hfuse's GPU "
+                    "kernels: LayerNorm groups uncapped, of any mix of sizes)" +
+                        (extra.empty() ? std::string() : "; " + extra + ": time both"))
+        ->check(CLI::IsMember(names));
+  };
+  std::string fuse_rules = "seed";
+  add_rules(fuse, fuse_rules);
+
   bool verify = false;
   uint64_t seed = 0;
   fuse->add_flag("--verify", verify,
                  "run the original and the fused graph on the CPU on the same random inputs and "
                  "compare (exit 1 on a mismatch)");
   fuse->add_option("--seed", seed, "seed of the random inputs of --verify");
+  PassFlags fuse_passes;
+  AddPassFlags(fuse, fuse_passes);
 
   RunOptions run_options;
   std::string run_input;
@@ -200,7 +237,11 @@ int Main(int argc, char** argv) {
   verify_cmd->add_option("--fused", fused_input, "compare with this graph instead of fusing");
   verify_cmd->add_flag("--no-group-gemm", verify_no_group_gemm, "do not group GEMMs");
   verify_cmd->add_option("--seed", verify_seed, "seed of the random inputs");
+  std::string verify_rules = "seed";
+  add_rules(verify_cmd, verify_rules);
   verify_cmd->add_option("--dim", verify_dims, "NAME=VALUE: bind a dynamic dim (default: its max)");
+  PassFlags verify_passes;
+  AddPassFlags(verify_cmd, verify_passes);
 
 #if HFUSE_HAVE_CUDA
   BenchOptions bench_options;
@@ -220,7 +261,18 @@ int Main(int argc, char** argv) {
   bench->add_flag("--profile", bench_options.profile, "print each launch's time (fused graph)");
   bench->add_flag("--grouped-too", bench_options.grouped_too,
                   "also time the fused graph with grouped GEMMs only (no strided batching)");
+  add_rules(bench, bench_options.rules, "both");
+  AddPassFlags(bench, bench_options.passes);
 #endif
+
+  std::string print_input, print_format;
+  PassFlags print_passes;
+  CLI::App* print = app.add_subcommand(
+      "print", "print a graph in the compact notation of the pass tests (after --passes, if given)");
+  print->add_option("input", print_input, "graph (graph JSON v1 or .onnx)")->required();
+  print->add_option("--format", print_format, "json or onnx (default: by extension)")
+      ->check(CLI::IsMember({"json", "onnx"}));
+  AddPassFlags(print, print_passes);
 
   std::string check_input;
   CLI::App* check = app.add_subcommand("check", "parse and verify a graph, print a summary");
@@ -235,11 +287,12 @@ int Main(int argc, char** argv) {
     return kInputErrorExit;
   }
   // What an allocation failure the budget did not foresee names.
-  const std::string& subject = fuse->parsed()     ? input
-                               : run->parsed()    ? run_input
+  const std::string& subject = fuse->parsed()         ? input
+                               : print->parsed()      ? print_input
+                               : run->parsed()        ? run_input
                                : verify_cmd->parsed() ? verify_input
-                               : check->parsed()  ? check_input
-                                                  : memory_budget;
+                               : check->parsed()      ? check_input
+                                                      : memory_budget;
   try {
     if (!memory_budget.empty()) {
       const std::optional<int64_t> bytes = ParseByteSize(memory_budget);
@@ -247,9 +300,12 @@ int Main(int argc, char** argv) {
       SetMemoryBudget(*bytes);
     }
     if (fuse->parsed()) {
+      RuleSet rules = RuleSet::kSeed;
+      ParseRuleSet(fuse_rules, rules);  // checked by CLI11
       return RunFuse(input, output, report, no_group_gemm, dump_dir, verify, seed, format,
-                     export_mode);
+                     export_mode, rules, fuse_passes);
     }
+    if (print->parsed()) return RunPrint(print_input, print_format, print_passes);
 #if HFUSE_HAVE_CUDA
     if (bench->parsed()) {
       bench_options.dims = ParseDims(bench_dims);
@@ -262,13 +318,18 @@ int Main(int argc, char** argv) {
       return RunGraphCommand(run_input, run_options);
     }
     if (verify_cmd->parsed()) {
-      return VerifyCommand(verify_input, fused_input, !verify_no_group_gemm, verify_seed,
-                           ParseDims(verify_dims));
+      RuleSet rules = RuleSet::kSeed;
+      ParseRuleSet(verify_rules, rules);  // checked by CLI11
+      return VerifyCommand(verify_input, fused_input, !verify_no_group_gemm, rules, verify_seed,
+                           ParseDims(verify_dims), verify_passes);
     }
     if (check->parsed()) return RunCheck(check_input);
   } catch (const InputError& e) {
     fmt::print(stderr, "hfuse: error: {}\n", OneLine(e.what()));
     return kInputErrorExit;
+  } catch (const InternalError& e) {  // --verify-each found a pass's bug
+    fmt::print(stderr, "hfuse: internal error: {}\n", OneLine(e.what()));
+    return kInternalErrorExit;
   } catch (const std::bad_alloc&) {
     // Input that needs more memory than there is: an input error too.
     fmt::print(stderr, "hfuse: error: {}: out of memory while reading or processing it\n",

@@ -52,42 +52,81 @@ using Shape = std::vector<Dim>;
 
 enum class Role : uint8_t { kIntermediate, kInput, kParam };
 
-enum class OpType : uint8_t {
-  kGemmRcr,
-  kGemmRcrBias,
-  kGemmRcrBiasRelu,
-  kGemmRcrBiasSigmoid,
-  kLayerNorm,
-  kLayerNormSigmoidMul,
-  kSplit,
-  kConcatenate,
-  kElementwise,
-  kReshape,
-  kGroupGemmRcr,
-  kGroupGemmRcrBias,
-  kGroupGemmRcrBiasRelu,
-  kGroupGemmRcrBiasSigmoid,
-  kGroupLayerNorm,
-  kGroupLayerNormSigmoidMul,
-  // An ONNX operator hfuse does not know, kept whole (Attrs::onnx) so that a
-  // model round-trips; passes see an ordinary node. Not in graph JSON.
-  kOpaque,
-};
-inline constexpr int kNumOpTypes = 17;
-std::string_view OpTypeName(OpType type);
-std::optional<OpType> ParseOpType(std::string_view name);
-bool IsGemm(OpType type);            // gemm_rcr, gemm_rcr_bias, _relu, _sigmoid
-bool IsLayerNorm(OpType type);       // layernorm, layernorm_sigmoid_mul
-bool IsGroupGemm(OpType type);
-bool IsGroupLayerNorm(OpType type);
-bool GemmHasBias(OpType type);       // true for every gemm type but gemm_rcr (also group)
-OpType GroupOf(OpType member_type);  // gemm_rcr -> group_gemm_rcr, layernorm -> group_layernorm
-OpType MemberOf(OpType group_type);  // the inverse
-
+// The element-wise functions; the unary ones are also the activations of
+// GEMM and LayerNorm kinds, and their values the activation codes of the CPU
+// and CUDA kernels.
 enum class EwFunc : uint8_t { kRelu, kSigmoid, kTanh, kGelu, kSilu, kAdd, kSub, kMul, kDiv };
 std::string_view EwFuncName(EwFunc func);
 std::optional<EwFunc> ParseEwFunc(std::string_view name);
 bool IsUnary(EwFunc func);
+
+// The op kinds, one per line of op_kinds.def, which says what each column means.
+enum class OpType : uint8_t {
+#define HFUSE_OP_KIND(Kind, ...) k##Kind,
+#include "hfuse/ir/op_kinds.def"
+#undef HFUSE_OP_KIND
+};
+inline constexpr int kNumOpTypes = 0
+#define HFUSE_OP_KIND(...) +1
+#include "hfuse/ir/op_kinds.def"
+#undef HFUSE_OP_KIND
+    ;
+
+// What fixes an op's operand layout and attributes.
+enum class OpFamily : uint8_t {
+  kGemm,            // A, B[, bias] -> Y
+  kLayerNorm,       // X[, gamma][, beta] -> Y
+  kSplit,
+  kConcatenate,
+  kElementwise,
+  kReshape,
+  kGroupGemm,       // member after member: A0, B0[, bias0], A1, ... -> Y0, Y1, ...
+  kGroupLayerNorm,  // slot after slot: X0, X1, ..., [gamma0, gamma1, ...,] [beta0, ...]
+  kOpaque,
+};
+
+// One line of op_kinds.def.
+struct OpKindInfo {
+  std::string_view name;
+  OpFamily family;
+  OpType member;  // a group kind's member kind; else the kind itself
+  OpType group;   // a groupable kind's group kind; else the kind itself
+  bool bias;
+  std::optional<EwFunc> activation;
+  std::string_view onnx_name;  // ai.hfuse custom op of a group kind, "" if none
+};
+// The activation column's words.
+namespace op_kind_activation {
+inline constexpr std::optional<EwFunc> None, Relu = EwFunc::kRelu, Sigmoid = EwFunc::kSigmoid,
+                                             Tanh = EwFunc::kTanh, Gelu = EwFunc::kGelu,
+                                             Silu = EwFunc::kSilu;
+}  // namespace op_kind_activation
+inline constexpr OpKindInfo kOpKinds[] = {
+#define HFUSE_OP_KIND(Kind, name, Family, Member, Group, bias, activation, onnx)               \
+  {name,  OpFamily::k##Family, OpType::k##Member, OpType::k##Group, bias, \
+   op_kind_activation::activation, onnx},
+#include "hfuse/ir/op_kinds.def"
+#undef HFUSE_OP_KIND
+};
+inline const OpKindInfo& OpKind(OpType type) { return kOpKinds[static_cast<size_t>(type)]; }
+
+std::string_view OpTypeName(OpType type);
+std::optional<OpType> ParseOpType(std::string_view name);
+inline OpFamily FamilyOf(OpType type) { return OpKind(type).family; }
+inline bool IsGemm(OpType type) { return FamilyOf(type) == OpFamily::kGemm; }
+inline bool IsLayerNorm(OpType type) { return FamilyOf(type) == OpFamily::kLayerNorm; }
+inline bool IsGroupGemm(OpType type) { return FamilyOf(type) == OpFamily::kGroupGemm; }
+inline bool IsGroupLayerNorm(OpType type) { return FamilyOf(type) == OpFamily::kGroupLayerNorm; }
+inline bool IsGroupOp(OpType type) { return IsGroupGemm(type) || IsGroupLayerNorm(type); }
+// True for a GEMM kind, grouped or not, that takes a bias.
+inline bool GemmHasBias(OpType type) { return OpKind(type).bias; }
+// The activation of a GEMM kind (applied to its result) or of a LayerNorm
+// kind (y = x * act(layernorm(x))), grouped or not.
+inline std::optional<EwFunc> ActivationOf(OpType type) { return OpKind(type).activation; }
+OpType GroupOf(OpType member_type);  // gemm_rcr -> group_gemm_rcr, layernorm -> group_layernorm
+OpType MemberOf(OpType group_type);  // the inverse
+// The GEMM or LayerNorm kind with this family, bias and activation, if the table has one.
+std::optional<OpType> FindKind(OpFamily family, bool bias, std::optional<EwFunc> activation);
 
 // The ONNX node an op was imported from (onnx/onnx_import.h), kept so that
 // an op the passes leave alone is written back as it was read; for an
@@ -115,13 +154,14 @@ struct Attrs {
   std::optional<double> eps;                          // layernorm family and groups
   std::vector<int64_t> normalized_shape;              // layernorm
   std::vector<std::vector<int64_t>> normalized_shapes;  // group layernorm
-  bool has_gamma = true;                              // layernorm: gamma given (not null)
-  bool has_beta = true;                               // layernorm: beta given (not null)
+  // layernorm: gamma, beta given (not null); read them through op_members.h,
+  // which also knows a group's.
+  bool has_gamma = true;
+  bool has_beta = true;
   std::vector<int64_t> split_sizes;                   // split
   int64_t dim = 0;                                    // split, concatenate (as written)
   EwFunc func = EwFunc::kRelu;                        // elementwise
   std::vector<int64_t> shape;                         // reshape
-  int64_t group_size = 0;                             // group gemm
   std::shared_ptr<const OnnxNode> onnx;               // set by the ONNX importer
 
   double Alpha() const { return alpha.value_or(1.0); }

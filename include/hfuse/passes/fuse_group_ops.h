@@ -34,6 +34,9 @@ struct FuseGroupOpsOptions {
   // How candidate reachability is computed; every choice gives the same
   // groups (tests force each one).
   ReachStrategy reach = ReachStrategy::kAuto;
+  // Which grouping rules (group_planner.h): the seed's by default; the GPU
+  // pipeline (hfuse bench) runs hfuse's.
+  RuleSet rules = RuleSet::kSeed;
 };
 
 struct FusedGroup {
@@ -42,6 +45,7 @@ struct FusedGroup {
 };
 
 struct FuseGroupOpsResult {
+  RuleSet rules = RuleSet::kSeed;  // the rules that ran
   std::vector<FusedGroup> groups;  // in creation order
   int64_t ops_before = 0;          // ops after the clean-up
   int64_t ops_after = 0;

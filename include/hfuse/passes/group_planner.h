@@ -15,7 +15,8 @@
 //     groups formed earlier) are dropped, and not offered again.
 //  5. Each group is rewritten as soon as it is formed, so the ancestor check
 //     of the next group sees it. LayerNorm groups above 39 are cut into
-//     chunks of 39 after sorting by normalized size, descending.
+//     chunks of 39 after sorting by normalized size, descending (seed
+//     rules; RuleSet below says what the hfuse rules change).
 //
 // The seed computes this with a descendant set per tensor and a graph walk
 // per pair of members, cubic in the graph's size; hfuse answers the same
@@ -32,14 +33,30 @@
 
 namespace hfuse {
 
+// Which grouping rules run. kSeed: AITemplate's, decision for decision (the
+// default; every conformance case). kHfuse: the rules for hfuse's own GPU
+// kernels, which differ from the seed's only where hfuse's kernels make a
+// seed limit moot. Each difference is listed here, in one place:
+//  - LayerNorm groups have no member cap: the seed's 39 came from
+//    AITemplate passing member arguments as kernel parameters (4 KB then);
+//    hfuse's kernel reads them from a device array, any number in one launch.
+//  - LayerNorm sizes need not match (_check_layernorm_n_match): hfuse's
+//    kernel picks the threads per row for each member, so mixed widths run
+//    in one launch as fast as in separate ones (bench/RESULTS.md, issue 12).
+enum class RuleSet : uint8_t { kSeed, kHfuse };
+const char* RuleSetName(RuleSet rules);
+// "seed" or "hfuse"; false for anything else.
+bool ParseRuleSet(const std::string& name, RuleSet& rules);
+
 // The seed's rules, exposed for tests.
 int GemmAlignment(const Graph& graph, OpId gemm);
 bool IsGemmCandidate(const Graph& graph, OpId gemm);
 bool GemmsCompatible(const Graph& graph, OpId leader, OpId other);
 bool LayerNormSizesMatch(int64_t n1, int64_t n2);
-bool LayerNormsCompatible(const Graph& graph, OpId leader, OpId other);
+bool LayerNormsCompatible(const Graph& graph, OpId leader, OpId other,
+                          RuleSet rules = RuleSet::kSeed);
 
-inline constexpr size_t kMaxLayerNormGroup = 39;
+inline constexpr size_t kMaxLayerNormGroup = 39;  // seed rules only
 
 // How a round answers "is this candidate below the group?" and "does another
 // member reach this one?" (src/passes/candidate_reach.h). All give the same
@@ -64,6 +81,7 @@ struct TypeRoundResult {
 // all others).
 TypeRoundResult GroupOpsOfType(Graph& graph, const std::vector<OpId>& sorted_ops,
                                std::vector<int64_t>& op_number, OpType type, bool want_dumps,
-                               ReachStrategy reach = ReachStrategy::kAuto);
+                               ReachStrategy reach = ReachStrategy::kAuto,
+                               RuleSet rules = RuleSet::kSeed);
 
 }  // namespace hfuse
