@@ -344,11 +344,12 @@ int Main(int argc, char** argv) {
     return kInputErrorExit;
   }
   // What an allocation failure the budget did not foresee names.
-  const std::string& subject = fuse->parsed()     ? input
-                               : run->parsed()    ? run_input
+  const std::string& subject = fuse->parsed()         ? input
+                               : print->parsed()      ? print_input
+                               : run->parsed()        ? run_input
                                : verify_cmd->parsed() ? verify_input
-                               : check->parsed()  ? check_input
-                                                  : memory_budget;
+                               : check->parsed()      ? check_input
+                                                      : memory_budget;
   try {
     if (!memory_budget.empty()) {
       const std::optional<int64_t> bytes = ParseByteSize(memory_budget);
