@@ -15,6 +15,11 @@ packages=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   python3-onnx python3-torch python3-venv
   # ---- end ONNX ----
+  # ---- sanitizers and fuzzing (scripts/sanitize.sh, scripts/fuzz.sh) ----
+  # clang with libFuzzer and the ASan/UBSan runtimes, OpenMP for clang, and
+  # llvm-symbolizer for readable reports.
+  clang-14 libclang-rt-14-dev libomp-14-dev llvm-14
+  # ---- end sanitizers ----
 )
 
 missing=()

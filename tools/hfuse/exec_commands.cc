@@ -9,6 +9,7 @@
 #include "hfuse/exec/npz.h"
 #include "hfuse/passes/fuse_group_ops.h"
 #include "model_files.h"
+#include "pass_flags.h"
 
 namespace hfuse {
 
@@ -59,18 +60,21 @@ int VerifyGraphs(const Graph& original, const Graph& fused, uint64_t seed,
 }
 
 int VerifyCommand(const std::string& path, const std::string& fused_path, bool group_gemm,
-                  RuleSet rules, uint64_t seed, const std::map<std::string, int64_t>& dims) {
+                  RuleSet rules, uint64_t seed, const std::map<std::string, int64_t>& dims,
+                  const PassFlags& flags) {
   const LoadedModel model = LoadModel(path);
   const Graph& original = model.graph;
   Graph fused = original;
   if (fused_path.empty()) {
-    PrepareForFusion(fused, model.format);
-    FuseGroupOpsOptions options;
-    options.group_gemm = group_gemm;
-    options.rules = rules;
-    const FuseGroupOpsResult result = FuseGroupOps(fused, options);
-    fmt::print("{}: {} ops -> {} ops, {} groups ({} rules)\n", path, result.ops_before,
-               result.ops_after, result.groups.size(), RuleSetName(rules));
+    PassOptions options;
+    options.fuse_group_ops.group_gemm = group_gemm;
+    options.fuse_group_ops.rules = rules;
+    const PassState state = RunPasses(fused, flags, FusePipeline(model.format), options);
+    const int64_t ops = fused.NumLiveOps();
+    fmt::print("{}: {} ops -> {} ops, {} groups ({} rules)\n", path,
+               state.fused ? state.fuse_result.ops_before : ops,
+               state.fused ? state.fuse_result.ops_after : ops, state.fuse_result.groups.size(),
+               RuleSetName(rules));
   } else {
     fused = LoadGraph(fused_path);
   }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "hfuse/ir/graph.h"
+#include "pass_flags.h"
 #include "hfuse/passes/group_planner.h"
 
 namespace hfuse {
@@ -30,6 +31,7 @@ int VerifyGraphs(const Graph& original, const Graph& fused, uint64_t seed,
 // `hfuse verify G [--fused F]`: fuses G (or reads F, and `rules` is moot)
 // and verifies.
 int VerifyCommand(const std::string& path, const std::string& fused_path, bool group_gemm,
-                  RuleSet rules, uint64_t seed, const std::map<std::string, int64_t>& dims);
+                  RuleSet rules, uint64_t seed, const std::map<std::string, int64_t>& dims,
+                  const PassFlags& flags);
 
 }  // namespace hfuse

@@ -4,6 +4,8 @@
 //              [--rules seed|hfuse]
 //   hfuse fuse IN.onnx [-o OUT.onnx] [--export hfuse|standard] [--format json|onnx] ...
 //   hfuse check IN.json
+//   hfuse explain M [--op NAME]; hfuse dot M [-o F.dot] [--fused] [--collapse];
+//   hfuse report M -o report.html [--bench B.json]
 //
 // Input problems print one line "hfuse: error: ..." and exit with status 2.
 #include <fmt/format.h>
@@ -15,21 +17,26 @@
 #include <nlohmann/json.hpp>
 
 #include "exec_commands.h"
+#include "explain_commands.h"
 #if HFUSE_HAVE_CUDA
 #include "bench_command.h"
 #endif
 #include "hfuse/io/graph_json.h"
 #include "hfuse/ir/graph.h"
+#include "hfuse/ir/printer.h"
 #include "hfuse/passes/fuse_group_ops.h"
+#include "hfuse/support/checked.h"
 #include "hfuse/support/error.h"
 #include "hfuse/support/file.h"
 #include "model_files.h"
+#include "pass_flags.h"
 
 namespace hfuse {
 namespace {
 
 constexpr const char* kVersion = "0.1.0";
 constexpr int kInputErrorExit = 2;
+constexpr int kInternalErrorExit = 3;
 
 // The error message as one line: names come from the input and may hold
 // newlines or other control characters, which are written as \xNN.
@@ -53,14 +60,34 @@ std::string ReportJson(const FuseGroupOpsResult& r) {
   for (const FusedGroup& g : r.groups) {
     report["groups"].push_back({{"op", OpTypeName(g.type)}, {"members", g.members}});
   }
+  report["ungrouped"] = nlohmann::ordered_json::array();
+  for (const Reason& u : r.ungrouped) {
+    nlohmann::ordered_json entry = {{"op", u.op},
+                                    {"type", OpTypeName(u.type)},
+                                    {"reason", ReasonCodeName(u.code)},
+                                    {"rule", ReasonRuleName(u.rule)},
+                                    {"details", u.details}};
+    if (!u.peer.empty()) entry["peer"] = u.peer;
+    if (!u.path.empty()) entry["path"] = u.path;
+    report["ungrouped"].push_back(std::move(entry));
+  }
   report["ops_before"] = r.ops_before;
   report["ops_after"] = r.ops_after;
   return report.dump(1) + "\n";
 }
 
+// "; 3 GEMMs/LayerNorms ungrouped (not-a-candidate 2, ...): hfuse explain",
+// or nothing when every GEMM and LayerNorm is in a group.
+std::string UngroupedSummary(const FuseGroupOpsResult& r) {
+  if (r.ungrouped.empty()) return {};
+  return fmt::format("; {} GEMM/LayerNorm op{} ungrouped ({}): see hfuse explain",
+                     r.ungrouped.size(), r.ungrouped.size() == 1 ? "" : "s",
+                     TopReasons(r.ungrouped, 3));
+}
+
 void PrintTable(const std::string& input, const FuseGroupOpsResult& r) {
-  fmt::print("{}: {} ops -> {} ops, {} group{}\n", input, r.ops_before, r.ops_after,
-             r.groups.size(), r.groups.size() == 1 ? "" : "s");
+  fmt::print("{}: {} ops -> {} ops, {} group{}{}\n", input, r.ops_before, r.ops_after,
+             r.groups.size(), r.groups.size() == 1 ? "" : "s", UngroupedSummary(r));
   if (r.groups.empty()) return;
   fmt::print("  {:<30} {:>7}  {}\n", "group op", "members", "members (group order)");
   for (const FusedGroup& g : r.groups) {
@@ -96,20 +123,29 @@ std::map<std::string, int64_t> ParseDims(const std::vector<std::string>& specs) 
   return dims;
 }
 
+// fuse-group-ops' result, or what stands for it when the pipeline had none.
+FuseGroupOpsResult ResultOf(PassState& state) {
+  if (state.fused) return std::move(state.fuse_result);
+  FuseGroupOpsResult r;
+  r.ops_before = r.ops_after = state.graph.NumLiveOps();
+  return r;
+}
+
 int RunFuse(const std::string& input, const std::string& output, const std::string& report,
             bool no_group_gemm, const std::string& dump_dir, bool verify, uint64_t seed,
-            const std::string& format, const std::string& export_mode, RuleSet rules) {
+            const std::string& format, const std::string& export_mode, RuleSet rules,
+            const PassFlags& flags) {
   // Never freed: the process ends after the output is written, and freeing a
   // graph of a million ops one allocation at a time takes half a second.
   LoadedModel& model = *new LoadedModel(LoadModel(input, format));
   Graph& graph = model.graph;
   const Graph original = verify ? graph : Graph();
-  PrepareForFusion(graph, model.format);  // ONNX: fuse-mm-elementwise, flatten-gemm-inputs
-  FuseGroupOpsOptions options;
-  options.group_gemm = !no_group_gemm;
-  options.want_dumps = !dump_dir.empty();
-  options.rules = rules;
-  FuseGroupOpsResult result = FuseGroupOps(graph, options);
+  PassOptions options;
+  options.fuse_group_ops.group_gemm = !no_group_gemm;
+  options.fuse_group_ops.want_dumps = !dump_dir.empty();
+  options.fuse_group_ops.rules = rules;
+  PassState& state = *new PassState(RunPasses(graph, flags, FusePipeline(model.format), options));
+  FuseGroupOpsResult result = ResultOf(state);
   // Verify before writing anything, so a failed check leaves no output.
   if (verify && VerifyGraphs(original, graph, seed, {}) != 0) return 1;
   // The fused graph is written last, so that a failure on the way (a dump
@@ -126,13 +162,20 @@ int RunFuse(const std::string& input, const std::string& output, const std::stri
   if (!output.empty()) {
     if (FormatOf(output, format) == ModelFormat::kJson &&
         (export_mode == "hfuse" || export_mode == "standard")) {
-      WriteGraphJsonFile(output, graph, result.op_order);  // streamed, never held whole
+      WriteGraphJsonFile(output, graph, state.op_order);  // streamed, never held whole
     } else {
-      WriteFileAtomic(output, SerializeModel(model, graph, result.op_order,
+      WriteFileAtomic(output, SerializeModel(model, graph, state.op_order,
                                              FormatOf(output, format), export_mode));
     }
   }
   PrintTable(input, result);
+  return 0;
+}
+
+int RunPrint(const std::string& input, const std::string& format, const PassFlags& flags) {
+  LoadedModel model = LoadModel(input, format);
+  PassState state = RunPasses(model.graph, flags, {});
+  fmt::print("{}", PrintGraph(model.graph, state.op_order));
   return 0;
 }
 
@@ -149,6 +192,11 @@ int Main(int argc, char** argv) {
   CLI::App app{"hfuse: horizontal fusion of independent GEMMs and LayerNorms"};
   app.set_version_flag("--version", kVersion);
   app.require_subcommand(1);
+  AddListPassesFlag(&app);
+  std::string memory_budget;
+  app.add_option("--memory-budget", memory_budget,
+                 "most bytes for tensor values: one tensor, all of a run's, or a file read "
+                 "(e.g. 512M, 16G; default 16G or HFUSE_MEMORY_BUDGET)");
 
   std::string input, output, report, dump_dir;
   bool no_group_gemm = false;
@@ -187,6 +235,8 @@ int Main(int argc, char** argv) {
                  "run the original and the fused graph on the CPU on the same random inputs and "
                  "compare (exit 1 on a mismatch)");
   fuse->add_option("--seed", seed, "seed of the random inputs of --verify");
+  PassFlags fuse_passes;
+  AddPassFlags(fuse, fuse_passes);
 
   RunOptions run_options;
   std::string run_input;
@@ -213,6 +263,8 @@ int Main(int argc, char** argv) {
   std::string verify_rules = "seed";
   add_rules(verify_cmd, verify_rules);
   verify_cmd->add_option("--dim", verify_dims, "NAME=VALUE: bind a dynamic dim (default: its max)");
+  PassFlags verify_passes;
+  AddPassFlags(verify_cmd, verify_passes);
 
 #if HFUSE_HAVE_CUDA
   BenchOptions bench_options;
@@ -233,10 +285,50 @@ int Main(int argc, char** argv) {
   bench->add_flag("--grouped-too", bench_options.grouped_too,
                   "also time the fused graph with grouped GEMMs only (no strided batching)");
   add_rules(bench, bench_options.rules, "both");
+  AddPassFlags(bench, bench_options.passes);
   bench->add_flag("--gemm-paths", bench_options.gemm_paths,
                   "also time the hfuse-rules graph with each group GEMM path forced (cuBLAS "
                   "grouped, CUTLASS 128x128 tiles, CUTLASS 128x64 tiles)");
 #endif
+
+  std::string print_input, print_format;
+  PassFlags print_passes;
+  CLI::App* print = app.add_subcommand(
+      "print", "print a graph in the compact notation of the pass tests (after --passes, if given)");
+  print->add_option("input", print_input, "graph (graph JSON v1 or .onnx)")->required();
+  print->add_option("--format", print_format, "json or onnx (default: by extension)")
+      ->check(CLI::IsMember({"json", "onnx"}));
+  AddPassFlags(print, print_passes);
+  DescribeOptions describe;
+  std::string explain_input, explain_op;
+  CLI::App* explain = app.add_subcommand(
+      "explain", "fuse a graph and say why each GEMM and LayerNorm left out of every group was");
+  explain->add_option("input", explain_input, "graph (graph JSON v1, or an .onnx model)")->required();
+  explain->add_option("--op", explain_op, "explain only this op (grouped or not)");
+  std::string dot_input, dot_output;
+  DotOptions dot_options;
+  CLI::App* dot = app.add_subcommand(
+      "dot", "draw a graph as Graphviz: groups as clusters, left-out ops with their reason");
+  dot->add_option("input", dot_input, "graph (graph JSON v1, or an .onnx model)")->required();
+  dot->add_option("-o,--output", dot_output, "write the .dot here (default: standard output)");
+  dot->add_flag("--fused", dot_options.fused, "draw the fused graph instead of the original");
+  dot->add_flag("--collapse", dot_options.collapse,
+                "only GEMMs, LayerNorms and groups, joined where one reaches another");
+  std::string report_input, report_output, report_bench;
+  CLI::App* report_cmd = app.add_subcommand(
+      "report", "write one self-contained HTML page: summary, groups, reasons, pictures");
+  report_cmd->add_option("input", report_input, "graph (graph JSON v1, or an .onnx model)")
+      ->required();
+  report_cmd->add_option("-o,--output", report_output, "the HTML file")->required();
+  report_cmd->add_option("--bench", report_bench,
+                         "a JSON of hfuse bench --json: add its timings, per launch too");
+  std::string describe_rules = "seed";
+  for (CLI::App* cmd : {explain, dot, report_cmd}) {
+    add_rules(cmd, describe_rules);
+    cmd->add_flag("--no-group-gemm", describe.no_group_gemm, "do not group GEMMs (as fuse)");
+    cmd->add_option("--format", describe.format, "json or onnx (default: by extension)")
+        ->check(CLI::IsMember({"json", "onnx"}));
+  }
 
   std::string check_input;
   CLI::App* check = app.add_subcommand("check", "parse and verify a graph, print a summary");
@@ -250,13 +342,25 @@ int Main(int argc, char** argv) {
     app.exit(e);
     return kInputErrorExit;
   }
+  // What an allocation failure the budget did not foresee names.
+  const std::string& subject = fuse->parsed()     ? input
+                               : run->parsed()    ? run_input
+                               : verify_cmd->parsed() ? verify_input
+                               : check->parsed()  ? check_input
+                                                  : memory_budget;
   try {
+    if (!memory_budget.empty()) {
+      const std::optional<int64_t> bytes = ParseByteSize(memory_budget);
+      if (!bytes) ThrowInputError("--memory-budget {}: not a size in bytes (like 512M or 16G)", memory_budget);
+      SetMemoryBudget(*bytes);
+    }
     if (fuse->parsed()) {
       RuleSet rules = RuleSet::kSeed;
       ParseRuleSet(fuse_rules, rules);  // checked by CLI11
       return RunFuse(input, output, report, no_group_gemm, dump_dir, verify, seed, format,
-                     export_mode, rules);
+                     export_mode, rules, fuse_passes);
     }
+    if (print->parsed()) return RunPrint(print_input, print_format, print_passes);
 #if HFUSE_HAVE_CUDA
     if (bench->parsed()) {
       bench_options.dims = ParseDims(bench_dims);
@@ -272,15 +376,26 @@ int Main(int argc, char** argv) {
       RuleSet rules = RuleSet::kSeed;
       ParseRuleSet(verify_rules, rules);  // checked by CLI11
       return VerifyCommand(verify_input, fused_input, !verify_no_group_gemm, rules, verify_seed,
-                           ParseDims(verify_dims));
+                           ParseDims(verify_dims), verify_passes);
     }
     if (check->parsed()) return RunCheck(check_input);
+    ParseRuleSet(describe_rules, describe.rules);  // checked by CLI11
+    if (explain->parsed()) return ExplainCommand(explain_input, explain_op, describe);
+    if (dot->parsed()) return DotCommand(dot_input, dot_output, dot_options, describe);
+    if (report_cmd->parsed()) {
+      return ReportCommand(report_input, report_output, report_bench, describe);
+    }
   } catch (const InputError& e) {
     fmt::print(stderr, "hfuse: error: {}\n", OneLine(e.what()));
     return kInputErrorExit;
+  } catch (const InternalError& e) {  // --verify-each found a pass's bug
+    fmt::print(stderr, "hfuse: internal error: {}\n", OneLine(e.what()));
+    return kInternalErrorExit;
   } catch (const std::bad_alloc&) {
-    fmt::print(stderr, "hfuse: error: out of memory\n");
-    return 1;
+    // Input that needs more memory than there is: an input error too.
+    fmt::print(stderr, "hfuse: error: {}: out of memory while reading or processing it\n",
+               OneLine(subject));
+    return kInputErrorExit;
   } catch (const std::exception& e) {  // a CUDA or library failure, not the input's fault
     fmt::print(stderr, "hfuse: error: {}\n", OneLine(e.what()));
     return 1;

@@ -7,8 +7,6 @@
 #include <filesystem>
 
 #include "hfuse/io/graph_json.h"
-#include "hfuse/passes/flatten_gemm.h"
-#include "hfuse/passes/fuse_mm_elementwise.h"
 #include "hfuse/support/error.h"
 
 #if HFUSE_HAVE_ONNX
@@ -57,10 +55,12 @@ Graph LoadGraph(const std::string& path, const std::string& forced_format) {
   return LoadModel(path, forced_format).graph;
 }
 
-int64_t PrepareForFusion(Graph& graph, ModelFormat format) {
-  if (format != ModelFormat::kOnnx) return 0;
-  const int64_t absorbed = FuseMmElementwise(graph);
-  return absorbed + FlattenGemmInputs(graph);
+std::vector<const PassInfo*> FusePipeline(ModelFormat format) {
+  std::vector<const PassInfo*> passes;
+  if (format == ModelFormat::kOnnx) passes = PipelineNamed("onnx-import");
+  const std::vector<const PassInfo*> seed = PipelineNamed("seed");
+  passes.insert(passes.end(), seed.begin(), seed.end());
+  return passes;
 }
 
 std::string SerializeModel(const LoadedModel& source, const Graph& graph,

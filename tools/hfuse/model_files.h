@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "hfuse/ir/graph.h"
+#include "hfuse/passes/pass_manager.h"
 
 namespace hfuse {
 
@@ -30,9 +31,9 @@ struct LoadedModel {
 LoadedModel LoadModel(const std::string& path, const std::string& forced_format = "");
 Graph LoadGraph(const std::string& path, const std::string& forced_format = "");
 
-// The passes that run before fuse-group-ops on a model of this format.
-// Returns the number of ops they folded into GEMMs or reshaped.
-int64_t PrepareForFusion(Graph& graph, ModelFormat format);
+// The pipeline `hfuse fuse` and `verify` run on a model of this format:
+// seed, after onnx-import for ONNX (passes/pass_manager.h).
+std::vector<const PassInfo*> FusePipeline(ModelFormat format);
 
 // The file contents of `graph` (which came from `source`) in `format`;
 // `export_mode` is --export ("hfuse" or "standard", ONNX only). `op_order`

@@ -32,6 +32,12 @@ std::vector<int64_t> ConcreteShape(const Shape& shape, const DimValues& dims);
 // InputError when it has none or their size does not fit its shape.
 HostTensor ParamValue(const Tensor& tensor, const DimValues& dims);
 
+// Counts every live tensor's bytes (support/checked.h) at these dims and
+// throws InputError, naming the tensor, when a count overflows or a tensor,
+// or all of them together (a run keeps every value), exceed the memory
+// budget. RandomFeeds and RunOnCpu call it before they allocate anything.
+void CheckTensorSizes(const Graph& graph, const DimValues& dims);
+
 // Values for every input and param tensor of `graph`, drawn from a seeded
 // generator: uniform in [-1, 1), rounded to the tensor's dtype; gammas
 // (params read as a LayerNorm's gamma) uniform in [0.5, 1.5). A tensor's
