@@ -14,6 +14,11 @@ packages=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   python3-onnx python3-torch python3-venv
   # ---- end ONNX ----
+  # ---- pictures: hfuse report renders its SVGs with Graphviz's dot; the
+  # tests check every hfuse dot output with it and open the report in
+  # headless Chromium ----
+  graphviz chromium
+  # ---- end pictures ----
 )
 
 missing=()
