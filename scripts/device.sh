@@ -16,7 +16,6 @@ what=${1:-all}
 SHARED=${SHARED:-$(pwd)/../shared}
 OUT=${OUT:-$(pwd)/out/device}
 BUILD=${BUILD:-build-device}
-HFUSE=$BUILD/hfuse; [[ $BUILD = /* ]] || HFUSE=./$BUILD/hfuse
 mkdir -p "$OUT" "$BUILD"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 start=$SECONDS
@@ -60,7 +59,7 @@ if [[ $what == bench || $what == all ]]; then
   for g in "$SHARED"/bench/towers_*.json; do
     profile=()
     [[ $g == *towers_mixed_T64_M2048* || -n ${PROFILE:-} ]] && profile=(--profile)
-    "$HFUSE" bench "$g" "${profile[@]}" --gemm-paths --json "$OUT/$(basename "$g" .json).bench.json" >>"$OUT/bench.log" 2>&1 || status=1
+    ./"$BUILD"/hfuse bench "$g" "${profile[@]}" --gemm-paths --json "$OUT/$(basename "$g" .json).bench.json" >>"$OUT/bench.log" 2>&1 || status=1
   done
   # The grouped-GEMM micro-benchmark, each group GEMM path forced as well
   # (cuBLAS grouped, CUTLASS at either tile: the measurement behind the tile rule).
@@ -69,9 +68,9 @@ if [[ $what == bench || $what == all ]]; then
     python3 scripts/gen_gemm_group.py --members $t --rows 2048 --mixed -o "$tmp/mixed_$t.json"
     python3 scripts/gen_gemm_group.py --members $t --rows 2048 --mixed --op gemm_rcr_bias_relu -o "$tmp/relu_$t.json"
     python3 scripts/gen_gemm_group.py --members $t --rows 256 --k 128 --n 128 -o "$tmp/uniform_$t.json"
-    "$HFUSE" bench "$tmp/mixed_$t.json" --rules hfuse --gemm-paths --json "$OUT/gemm_mixed_T$t.bench.json" >>"$OUT/bench.log" 2>&1 || status=1
-    "$HFUSE" bench "$tmp/relu_$t.json" --rules hfuse --gemm-paths --json "$OUT/gemm_relu_T$t.bench.json" >>"$OUT/bench.log" 2>&1 || status=1
-    "$HFUSE" bench "$tmp/uniform_$t.json" --rules hfuse --grouped-too --json "$OUT/gemm_uniform_T$t.bench.json" >>"$OUT/bench.log" 2>&1 || status=1
+    ./"$BUILD"/hfuse bench "$tmp/mixed_$t.json" --rules hfuse --gemm-paths --json "$OUT/gemm_mixed_T$t.bench.json" >>"$OUT/bench.log" 2>&1 || status=1
+    ./"$BUILD"/hfuse bench "$tmp/relu_$t.json" --rules hfuse --gemm-paths --json "$OUT/gemm_relu_T$t.bench.json" >>"$OUT/bench.log" 2>&1 || status=1
+    ./"$BUILD"/hfuse bench "$tmp/uniform_$t.json" --rules hfuse --grouped-too --json "$OUT/gemm_uniform_T$t.bench.json" >>"$OUT/bench.log" 2>&1 || status=1
   done
   if [[ -f "$SHARED/bench/peer_torch.py" ]]; then
     python3 "$SHARED/bench/peer_torch.py" "$OUT/peers_same_call.json" "$SHARED"/bench/towers_*.json --no-compile >"$OUT/peers.log" 2>&1 || status=1

@@ -11,7 +11,7 @@
 # fuzz/seeds/TARGET (fuzz/make_seeds.py writes those); a crash, hang, leak or
 # sanitizer report stops the run with exit 1 and leaves the input in
 # out/fuzz/crashes/TARGET. The last line is libFuzzer's summary (executions,
-# coverage). FUZZ_ARGS adds libFuzzer flags.
+# coverage). FUZZ_ARGS adds libFuzzer flags; NO_BUILD=1 skips the build step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=${1:?usage: fuzz.sh graph_json|onnx_import|npz|pipeline [SECONDS]}
@@ -28,7 +28,7 @@ if [[ ! -f $BUILD/CMakeCache.txt ]]; then
     -DHFUSE_SANITIZE=ON -DHFUSE_FUZZ=ON -DHFUSE_CUDA=OFF -DHFUSE_BUILD_BENCH=OFF \
     -DHFUSE_SHARED_DIR="$SHARED" >/dev/null
 fi
-cmake --build "$BUILD" -j"$(nproc)" --target "${target}_fuzz" >/dev/null
+[[ -n ${NO_BUILD:-} ]] || cmake --build "$BUILD" -j"$(nproc)" --target "${target}_fuzz" >/dev/null
 
 corpus=out/fuzz/corpus/$target
 crashes=out/fuzz/crashes/$target
@@ -37,7 +37,7 @@ if [[ -z $(ls -A "$corpus") ]]; then
   case $target in
     graph_json|pipeline)
       # Small graphs only: a seed of hundreds of KB makes every execution slow.
-      find "$SHARED/conformance" examples -name '*.json' ! -name '*.expected.json' -size -16k \
+      find "$SHARED/conformance" examples -name '*.json' ! -name '*.expected.json' -size -8k \
         -exec sh -c 'for f; do cp "$f" "$0/$(echo "$f" | tr / _)"; done' "$corpus" {} + ;;
     onnx_import) cp fuzz/seeds/onnx_import/* examples/*.onnx "$corpus"/ ;;
     npz) cp fuzz/seeds/npz/* "$corpus"/ ;;
@@ -45,7 +45,7 @@ if [[ -z $(ls -A "$corpus") ]]; then
 fi
 flags=(-timeout=25 -rss_limit_mb=2560 -print_final_stats=1 -artifact_prefix="$crashes/")
 case $target in
-  graph_json|pipeline) flags+=(-dict=fuzz/graph_json.dict -max_len=16384) ;;
+  graph_json|pipeline) flags+=(-dict=fuzz/graph_json.dict -max_len=8192) ;;
   onnx_import) flags+=(-max_len=262144) ;;  # examples/ranking_small.onnx whole
   npz) flags+=(-max_len=4096) ;;
 esac

@@ -22,6 +22,11 @@ packages=(
   # llvm-symbolizer for readable reports.
   clang-14 libclang-rt-14-dev libomp-14-dev llvm-14
   # ---- end sanitizers ----
+  # ---- pictures: hfuse report renders its SVGs with Graphviz's dot; the
+  # tests check every hfuse dot output with it and open the report in
+  # headless Chromium ----
+  graphviz chromium
+  # ---- end pictures ----
 )
 
 missing=()

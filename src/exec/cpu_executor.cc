@@ -265,38 +265,6 @@ class CpuRun {
 
 }  // namespace
 
-DimValues BindDims(const Graph& graph, const std::map<std::string, int64_t>& overrides) {
-  DimValues values;
-  for (const DynamicDim& d : graph.dims()) values.push_back(d.max);
-  for (const auto& [name, value] : overrides) {
-    auto index = graph.FindDim(name);
-    if (!index) ThrowInputError("--dim {}: the graph has no dim named '{}'", name, name);
-    const DynamicDim& d = graph.dims()[static_cast<size_t>(*index)];
-    if (value < d.min || value > d.max) {
-      ThrowInputError("--dim {}={}: outside [{}, {}]", name, value, d.min, d.max);
-    }
-    if (!d.product_of.empty()) {
-      ThrowInputError("--dim {}: '{}' is the product of other dims; bind those", name, name);
-    }
-    values[static_cast<size_t>(*index)] = value;
-  }
-  // Derived dims follow the ones they are products of (which come first).
-  for (size_t i = 0; i < graph.dims().size(); ++i) {
-    const DynamicDim& d = graph.dims()[i];
-    if (d.product_of.empty()) continue;
-    int64_t v = 1;
-    for (int32_t f : d.product_of) v *= values[static_cast<size_t>(f)];
-    values[i] = v;
-  }
-  return values;
-}
-
-std::vector<int64_t> ConcreteShape(const Shape& shape, const DimValues& dims) {
-  std::vector<int64_t> out;
-  for (const Dim& d : shape) out.push_back(d.is_static() ? d.value : dims[static_cast<size_t>(d.dynamic)]);
-  return out;
-}
-
 HostTensor ParamValue(const Tensor& t, const DimValues& dims) {
   HostTensor v(t.dtype, ConcreteShape(t.shape, dims), fmt::format("param '{}'", t.name));
   // The importer checks sizes; a graph built by hand might not.

@@ -100,8 +100,8 @@ void LoadExternalData(ModelProto& model, const std::string& source, const std::s
     try {
       data = ReadFileRange(path, offset, *need, fmt::format("initializer '{}'", t.name()));
     } catch (const InputError& e) {
-      Fail(source, "initializer '{}' keeps its data in external file '{}': {}", t.name(), location,
-           e.what());
+      Fail(source, "initializer '{}' keeps its data in external file '{}', which cannot be read: {}",
+           t.name(), location, e.what());
     }
     t.set_raw_data(std::move(data));
     t.clear_external_data();

@@ -91,7 +91,8 @@ FuseGroupOpsResult FuseGroupOps(Graph& graph, const FuseGroupOpsOptions& options
       if (!IsGemm(op.type)) continue;
       result.ungrouped.push_back({op.name, op.type, ReasonCode::kNotACandidate,
                                   ReasonRule::kGroupGemmOff,
-                                  std::string(ReasonRuleMessage(ReasonRule::kGroupGemmOff)), "", {}});
+                                  std::string(ReasonRuleMessage(ReasonRule::kGroupGemmOff)), "", {},
+                                  id});
     }
   }
   // Per type, for the dumps: whether its round ran, and its reasons.
@@ -109,8 +110,9 @@ FuseGroupOpsResult FuseGroupOps(Graph& graph, const FuseGroupOpsOptions& options
     for (Reason& r : round.reasons) result.ungrouped.push_back(std::move(r));
     if (round.group_ops.empty()) continue;
     for (size_t i = 0; i < round.group_ops.size(); ++i) {
-      result.groups.push_back({graph.op(round.group_ops[i]).type, round.group_ops[i],
-                               std::move(round.members[i])});
+      const Op& group = graph.op(round.group_ops[i]);
+      result.groups.push_back(
+          {group.type, std::move(round.members[i]), round.group_ops[i], group.name});
     }
     // Rule 7: the old list, its members' outputs now new tensors at the end.
     std::vector<bool> moved(static_cast<size_t>(graph.num_tensor_ids()), false);
@@ -134,13 +136,13 @@ FuseGroupOpsResult FuseGroupOps(Graph& graph, const FuseGroupOpsOptions& options
   result.ops_after = static_cast<int64_t>(result.op_order.size());
   // Reasons in the final op order (ops left out are all still there).
   if (!result.ungrouped.empty()) {
-    std::unordered_map<std::string_view, size_t> position;
+    std::vector<int32_t> position(static_cast<size_t>(graph.num_op_ids()), 0);
     for (size_t i = 0; i < result.op_order.size(); ++i) {
-      position.emplace(graph.op(result.op_order[i]).name, i);
+      position[static_cast<size_t>(result.op_order[i])] = static_cast<int32_t>(i);
     }
     std::stable_sort(result.ungrouped.begin(), result.ungrouped.end(),
                      [&](const Reason& a, const Reason& b) {
-                       return position.at(a.op) < position.at(b.op);
+                       return position[static_cast<size_t>(a.id)] < position[static_cast<size_t>(b.id)];
                      });
   }
   return result;

@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <deque>
 
 #include "hfuse/passes/group_planner.h"
 #include "hfuse/support/error.h"
@@ -259,12 +258,14 @@ void ReasonRecorder::BeginRound(const Graph& graph, OpType type, const std::vect
   cand_of_ = &cand_of;
   class_of_ = nullptr;
   leader_of_.clear();
+  scanned_.clear();
+  scanned_by_class_.clear();
   group_leader_.clear();
   not_candidates_.clear();
   split_of_one_.clear();
   reasons_.clear();
-  budget_left_ = kRoundBudget;
-  (void)graph;
+  // Searches may visit, per round, a fixed amount plus half the graph.
+  budget_left_ = kRoundBudget + static_cast<size_t>(graph.num_op_ids()) / 2;
 }
 
 std::string ReasonRecorder::Name(const Graph& graph, int32_t c) const {
@@ -275,37 +276,37 @@ template <typename IsSource>
 std::vector<std::string> ReasonRecorder::PathInto(const Graph& graph, OpId to,
                                                   IsSource&& is_source) {
   seen_.resize(static_cast<size_t>(graph.num_op_ids()), 0);
+  next_.resize(seen_.size(), kNone);
   if (++stamp_ == 0) {
     std::fill(seen_.begin(), seen_.end(), 0);
     stamp_ = 1;
   }
-  std::unordered_map<OpId, OpId> next;  // op -> the op after it on the way to `to`
-  std::deque<OpId> queue = {to};
+  // Breadth first, so the path is a shortest one; next_[op] is the op after
+  // it on the way to `to`.
+  queue_.assign(1, to);
   seen_[static_cast<size_t>(to)] = stamp_;
-  size_t visited = 0;
   const size_t budget = std::min(kPathBudget, budget_left_);
-  while (!queue.empty() && visited < budget) {
-    const OpId id = queue.front();
-    queue.pop_front();
-    ++visited;
+  size_t head = 0;
+  for (; head < queue_.size() && head < budget; ++head) {
+    const OpId id = queue_[head];
     for (TensorId in : graph.op(id).inputs) {
       const OpId p = graph.tensor(in).producer;
       if (p == kNone || seen_[static_cast<size_t>(p)] == stamp_) continue;
       seen_[static_cast<size_t>(p)] = stamp_;
-      next[p] = id;
+      next_[static_cast<size_t>(p)] = id;
       if (is_source(p)) {
-        budget_left_ -= std::min(budget_left_, visited);
+        budget_left_ -= std::min(budget_left_, head + 1);
         std::vector<std::string> path;
-        for (OpId at = p;; at = next[at]) {
+        for (OpId at = p;; at = next_[static_cast<size_t>(at)]) {
           path.push_back(graph.op(at).name);
           if (at == to) break;
         }
         return path;
       }
-      queue.push_back(p);
+      queue_.push_back(p);
     }
   }
-  budget_left_ -= std::min(budget_left_, visited);
+  budget_left_ -= std::min(budget_left_, head);
   return {};
 }
 
@@ -328,7 +329,7 @@ void ReasonRecorder::CycleChecked(const Graph& graph, int32_t leader,
       return c != kNone && leader_of_[static_cast<size_t>(c)] == leader;
     });
     Reason r{graph.op(target).name, type_, ReasonCode::kDroppedByCycleCheck,
-             ReasonRule::kReachedByMember, "", "", path};
+             ReasonRule::kReachedByMember, "", "", path, target};
     r.peer = path.empty() ? std::string("another member") : path.front();
     r.details = Say(r.rule, leader_name, r.peer, PathText(path));
     if (first_path.empty()) first_path = path;
@@ -339,18 +340,17 @@ void ReasonRecorder::CycleChecked(const Graph& graph, int32_t leader,
   for (size_t i = 0; i < group.size(); ++i) {
     if (reached[i]) continue;
     Reason r{Name(graph, group[i]), type_, ReasonCode::kCycleRisk, ReasonRule::kPeersDropped,
-             "", dropped.front(), first_path};
+             "", dropped.front(), first_path, (*cands_)[static_cast<size_t>(group[i])]};
     r.details = Say(r.rule, fmt::join(dropped, ", "), PathText(first_path));
     reasons_.push_back(std::move(r));
   }
 }
 
-void ReasonRecorder::LeftAlone(const Graph& graph, int32_t k, const std::vector<bool>& grouped) {
-  (void)grouped;
+void ReasonRecorder::LeftAlone(const Graph& graph, int32_t k) {
   const auto n = static_cast<int32_t>(cands_->size());
   const OpId self = (*cands_)[static_cast<size_t>(k)];
   Reason r{graph.op(self).name, type_, ReasonCode::kNoCompatiblePeer, ReasonRule::kInputCount,
-           "", "", {}};
+           "", "", {}, self};
   if (n == 1) {
     r.code = ReasonCode::kOnlyCandidateOfType;
     if (not_candidates_.empty()) {
@@ -363,12 +363,28 @@ void ReasonRecorder::LeftAlone(const Graph& graph, int32_t k, const std::vector<
     reasons_.push_back(std::move(r));
     return;
   }
+  // Built once per round, when first needed: the candidates the greedy scan
+  // saw (not taken by the split rule), all and per class, in sorted order.
+  const std::vector<int32_t>& cls = *class_of_;
+  if (scanned_.empty()) {
+    for (int32_t c = 0; c < n; ++c) {
+      if (leader_of_[static_cast<size_t>(c)] == kSplitRule) continue;
+      scanned_.push_back(c);
+      const auto cl = static_cast<size_t>(cls[static_cast<size_t>(c)]);
+      if (cl >= scanned_by_class_.size()) scanned_by_class_.resize(cl + 1);
+      scanned_by_class_[cl].push_back(c);
+    }
+  }
+  if (scanned_.size() == 1) {
+    r.rule = ReasonRule::kSplitTaken;
+    r.details = Say(r.rule, n - 1);
+    reasons_.push_back(std::move(r));
+    return;
+  }
   // The comparison the planner made for peer c: against c's leader when that
   // one led before k (k was offered to it), else k led and c was offered.
-  // Returns false for a peer grouped by the split rule (never compared).
   auto partner = [&](int32_t c, OpId& leader, OpId& other) {
     const int32_t l = leader_of_[static_cast<size_t>(c)];
-    if (l == kSplitRule) return false;
     if (l != kNone && l < k) {
       leader = (*cands_)[static_cast<size_t>(l)];
       other = self;
@@ -376,43 +392,32 @@ void ReasonRecorder::LeftAlone(const Graph& graph, int32_t k, const std::vector<
       leader = self;
       other = (*cands_)[static_cast<size_t>(c)];
     }
-    return true;
   };
-  // Peers by distance in the sorted order, nearest first (earlier on ties);
-  // only those of k's class can be compatible.
-  const std::vector<int32_t>& cls = *class_of_;
-  int32_t nearest = kNone, nearest_any = kNone;
-  ReasonRule nearest_rule = ReasonRule::kInputCount, any_rule = ReasonRule::kInputCount;
-  std::string nearest_text, any_text;
-  size_t compared = 0, same_class = 0, comparable = 0;
-  for (int32_t c = 0; c < n; ++c) {
-    if (c != k && cls[static_cast<size_t>(c)] == cls[static_cast<size_t>(k)]) ++same_class;
-    if (c != k && leader_of_[static_cast<size_t>(c)] != kSplitRule) ++comparable;
-  }
-  if (comparable == 0) {
-    r.rule = ReasonRule::kSplitTaken;
-    r.details = Say(r.rule, n - 1);
-    reasons_.push_back(std::move(r));
-    return;
-  }
-  for (int32_t d = 1; d < n && compared < kPeerScan; ++d) {
-    for (int32_t c : {k - d, k + d}) {
-      if (c < 0 || c >= n || compared >= kPeerScan) continue;
+  auto in_group_of = [&](int32_t c) {
+    const int32_t l = leader_of_[static_cast<size_t>(c)];
+    return l >= 0 && l < k && l != c
+               ? fmt::format(" (in the group led by {}, compared with it)", Name(graph, l))
+               : std::string();
+  };
+  // Only peers of k's class can be compatible: those, nearest first (earlier
+  // on ties), up to kPeerScan.
+  const std::vector<int32_t>& mine = scanned_by_class_[static_cast<size_t>(cls[static_cast<size_t>(k)])];
+  const auto pos = std::lower_bound(mine.begin(), mine.end(), k) - mine.begin();
+  const auto size = static_cast<ptrdiff_t>(mine.size());
+  int32_t nearest = kNone;
+  ReasonRule nearest_rule = ReasonRule::kInputCount;
+  std::string nearest_text;
+  size_t compared = 0;
+  for (ptrdiff_t d = 1; compared < kPeerScan && (pos - d >= 0 || pos + d < size); ++d) {
+    for (ptrdiff_t at : {pos - d, pos + d}) {
+      if (at < 0 || at >= size || compared >= kPeerScan) continue;
+      const int32_t c = mine[static_cast<size_t>(at)];
+      ++compared;
       OpId leader = kNone, other = kNone;
-      if (!partner(c, leader, other)) continue;
-      const bool same = cls[static_cast<size_t>(c)] == cls[static_cast<size_t>(k)];
-      if (!same && nearest_any != kNone) continue;  // its rule is known to be the class's
+      partner(c, leader, other);
       ReasonRule rule = ReasonRule::kInputCount;
       std::string text;
-      const bool incompatible = ExplainIncompatible(graph, leader, other, rules_, rule, text);
-      if (!same) {
-        nearest_any = c;
-        any_rule = rule;
-        any_text = std::move(text);
-        continue;
-      }
-      ++compared;
-      if (incompatible) {
+      if (ExplainIncompatible(graph, leader, other, rules_, rule, text)) {
         if (nearest == kNone) {
           nearest = c;
           nearest_rule = rule;
@@ -441,36 +446,31 @@ void ReasonRecorder::LeftAlone(const Graph& graph, int32_t k, const std::vector<
       return;
     }
   }
-  if (nearest != kNone) {
-    r.peer = Name(graph, nearest);
-    r.rule = nearest_rule;
-    r.details = fmt::format("nearest peer {}{}: {}", r.peer,
-                            leader_of_[static_cast<size_t>(nearest)] >= 0 &&
-                                    leader_of_[static_cast<size_t>(nearest)] < k &&
-                                    leader_of_[static_cast<size_t>(nearest)] != nearest
-                                ? fmt::format(" (in the group led by {}, compared with it)",
-                                              Name(graph, leader_of_[static_cast<size_t>(nearest)]))
-                                : std::string(),
-                            nearest_text);
-    if (compared < same_class) r.details += fmt::format(fmt::runtime(kNoteNearest), compared, same_class);
-  } else {
-    HFUSE_CHECK(nearest_any != kNone);
-    r.peer = Name(graph, nearest_any);
-    r.rule = any_rule;
-    const int32_t l = leader_of_[static_cast<size_t>(nearest_any)];
-    r.details = fmt::format("nearest peer {}{}: {}", r.peer,
-                            l >= 0 && l < k && l != nearest_any
-                                ? fmt::format(" (in the group led by {}, compared with it)",
-                                              Name(graph, l))
-                                : std::string(),
-                            any_text);
+  if (nearest == kNone) {
+    // No other candidate of its class: the nearest candidate of any class.
+    const auto at = std::lower_bound(scanned_.begin(), scanned_.end(), k) - scanned_.begin();
+    const bool before = at > 0;
+    const bool after = at + 1 < static_cast<ptrdiff_t>(scanned_.size());
+    nearest = before ? scanned_[static_cast<size_t>(at - 1)] : scanned_[static_cast<size_t>(at + 1)];
+    if (before && after && scanned_[static_cast<size_t>(at + 1)] - k < k - nearest) {
+      nearest = scanned_[static_cast<size_t>(at + 1)];
+    }
+    OpId leader = kNone, other = kNone;
+    partner(nearest, leader, other);
+    HFUSE_CHECK(ExplainIncompatible(graph, leader, other, rules_, nearest_rule, nearest_text));
+  }
+  r.peer = Name(graph, nearest);
+  r.rule = nearest_rule;
+  r.details = fmt::format("nearest peer {}{}: {}", r.peer, in_group_of(nearest), nearest_text);
+  if (compared < mine.size() - 1) {
+    r.details += fmt::format(fmt::runtime(kNoteNearest), compared, mine.size() - 1);
   }
   reasons_.push_back(std::move(r));
 }
 
 void ReasonRecorder::ChunkOfOne(const Graph& graph, OpId op, int32_t leader,
                                 size_t group_size) {
-  Reason r{graph.op(op).name, type_, ReasonCode::kChunkOfOne, ReasonRule::kChunk, "", "", {}};
+  Reason r{graph.op(op).name, type_, ReasonCode::kChunkOfOne, ReasonRule::kChunk, "", "", {}, op};
   r.peer = Name(graph, leader);
   r.details = Say(r.rule, group_size, r.peer);
   reasons_.push_back(std::move(r));
@@ -478,7 +478,7 @@ void ReasonRecorder::ChunkOfOne(const Graph& graph, OpId op, int32_t leader,
 
 void ReasonRecorder::EndRound(const Graph& graph, std::vector<Reason>& out) {
   for (OpId id : not_candidates_) {
-    Reason r{graph.op(id).name, type_, ReasonCode::kNotACandidate, ReasonRule::kAlpha, "", "", {}};
+    Reason r{graph.op(id).name, type_, ReasonCode::kNotACandidate, ReasonRule::kAlpha, "", "", {}, id};
     HFUSE_CHECK(ExplainNotACandidate(graph, id, r, rules_));
     out.push_back(std::move(r));
   }

@@ -392,7 +392,7 @@ class Round {
           if (!taken && !below) push(lists->Live(slot + 1));
         }
       }
-      if (rec_ && group.size() == 1) rec_->LeftAlone(g_, static_cast<int32_t>(k), grouped);
+      if (rec_ && group.size() == 1) rec_->LeftAlone(g_, static_cast<int32_t>(k));
       // Members another member now reaches (through groups formed earlier)
       // are dropped, and not offered again.
       const std::vector<bool> reached = reach.ReachedFromOthers(group);

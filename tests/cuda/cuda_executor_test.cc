@@ -17,11 +17,12 @@
 #include <cmath>
 #include <map>
 
-#include "hfuse/passes/pass_manager.h"
 #include "hfuse/cuda/cuda_executor.h"
+#include "hfuse/exec/cpu_executor.h"
 #include "hfuse/exec/compare.h"
 #include "hfuse/io/graph_json.h"
 #include "hfuse/passes/fuse_group_ops.h"
+#include "hfuse/passes/pass_manager.h"
 #include "hfuse/passes/strided_views.h"
 #include "testing/conformance.h"
 #include "testing/graph_builder.h"

@@ -114,6 +114,10 @@ int KillMidWrite(const TempDir& dir, const std::string& big, int sig) {
   const std::string out = dir.Str("out.json");
   const pid_t pid = ::fork();
   if (pid == 0) {
+    // A shell that started the tests in the background ignores SIGINT, and
+    // hfuse leaves an ignored signal ignored: restore the defaults.
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
     ::execl(HFUSE_TOOL, HFUSE_TOOL, "fuse", big.c_str(), "-o", out.c_str(),
             static_cast<char*>(nullptr));
     ::_exit(127);

@@ -9,6 +9,7 @@
 
 #include "hfuse/cuda/cuda_executor.h"
 #include "hfuse/exec/compare.h"
+#include "hfuse/exec/cpu_executor.h"
 #include "hfuse/io/graph_json.h"
 #include "hfuse/ir/op_members.h"
 #include "hfuse/passes/fuse_group_ops.h"

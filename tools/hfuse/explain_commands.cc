@@ -35,15 +35,23 @@ Described Describe(const std::string& input, const DescribeOptions& options) {
   Described d;
   d.input = input;
   LoadedModel model = LoadModel(input, options.format);
-  if (model.format == ModelFormat::kOnnx) {  // what fuse runs before fuse-group-ops
-    PassState state(model.graph);
-    PassManager(PipelineNamed("onnx-import")).Run(state);
+  PassOptions pass_options;
+  pass_options.fuse_group_ops.group_gemm = !options.no_group_gemm;
+  pass_options.fuse_group_ops.rules = options.rules;
+  // ONNX input first goes through onnx-import; `before` is what seed gets.
+  if (model.format == ModelFormat::kOnnx) {
+    PassFlags import;
+    import.manager = options.passes.manager;  // --print-after, --verify-each, --time-passes
+    import.manager.stop_after.clear();
+    RunPasses(model.graph, import, PipelineNamed("onnx-import"), pass_options);
   }
   d.before = model.graph;
-  FuseGroupOpsOptions fuse;
-  fuse.group_gemm = !options.no_group_gemm;
-  fuse.rules = options.rules;
-  d.result = FuseGroupOps(model.graph, fuse);
+  PassState state = RunPasses(model.graph, options.passes, PipelineNamed("seed"), pass_options);
+  if (state.fused) {
+    d.result = std::move(state.fuse_result);
+  } else {
+    d.result.ops_before = d.result.ops_after = model.graph.NumLiveOps();
+  }
   d.fused = std::move(model.graph);
   return d;
 }
@@ -135,12 +143,13 @@ class DotWriter {
     for (size_t i = 0; i < clusters.size(); ++i) {
       if (clusters[i].empty()) continue;
       const FusedGroup& group = r_.groups[i];
-      const std::string name =
-          fused_ ? g_.op(group.op).name : fmt::format("{} #{}", OpTypeName(group.type), i);
       out_ += fmt::format(
           "  subgraph cluster_{} {{\n    label={};\n    style=\"rounded,filled\";\n"
-          "    color=\"#495057\";\n    fillcolor=\"#f8f9fa\";\n    fontsize=11;\n",
-          i, Quote(fmt::format("{} ({} members)", name, group.members.size())));
+          "    color=\"#495057\";\n    fillcolor=\"{}\";\n    fontsize=11;\n",
+          i,
+          Quote(fmt::format("{}{} ({} members)", fused_ ? "" : "will be ", group.name,
+                            group.members.size())),
+          fused_ ? "#e7f5ff" : "#f8f9fa");
       for (OpId id : clusters[i]) WriteOpNodes(id, "    ");
       out_ += "  }\n";
     }
@@ -350,9 +359,13 @@ std::string BenchSection(const std::string& path) {
                         v.contains("launches") ? v["launches"].dump() : "");
   }
   html += "</table>\n";
-  if (bench.contains("profile") && bench["profile"].is_array()) {
-    html += "<h3>Per launch (fused graph)</h3>\n<table>\n<tr><th>launch</th><th>us</th></tr>\n";
-    for (const auto& p : bench["profile"]) {
+  // "profile": per launch of a fused variant, {variant: [{launch, us}]}
+  // (hfuse bench --profile), or one list from older versions.
+  auto launches = [&](const std::string& title, const nlohmann::json& list) {
+    if (!list.is_array()) ThrowInputError("{}: \"profile\" of {} is not a list", path, title);
+    html += fmt::format("<h3>Per launch: {}</h3>\n<table>\n<tr><th>launch</th><th>us</th></tr>\n",
+                        Html(title));
+    for (const auto& p : list) {
       if (!p.is_object() || !p.contains("launch") || !p["launch"].is_string()) {
         ThrowInputError("{}: a profile entry without a \"launch\"", path);
       }
@@ -360,6 +373,15 @@ std::string BenchSection(const std::string& path) {
                           num(p, "us"));
     }
     html += "</table>\n";
+  };
+  if (bench.contains("profile")) {
+    if (bench["profile"].is_array()) {
+      launches("fused", bench["profile"]);
+    } else if (bench["profile"].is_object()) {
+      for (const auto& [variant, list] : bench["profile"].items()) launches(variant, list);
+    } else {
+      ThrowInputError("{}: \"profile\" is neither a list nor an object", path);
+    }
   }
   return html;
 }
@@ -391,7 +413,7 @@ int ExplainCommand(const std::string& input, const std::string& op_name,
     for (const std::string& m : g.members) {
       if (m != op_name) continue;
       fmt::print("{} ({}): grouped in {} ({}, {} members: {})\n", op_name,
-                 OpTypeName(d.before.op(*id).type), d.fused.op(g.op).name, OpTypeName(g.type),
+                 OpTypeName(d.before.op(*id).type), g.name, OpTypeName(g.type),
                  g.members.size(), fmt::join(g.members, ", "));
       return 0;
     }
@@ -446,7 +468,7 @@ int ReportCommand(const std::string& input, const std::string& output,
   for (size_t i = 0; i < r.groups.size(); ++i) {
     const FusedGroup& g = r.groups[i];
     html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n", i,
-                        Html(d.fused.op(g.op).name), OpTypeName(g.type), g.members.size(),
+                        Html(g.name), OpTypeName(g.type), g.members.size(),
                         Html(fmt::format("{}", fmt::join(g.members, ", "))));
   }
   html += "</table>\n";
@@ -474,7 +496,7 @@ int ReportCommand(const std::string& input, const std::string& output,
                       note, after);
   html += "</body>\n</html>\n";
   WriteFileAtomic(output, html);
-  fmt::print("{}: wrote {}\n", output, Summary(d));
+  fmt::print("wrote {}: {}\n", output, Summary(d));
   return 0;
 }
 

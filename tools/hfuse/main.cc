@@ -339,6 +339,7 @@ int Main(int argc, char** argv) {
     cmd->add_flag("--no-group-gemm", describe.no_group_gemm, "do not group GEMMs (as fuse)");
     cmd->add_option("--format", describe.format, "json or onnx (default: by extension)")
         ->check(CLI::IsMember({"json", "onnx"}));
+    AddPassFlags(cmd, describe.passes);
   }
 
   std::string check_input;
@@ -354,11 +355,12 @@ int Main(int argc, char** argv) {
     return kInputErrorExit;
   }
   // What an allocation failure the budget did not foresee names.
-  const std::string& subject = fuse->parsed()     ? input
-                               : run->parsed()    ? run_input
+  const std::string& subject = fuse->parsed()         ? input
+                               : print->parsed()      ? print_input
+                               : run->parsed()        ? run_input
                                : verify_cmd->parsed() ? verify_input
-                               : check->parsed()  ? check_input
-                                                  : memory_budget;
+                               : check->parsed()      ? check_input
+                                                      : memory_budget;
   try {
     if (!memory_budget.empty()) {
       const std::optional<int64_t> bytes = ParseByteSize(memory_budget);

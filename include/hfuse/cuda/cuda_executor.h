@@ -24,8 +24,9 @@
 #include <string>
 #include <vector>
 
-#include "hfuse/exec/cpu_executor.h"
 #include "hfuse/ir/graph.h"
+#include "hfuse/runtime/bound_dims.h"
+#include "hfuse/runtime/host_tensor.h"
 
 namespace hfuse {
 

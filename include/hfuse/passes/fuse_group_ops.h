@@ -45,8 +45,9 @@ struct FuseGroupOpsOptions {
 
 struct FusedGroup {
   OpType type;                       // the group op type
-  OpId op = kNone;                   // the group op in the fused graph
   std::vector<std::string> members;  // original op names, in the group's order
+  OpId op = kNone;                   // the group op in the fused graph
+  std::string name = {};             // the group op's name
 };
 
 struct FuseGroupOpsResult {

@@ -127,6 +127,7 @@ struct Reason {
   std::string details;            // one line of text, the evidence spelled out
   std::string peer;               // the nearest peer, when there is one
   std::vector<std::string> path;  // a dependency path, as op names (group ops by name)
+  OpId id = kNone;                // the op
 };
 
 // Reasons as text, grouped by code (codes in table order, each with its
@@ -157,11 +158,12 @@ class ReasonRecorder {
   explicit ReasonRecorder(RuleSet rules) : rules_(rules) {}
 
   // At most this many peers are compared when explaining an op left alone,
-  // and at most kPathBudget ops visited per path search (kRoundBudget per
-  // round); past them the text says so instead of guessing.
+  // and at most kPathBudget ops visited per path search (kRoundBudget plus
+  // half the graph's ops per round); past them the text says so instead of
+  // guessing.
   static constexpr size_t kPeerScan = 256;
-  static constexpr size_t kPathBudget = 1 << 16;
-  static constexpr size_t kRoundBudget = size_t{1} << 24;
+  static constexpr size_t kPathBudget = 512;
+  static constexpr size_t kRoundBudget = size_t{1} << 18;
 
   // `cands` and `cand_of` are the planner's (filled as it finds candidates;
   // CandidatesFound once they are all there).
@@ -184,9 +186,9 @@ class ReasonRecorder {
   // group is rewritten.
   void CycleChecked(const Graph& graph, int32_t leader, const std::vector<int32_t>& group,
                     const std::vector<bool>& reached, size_t kept);
-  // The leader k ended with nobody: called right after its scan, while
-  // `grouped` still says who was taken before.
-  void LeftAlone(const Graph& graph, int32_t k, const std::vector<bool>& grouped);
+  // The leader k ended with nobody: called right after its scan (the
+  // recorder knows who had been taken by whom).
+  void LeftAlone(const Graph& graph, int32_t k);
   void ChunkOfOne(const Graph& graph, OpId op, int32_t leader, size_t group_size);
   // Explains the non-candidates and appends the round's reasons to `out`.
   void EndRound(const Graph& graph, std::vector<Reason>& out);
@@ -211,12 +213,18 @@ class ReasonRecorder {
   const std::vector<int32_t>* cand_of_ = nullptr;
   const std::vector<int32_t>* class_of_ = nullptr;
   std::vector<int32_t> leader_of_;  // per candidate: its leader, kNone, or kSplitRule
+  // Built when first needed in a round: the candidates the greedy scan saw,
+  // all and per class, in sorted order.
+  std::vector<int32_t> scanned_;
+  std::vector<std::vector<int32_t>> scanned_by_class_;
   std::unordered_map<OpId, int32_t> group_leader_;  // group ops of this round -> leader
   std::vector<OpId> not_candidates_;
   std::vector<std::pair<int32_t, OpId>> split_of_one_;
   std::vector<Reason> reasons_;
   size_t budget_left_ = kRoundBudget;
   std::vector<uint32_t> seen_;  // per op id: search stamp
+  std::vector<OpId> next_;      // per op id: the next op on the path found
+  std::vector<OpId> queue_;
   uint32_t stamp_ = 0;
 };
 

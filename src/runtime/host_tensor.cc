@@ -1,5 +1,5 @@
 // HostTensor storage and conversions.
-#include "hfuse/exec/host_tensor.h"
+#include "hfuse/runtime/host_tensor.h"
 
 #include <cstring>
 
