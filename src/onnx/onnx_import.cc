@@ -279,7 +279,8 @@ class Importer {
 
   Dim NamedDim(const std::string& name) {
     if (auto d = g_.FindDim(name)) return Dim::Dynamic(*d);
-    return Dim::Dynamic(g_.AddDim({name, options_.dim_min, options_.dim_max, {}}));
+    return Dim::Dynamic(
+        g_.AddDim({name, options_.dim_min, options_.dim_max, {}, options_.dim_run}));
   }
 
   std::optional<Shape> TryShapeOf(const std::string& name) {
@@ -784,7 +785,7 @@ class Importer {
       hi = std::min<int64_t>(hi * d.max, INT32_MAX);
     }
     if (auto d = g_.FindDim(name)) return Dim::Dynamic(*d);
-    DynamicDim dim{name, lo, hi, factors};
+    DynamicDim dim{name, lo, hi, factors, 0};  // bound through its factors
     return Dim::Dynamic(g_.AddDim(std::move(dim)));
   }
 

@@ -7,7 +7,7 @@ namespace hfuse {
 
 DimValues BindDims(const Graph& graph, const std::map<std::string, int64_t>& overrides) {
   DimValues values;
-  for (const DynamicDim& d : graph.dims()) values.push_back(d.max);
+  for (const DynamicDim& d : graph.dims()) values.push_back(d.run_value > 0 ? d.run_value : d.max);
   for (const auto& [name, value] : overrides) {
     auto index = graph.FindDim(name);
     if (!index) ThrowInputError("--dim {}: the graph has no dim named '{}'", name, name);

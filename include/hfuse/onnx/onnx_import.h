@@ -52,10 +52,11 @@ inline constexpr int64_t kMaxOnnxOpset = 17;  // ONNX 1.12's newest
 
 struct OnnxImportOptions {
   // ONNX gives symbolic dims no bounds; each becomes a dim of this range
-  // (what the canonical order sizes tensors by, and what `hfuse run` binds
-  // unless told otherwise).
+  // (the max is what the canonical order sizes tensors by), which `hfuse
+  // run` and `verify` bind to dim_run unless --dim says otherwise.
   int64_t dim_min = 1;
-  int64_t dim_max = 1024;
+  int64_t dim_max = (int64_t{1} << 31) - 1;
+  int64_t dim_run = 64;
 };
 
 struct OnnxModel {
