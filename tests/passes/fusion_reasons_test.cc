@@ -78,7 +78,8 @@ TEST(FusionReasonsTest, NotACandidateDynamicBatchNamesTheDimAndTheWayOut) {
     EXPECT_EQ(Code(u), "not-a-candidate");
     EXPECT_EQ(Rule(u), "a-dynamic");
     EXPECT_THAT(u.details, HasSubstr("dynamic dim 'batch' in A (x)"));
-    EXPECT_THAT(u.details, HasSubstr("export the model with a fixed batch"));
+    EXPECT_THAT(u.details, HasSubstr("--dim NAME=VALUE"));
+    EXPECT_THAT(u.details, HasSubstr("--rules hfuse"));
   }
 }
 
