@@ -382,7 +382,7 @@ TEST_P(ConformanceReasonsTest, ExplanationsAgreeWithThePlannersRules) {
         for (RuleSet rules : {RuleSet::kSeed, RuleSet::kHfuse}) {
           const bool compatible =
               shape_ok &&
-              (IsGemm(type) ? GemmsCompatible(g, a, b) : LayerNormsCompatible(g, a, b, rules));
+              (IsGemm(type) ? GemmsCompatible(g, a, b, rules) : LayerNormsCompatible(g, a, b, rules));
           ReasonRule rule;
           std::string text;
           EXPECT_EQ(ExplainIncompatible(g, a, b, rules, rule, text), !compatible)
