@@ -8,7 +8,7 @@
 #include "hfuse/io/graph_json.h"
 #include "hfuse/exec/npz.h"
 #include "hfuse/passes/fuse_group_ops.h"
-#include "model_files.h"
+#include "hfuse/runtime/pipelines.h"
 
 namespace hfuse {
 
@@ -64,11 +64,11 @@ int VerifyCommand(const std::string& path, const std::string& fused_path, bool g
   const Graph& original = model.graph;
   Graph fused = original;
   if (fused_path.empty()) {
-    PrepareForFusion(fused, model.format);
+    RunImportPipeline(fused, model.format);
     FuseGroupOpsOptions options;
     options.group_gemm = group_gemm;
     options.rules = rules;
-    const FuseGroupOpsResult result = FuseGroupOps(fused, options);
+    const FuseGroupOpsResult result = RunFusionPipeline(fused, Target::kCpu, options);
     fmt::print("{}: {} ops -> {} ops, {} groups ({} rules)\n", path, result.ops_before,
                result.ops_after, result.groups.size(), RuleSetName(rules));
   } else {

@@ -23,7 +23,7 @@
 #include "hfuse/passes/fuse_group_ops.h"
 #include "hfuse/support/error.h"
 #include "hfuse/support/file.h"
-#include "model_files.h"
+#include "hfuse/runtime/pipelines.h"
 
 namespace hfuse {
 namespace {
@@ -104,12 +104,12 @@ int RunFuse(const std::string& input, const std::string& output, const std::stri
   LoadedModel& model = *new LoadedModel(LoadModel(input, format));
   Graph& graph = model.graph;
   const Graph original = verify ? graph : Graph();
-  PrepareForFusion(graph, model.format);  // ONNX: fuse-mm-elementwise, flatten-gemm-inputs
+  RunImportPipeline(graph, model.format);
   FuseGroupOpsOptions options;
   options.group_gemm = !no_group_gemm;
   options.want_dumps = !dump_dir.empty();
   options.rules = rules;
-  FuseGroupOpsResult result = FuseGroupOps(graph, options);
+  FuseGroupOpsResult result = RunFusionPipeline(graph, Target::kCpu, options);
   // Verify before writing anything, so a failed check leaves no output.
   if (verify && VerifyGraphs(original, graph, seed, {}) != 0) return 1;
   // The fused graph is written last, so that a failure on the way (a dump
