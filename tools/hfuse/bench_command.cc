@@ -1,4 +1,4 @@
-// hfuse bench: times a graph on the GPU, unfused and fused (with the seed's
+// hfuse bench: times a graph (graph JSON or ONNX) on the GPU, unfused and fused (with the seed's
 // grouping rules and with hfuse's GPU rules), each as plain launches and as
 // a CUDA graph, against the floor of the graph as run.
 #include "bench_command.h"
@@ -10,8 +10,7 @@
 #include "hfuse/cuda/cuda_executor.h"
 #include "hfuse/exec/compare.h"
 #include "hfuse/io/graph_json.h"
-#include "hfuse/passes/fuse_group_ops.h"
-#include "hfuse/passes/strided_views.h"
+#include "hfuse/runtime/pipelines.h"
 #include "hfuse/support/error.h"
 #include "hfuse/support/file.h"
 
@@ -63,8 +62,9 @@ Floor FloorOf(const Graph& g, const DimValues& dims) {
 int BenchCommand(const std::string& path, const BenchOptions& options) {
   if (options.device != "cuda") ThrowInputError("--device {}: only cuda is supported", options.device);
   std::string why;
-  if (!CudaDeviceAvailable(&why)) ThrowInputError("no CUDA device: {}", why);
-  const Graph original = ReadGraphJsonFile(path);
+  if (!CudaDeviceAvailable(&why)) ThrowInputError("--device cuda: no usable CUDA device: {}", why);
+  const LoadedModel model = LoadModel(path);  // graph JSON or ONNX
+  const Graph& original = model.graph;
   const DimValues dims = BindDims(original, options.dims);
   const TensorMap feeds = RandomFeeds(original, dims, options.seed);
   TensorMap reference;
@@ -83,10 +83,10 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
   for (RuleSet rules : {RuleSet::kSeed, RuleSet::kHfuse}) {
     if (options.rules != "both" && options.rules != RuleSetName(rules)) continue;
     Graph fused = original;
+    RunImportPipeline(fused, model.format);
     FuseGroupOpsOptions fuse_options;
     fuse_options.rules = rules;
-    const FuseGroupOpsResult result = FuseGroupOps(fused, fuse_options);
-    ElideSplitConcat(fused);
+    const FuseGroupOpsResult result = RunFusionPipeline(fused, Target::kGpu, fuse_options);
     const std::string name = fmt::format("fused, {} rules", RuleSetName(rules));
     report["groups"][RuleSetName(rules)] = result.groups.size();
     summary += fmt::format("{}{} ops -> {} ops ({} groups, {} rules)", summary.empty() ? "" : "; ",
