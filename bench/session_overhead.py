@@ -2,27 +2,46 @@
 """The Python module's overhead per run() against the C++ session directly.
 
     PYTHONPATH=build/python .venv/bin/python bench/session_overhead.py \
-        [--cpp build/bench/session_bench] [--device cpu|cuda] [--repeats 2000]
+        [--cpp build/bench/session_bench]
 
-Runs build/bench/session_bench (Google Benchmark: Session::Run on each model,
-feeds prebuilt) for the C++ figure, then times hfuse.InferenceSession.run on
-the same model and the same feeds (numpy in, numpy out) for the Python one:
-median of `repeats` calls, after 200 warm-up calls. Prints one line per model
-with both medians in microseconds and the overhead (Python / C++ - 1).
+Times the same loop on both sides, on the same model: the C++ session's
+Session::Run (build/bench/session_bench --calls, feeds prebuilt) and
+hfuse.InferenceSession.run (numpy in, numpy out, feeds of the same shapes):
+200 warm-up calls, then 5 rounds of N calls; the median round's mean per
+call. Prints one line per model with both figures in microseconds per call
+and the overhead (Python / C++ - 1), in thread CPU time (it leaves out the
+time the process waited for a core, which on a shared machine dwarfs the
+work) and in wall time.
+Both processes run with OMP_NUM_THREADS=1 (the figure is the binding's cost
+per call; the CPU executor's threads waking on a busy machine only add noise)
+and with glibc's heap kept, not trimmed or mmapped, between runs
+(MALLOC_TRIM_THRESHOLD_, MALLOC_MMAP_THRESHOLD_, MALLOC_TOP_PAD_): the CPU
+executor allocates its intermediates on every run, and a small C++ process
+whose heap shrinks back after each run pays page faults that the Python
+process, whose heap is full of other objects, does not (on ranking_small
+about 35% of a run); equal heaps make the two comparable.
 """
 import argparse
-import json
 import os
 import subprocess
 import sys
 import time
 
-import numpy as np
+# One environment for both processes, fixed before this one starts (glibc
+# reads its malloc tunables at start-up, so the script runs itself again).
+ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+       "MALLOC_TRIM_THRESHOLD_": "1000000000", "MALLOC_MMAP_THRESHOLD_": "1000000000",
+       "MALLOC_TOP_PAD_": "100000000"}
+if any(os.environ.get(k) != v for k, v in ENV.items()):
+    os.execve(sys.executable, [sys.executable] + sys.argv, {**os.environ, **ENV})
 
-import hfuse
+import numpy as np  # noqa: E402
+
+import hfuse  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 MODELS = {"tiny_towers": "bench/tiny_towers.json", "ranking_small": "examples/ranking_small.onnx"}
+CALLS = {"tiny_towers": 5000, "ranking_small": 500}  # per round
 
 
 def feeds_for(sess):
@@ -32,28 +51,25 @@ def feeds_for(sess):
     return {i.name: rng.uniform(-1, 1, i.shape).astype(dtypes[i.type]) for i in sess.get_inputs()}
 
 
-def python_median(path, device, repeats):
+def python_means(path, device, calls):
     sess = hfuse.InferenceSession(path, device=device)
     feeds = feeds_for(sess)
     for _ in range(200):
         sess.run(None, feeds)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter_ns()
-        sess.run(None, feeds)
-        times.append(time.perf_counter_ns() - t0)
-    return float(np.median(times)) / 1e3
+    cpu, wall = [], []
+    for _ in range(5):
+        c0, w0 = time.thread_time_ns(), time.perf_counter_ns()
+        for _ in range(calls):
+            sess.run(None, feeds)
+        wall.append((time.perf_counter_ns() - w0) / calls)
+        cpu.append((time.thread_time_ns() - c0) / calls)
+    return float(np.median(cpu)) / 1e3, float(np.median(wall)) / 1e3
 
 
-def cpp_medians(binary, repeats):
-    out = subprocess.run([binary, "--benchmark_format=json", "--benchmark_repetitions=5",
-                          "--benchmark_report_aggregates_only=true"],
-                         check=True, capture_output=True, text=True).stdout
-    medians = {}
-    for b in json.loads(out)["benchmarks"]:
-        if b.get("aggregate_name") == "median":
-            medians[b["run_name"].split("/")[1]] = b["real_time"]  # microseconds
-    return medians
+def cpp_means(binary, path, calls):
+    out = subprocess.run([binary, "--calls", path, str(calls)], check=True, capture_output=True,
+                         text=True).stdout.split()
+    return float(out[0]), float(out[1])
 
 
 def main():
@@ -61,14 +77,15 @@ def main():
     ap.add_argument("--cpp", default=os.path.join(ROOT, "build", "bench", "session_bench"))
     ap.add_argument("--device", default="cpu", choices=["cpu"],
                     help="cpu (the C++ baseline binary times CPU sessions)")
-    ap.add_argument("--repeats", type=int, default=2000)
     args = ap.parse_args()
-    cpp = cpp_medians(args.cpp, args.repeats)
-    print(f"{'model':<16} {'C++ us':>10} {'Python us':>10} {'overhead':>9}")
+    print(f"{'model':<16} {'C++ cpu us':>11} {'Python cpu us':>14} {'overhead':>9}   "
+          f"{'C++ wall us':>12} {'Python wall us':>15} {'overhead':>9}")
     for name, rel in MODELS.items():
-        py = python_median(os.path.join(ROOT, rel), args.device, args.repeats)
-        c = cpp[name]
-        print(f"{name:<16} {c:>10.2f} {py:>10.2f} {py / c - 1:>+8.1%}")
+        path = os.path.join(ROOT, rel)
+        c_cpu, c_wall = cpp_means(args.cpp, path, CALLS[name])
+        py_cpu, py_wall = python_means(path, args.device, CALLS[name])
+        print(f"{name:<16} {c_cpu:>11.2f} {py_cpu:>14.2f} {py_cpu / c_cpu - 1:>+8.1%}   "
+              f"{c_wall:>12.2f} {py_wall:>15.2f} {py_wall / c_wall - 1:>+8.1%}")
     return 0
 
 

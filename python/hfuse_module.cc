@@ -73,14 +73,17 @@ std::vector<int64_t> ShapeOf(const nb::ndarray<>& a) {
   return shape;
 }
 
-void RequireContiguous(const std::string& name, const nb::ndarray<>& a) {
+bool Contiguous(const nb::ndarray<>& a) {
   int64_t expect = 1;
   for (size_t i = a.ndim(); i-- > 0;) {
-    if (a.shape(i) != 1 && a.stride(i) != expect) {
-      ThrowInputError("input '{}': the array is not C-contiguous", name);
-    }
+    if (a.shape(i) != 1 && a.stride(i) != expect) return false;
     expect *= static_cast<int64_t>(a.shape(i));
   }
+  return true;
+}
+
+void RequireContiguous(const std::string& name, const nb::ndarray<>& a) {
+  if (!Contiguous(a)) ThrowInputError("input '{}': the array is not C-contiguous", name);
 }
 
 // A host array as the tensor `want` expects (its dtype), or the array's own
@@ -140,16 +143,26 @@ class PySession {
 
   // The outputs named (all, in the model's order, when `names` is empty).
   std::vector<nb::object> Run(const std::vector<std::string>& names, nb::dict feeds) {
+    // Each value as an array: as it is when it is one (numpy, DLPack) and
+    // C-contiguous, else through numpy.ascontiguousarray (lists, strided views).
+    std::vector<std::pair<std::string, nb::ndarray<>>> arrays;
     bool on_device = false;
     for (auto [key, value] : feeds) {
-      nb::ndarray<> a = nb::cast<nb::ndarray<>>(value);
+      nb::ndarray<> a;
+      if (!nb::try_cast(value, a, false) || !Contiguous(a)) {
+        nb::object contiguous = nb::module_::import_("numpy").attr("ascontiguousarray")(value);
+        if (!nb::try_cast(contiguous, a, false)) {
+          ThrowInputError("input '{}': not an array", nb::cast<std::string>(nb::str(key)));
+        }
+      }
       on_device = on_device || a.device_type() == kDlCuda;
+      arrays.emplace_back(nb::cast<std::string>(key), std::move(a));
     }
     std::vector<std::string> order = names;
     if (order.empty()) {
       for (const TensorInfo& o : session_.outputs()) order.push_back(o.name);
     }
-    return on_device ? RunDevice(order, feeds) : RunHost(order, names, feeds);
+    return on_device ? RunDevice(order, arrays) : RunHost(order, names, arrays);
   }
 
  private:
@@ -188,11 +201,10 @@ class PySession {
   }
 
   std::vector<nb::object> RunHost(const std::vector<std::string>& order,
-                                  const std::vector<std::string>& names, nb::dict feeds) {
+                                  const std::vector<std::string>& names,
+                                  const std::vector<std::pair<std::string, nb::ndarray<>>>& feeds) {
     TensorMap host;
-    for (auto [key, value] : feeds) {
-      const std::string name = nb::cast<std::string>(key);
-      nb::ndarray<> a = nb::cast<nb::ndarray<>>(value);
+    for (const auto& [name, a] : feeds) {
       if (a.device_type() != kDlCpu) {
         ThrowInputError("input '{}': an array on device type {}; feeds are host arrays or CUDA "
                         "arrays, all of one kind",
@@ -210,12 +222,12 @@ class PySession {
     return result;
   }
 
-  std::vector<nb::object> RunDevice(const std::vector<std::string>& order, nb::dict feeds) {
+  std::vector<nb::object> RunDevice(
+      const std::vector<std::string>& order,
+      const std::vector<std::pair<std::string, nb::ndarray<>>>& feeds) {
     DeviceTensorMap device;
     int device_id = 0;
-    for (auto [key, value] : feeds) {
-      const std::string name = nb::cast<std::string>(key);
-      nb::ndarray<> a = nb::cast<nb::ndarray<>>(value);
+    for (const auto& [name, a] : feeds) {
       if (a.device_type() != kDlCuda) {
         ThrowInputError("input '{}': a host array among CUDA arrays; feeds are all of one kind",
                         name);

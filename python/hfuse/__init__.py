@@ -30,7 +30,6 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-import numpy as np
 
 from . import _hfuse
 from ._hfuse import InputError
@@ -157,13 +156,9 @@ class InferenceSession:
         order). Host arrays (numpy, or anything numpy.asarray takes) give numpy
         arrays; on a CUDA session, CUDA DLPack arrays give CUDA DLPack arrays."""
         del run_options
-        feeds = {}
-        for name, value in input_feed.items():
-            # numpy arrays made C-contiguous (a no-op when they are); other
-            # DLPack producers (torch, CuPy) as they are; anything else via numpy.
-            if isinstance(value, np.ndarray) or not hasattr(value, "__dlpack__"):
-                value = np.ascontiguousarray(value)
-            feeds[name] = value
+        # The extension takes numpy and DLPack arrays as they are, and makes
+        # anything else (lists, strided views) a C-contiguous numpy array.
+        feeds = input_feed if type(input_feed) is dict else dict(input_feed)
         return self._session.run(list(output_names or []), feeds)
 
     def fusion_report(self) -> Dict[str, Any]:
