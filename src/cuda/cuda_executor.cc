@@ -11,6 +11,7 @@
 #include <map>
 
 #include "hfuse/ir/analysis.h"
+#include "hfuse/ir/op_members.h"
 #include "hfuse/support/error.h"
 #include "kernels.h"
 
@@ -353,23 +354,22 @@ struct CudaExecutor::Impl {
   void PlanGemm(const Op& op) {
     const bool group = IsGroupGemm(op.type);
     const OpType member_type = group ? MemberOf(op.type) : op.type;
-    const size_t per = GemmHasBias(op.type) ? 3 : 2;
     const DType dtype = g.tensor(op.inputs[0]).dtype;
     const std::optional<EwFunc> activation = ActivationOf(member_type);
     const int act = activation ? static_cast<int>(*activation) : cuda::kNoActivation;
     std::vector<GemmMember> ms;
     for (size_t i = 0; i < op.outputs.size(); ++i) {
-      const TensorId* in = &op.inputs[i * per];
-      const std::vector<int64_t> a_shape = ConcreteShape(g.tensor(in[0]).shape, dims);
-      const Place a = PlaceOf(in[0]), y = PlaceOf(op.outputs[i]);
+      const hfuse::GemmMember member = GemmMemberOf(op, i);
+      const std::vector<int64_t> a_shape = ConcreteShape(g.tensor(member.a).shape, dims);
+      const Place a = PlaceOf(member.a), y = PlaceOf(member.y);
       GemmMember m;
       m.a = a.base;
-      m.w = PlaceOf(in[1]).base;
-      m.bias = per == 3 ? PlaceOf(in[2]).base : nullptr;
+      m.w = PlaceOf(member.w).base;
+      m.bias = member.bias != kNone ? PlaceOf(member.bias).base : nullptr;
       m.y = y.base;
       m.k = a_shape.back();
       m.m = NumRows(a_shape);
-      m.n = ConcreteShape(g.tensor(in[1]).shape, dims)[0];
+      m.n = ConcreteShape(g.tensor(member.w).shape, dims)[0];
       m.lda = a.row_stride;
       m.ldy = y.row_stride;
       ms.push_back(m);
@@ -581,7 +581,6 @@ struct CudaExecutor::Impl {
   }
 
   void PlanLayerNorm(const Op& op) {
-    const bool group = IsGroupLayerNorm(op.type);
     const size_t members = op.outputs.size();
     std::vector<cuda::LayerNormDesc> descs;
     std::vector<int64_t> starts = {0};
@@ -589,21 +588,10 @@ struct CudaExecutor::Impl {
     const DType dtype = g.tensor(op.inputs[0]).dtype;
     const int vec = 16 / DTypeBytes(dtype);
     for (size_t m = 0; m < members; ++m) {
-      TensorId x = op.inputs[m], gamma = kNone, beta = kNone;
-      std::vector<int64_t> normalized;
-      if (group) {
-        const size_t per = op.inputs.size() / members;
-        if (per >= 2) gamma = op.inputs[members + m];
-        if (per >= 3) beta = op.inputs[2 * members + m];
-        normalized = op.attrs.normalized_shapes[m];
-      } else {
-        if (op.attrs.has_gamma) gamma = op.inputs[1];
-        if (op.attrs.has_beta) beta = op.inputs.back();
-        normalized = op.attrs.normalized_shape;
-      }
+      const auto [x, gamma, beta, y, normalized] = LayerNormMemberOf(op, m);
       int64_t n = 1;
-      for (int64_t d : normalized) n *= d;
-      const Place px = PlaceOf(x), py = PlaceOf(op.outputs[m]);
+      for (int64_t d : *normalized) n *= d;
+      const Place px = PlaceOf(x), py = PlaceOf(y);
       const int64_t numel = Bytes(x) / DTypeBytes(dtype);
       const int64_t rows = n > 0 ? numel / n : 0;
       // Views are rows of the last dim; a normalized size spanning several

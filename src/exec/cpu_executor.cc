@@ -7,6 +7,7 @@
 #include "cpu_kernels.h"
 #include "cpu_onnx_ops.h"
 #include "hfuse/ir/analysis.h"
+#include "hfuse/ir/op_members.h"
 #include "hfuse/support/error.h"
 
 namespace hfuse {
@@ -115,31 +116,16 @@ class CpuRun {
   void ExecuteOp(const Op& op) {
     switch (FamilyOf(op.type)) {
       case OpFamily::kGemm:
-      case OpFamily::kGroupGemm: {
-        const size_t per = GemmHasBias(op.type) ? 3 : 2;
-        for (size_t m = 0; m < op.outputs.size(); ++m) {
-          Gemm(op, &op.inputs[m * per], per == 3, op.outputs[m]);
+      case OpFamily::kGroupGemm:
+        for (size_t m = 0; m < NumMembers(op); ++m) Gemm(op, GemmMemberOf(op, m));
+        break;
+      case OpFamily::kLayerNorm:
+      case OpFamily::kGroupLayerNorm:
+        for (size_t m = 0; m < NumMembers(op); ++m) {
+          LayerNorm(LayerNormMemberOf(op, m), op.attrs.Eps(),
+                    ActivationOf(op.type) == EwFunc::kSigmoid);
         }
         break;
-      }
-      case OpFamily::kLayerNorm: {
-        const TensorId gamma = op.attrs.has_gamma ? op.inputs[1] : kNone;
-        const TensorId beta = op.attrs.has_beta ? op.inputs.back() : kNone;
-        LayerNorm(op.inputs[0], gamma, beta, op.outputs[0], op.attrs.normalized_shape,
-                  op.attrs.Eps(), op.type == OpType::kLayerNormSigmoidMul);
-        break;
-      }
-      case OpFamily::kGroupLayerNorm: {
-        const size_t members = op.outputs.size();
-        const size_t per = op.inputs.size() / members;
-        for (size_t m = 0; m < members; ++m) {
-          LayerNorm(op.inputs[m], per >= 2 ? op.inputs[members + m] : kNone,
-                    per >= 3 ? op.inputs[2 * members + m] : kNone, op.outputs[m],
-                    op.attrs.normalized_shapes[m], op.attrs.Eps(),
-                    op.type == OpType::kGroupLayerNormSigmoidMul);
-        }
-        break;
-      }
       case OpFamily::kSplit: Split(op); break;
       case OpFamily::kConcatenate: Concatenate(op); break;
       case OpFamily::kElementwise: Elementwise(op); break;
@@ -156,22 +142,25 @@ class CpuRun {
     cpu::RunOnnxOp(op.name, *op.attrs.onnx, in, out);
   }
 
-  void Gemm(const Op& op, const TensorId* in, bool bias, TensorId y) {
-    const HostTensor& a = In(in[0]);
-    const HostTensor& b = In(in[1]);
+  void Gemm(const Op& op, const GemmMember& member) {
+    const bool bias = member.bias != kNone;
+    const HostTensor& a = In(member.a);
+    const HostTensor& b = In(member.w);
     const int64_t k = a.shape.back();
     const int64_t n = b.shape[0];
     const int64_t rows = k > 0 ? a.numel() / k : Product(a.shape, 0, a.shape.size() - 1);
     const std::vector<float> af = a.ToFloat(), bf = b.ToFloat();
-    const std::vector<float> cf = bias ? In(in[2]).ToFloat() : std::vector<float>();
+    const std::vector<float> cf = bias ? In(member.bias).ToFloat() : std::vector<float>();
     std::vector<float> yf(static_cast<size_t>(rows * n));
     cpu::Gemm(af.data(), bf.data(), bias ? cf.data() : nullptr, yf.data(), rows, n, k,
               static_cast<float>(op.attrs.Alpha()), ActivationOf(op.type));
-    Out(y).FromFloat(yf.data());
+    Out(member.y).FromFloat(yf.data());
   }
 
-  void LayerNorm(TensorId x, TensorId gamma, TensorId beta, TensorId y,
-                 const std::vector<int64_t>& normalized, double eps, bool sigmoid_mul) {
+  // With sigmoid_mul, y = x * sigmoid(layernorm(x)).
+  void LayerNorm(const LayerNormMember& member, double eps, bool sigmoid_mul) {
+    const auto [x, gamma, beta, y, normalized_shape] = member;
+    const std::vector<int64_t>& normalized = *normalized_shape;
     const HostTensor& xv = In(x);
     const int64_t n = Product(normalized, 0, normalized.size());
     const int64_t rows = n > 0 ? xv.numel() / n : 0;
@@ -300,11 +289,10 @@ TensorMap RandomFeeds(const Graph& graph, const DimValues& dims, uint64_t seed) 
   std::vector<bool> is_gamma(static_cast<size_t>(graph.num_tensor_ids()), false);
   for (OpId id : graph.LiveOps()) {
     const Op& op = graph.op(id);
-    if (IsLayerNorm(op.type) && op.attrs.has_gamma) is_gamma[static_cast<size_t>(op.inputs[1])] = true;
-    if (IsGroupLayerNorm(op.type) && op.inputs.size() >= 2 * op.outputs.size()) {
-      for (size_t m = 0; m < op.outputs.size(); ++m) {
-        is_gamma[static_cast<size_t>(op.inputs[op.outputs.size() + m])] = true;
-      }
+    if (!IsLayerNorm(op.type) && !IsGroupLayerNorm(op.type)) continue;
+    for (size_t m = 0; m < NumMembers(op); ++m) {
+      const TensorId gamma = LayerNormMemberOf(op, m).gamma;
+      if (gamma != kNone) is_gamma[static_cast<size_t>(gamma)] = true;
     }
   }
   TensorMap feeds;

@@ -1,5 +1,6 @@
 // Graph storage and the mutations that keep producers and user lists in sync.
 #include "hfuse/ir/graph.h"
+#include "hfuse/ir/op_members.h"
 
 #include <sys/mman.h>
 
@@ -404,6 +405,20 @@ std::string ShapeString(const Graph& graph, const Shape& shape) {
                               : graph.dims()[static_cast<size_t>(shape[i].dynamic)].name;
   }
   return s + "]";
+}
+
+std::vector<TensorId> GroupLayerNormInputs(const std::vector<LayerNormMember>& members) {
+  std::vector<TensorId> inputs;
+  for (const LayerNormMember& m : members) inputs.push_back(m.x);
+  for (const LayerNormMember& m : members) {
+    HFUSE_CHECK((m.gamma != kNone) == (members[0].gamma != kNone));
+    if (m.gamma != kNone) inputs.push_back(m.gamma);
+  }
+  for (const LayerNormMember& m : members) {
+    HFUSE_CHECK((m.beta != kNone) == (members[0].beta != kNone));
+    if (m.beta != kNone) inputs.push_back(m.beta);
+  }
+  return inputs;
 }
 
 }  // namespace hfuse

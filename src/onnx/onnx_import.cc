@@ -845,7 +845,11 @@ class Importer {
           NewValue(out, ShapeOf(out, "group output"), FloatType(out, "group output")));
     }
     if (IsGroupGemm(*type)) {
-      group.attrs.group_size = IntAttr(node, "group_size", 0);
+      const int64_t group_size = IntAttr(node, "group_size", 0);
+      if (group_size != static_cast<int64_t>(group.outputs.size())) {
+        Error("{} node '{}': group_size {} does not match its {} outputs", node.op_type(),
+              group.name, group_size, group.outputs.size());
+      }
     } else {
       const std::vector<int64_t> ranks = IntsAttr(node, "normalized_ranks");
       const std::vector<int64_t> flat = IntsAttr(node, "normalized_shapes");

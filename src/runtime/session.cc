@@ -101,6 +101,7 @@ struct Session::Impl {
   LoadedModel model;  // model.graph: as imported
   Graph fused;        // as run; executors keep a reference (Impl never moves)
   FuseGroupOpsResult fusion;
+  std::vector<OpId> op_order;  // the order to write ops in (empty: by id)
   std::vector<TensorInfo> inputs, overridable, outputs;
   std::map<std::string, TensorId> feedable;  // inputs and overridable params
   std::map<std::string, TensorId> output_ids;
@@ -117,16 +118,20 @@ struct Session::Impl {
                                                                     : RuleSet::kSeed);
     fused = model.graph;
     MakeBoundDimsStatic(fused, options.dims);
+    fusion.ops_before = fusion.ops_after = fused.NumLiveOps();
+    fusion.rules = rules;
     if (options.fuse) {
-      RunImportPipeline(fused, model.format);
-      FuseGroupOpsOptions fuse_options;
-      fuse_options.group_gemm = options.group_gemm;
-      fuse_options.rules = rules;
-      fusion = RunFusionPipeline(
-          fused, options.device == Device::kCuda ? Target::kGpu : Target::kCpu, fuse_options);
-    } else {
-      fusion.ops_before = fusion.ops_after = fused.NumLiveOps();
-      fusion.rules = rules;
+      PassOptions pass_options;
+      pass_options.fuse_group_ops.group_gemm = options.group_gemm;
+      pass_options.fuse_group_ops.rules = rules;
+      const Target target = options.device == Device::kCuda ? Target::kGpu : Target::kCpu;
+      PassManager manager(options.passes.empty() ? DevicePipeline(model.format, target)
+                                                 : ParsePassList(options.passes),
+                          options.pass_manager);
+      PassState state(fused);
+      manager.Run(state, pass_options);
+      if (state.fused) fusion = std::move(state.fuse_result);
+      op_order = std::move(state.op_order);
     }
     for (TensorId id = 0; id < fused.num_tensor_ids(); ++id) {
       const Tensor& t = fused.tensor(id);
@@ -307,8 +312,7 @@ const Graph& Session::original() const { return impl_->model.graph; }
 ModelFormat Session::format() const { return impl_->model.format; }
 
 std::string Session::FusedModelBytes() const {
-  return SerializeModel(impl_->model, impl_->fused, impl_->fusion.op_order, impl_->model.format,
-                        "hfuse");
+  return SerializeModel(impl_->model, impl_->fused, impl_->op_order, impl_->model.format, "hfuse");
 }
 
 DimValues Session::DimsFor(const std::map<std::string, std::vector<int64_t>>& shapes,

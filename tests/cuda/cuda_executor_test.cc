@@ -14,6 +14,7 @@
 #include <cmath>
 #include <map>
 
+#include "hfuse/passes/pass_manager.h"
 #include "hfuse/cuda/cuda_executor.h"
 #include "hfuse/exec/compare.h"
 #include "hfuse/io/graph_json.h"
@@ -57,14 +58,35 @@ void ExpectGpuMatchesCpu(const Graph& g, uint64_t seed, const std::string& what)
   }
 }
 
+// The gpu pipeline in two steps, verified after each pass: up to
+// fuse-group-ops, then the rest (split/concat views).
+class GpuPipeline {
+ public:
+  GpuPipeline(Graph& g, const FuseGroupOpsOptions& options) : state_(g) {
+    options_.fuse_group_ops = options;
+    PassManagerOptions manager = PassManagerOptions::VerifyingEach();
+    manager.stop_after = "fuse-group-ops";
+    PassManager(PipelineNamed("gpu"), manager).Run(state_, options_);
+  }
+  void Finish() {
+    std::vector<const PassInfo*> rest = PipelineNamed("gpu");
+    rest.erase(rest.begin());
+    PassManager(rest, PassManagerOptions::VerifyingEach()).Run(state_, options_);
+  }
+
+ private:
+  PassState state_;
+  PassOptions options_;
+};
+
 // The graph as given, fused, and fused with split/concat views.
 void ExpectAllVariantsMatch(const Graph& g, uint64_t seed, const std::string& what,
                             FuseGroupOpsOptions options = {}) {
   ExpectGpuMatchesCpu(g, seed, what + " (unfused)");
   Graph fused = g;
-  FuseGroupOps(fused, options);
+  GpuPipeline pipeline(fused, options);
   ExpectGpuMatchesCpu(fused, seed, what + " (fused)");
-  ElideSplitConcat(fused);
+  pipeline.Finish();
   ExpectGpuMatchesCpu(fused, seed, what + " (fused, views)");
 }
 
@@ -121,9 +143,9 @@ void ExpectRandomGraphMatches(const Graph& g, uint64_t seed, const std::string& 
                               FuseGroupOpsOptions options = {}) {
   ExpectEachOpMatches(g, seed, what + " (unfused)");
   Graph fused = g;
-  FuseGroupOps(fused, options);
+  GpuPipeline pipeline(fused, options);
   ExpectEachOpMatches(fused, seed, what + " (fused)");
-  ElideSplitConcat(fused);
+  pipeline.Finish();
   ExpectAllOutputsWritten(fused, seed, what + " (fused, views)");
 }
 

@@ -10,6 +10,7 @@
 #include "hfuse/cuda/cuda_executor.h"
 #include "hfuse/exec/compare.h"
 #include "hfuse/io/graph_json.h"
+#include "hfuse/ir/op_members.h"
 #include "hfuse/runtime/pipelines.h"
 #include "hfuse/support/error.h"
 #include "hfuse/support/file.h"
@@ -44,10 +45,10 @@ Floor FloorOf(const Graph& g, const DimValues& dims) {
     for (TensorId t : ins) f.bytes += bytes(t);
     for (TensorId t : op.outputs) f.bytes += bytes(t);
     if (IsGemm(op.type) || IsGroupGemm(op.type)) {
-      const size_t per = GemmHasBias(op.type) ? 3 : 2;
-      for (size_t m = 0; m < op.outputs.size(); ++m) {
-        const std::vector<int64_t> a = ConcreteShape(g.tensor(op.inputs[m * per]).shape, dims);
-        const std::vector<int64_t> y = ConcreteShape(g.tensor(op.outputs[m]).shape, dims);
+      for (size_t m = 0; m < NumMembers(op); ++m) {
+        const GemmMember member = GemmMemberOf(op, m);
+        const std::vector<int64_t> a = ConcreteShape(g.tensor(member.a).shape, dims);
+        const std::vector<int64_t> y = ConcreteShape(g.tensor(member.y).shape, dims);
         double rows = 1;
         for (size_t i = 0; i + 1 < a.size(); ++i) rows *= static_cast<double>(a[i]);
         f.flops += 2.0 * rows * static_cast<double>(a.back()) * static_cast<double>(y.back());
@@ -83,10 +84,12 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
   for (RuleSet rules : {RuleSet::kSeed, RuleSet::kHfuse}) {
     if (options.rules != "both" && options.rules != RuleSetName(rules)) continue;
     Graph fused = original;
-    RunImportPipeline(fused, model.format);
-    FuseGroupOpsOptions fuse_options;
-    fuse_options.rules = rules;
-    const FuseGroupOpsResult result = RunFusionPipeline(fused, Target::kGpu, fuse_options);
+    PassOptions pass_options;
+    pass_options.fuse_group_ops.rules = rules;
+    const PassState state = RunPasses(fused, options.passes,
+                                       DevicePipeline(model.format, Target::kGpu), pass_options);
+    FuseGroupOpsResult result = state.fuse_result;
+    if (!state.fused) result.ops_before = result.ops_after = fused.NumLiveOps();
     const std::string name = fmt::format("fused, {} rules", RuleSetName(rules));
     report["groups"][RuleSetName(rules)] = result.groups.size();
     summary += fmt::format("{}{} ops -> {} ops ({} groups, {} rules)", summary.empty() ? "" : "; ",

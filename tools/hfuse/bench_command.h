@@ -5,6 +5,8 @@
 #include <map>
 #include <string>
 
+#include "pass_flags.h"
+
 namespace hfuse {
 
 struct BenchOptions {
@@ -17,6 +19,7 @@ struct BenchOptions {
   bool profile = false;     // print each launch's time for the fused graph
   std::map<std::string, int64_t> dims;
   std::string json;         // write the figures here
+  PassFlags passes;         // default: the gpu pipeline
   std::string rules = "both";  // the fused variants: seed, hfuse or both rule sets
 };
 

@@ -9,6 +9,7 @@
 #include "hfuse/runtime/pipelines.h"
 #include "hfuse/runtime/session.h"
 #include "hfuse/support/error.h"
+#include "pass_flags.h"
 
 namespace hfuse {
 namespace {
@@ -110,6 +111,8 @@ int VerifyGraphs(const Graph& original, const Graph& fused, uint64_t seed,
 int VerifyCommand(const std::string& path, const VerifyOptions& options) {
   SessionOptions session_options = SessionOptionsFor(options.device, options.rules, options.dims);
   session_options.group_gemm = options.group_gemm;
+  session_options.passes = options.flags.passes;
+  session_options.pass_manager = options.flags.manager;
   const Graph original = LoadGraph(path);
   const std::string& model = options.fused_path.empty() ? path : options.fused_path;
   session_options.fuse = options.fused_path.empty();

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "hfuse/ir/graph.h"
+#include "pass_flags.h"
 #include "hfuse/passes/group_planner.h"
 
 namespace hfuse {
@@ -39,6 +40,7 @@ struct VerifyOptions {
   std::string device = "cpu";
   uint64_t seed = 0;
   std::map<std::string, int64_t> dims;
+  PassFlags flags;         // --passes and the pass manager's debug flags
 };
 
 // `hfuse verify G [--fused F] [--device cuda]`: fuses G for the device (or

@@ -23,16 +23,19 @@
 #endif
 #include "hfuse/io/graph_json.h"
 #include "hfuse/ir/graph.h"
+#include "hfuse/ir/printer.h"
 #include "hfuse/passes/fuse_group_ops.h"
 #include "hfuse/support/error.h"
 #include "hfuse/support/file.h"
 #include "hfuse/runtime/pipelines.h"
+#include "pass_flags.h"
 
 namespace hfuse {
 namespace {
 
 constexpr const char* kVersion = "0.1.0";
 constexpr int kInputErrorExit = 2;
+constexpr int kInternalErrorExit = 3;
 
 // The error message as one line: names come from the input and may hold
 // newlines or other control characters, which are written as \xNN.
@@ -99,20 +102,29 @@ std::map<std::string, int64_t> ParseDims(const std::vector<std::string>& specs) 
   return dims;
 }
 
+// fuse-group-ops' result, or what stands for it when the pipeline had none.
+FuseGroupOpsResult ResultOf(PassState& state) {
+  if (state.fused) return std::move(state.fuse_result);
+  FuseGroupOpsResult r;
+  r.ops_before = r.ops_after = state.graph.NumLiveOps();
+  return r;
+}
+
 int RunFuse(const std::string& input, const std::string& output, const std::string& report,
             bool no_group_gemm, const std::string& dump_dir, bool verify, uint64_t seed,
-            const std::string& format, const std::string& export_mode, RuleSet rules) {
+            const std::string& format, const std::string& export_mode, RuleSet rules,
+            const PassFlags& flags) {
   // Never freed: the process ends after the output is written, and freeing a
   // graph of a million ops one allocation at a time takes half a second.
   LoadedModel& model = *new LoadedModel(LoadModel(input, format));
   Graph& graph = model.graph;
   const Graph original = verify ? graph : Graph();
-  RunImportPipeline(graph, model.format);
-  FuseGroupOpsOptions options;
-  options.group_gemm = !no_group_gemm;
-  options.want_dumps = !dump_dir.empty();
-  options.rules = rules;
-  FuseGroupOpsResult result = RunFusionPipeline(graph, Target::kCpu, options);
+  PassOptions options;
+  options.fuse_group_ops.group_gemm = !no_group_gemm;
+  options.fuse_group_ops.want_dumps = !dump_dir.empty();
+  options.fuse_group_ops.rules = rules;
+  PassState& state = *new PassState(RunPasses(graph, flags, FusePipeline(model.format), options));
+  FuseGroupOpsResult result = ResultOf(state);
   // Verify before writing anything, so a failed check leaves no output.
   if (verify && VerifyGraphs(original, graph, seed, {}) != 0) return 1;
   // The fused graph is written last, so that a failure on the way (a dump
@@ -129,13 +141,20 @@ int RunFuse(const std::string& input, const std::string& output, const std::stri
   if (!output.empty()) {
     if (FormatOf(output, format) == ModelFormat::kJson &&
         (export_mode == "hfuse" || export_mode == "standard")) {
-      WriteGraphJsonFile(output, graph, result.op_order);  // streamed, never held whole
+      WriteGraphJsonFile(output, graph, state.op_order);  // streamed, never held whole
     } else {
-      WriteFileAtomic(output, SerializeModel(model, graph, result.op_order,
+      WriteFileAtomic(output, SerializeModel(model, graph, state.op_order,
                                              FormatOf(output, format), export_mode));
     }
   }
   PrintTable(input, result);
+  return 0;
+}
+
+int RunPrint(const std::string& input, const std::string& format, const PassFlags& flags) {
+  LoadedModel model = LoadModel(input, format);
+  PassState state = RunPasses(model.graph, flags, {});
+  fmt::print("{}", PrintGraph(model.graph, state.op_order));
   return 0;
 }
 
@@ -152,6 +171,7 @@ int Main(int argc, char** argv) {
   CLI::App app{"hfuse: horizontal fusion of independent GEMMs and LayerNorms"};
   app.set_version_flag("--version", kVersion);
   app.require_subcommand(1);
+  AddListPassesFlag(&app);
 
   std::string input, output, report, dump_dir;
   bool no_group_gemm = false;
@@ -191,6 +211,8 @@ int Main(int argc, char** argv) {
                  "run the original and the fused graph on the CPU on the same random inputs and "
                  "compare (exit 1 on a mismatch)");
   fuse->add_option("--seed", seed, "seed of the random inputs of --verify");
+  PassFlags fuse_passes;
+  AddPassFlags(fuse, fuse_passes);
 
   RunOptions run_options;
   std::string run_input;
@@ -233,6 +255,8 @@ int Main(int argc, char** argv) {
   verify_cmd->add_option("--dim", verify_dims, "NAME=VALUE: bind a dynamic dim (default: its max)");
   std::string verify_device = "cpu";
   add_device(verify_cmd, verify_device);
+  PassFlags verify_passes;
+  AddPassFlags(verify_cmd, verify_passes);
 
 #if HFUSE_HAVE_CUDA
   BenchOptions bench_options;
@@ -253,7 +277,17 @@ int Main(int argc, char** argv) {
   bench->add_flag("--grouped-too", bench_options.grouped_too,
                   "also time the fused graph with grouped GEMMs only (no strided batching)");
   add_rules(bench, bench_options.rules, "both");
+  AddPassFlags(bench, bench_options.passes);
 #endif
+
+  std::string print_input, print_format;
+  PassFlags print_passes;
+  CLI::App* print = app.add_subcommand(
+      "print", "print a graph in the compact notation of the pass tests (after --passes, if given)");
+  print->add_option("input", print_input, "graph (graph JSON v1 or .onnx)")->required();
+  print->add_option("--format", print_format, "json or onnx (default: by extension)")
+      ->check(CLI::IsMember({"json", "onnx"}));
+  AddPassFlags(print, print_passes);
 
   std::string check_input;
   CLI::App* check = app.add_subcommand("check", "parse and verify a graph, print a summary");
@@ -272,8 +306,9 @@ int Main(int argc, char** argv) {
       RuleSet rules = RuleSet::kSeed;
       ParseRuleSet(fuse_rules, rules);  // checked by CLI11
       return RunFuse(input, output, report, no_group_gemm, dump_dir, verify, seed, format,
-                     export_mode, rules);
+                     export_mode, rules, fuse_passes);
     }
+    if (print->parsed()) return RunPrint(print_input, print_format, print_passes);
 #if HFUSE_HAVE_CUDA
     if (bench->parsed()) {
       bench_options.dims = ParseDims(bench_dims);
@@ -296,12 +331,16 @@ int Main(int argc, char** argv) {
       options.device = verify_device;
       options.seed = verify_seed;
       options.dims = ParseDims(verify_dims);
+      options.flags = verify_passes;
       return VerifyCommand(verify_input, options);
     }
     if (check->parsed()) return RunCheck(check_input);
   } catch (const InputError& e) {
     fmt::print(stderr, "hfuse: error: {}\n", OneLine(e.what()));
     return kInputErrorExit;
+  } catch (const InternalError& e) {  // --verify-each found a pass's bug
+    fmt::print(stderr, "hfuse: internal error: {}\n", OneLine(e.what()));
+    return kInternalErrorExit;
   } catch (const std::bad_alloc&) {
     fmt::print(stderr, "hfuse: error: out of memory\n");
     return 1;

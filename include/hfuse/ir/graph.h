@@ -154,13 +154,14 @@ struct Attrs {
   std::optional<double> eps;                          // layernorm family and groups
   std::vector<int64_t> normalized_shape;              // layernorm
   std::vector<std::vector<int64_t>> normalized_shapes;  // group layernorm
-  bool has_gamma = true;                              // layernorm: gamma given (not null)
-  bool has_beta = true;                               // layernorm: beta given (not null)
+  // layernorm: gamma, beta given (not null); read them through op_members.h,
+  // which also knows a group's.
+  bool has_gamma = true;
+  bool has_beta = true;
   std::vector<int64_t> split_sizes;                   // split
   int64_t dim = 0;                                    // split, concatenate (as written)
   EwFunc func = EwFunc::kRelu;                        // elementwise
   std::vector<int64_t> shape;                         // reshape
-  int64_t group_size = 0;                             // group gemm
   std::shared_ptr<const OnnxNode> onnx;               // set by the ONNX importer
 
   double Alpha() const { return alpha.value_or(1.0); }

@@ -1,20 +1,21 @@
-// The pass pipelines a model goes through before it runs, in one place: the
-// CLI (fuse, verify, run, bench) and the session (runtime/session.h) call
-// these, so that when the pass manager's named pipelines land, switching to
-// them is an edit here only.
+// Which pass pipeline a model runs before it is written or run, in one
+// place: the CLI (fuse, verify, run, bench) and the session
+// (runtime/session.h) take their default pipeline from here. The pipelines
+// themselves are the pass manager's named ones (passes/pass_manager.h):
 //
-//   import:  ONNX input only: fuse-mm-elementwise, then flatten-gemm-inputs
-//            (a Linear layer arrives as Gemm/MatMul + Add + activation;
-//            graph JSON spells fused GEMMs out already, so JSON input skips
-//            them, which keeps the conformance cases as they were).
-//   fusion:  fuse-group-ops with the given options; for the GPU, then
-//            elide-split-concat (splits and concatenates as strided views).
+//   onnx-import  ONNX input only, first: fuse-mm-elementwise, then
+//                flatten-gemm-inputs (a Linear layer arrives as Gemm/MatMul +
+//                Add + activation; graph JSON spells fused GEMMs out
+//                already, so JSON input skips them, which keeps the
+//                conformance cases as they were)
+//   seed         for the CPU (and for `hfuse fuse`): fuse-group-ops
+//   gpu          for the CUDA backend: fuse-group-ops, elide-split-concat
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
-#include "hfuse/ir/graph.h"
-#include "hfuse/passes/fuse_group_ops.h"
+#include "hfuse/passes/pass_manager.h"
 #include "hfuse/runtime/model_files.h"
 
 namespace hfuse {
@@ -22,10 +23,12 @@ namespace hfuse {
 // Where a fused graph will run; the GPU pipeline also lays out views.
 enum class Target : uint8_t { kCpu, kGpu };
 
-// Returns the number of ops the import passes folded into GEMMs or reshaped.
-int64_t RunImportPipeline(Graph& graph, ModelFormat format);
+// onnx-import for ONNX input, then seed (CPU) or gpu (GPU).
+std::vector<const PassInfo*> DevicePipeline(ModelFormat format, Target target);
 
-FuseGroupOpsResult RunFusionPipeline(Graph& graph, Target target,
-                                     const FuseGroupOpsOptions& options);
+// What `hfuse fuse` and `verify` run by default: the CPU pipeline.
+inline std::vector<const PassInfo*> FusePipeline(ModelFormat format) {
+  return DevicePipeline(format, Target::kCpu);
+}
 
 }  // namespace hfuse

@@ -7,10 +7,10 @@
 //   hfuse::Session session = hfuse::Session::FromFile("model.onnx", options);
 //   hfuse::TensorMap out = session.Run({{"x", x}});   // host tensors in and out
 //
-// Creation reads the model (graph JSON or ONNX), runs the import pipeline
-// and the fusion pipeline for the device (runtime/pipelines.h: the seed's
-// grouping rules on the CPU, hfuse's GPU rules on CUDA, unless `rules` says
-// otherwise) and keeps the fused graph. A bound dim becomes a static size
+// Creation reads the model (graph JSON or ONNX), runs the pass pipeline for
+// the device (runtime/pipelines.h: onnx-import for ONNX, then seed on the
+// CPU or gpu on CUDA; the seed's grouping rules on the CPU, hfuse's GPU rules
+// on CUDA, unless `rules` says otherwise) and keeps the fused graph. A bound dim becomes a static size
 // before fusion (so that GEMMs with a dynamic batch can group, which the
 // seed's rules only allow at static shapes); a dim left unbound takes its
 // size from each run's feeds. On CUDA the session plans (memory plan,
@@ -45,6 +45,7 @@
 #include "hfuse/exec/host_tensor.h"
 #include "hfuse/ir/graph.h"
 #include "hfuse/passes/fuse_group_ops.h"
+#include "hfuse/passes/pass_manager.h"
 #include "hfuse/runtime/model_files.h"
 
 namespace hfuse {
@@ -68,6 +69,10 @@ struct SessionOptions {
   std::map<std::string, int64_t> dims;
   bool cuda_graph = true;  // CUDA: replay each plan from a CUDA graph
   std::string format;      // "", "json" or "onnx" (FromFile: "" is by extension)
+  // The passes, as `--passes` spells them ("" : the device's pipeline,
+  // runtime/pipelines.h), and the pass manager's debug options.
+  std::string passes;
+  PassManagerOptions pass_manager;
 };
 
 // An input or output of the model, as onnxruntime's NodeArg describes it.
