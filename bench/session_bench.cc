@@ -2,7 +2,7 @@
 // bench/session_overhead.py holds the Python module's run() against.
 //
 //   ./build/bench/session_bench [google benchmark flags]
-//   ./build/bench/session_bench --calls MODEL N
+//   ./build/bench/session_bench --calls MODEL N [params]
 //
 // Each benchmark creates the session once (fusion and planning are not
 // timed), builds the feeds once (RandomFeeds, seed 1), then times
@@ -11,7 +11,9 @@
 // N calls, and prints the median round's mean thread CPU time and wall time
 // per call, in microseconds, as "cpu_us wall_us" (thread CPU time leaves out
 // the time the process waited for a core, which on a shared machine dwarfs
-// the work).
+// the work). With `params`, the params without values (graph JSON's) are
+// given at creation (SessionOptions::params), so that a run feeds the
+// inputs alone.
 #include <benchmark/benchmark.h>
 #include <time.h>
 
@@ -56,8 +58,18 @@ double ThreadCpuNs() {
   return static_cast<double>(t.tv_sec) * 1e9 + static_cast<double>(t.tv_nsec);
 }
 
-int TimeCalls(const std::string& model, int calls) {
+int TimeCalls(const std::string& model, int calls, bool params) {
   Session session = Session::FromFile(model);
+  if (params) {
+    SessionOptions options;
+    const TensorMap all = FeedsOf(session);
+    for (const auto& [name, t] : all) {
+      if (session.graph().tensor(*session.graph().FindTensor(name)).role == Role::kParam) {
+        options.params[name] = t;
+      }
+    }
+    session = Session::FromFile(model, options);
+  }
   const TensorMap feeds = FeedsOf(session);
   for (int i = 0; i < 200; ++i) benchmark::DoNotOptimize(session.Run(feeds));
   std::vector<std::pair<double, double>> rounds;  // (cpu, wall) ns per call
@@ -80,8 +92,9 @@ int TimeCalls(const std::string& model, int calls) {
 }  // namespace hfuse
 
 int main(int argc, char** argv) {
-  if (argc == 4 && std::strcmp(argv[1], "--calls") == 0) {
-    return hfuse::TimeCalls(argv[2], std::atoi(argv[3]));
+  if ((argc == 4 || argc == 5) && std::strcmp(argv[1], "--calls") == 0) {
+    return hfuse::TimeCalls(argv[2], std::atoi(argv[3]),
+                            argc == 5 && std::strcmp(argv[4], "params") == 0);
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

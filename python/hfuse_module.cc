@@ -115,6 +115,15 @@ HostTensor ToHost(const std::string& name, const nb::ndarray<>& a, DType want) {
   ThrowInputError("input '{}': dtype {}, the model wants {}", name, DlTypeName(t), DTypeName(want));
 }
 
+// An array's own dtype as hfuse's (uint16: bfloat16 bit patterns).
+DType OwnDType(const std::string& name, nb::dlpack::dtype t) {
+  if (IsFloat(t, 32)) return DType::kFloat32;
+  if (IsFloat(t, 16)) return DType::kFloat16;
+  if (t == nb::dtype<uint16_t>()) return DType::kBFloat16;
+  ThrowInputError("param '{}': dtype {}: expected float32, float16 or uint16 (bfloat16 bits)", name,
+                  DlTypeName(t));
+}
+
 // The output's bytes, moved into a numpy array that owns them.
 nb::object ToNumpy(HostTensor&& t) {
   auto* bytes = new std::vector<uint8_t>(std::move(t.bytes));
@@ -131,9 +140,9 @@ class PySession {
  public:
   PySession(nb::object model, const std::string& device, std::optional<std::string> rules,
             std::map<std::string, int64_t> dims, bool fuse, bool group_gemm, bool cuda_graph,
-            std::string format)
+            std::string format, nb::dict params)
       : session_(Make(model, device, rules, std::move(dims), fuse, group_gemm, cuda_graph,
-                      std::move(format))) {
+                      std::move(format), params)) {
     for (const auto* list : {&session_.inputs(), &session_.overridable_inputs()}) {
       for (const TensorInfo& i : *list) dtype_[i.name] = i.dtype;
     }
@@ -168,8 +177,15 @@ class PySession {
  private:
   static Session Make(nb::object model, const std::string& device,
                       const std::optional<std::string>& rules, std::map<std::string, int64_t> dims,
-                      bool fuse, bool group_gemm, bool cuda_graph, std::string format) {
+                      bool fuse, bool group_gemm, bool cuda_graph, std::string format,
+                      nb::dict params) {
     SessionOptions options;
+    for (auto [key, value] : params) {
+      const std::string name = nb::cast<std::string>(key);
+      nb::ndarray<> a = nb::cast<nb::ndarray<>>(
+          nb::module_::import_("numpy").attr("ascontiguousarray")(value));
+      options.params[name] = ToHost(name, a, OwnDType(name, a.dtype()));
+    }
     if (!ParseDevice(device, options.device)) {
       ThrowInputError("device '{}': expected cpu or cuda", device);
     }
@@ -315,10 +331,11 @@ NB_MODULE(_hfuse, m) {
 
   nb::class_<PySession>(m, "Session", "A model loaded, fused for its device and ready to run.")
       .def(nb::init<nb::object, const std::string&, std::optional<std::string>,
-                    std::map<std::string, int64_t>, bool, bool, bool, std::string>(),
+                    std::map<std::string, int64_t>, bool, bool, bool, std::string, nb::dict>(),
            nb::arg("model"), nb::arg("device") = "cpu", nb::arg("rules") = nb::none(),
            nb::arg("dims") = std::map<std::string, int64_t>{}, nb::arg("fuse") = true,
            nb::arg("group_gemm") = true, nb::arg("cuda_graph") = true, nb::arg("format") = "",
+           nb::arg("params") = nb::dict(),
            "Loads `model` (a path, or the bytes of a graph JSON or ONNX model with `format`), "
            "runs the import and fusion pipelines for `device` ('cpu' or 'cuda').")
       .def("inputs", [](const PySession& s) { return Infos(s.session().inputs()); },

@@ -106,6 +106,9 @@ class InferenceSession:
     dims: {name: value} binds dynamic dims; bound dims are static before
         fusion (so GEMMs on a dynamic batch can group); others take their size
         from each run's feeds.
+    params: {name: array} values for params, which graph JSON carries none
+        of: they become the params' own values (as ONNX initializers), so
+        runs need not feed them.
     fuse: False runs the model as imported.
     cuda_graph: on CUDA, replay each shape's plan from a CUDA graph.
     format: "onnx" or "json" (default: by extension, or by the bytes).
@@ -114,15 +117,16 @@ class InferenceSession:
     def __init__(self, model: PathOrBytes, sess_options: Any = None,
                  providers: Optional[Sequence[Any]] = None, *, device: Optional[str] = None,
                  rules: Optional[str] = None, dims: Optional[Mapping[str, int]] = None,
-                 fuse: bool = True, cuda_graph: bool = True,
-                 format: Optional[str] = None) -> None:
+                 params: Optional[Mapping[str, Any]] = None, fuse: bool = True,
+                 cuda_graph: bool = True, format: Optional[str] = None) -> None:
         del sess_options  # accepted for onnxruntime compatibility; hfuse has none
         self._device = _device_of(providers, device)
         if not isinstance(model, bytes):
             model = os.fspath(model)
         self._session = _hfuse.Session(model, device=self._device, rules=rules,
                                        dims=dict(dims or {}), fuse=fuse,
-                                       cuda_graph=cuda_graph, format=_format_of(model, format))
+                                       cuda_graph=cuda_graph, format=_format_of(model, format),
+                                       params=dict(params or {}))
         self._inputs = [NodeArg(*i) for i in self._session.inputs()]
         self._outputs = [NodeArg(*o) for o in self._session.outputs()]
 

@@ -63,6 +63,32 @@ void MakeBoundDimsStatic(Graph& graph, const std::map<std::string, int64_t>& bou
   }
 }
 
+void GiveParamsValues(Graph& graph, const TensorMap& params) {
+  for (const auto& [name, value] : params) {
+    const std::optional<TensorId> id = graph.FindTensor(name);
+    if (!id || !graph.tensor(*id).alive || graph.tensor(*id).role != Role::kParam) {
+      ThrowInputError("param '{}': the model has no param named so", name);
+    }
+    Tensor& t = graph.mutable_tensor(*id);
+    std::vector<int64_t> shape;
+    for (const Dim& d : t.shape) {
+      if (!d.is_static()) {
+        ThrowInputError("param '{}': its shape {} is not static", name, ShapeString(graph, t.shape));
+      }
+      shape.push_back(d.value);
+    }
+    if (value.dtype != t.dtype || value.shape != shape) {
+      ThrowInputError("param '{}': {} [{}], the model wants {} {}", name, DTypeName(value.dtype),
+                      fmt::join(value.shape, ", "), DTypeName(t.dtype), ShapeString(graph, t.shape));
+    }
+    if (value.bytes.size() != static_cast<size_t>(value.numel() * DTypeBytes(value.dtype))) {
+      ThrowInputError("param '{}': {} bytes of data, expected {}", name, value.bytes.size(),
+                      value.numel() * DTypeBytes(value.dtype));
+    }
+    t.data = std::make_shared<const std::vector<uint8_t>>(value.bytes);
+  }
+}
+
 TensorInfo InfoOf(const Graph& g, TensorId id) {
   const Tensor& t = g.tensor(id);
   TensorInfo info;
@@ -116,6 +142,7 @@ struct Session::Impl {
     }
     rules = options.rules.value_or(options.device == Device::kCuda ? RuleSet::kHfuse
                                                                     : RuleSet::kSeed);
+    GiveParamsValues(model.graph, options.params);
     fused = model.graph;
     MakeBoundDimsStatic(fused, options.dims);
     fusion.ops_before = fusion.ops_after = fused.NumLiveOps();

@@ -296,3 +296,17 @@ def test_cuda_dlpack_in_and_out():
     assert score.is_cuda and tuple(score.shape) == (64, 1)
     (want,) = ort_session(RANKING).run(None, {"features": x.cpu().numpy()})
     close(want, score.cpu().numpy())
+
+
+def test_params_given_at_creation_are_no_inputs(towers):
+    weights = towers_weights()
+    sess = hfuse.InferenceSession(towers, params=weights)
+    assert [i.name for i in sess.get_inputs()] == ["x"]
+    assert sorted(i.name for i in sess.get_overridable_initializers()) == sorted(weights)
+    x = np.random.default_rng(7).standard_normal((6, K)).astype(np.float32)
+    (want,) = ort.InferenceSession(towers_onnx(weights)).run(None, {"x": x})
+    close(want, sess.run(None, {"x": x})[0])
+    with pytest.raises(hfuse.InputError, match="param 'nope': the model has no param named so"):
+        hfuse.InferenceSession(towers, params={"nope": weights["w0"]})
+    with pytest.raises(hfuse.InputError, match=r"param 'w0': float32 \[12\], the model wants"):
+        hfuse.InferenceSession(towers, params={"w0": weights["b0"]})

@@ -147,6 +147,26 @@ TEST(Session, BoundDimsAreStaticSoGemmsGroup) {
   EXPECT_THROW(Session::FromBytes(DynamicTowersJson(), options), InputError);
 }
 
+TEST(Session, ParamsGivenAtCreationAreNoInputs) {
+  SessionOptions options;
+  options.format = "json";
+  Session fed = Session::FromBytes(DynamicTowersJson(), options);
+  const TensorMap feeds = FeedsFor(fed, {4});
+  for (const auto& [name, t] : feeds) {
+    if (name != "x") options.params[name] = t;
+  }
+  Session given = Session::FromBytes(DynamicTowersJson(), options);
+  ASSERT_EQ(given.inputs().size(), 1u);
+  EXPECT_EQ(given.inputs()[0].name, "x");
+  EXPECT_EQ(given.overridable_inputs().size(), feeds.size() - 1);
+  const TensorMap out = given.Run({{"x", feeds.at("x")}});
+  for (const auto& [name, t] : fed.Run(feeds)) EXPECT_EQ(out.at(name).bytes, t.bytes) << name;
+  options.params = {{"x", feeds.at("x")}};
+  EXPECT_THROW(Session::FromBytes(DynamicTowersJson(), options), InputError);
+  options.params = {{"w_fc0", HostTensor(DType::kFloat32, {16})}};
+  EXPECT_THROW(Session::FromBytes(DynamicTowersJson(), options), InputError);
+}
+
 TEST(Session, PicksTheNamedOutputs) {
   SessionOptions options;
   options.format = "json";

@@ -69,6 +69,10 @@ struct SessionOptions {
   std::map<std::string, int64_t> dims;
   bool cuda_graph = true;  // CUDA: replay each plan from a CUDA graph
   std::string format;      // "", "json" or "onnx" (FromFile: "" is by extension)
+  // Values for params (graph JSON carries none): each becomes the param's
+  // own value, as an ONNX initializer is, so that runs need not feed it.
+  // Its dtype and shape must be the param's (a static shape).
+  TensorMap params;
   // The passes, as `--passes` spells them ("" : the device's pipeline,
   // runtime/pipelines.h), and the pass manager's debug options.
   std::string passes;
