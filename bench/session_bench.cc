@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "hfuse/exec/cpu_executor.h"
-#include "hfuse/runtime/session.h"
+#include "hfuse/session/session.h"
 
 namespace hfuse {
 namespace {

@@ -1,9 +1,9 @@
 # cmake --install: the headers, the libraries, the hfuse tool, and the
 # package files that let another CMake project find_package(hfuse) and link
-# hfuse::runtime (examples/cpp_session is one; tests/runtime builds it).
+# hfuse::session (examples/cpp_session is one; tests/session builds it).
 include(CMakePackageConfigHelpers)
 
-set(hfuse_installed hfuse_support hfuse_ir hfuse_io hfuse_exec hfuse_passes hfuse_runtime)
+set(hfuse_installed hfuse_support hfuse_ir hfuse_io hfuse_exec hfuse_passes hfuse_session)
 if(TARGET hfuse_onnx)
   list(APPEND hfuse_installed hfuse_onnx)
 endif()

@@ -1,6 +1,6 @@
 // hfuse._hfuse: the nanobind extension under the Python package `hfuse`
 // (python/hfuse/__init__.py wraps it in onnxruntime's shape). It binds the
-// C++ session (include/hfuse/runtime/session.h) and does the array work:
+// C++ session (include/hfuse/session/session.h) and does the array work:
 //
 //   numpy in and out: a C-contiguous host array becomes a HostTensor with one
 //   copy; an output's bytes move into the returned array (no copy). float32
@@ -20,7 +20,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
-#include "hfuse/runtime/session.h"
+#include "hfuse/session/session.h"
 #include "hfuse/support/error.h"
 
 namespace nb = nanobind;

@@ -9,7 +9,7 @@
 // shape, sum and byte hash, as `hfuse run` does. Then shows what a bad feed
 // gets: an hfuse::InputError naming the tensor.
 #include <hfuse/exec/npz.h>
-#include <hfuse/runtime/session.h>
+#include <hfuse/session/session.h>
 #include <hfuse/support/error.h>
 
 #include <cstdio>

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "hfuse/exec/npz.h"
-#include "hfuse/runtime/session.h"
+#include "hfuse/session/session.h"
 #include "testing/graph_builder.h"
 #include "testing/tool_runner.h"
 

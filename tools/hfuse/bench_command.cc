@@ -11,7 +11,7 @@
 #include "hfuse/exec/compare.h"
 #include "hfuse/io/graph_json.h"
 #include "hfuse/ir/op_members.h"
-#include "hfuse/runtime/pipelines.h"
+#include "hfuse/session/pipelines.h"
 #include "hfuse/support/error.h"
 #include "hfuse/support/file.h"
 

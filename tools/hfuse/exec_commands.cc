@@ -6,8 +6,8 @@
 #include "hfuse/exec/compare.h"
 #include "hfuse/exec/cpu_executor.h"
 #include "hfuse/exec/npz.h"
-#include "hfuse/runtime/pipelines.h"
-#include "hfuse/runtime/session.h"
+#include "hfuse/session/pipelines.h"
+#include "hfuse/session/session.h"
 #include "hfuse/support/error.h"
 #include "pass_flags.h"
 

@@ -1,5 +1,5 @@
 // The executing subcommands of hfuse: run a model through the inference
-// session (runtime/session.h) on the CPU or on CUDA, and verify that a fused
+// session (session/session.h) on the CPU or on CUDA, and verify that a fused
 // model computes what the original computed.
 #pragma once
 

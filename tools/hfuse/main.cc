@@ -27,7 +27,7 @@
 #include "hfuse/passes/fuse_group_ops.h"
 #include "hfuse/support/error.h"
 #include "hfuse/support/file.h"
-#include "hfuse/runtime/pipelines.h"
+#include "hfuse/session/pipelines.h"
 #include "pass_flags.h"
 
 namespace hfuse {

@@ -1,5 +1,5 @@
 // Graphs in and out of files. See model_files.h.
-#include "hfuse/runtime/model_files.h"
+#include "hfuse/session/model_files.h"
 
 #include <fmt/format.h>
 

@@ -10,7 +10,7 @@ build=$1 src=$2 hfuse=$3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/prefix" >"$work/install.log"
-test -f "$work/prefix/include/hfuse/runtime/session.h"
+test -f "$work/prefix/include/hfuse/session/session.h"
 test -f "$work/prefix/lib/cmake/hfuse/hfuseConfig.cmake"
 cmake -S "$src/examples/cpp_session" -B "$work/build" -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_PREFIX_PATH="$work/prefix" >"$work/configure.log"

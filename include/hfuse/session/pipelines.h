@@ -1,6 +1,6 @@
 // Which pass pipeline a model runs before it is written or run, in one
 // place: the CLI (fuse, verify, run, bench) and the session
-// (runtime/session.h) take their default pipeline from here. The pipelines
+// (session/session.h) take their default pipeline from here. The pipelines
 // themselves are the pass manager's named ones (passes/pass_manager.h):
 //
 //   onnx-import  ONNX input only, first: fuse-mm-elementwise, then
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "hfuse/passes/pass_manager.h"
-#include "hfuse/runtime/model_files.h"
+#include "hfuse/session/model_files.h"
 
 namespace hfuse {
 

@@ -1,8 +1,8 @@
-// The inference session (include/hfuse/runtime/session.h): created from a
+// The inference session (include/hfuse/session/session.h): created from a
 // file or bytes of either format, fused for its device, run on host tensors
 // with the feeds checked, and (where a GPU exists) on CUDA and on device
 // pointers.
-#include "hfuse/runtime/session.h"
+#include "hfuse/session/session.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // The default pipelines. See pipelines.h.
-#include "hfuse/runtime/pipelines.h"
+#include "hfuse/session/pipelines.h"
 
 namespace hfuse {
 

@@ -2,7 +2,7 @@
 //
 // The format of a file is its extension (.onnx is ONNX, anything else graph
 // JSON) unless --format names one. An ONNX model goes through the importer;
-// the passes that run after it are hfuse/runtime/pipelines.h's.
+// the passes that run after it are hfuse/session/pipelines.h's.
 #pragma once
 
 #include <string>

@@ -8,7 +8,7 @@
 //   hfuse::TensorMap out = session.Run({{"x", x}});   // host tensors in and out
 //
 // Creation reads the model (graph JSON or ONNX), runs the pass pipeline for
-// the device (runtime/pipelines.h: onnx-import for ONNX, then seed on the
+// the device (session/pipelines.h: onnx-import for ONNX, then seed on the
 // CPU or gpu on CUDA; the seed's grouping rules on the CPU, hfuse's GPU rules
 // on CUDA, unless `rules` says otherwise) and keeps the fused graph. A bound dim becomes a static size
 // before fusion (so that GEMMs with a dynamic batch can group, which the
@@ -46,7 +46,7 @@
 #include "hfuse/ir/graph.h"
 #include "hfuse/passes/fuse_group_ops.h"
 #include "hfuse/passes/pass_manager.h"
-#include "hfuse/runtime/model_files.h"
+#include "hfuse/session/model_files.h"
 
 namespace hfuse {
 
@@ -74,7 +74,7 @@ struct SessionOptions {
   // Its dtype and shape must be the param's (a static shape).
   TensorMap params;
   // The passes, as `--passes` spells them ("" : the device's pipeline,
-  // runtime/pipelines.h), and the pass manager's debug options.
+  // session/pipelines.h), and the pass manager's debug options.
   std::string passes;
   PassManagerOptions pass_manager;
 };
@@ -124,7 +124,7 @@ class Session {
   const Graph& graph() const;  // the graph as run (fused)
   const Graph& original() const;  // the graph as imported, before any pass
   ModelFormat format() const;
-  // The model's file contents with the fused graph (runtime/model_files.h's
+  // The model's file contents with the fused graph (session/model_files.h's
   // SerializeModel: ONNX with ai.hfuse group ops, or graph JSON).
   std::string FusedModelBytes() const;
 

@@ -3,14 +3,14 @@
 // The CUDA half (plans per dim values, uploads, device runs) is compiled only
 // with the CUDA backend (HFUSE_HAVE_CUDA); without it a CUDA session is an
 // input error at creation, with the reason.
-#include "hfuse/runtime/session.h"
+#include "hfuse/session/session.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 
 #include "hfuse/exec/cpu_executor.h"
-#include "hfuse/runtime/pipelines.h"
+#include "hfuse/session/pipelines.h"
 #include "hfuse/support/error.h"
 
 #if HFUSE_HAVE_CUDA
