@@ -3,7 +3,7 @@
 # hfuse::session (examples/cpp_session is one; tests/session builds it).
 include(CMakePackageConfigHelpers)
 
-set(hfuse_installed hfuse_support hfuse_ir hfuse_io hfuse_exec hfuse_passes hfuse_session)
+set(hfuse_installed hfuse_support hfuse_ir hfuse_io hfuse_runtime hfuse_exec hfuse_passes hfuse_session)
 if(TARGET hfuse_onnx)
   list(APPEND hfuse_installed hfuse_onnx)
 endif()

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what hfuse needs to build and test, from Debian's packages.
+# Installs what hfuse needs to build and test, from Debian's packages (and
+# from PyPI into .venv: onnxruntime, CUTLASS's headers).
 # Idempotent: packages already present are not fetched again.
 set -euo pipefail
 
@@ -18,6 +19,16 @@ packages=(
   # Python's headers for the nanobind extension; pytest for its tests.
   python3-dev python3-pytest
   # ---- end Python module ----
+  # ---- sanitizers and fuzzing (scripts/sanitize.sh, scripts/fuzz.sh) ----
+  # clang with libFuzzer and the ASan/UBSan runtimes, OpenMP for clang, and
+  # llvm-symbolizer for readable reports.
+  clang-14 libclang-rt-14-dev libomp-14-dev llvm-14
+  # ---- end sanitizers ----
+  # ---- pictures: hfuse report renders its SVGs with Graphviz's dot; the
+  # tests check every hfuse dot output with it and open the report in
+  # headless Chromium ----
+  graphviz chromium
+  # ---- end pictures ----
 )
 
 missing=()
@@ -57,3 +68,12 @@ if ! "$root/.venv/bin/python" -c "import nanobind, scikit_build_core" 2>/dev/nul
 fi
 echo "setup: .venv (nanobind, scikit-build-core) ready"
 # ---- end Python module ----
+# ---- CUDA backend: CUTLASS 4.2's headers, from PyPI's wheel, into .venv ----
+# (headers only: --no-deps; CMake finds them under .venv's site-packages).
+CUTLASS_VERSION=4.2.0.0
+if ! compgen -G "$root/.venv/lib/python3*/site-packages/cutlass_library/source/include/cutlass/cutlass.h" >/dev/null; then
+  echo "setup: installing nvidia-cutlass $CUTLASS_VERSION (headers) into .venv"
+  "$root/.venv/bin/pip" install -q --no-deps "nvidia-cutlass==$CUTLASS_VERSION"
+fi
+echo "setup: CUTLASS headers ready"
+# ---- end CUDA ----

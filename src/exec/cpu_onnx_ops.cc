@@ -4,17 +4,22 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
+#include <span>
 
 #include "cpu_kernels.h"
+#include "hfuse/support/checked.h"
 #include "hfuse/support/error.h"
 
 namespace hfuse::cpu {
 namespace {
 
+// A part of a shape whose tensor was counted whole (HostTensor): it fits.
 int64_t Product(const std::vector<int64_t>& v, size_t begin, size_t end) {
-  int64_t p = 1;
-  for (size_t i = begin; i < end; ++i) p *= v[i];
-  return p;
+  const std::optional<int64_t> p =
+      ElementCount(std::span<const int64_t>(v.data() + begin, end - begin));
+  HFUSE_CHECK(p.has_value());
+  return *p;
 }
 
 class OnnxOp {
@@ -76,6 +81,23 @@ class OnnxOp {
       for (size_t d = rank; d-- > 0;) perm.push_back(static_cast<int64_t>(d));
     }
     if (perm.size() != rank) Unsupported("perm does not match the input's rank");
+    // A permutation of 0..rank-1: each index once, none out of range (an
+    // index past the rank would read past the input's strides).
+    std::vector<bool> seen(rank, false);
+    for (int64_t p : perm) {
+      if (p < 0 || p >= static_cast<int64_t>(rank) || seen[static_cast<size_t>(p)]) {
+        Unsupported(fmt::format("perm [{}] is not a permutation of the input's {} dims",
+                                fmt::join(perm, ", "), rank));
+      }
+      seen[static_cast<size_t>(p)] = true;
+    }
+    // The output's shape is the input's, permuted.
+    if (y.shape.size() != rank) Unsupported("the output's rank is not the input's");
+    for (size_t d = 0; d < rank; ++d) {
+      if (y.shape[d] != x.shape[static_cast<size_t>(perm[d])]) {
+        Unsupported("the output's shape is not the input's permuted by perm");
+      }
+    }
     // in_stride[d]: the input stride of output dim d.
     std::vector<int64_t> stride(rank, 1), in_stride(rank);
     for (size_t d = rank; d-- > 1;) stride[d - 1] = stride[d] * x.shape[d];
@@ -107,8 +129,14 @@ class OnnxOp {
     a.insert(a.begin(), rank - a.size(), 1);
     b.insert(b.begin(), rank - b.size(), 1);
     std::vector<int64_t> batch(rank - 2);
-    for (size_t d = 0; d + 2 < rank; ++d) batch[d] = std::max(a[d], b[d]);
-    if (Product(batch, 0, batch.size()) * m * n != out_[0]->numel()) {
+    for (size_t d = 0; d + 2 < rank; ++d) {
+      if (a[d] != b[d] && a[d] != 1 && b[d] != 1) Unsupported("the batch dims do not broadcast");
+      batch[d] = std::max(a[d], b[d]);
+    }
+    const std::optional<int64_t> batches = ElementCount(batch);
+    const std::optional<int64_t> mn = CheckedMul(m, n);
+    const std::optional<int64_t> total = batches && mn ? CheckedMul(*batches, *mn) : std::nullopt;
+    if (!total || *total != out_[0]->numel()) {
       Unsupported("the output's shape does not match");
     }
     const std::vector<float> af = in_[0]->ToFloat(), bf = in_[1]->ToFloat();

@@ -576,10 +576,12 @@ class FastReader {
     const bool negative = Peek('-');
     if (negative) ++p_;
     const size_t begin = p_;
-    int64_t v = 0;
-    while (p_ < n_ && s_[p_] >= '0' && s_[p_] <= '9') v = v * 10 + (s_[p_++] - '0');
+    while (p_ < n_ && s_[p_] >= '0' && s_[p_] <= '9') ++p_;
     const size_t digits = p_ - begin;
+    // Counted before they are added up: 19 digits could overflow.
     if (digits == 0 || digits > 18 || (digits > 1 && s_[begin] == '0')) throw GiveUp{};
+    int64_t v = 0;
+    for (size_t i = begin; i < p_; ++i) v = v * 10 + (s_[i] - '0');
     if (p_ < n_ && (s_[p_] == '.' || s_[p_] == 'e' || s_[p_] == 'E')) throw GiveUp{};
     Space();
     return negative ? -v : v;

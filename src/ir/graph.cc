@@ -204,8 +204,8 @@ TensorId Graph::TryAddTensor(Tensor& tensor) {
       kNone) {
     return kNone;
   }
-  tensor.producer = kNone;
-  tensor.users.clear();
+  tensor.producer.id_ = kNone;
+  tensor.users.v_.clear();
   tensors_.push_back(std::move(tensor));
   is_output_.push_back(false);
   return id;
@@ -252,10 +252,10 @@ OpId Graph::AddOp(Op op) {
     HFUSE_CHECK(t.alive && t.producer == kNone);
   }
   if (op_by_name_.FindOrInsert(id, op.name, NameIndex::Hash(op.name), ops_) != kNone) return kNone;
-  for (TensorId out : op.outputs) mutable_tensor(out).producer = id;
+  for (TensorId out : op.outputs) mutable_tensor(out).producer.id_ = id;
   for (TensorId in : op.inputs) {
     // A repeated input pushes to the same list with nothing in between.
-    std::vector<OpId>& users = mutable_tensor(in).users;
+    std::vector<OpId>& users = mutable_tensor(in).users.v_;
     if (users.empty() || users.back() != id) users.push_back(id);
   }
   op.alive = true;
@@ -301,16 +301,16 @@ void Graph::set_outputs(std::vector<TensorId> outputs) {
 }
 
 void Graph::RemoveUser(TensorId tensor, OpId op) {
-  std::vector<OpId>& users = mutable_tensor(tensor).users;
+  std::vector<OpId>& users = mutable_tensor(tensor).users.v_;
   auto it = std::find(users.begin(), users.end(), op);
   if (it != users.end()) users.erase(it);
 }
 
 void Graph::ReplaceAllUsesWith(TensorId from, TensorId to) {
   HFUSE_CHECK(from != to);
-  std::vector<OpId> users = std::move(mutable_tensor(from).users);
-  mutable_tensor(from).users.clear();
-  std::vector<OpId>& to_users = mutable_tensor(to).users;
+  std::vector<OpId> users = std::move(mutable_tensor(from).users.v_);
+  mutable_tensor(from).users.v_.clear();
+  std::vector<OpId>& to_users = mutable_tensor(to).users.v_;
   // Which ops already read `to`: a set when both lists are long.
   std::unordered_set<OpId> reading;
   const bool use_set = users.size() * to_users.size() > 1024;
@@ -326,11 +326,42 @@ void Graph::ReplaceAllUsesWith(TensorId from, TensorId to) {
   }
 }
 
+void Graph::SetOperand(OpId id, size_t index, TensorId to) {
+  Op& o = mutable_op(id);
+  const TensorId from = o.inputs[index];
+  if (from == to) return;
+  o.inputs[index] = to;
+  if (std::find(o.inputs.begin(), o.inputs.end(), from) == o.inputs.end()) RemoveUser(from, id);
+  std::vector<OpId>& users = mutable_tensor(to).users.v_;
+  if (std::find(users.begin(), users.end(), id) == users.end()) users.push_back(id);
+}
+
+void Graph::AddOperand(OpId id, TensorId tensor) {
+  mutable_op(id).inputs.push_back(tensor);
+  std::vector<OpId>& users = mutable_tensor(tensor).users.v_;
+  if (std::find(users.begin(), users.end(), id) == users.end()) users.push_back(id);
+}
+
+void Graph::SetOutputs(OpId id, std::vector<TensorId> outputs) {
+  for (TensorId out : outputs) HFUSE_CHECK(tensor(out).alive && tensor(out).producer == kNone);
+  Op& o = mutable_op(id);
+  for (TensorId out : o.outputs) mutable_tensor(out).producer.id_ = kNone;
+  o.outputs = std::move(outputs);
+  for (TensorId out : o.outputs) mutable_tensor(out).producer.id_ = id;
+}
+
+void Graph::TakeOverOutputs(OpId id, OpId from) {
+  HFUSE_CHECK(id != from);
+  const std::vector<TensorId> outputs = op(from).outputs;
+  DetachOp(from);
+  SetOutputs(id, outputs);
+}
+
 void Graph::DetachOp(OpId id) {
   Op& o = mutable_op(id);
   HFUSE_CHECK(o.alive);
   for (TensorId in : o.inputs) RemoveUser(in, id);
-  for (TensorId out : o.outputs) mutable_tensor(out).producer = kNone;
+  for (TensorId out : o.outputs) mutable_tensor(out).producer.id_ = kNone;
   o.alive = false;  // its name stays taken, so reports never see it reused
 }
 
@@ -338,7 +369,7 @@ void Graph::DetachOps(const std::vector<OpId>& ids) {
   for (OpId id : ids) {
     Op& o = mutable_op(id);
     HFUSE_CHECK(o.alive);  // also: no op listed twice
-    for (TensorId out : o.outputs) mutable_tensor(out).producer = kNone;
+    for (TensorId out : o.outputs) mutable_tensor(out).producer.id_ = kNone;
     o.alive = false;
   }
   // User lists hold live ops only, so the dead users are exactly these ops.
@@ -347,7 +378,7 @@ void Graph::DetachOps(const std::vector<OpId>& ids) {
   std::unordered_set<TensorId> filtered;
   for (OpId id : ids) {
     for (TensorId in : op(id).inputs) {
-      std::vector<OpId>& users = mutable_tensor(in).users;
+      std::vector<OpId>& users = mutable_tensor(in).users.v_;
       if (users.size() > 16 && !filtered.insert(in).second) continue;
       std::erase_if(users, [&](OpId user) { return !op(user).alive; });
     }
@@ -371,14 +402,14 @@ void Graph::EraseTensor(TensorId id) {
 }
 
 void Graph::ReorderUsers(const std::vector<OpId>& op_order) {
-  for (Tensor& t : tensors_) t.users.clear();
+  for (Tensor& t : tensors_) t.users.v_.clear();
   for (size_t i = 0; i < op_order.size(); ++i) {
     if (i + 8 < op_order.size()) PrefetchTensorsOf(op_order[i + 8]);
     const OpId id = op_order[i];
     const Op& o = op(id);
     HFUSE_CHECK(o.alive);
     for (TensorId in : o.inputs) {
-      std::vector<OpId>& users = mutable_tensor(in).users;
+      std::vector<OpId>& users = mutable_tensor(in).users.v_;
       if (users.empty() || users.back() != id) users.push_back(id);
     }
   }

@@ -7,6 +7,7 @@
 
 #include "hfuse/ir/analysis.h"
 #include "hfuse/ir/op_members.h"
+#include "hfuse/support/checked.h"
 #include "hfuse/support/error.h"
 
 namespace hfuse {
@@ -411,6 +412,22 @@ void CheckGraph(const Graph& graph, bool report) {
     VerifyOp(graph, id);
   }
   for (TensorId out : graph.outputs()) HFUSE_INVARIANT(graph.tensor(out).alive);
+  // Every size must count in 64 bits (support/checked.h), or the passes' and
+  // executors' sizes would wrap. After the ops' rules, whose messages say
+  // more about a shape that is wrong rather than merely large.
+  std::vector<int64_t> dims;  // a tensor's shape, dynamic dims at their max
+  for (TensorId t = 0; t < graph.num_tensor_ids(); ++t) {
+    const Tensor& tensor = graph.tensor(t);
+    if (!tensor.alive) continue;
+    dims.clear();
+    for (const Dim& d : tensor.shape) {
+      dims.push_back(d.is_static() ? d.value : graph.dims()[static_cast<size_t>(d.dynamic)].max);
+    }
+    if (!ByteCount(dims, DTypeBytes(tensor.dtype))) {
+      ThrowInputError("tensor '{}' {} ({}) has more bytes than 64 bits count", tensor.name,
+                      ShapeString(graph, tensor.shape), DTypeName(tensor.dtype));
+    }
+  }
   const std::vector<OpId> order = StableTopologicalOrder(graph);
   if (static_cast<int64_t>(order.size()) != graph.NumLiveOps()) {
     // Ops left unplaced lie on a cycle or below one. Walk up through unplaced

@@ -18,6 +18,7 @@
 #include <unordered_map>
 
 #include "hfuse/ir/verifier.h"
+#include "hfuse/support/checked.h"
 #include "hfuse/support/error.h"
 #include "hfuse/support/file.h"
 #include "hfuse/support/half.h"
@@ -69,26 +70,82 @@ void LoadExternalData(ModelProto& model, const std::string& source, const std::s
            "model's directory",
            t.name(), location);
     }
-    const std::string path = (std::filesystem::path(dir) / rel).string();
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
+    const std::string path = (std::filesystem::path(dir.empty() ? "." : dir) / rel).string();
+    // Inside the folder once symlinks are followed too.
+    std::error_code ec, ec_dir;
+    const std::filesystem::path real = std::filesystem::weakly_canonical(path, ec);
+    const std::filesystem::path real_dir = std::filesystem::weakly_canonical(dir.empty() ? "." : dir, ec_dir);
+    const auto [end, _] = std::mismatch(real_dir.begin(), real_dir.end(), real.begin(), real.end());
+    if (ec || ec_dir || end != real_dir.end() || real == real_dir) {
       Fail(source,
-           "initializer '{}' keeps its data in external file '{}', which cannot be read: "
-           "{}",
-           t.name(), path, std::strerror(errno));
+           "initializer '{}': external data location '{}' must be a path inside the "
+           "model's directory",
+           t.name(), location);
     }
-    const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const auto size = static_cast<int64_t>(data.size());
-    if (offset < 0 || offset > size || (length >= 0 && length > size - offset)) {
-      Fail(source,
-           "initializer '{}': external file '{}' has {} bytes, too few for offset {} "
-           "length {}",
-           t.name(), path, size, offset, length);
+    // Exactly the bytes its dims and type need: a length or a file that says
+    // otherwise is refused before anything is read (a sparse 4 TB file, a
+    // device that never ends).
+    const int width = onnx_util::ElemTypeBytes(t.data_type());
+    const std::optional<int64_t> need =
+        ByteCount(std::span<const int64_t>(t.dims().data(), t.dims().size()), width);
+    if (width == 0 || !need) {
+      Fail(source, "initializer '{}': external data of type {} and dims [{}] is not supported",
+           t.name(), ElemTypeName(t.data_type()), fmt::join(t.dims(), ", "));
     }
-    t.set_raw_data(data.substr(static_cast<size_t>(offset),
-                               length >= 0 ? static_cast<size_t>(length) : std::string::npos));
+    if (length >= 0 && length != *need) {
+      Fail(source, "initializer '{}': external data length {} but its dims and type need {} bytes",
+           t.name(), length, *need);
+    }
+    std::string data;
+    try {
+      data = ReadFileRange(path, offset, *need, fmt::format("initializer '{}'", t.name()));
+    } catch (const InputError& e) {
+      Fail(source, "initializer '{}' keeps its data in external file '{}', which cannot be read: {}",
+           t.name(), location, e.what());
+    }
+    t.set_raw_data(std::move(data));
     t.clear_external_data();
     t.set_data_location(TensorProto::DEFAULT);
+  }
+}
+
+// ONNX 1.12's shape inference reads constant tensors (initializers, the
+// value of a Constant node) with ParseData, which trusts their dims and
+// writes past its buffer when the data is shorter. So every constant tensor
+// in the model, subgraphs included, must hold exactly what its dims and
+// type say before shape inference sees it.
+void CheckTensorData(const TensorProto& t, const std::string& source, std::string_view where) {
+  if (t.data_location() == TensorProto::EXTERNAL) return;  // read and sized by LoadExternalData
+  const std::span<const int64_t> dims(t.dims().data(), t.dims().size());
+  const std::optional<int64_t> numel = ElementCount(dims);
+  if (!numel) {
+    Fail(source, "{} '{}' has dims [{}], which do not count in 64 bits", where, t.name(),
+         fmt::join(dims, ", "));
+  }
+  bool fits = true;
+  if (onnx_util::ElemTypeBytes(t.data_type()) > 0) {
+    fits = onnx_util::TensorData(t).has_value();
+  } else if (t.data_type() == TensorProto::STRING) {
+    fits = t.string_data_size() == *numel;
+  }
+  if (!fits) {
+    Fail(source, "{} '{}' has data of the wrong size for its dims [{}] and type {}", where,
+         t.name(), fmt::join(dims, ", "), ElemTypeName(t.data_type()));
+  }
+}
+
+void CheckConstantData(const onnx::GraphProto& graph, const std::string& source, int depth = 0) {
+  if (depth > 64) Fail(source, "subgraphs nest more than 64 deep");
+  for (const TensorProto& t : graph.initializer()) CheckTensorData(t, source, "initializer");
+  for (const NodeProto& node : graph.node()) {
+    for (const AttributeProto& a : node.attribute()) {
+      const std::string where = fmt::format("attribute '{}' of node '{}'", a.name(), node.name());
+      if (a.has_t()) CheckTensorData(a.t(), source, where);
+      for (const TensorProto& t : a.tensors()) CheckTensorData(t, source, where);
+      if (a.has_sparse_tensor()) CheckTensorData(a.sparse_tensor().values(), source, where);
+      if (a.has_g()) CheckConstantData(a.g(), source, depth + 1);
+      for (const onnx::GraphProto& g : a.graphs()) CheckConstantData(g, source, depth + 1);
+    }
   }
 }
 
@@ -737,7 +794,10 @@ class Importer {
     int64_t static_in = 1, static_out = 1;
     for (const Dim& d : in) {
       if (d.is_static()) {
-        static_in *= d.value;
+        // Checked: a product that wraps could match the target's and pass.
+        const std::optional<int64_t> p = CheckedMul(static_in, d.value);
+        if (!p) return false;
+        static_in = *p;
       } else {
         dyn_in.push_back(d.dynamic);
       }
@@ -757,7 +817,9 @@ class Importer {
       }
       if (v != -1) {
         if (d.is_static()) {
-          static_out *= d.value;
+          const std::optional<int64_t> p = CheckedMul(static_out, d.value);
+          if (!p) return false;
+          static_out = *p;
         } else {
           dyn_out.push_back(d.dynamic);
         }
@@ -948,6 +1010,7 @@ OnnxModel ImportOnnx(std::string_view bytes, const std::string& source,
   } catch (const std::exception& e) {
     Fail(source, "ONNX checker: {}", onnx_util::OneLine(e.what()));
   }
+  CheckConstantData(model.graph(), source);
   try {
     onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(),
                                        onnx::ShapeInferenceOptions(true, 1, false));

@@ -5,6 +5,10 @@
 
 #include <array>
 #include <cstring>
+#include <optional>
+#include <span>
+
+#include "hfuse/support/checked.h"
 
 #include "hfuse/support/error.h"
 
@@ -74,12 +78,9 @@ int ElemTypeBytes(int32_t elem_type) {
 }
 
 int64_t TensorNumel(const TensorProto& tensor) {
-  int64_t n = 1;
-  for (int64_t d : tensor.dims()) {
-    if (d < 0 || (d > 0 && n > INT64_MAX / d)) return -1;
-    n *= d;
-  }
-  return n;
+  const std::optional<int64_t> n =
+      ElementCount(std::span<const int64_t>(tensor.dims().data(), tensor.dims().size()));
+  return n ? *n : -1;
 }
 
 std::optional<std::vector<uint8_t>> TensorData(const TensorProto& tensor) {
@@ -111,7 +112,8 @@ std::optional<std::vector<uint8_t>> TensorData(const TensorProto& tensor) {
       default: return std::nullopt;
     }
   }
-  if (static_cast<int64_t>(bytes.size()) != numel * width) return std::nullopt;
+  const std::optional<int64_t> want = CheckedMul(numel, width);
+  if (!want || static_cast<int64_t>(bytes.size()) != *want) return std::nullopt;
   return bytes;
 }
 

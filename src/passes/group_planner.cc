@@ -245,9 +245,14 @@ class OfferTree {
 class Round {
  public:
   Round(Graph& graph, std::vector<int64_t>& op_number, OpType type, bool want_dumps,
-        ReachStrategy reach, RuleSet rules)
-      : g_(graph), op_number_(op_number), type_(type), dumps_(want_dumps), strategy_(reach),
-        rules_(rules) {
+        ReachStrategy reach, RuleSet rules, ReasonRecorder* reasons)
+      : g_(graph),
+        op_number_(op_number),
+        type_(type),
+        dumps_(want_dumps),
+        strategy_(reach),
+        rules_(rules),
+        rec_(reasons) {
     for (int64_t n : op_number_) next_number_ = std::max(next_number_, n + 1);
   }
 
@@ -262,6 +267,7 @@ class Round {
     }
     const auto of_type = static_cast<size_t>(std::count(types.begin(), types.end(), type_));
     if (of_type == 0) return {};
+    if (rec_) rec_->BeginRound(g_, type_, cands_, cand_of_);
     // Candidates, in the sorted order (fix (d) inside IsGemmCandidate).
     cand_of_.assign(static_cast<size_t>(g_.num_op_ids()), kNone);
     cands_.reserve(of_type);
@@ -272,12 +278,16 @@ class Round {
       });
       const OpId id = sorted_ops[i];
       if (types[i] != type_) continue;
-      if (IsGemm(type_) && !IsGemmCandidate(g_, id)) continue;
+      if (IsGemm(type_) && !IsGemmCandidate(g_, id)) {
+        if (rec_) rec_->NotACandidate(id);
+        continue;
+      }
       cand_of_[static_cast<size_t>(id)] = static_cast<int32_t>(cands_.size());
       cands_.push_back(id);
       number_.push_back(op_number_[static_cast<size_t>(id)]);
     }
     const size_t n = cands_.size();
+    if (rec_) rec_->CandidatesFound();
     CandidateReach reach(g_, sorted_ops, cands_, cand_of_, number_, strategy_);
     if (dumps_) DumpDependencies(reach);
 
@@ -287,10 +297,13 @@ class Round {
       for (size_t i = 0; i < n_sorted; ++i) {
         const OpId id = sorted_ops[i];
         if (types[i] != OpType::kSplit || !IsFusableSplit(g_, g_.op(id))) continue;
-        std::vector<OpId> group = SplitGroup(g_.op(id), reach);
+        std::vector<OpId> group = SplitGroup(id, reach);
         if (group.empty()) continue;
-        for (OpId m : group) skip[static_cast<size_t>(cand_of_[static_cast<size_t>(m)])] = true;
-        Rewrite(group, reach);
+        for (OpId m : group) {
+          skip[static_cast<size_t>(cand_of_[static_cast<size_t>(m)])] = true;
+          if (rec_) rec_->SplitGrouped(cand_of_[static_cast<size_t>(m)]);
+        }
+        Rewrite(group, reach, kNone);
       }
     }
 
@@ -305,6 +318,7 @@ class Round {
         it = classes.emplace(key, static_cast<int32_t>(classes.size())).first;
       class_of[k] = it->second;
     }
+    if (rec_) rec_->SetClasses(&class_of);
     // The seed's scan of op_set minus the descendants, by op number. With
     // chains, a merge of the class's lists (a list is one chain's candidates
     // in number order, each reaching the next: once one is below the group,
@@ -328,6 +342,7 @@ class Round {
       if (skip[k]) continue;
       remove(static_cast<int32_t>(k));  // the seed's op_set.discard(op)
       if (grouped[k]) continue;
+      if (rec_) rec_->Leads(static_cast<int32_t>(k));
       const OpId leader = cands_[k];
       std::vector<int32_t> group = {static_cast<int32_t>(k)};
       reach.ClearGroup();
@@ -339,6 +354,7 @@ class Round {
         if (below || !Compatible(leader, cands_[static_cast<size_t>(c)])) return false;
         group.push_back(c);
         grouped[static_cast<size_t>(c)] = true;
+        if (rec_) rec_->Joined(c, static_cast<int32_t>(k));
         remove(c);
         reach.AddToGroup(c);  // must merge descendants together
         return true;
@@ -375,6 +391,7 @@ class Round {
           if (!taken && !below) push(lists->Live(slot + 1));
         }
       }
+      if (rec_ && group.size() == 1) rec_->LeftAlone(g_, static_cast<int32_t>(k));
       // Members another member now reaches (through groups formed earlier)
       // are dropped, and not offered again.
       const std::vector<bool> reached = reach.ReachedFromOthers(group);
@@ -386,6 +403,9 @@ class Round {
           members.push_back(cands_[static_cast<size_t>(group[i])]);
         }
       }
+      if (rec_ && group.size() > 1) {
+        rec_->CycleChecked(g_, static_cast<int32_t>(k), group, reached, members.size());
+      }
       if (IsLayerNorm(type_) && rules_ == RuleSet::kSeed && members.size() > kMaxLayerNormGroup) {
         std::stable_sort(members.begin(), members.end(), [&](OpId a, OpId b) {
           return FlatNormalizedSize(g_.op(a)) > FlatNormalizedSize(g_.op(b));
@@ -394,13 +414,18 @@ class Round {
           const size_t end = std::min(begin + kMaxLayerNormGroup, members.size());
           std::vector<OpId> chunk(members.begin() + static_cast<ptrdiff_t>(begin),
                                   members.begin() + static_cast<ptrdiff_t>(end));
-          if (chunk.size() >= 2) Rewrite(chunk, reach);  // fix (e): no group of one
+          if (chunk.size() >= 2) {
+            Rewrite(chunk, reach, static_cast<int32_t>(k));
+          } else if (rec_) {  // fix (e): no group of one
+            rec_->ChunkOfOne(g_, chunk[0], static_cast<int32_t>(k), members.size());
+          }
         }
       } else if (members.size() >= 2) {
-        Rewrite(members, reach);
+        Rewrite(members, reach, static_cast<int32_t>(k));
       }
       grouped[k] = true;
     }
+    if (rec_) rec_->EndRound(g_, result_.reasons);
     return std::move(result_);
   }
 
@@ -422,7 +447,8 @@ class Round {
   }
 
   // The GEMMs of this type reading a split's outputs, one each, or none.
-  std::vector<OpId> SplitGroup(const Op& split, CandidateReach& reach) {
+  std::vector<OpId> SplitGroup(OpId split_id, CandidateReach& reach) {
+    const Op& split = g_.op(split_id);
     std::vector<OpId> group;
     split_seen_.resize(cands_.size(), 0);
     ++split_stamp_;
@@ -439,15 +465,22 @@ class Round {
       if (!group.empty() && !GemmsCompatible(g_, group.back(), gemm)) return {};
       group.push_back(gemm);
     }
-    if (group.size() < 2) return {};  // fix (e)
+    if (group.size() < 2) {  // fix (e)
+      if (rec_ && group.size() == 1) {
+        rec_->SplitOfOne(split_id, cand_of_[static_cast<size_t>(group[0])]);
+      }
+      return {};
+    }
     const std::vector<bool> reached = reach.ReachedFromOthers(Indices(group));
     if (std::find(reached.begin(), reached.end(), true) != reached.end()) return {};
     return group;
   }
 
-  void Rewrite(std::vector<OpId>& members, CandidateReach& reach) {
+  // `leader`: the candidate that led the group (kNone: the split rule's).
+  void Rewrite(std::vector<OpId>& members, CandidateReach& reach, int32_t leader) {
     const std::vector<int32_t> indices = Indices(members);
     const OpId group = RewriteAsGroup(g_, members);
+    if (rec_) rec_->Formed(group, leader);
     reach.AddFused(indices);
     op_number_.resize(static_cast<size_t>(g_.num_op_ids()), 0);
     op_number_[static_cast<size_t>(group)] = next_number_++;
@@ -490,6 +523,7 @@ class Round {
   bool dumps_;
   ReachStrategy strategy_;
   RuleSet rules_;
+  ReasonRecorder* rec_;  // may be null: no reasons wanted
   int64_t next_number_ = 0;
   std::vector<OpId> cands_;           // in the round's sorted order
   std::vector<int32_t> cand_of_;      // op id -> index into cands_, or kNone
@@ -579,9 +613,9 @@ bool LayerNormsCompatible(const Graph& graph, OpId leader, OpId other, RuleSet r
 
 TypeRoundResult GroupOpsOfType(Graph& graph, const std::vector<OpId>& sorted_ops,
                                std::vector<int64_t>& op_number, OpType type, bool want_dumps,
-                               ReachStrategy reach, RuleSet rules) {
+                               ReachStrategy reach, RuleSet rules, ReasonRecorder* reasons) {
   HFUSE_CHECK(IsGemm(type) || IsLayerNorm(type));
-  return Round(graph, op_number, type, want_dumps, reach, rules).Run(sorted_ops);
+  return Round(graph, op_number, type, want_dumps, reach, rules, reasons).Run(sorted_ops);
 }
 
 }  // namespace hfuse

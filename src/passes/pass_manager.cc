@@ -39,7 +39,7 @@ PassResult RunFuseGroupOpsPass(PassState& state, const PassOptions& options) {
                   {"groups", static_cast<int64_t>(r.groups.size())},
                   {"members grouped", members},
                   {"dropped by the cycle check", r.dropped_by_cycle_check}};
-  state.op_order = r.op_order;
+  state.op_order = std::move(r.op_order);  // the one copy: a million ids on large graphs
   state.fused = true;
   state.fuse_result = std::move(r);
   return result;

@@ -7,6 +7,8 @@
 //   hfuse verify M [--device cpu|cuda] [--fused F] ...
 //   hfuse bench M --device cuda ...    (built with the CUDA backend)
 //   hfuse check IN.json
+//   hfuse explain M [--op NAME]; hfuse dot M [-o F.dot] [--fused] [--collapse];
+//   hfuse report M -o report.html [--bench B.json]
 //
 // Input problems print one line "hfuse: error: ..." and exit with status 2.
 #include <fmt/format.h>
@@ -18,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "exec_commands.h"
+#include "explain_commands.h"
 #if HFUSE_HAVE_CUDA
 #include "bench_command.h"
 #endif
@@ -25,6 +28,7 @@
 #include "hfuse/ir/graph.h"
 #include "hfuse/ir/printer.h"
 #include "hfuse/passes/fuse_group_ops.h"
+#include "hfuse/support/checked.h"
 #include "hfuse/support/error.h"
 #include "hfuse/support/file.h"
 #include "hfuse/session/pipelines.h"
@@ -59,14 +63,34 @@ std::string ReportJson(const FuseGroupOpsResult& r) {
   for (const FusedGroup& g : r.groups) {
     report["groups"].push_back({{"op", OpTypeName(g.type)}, {"members", g.members}});
   }
+  report["ungrouped"] = nlohmann::ordered_json::array();
+  for (const Reason& u : r.ungrouped) {
+    nlohmann::ordered_json entry = {{"op", u.op},
+                                    {"type", OpTypeName(u.type)},
+                                    {"reason", ReasonCodeName(u.code)},
+                                    {"rule", ReasonRuleName(u.rule)},
+                                    {"details", u.details}};
+    if (!u.peer.empty()) entry["peer"] = u.peer;
+    if (!u.path.empty()) entry["path"] = u.path;
+    report["ungrouped"].push_back(std::move(entry));
+  }
   report["ops_before"] = r.ops_before;
   report["ops_after"] = r.ops_after;
   return report.dump(1) + "\n";
 }
 
+// "; 3 GEMMs/LayerNorms ungrouped (not-a-candidate 2, ...): hfuse explain",
+// or nothing when every GEMM and LayerNorm is in a group.
+std::string UngroupedSummary(const FuseGroupOpsResult& r) {
+  if (r.ungrouped.empty()) return {};
+  return fmt::format("; {} GEMM/LayerNorm op{} ungrouped ({}): see hfuse explain",
+                     r.ungrouped.size(), r.ungrouped.size() == 1 ? "" : "s",
+                     TopReasons(r.ungrouped, 3));
+}
+
 void PrintTable(const std::string& input, const FuseGroupOpsResult& r) {
-  fmt::print("{}: {} ops -> {} ops, {} group{}\n", input, r.ops_before, r.ops_after,
-             r.groups.size(), r.groups.size() == 1 ? "" : "s");
+  fmt::print("{}: {} ops -> {} ops, {} group{}{}\n", input, r.ops_before, r.ops_after,
+             r.groups.size(), r.groups.size() == 1 ? "" : "s", UngroupedSummary(r));
   if (r.groups.empty()) return;
   fmt::print("  {:<30} {:>7}  {}\n", "group op", "members", "members (group order)");
   for (const FusedGroup& g : r.groups) {
@@ -172,6 +196,10 @@ int Main(int argc, char** argv) {
   app.set_version_flag("--version", kVersion);
   app.require_subcommand(1);
   AddListPassesFlag(&app);
+  std::string memory_budget;
+  app.add_option("--memory-budget", memory_budget,
+                 "most bytes for tensor values: one tensor, all of a run's, or a file read "
+                 "(e.g. 512M, 16G; default 16G or HFUSE_MEMORY_BUDGET)");
 
   std::string input, output, report, dump_dir;
   bool no_group_gemm = false;
@@ -278,6 +306,9 @@ int Main(int argc, char** argv) {
                   "also time the fused graph with grouped GEMMs only (no strided batching)");
   add_rules(bench, bench_options.rules, "both");
   AddPassFlags(bench, bench_options.passes);
+  bench->add_flag("--gemm-paths", bench_options.gemm_paths,
+                  "also time the hfuse-rules graph with each group GEMM path forced (cuBLAS "
+                  "grouped, CUTLASS 128x128 tiles, CUTLASS 128x64 tiles)");
 #endif
 
   std::string print_input, print_format;
@@ -288,6 +319,37 @@ int Main(int argc, char** argv) {
   print->add_option("--format", print_format, "json or onnx (default: by extension)")
       ->check(CLI::IsMember({"json", "onnx"}));
   AddPassFlags(print, print_passes);
+  DescribeOptions describe;
+  std::string explain_input, explain_op;
+  CLI::App* explain = app.add_subcommand(
+      "explain", "fuse a graph and say why each GEMM and LayerNorm left out of every group was");
+  explain->add_option("input", explain_input, "graph (graph JSON v1, or an .onnx model)")->required();
+  explain->add_option("--op", explain_op, "explain only this op (grouped or not)");
+  std::string dot_input, dot_output;
+  DotOptions dot_options;
+  CLI::App* dot = app.add_subcommand(
+      "dot", "draw a graph as Graphviz: groups as clusters, left-out ops with their reason");
+  dot->add_option("input", dot_input, "graph (graph JSON v1, or an .onnx model)")->required();
+  dot->add_option("-o,--output", dot_output, "write the .dot here (default: standard output)");
+  dot->add_flag("--fused", dot_options.fused, "draw the fused graph instead of the original");
+  dot->add_flag("--collapse", dot_options.collapse,
+                "only GEMMs, LayerNorms and groups, joined where one reaches another");
+  std::string report_input, report_output, report_bench;
+  CLI::App* report_cmd = app.add_subcommand(
+      "report", "write one self-contained HTML page: summary, groups, reasons, pictures");
+  report_cmd->add_option("input", report_input, "graph (graph JSON v1, or an .onnx model)")
+      ->required();
+  report_cmd->add_option("-o,--output", report_output, "the HTML file")->required();
+  report_cmd->add_option("--bench", report_bench,
+                         "a JSON of hfuse bench --json: add its timings, per launch too");
+  std::string describe_rules = "seed";
+  for (CLI::App* cmd : {explain, dot, report_cmd}) {
+    add_rules(cmd, describe_rules);
+    cmd->add_flag("--no-group-gemm", describe.no_group_gemm, "do not group GEMMs (as fuse)");
+    cmd->add_option("--format", describe.format, "json or onnx (default: by extension)")
+        ->check(CLI::IsMember({"json", "onnx"}));
+    AddPassFlags(cmd, describe.passes);
+  }
 
   std::string check_input;
   CLI::App* check = app.add_subcommand("check", "parse and verify a graph, print a summary");
@@ -301,7 +363,19 @@ int Main(int argc, char** argv) {
     app.exit(e);
     return kInputErrorExit;
   }
+  // What an allocation failure the budget did not foresee names.
+  const std::string& subject = fuse->parsed()         ? input
+                               : print->parsed()      ? print_input
+                               : run->parsed()        ? run_input
+                               : verify_cmd->parsed() ? verify_input
+                               : check->parsed()      ? check_input
+                                                      : memory_budget;
   try {
+    if (!memory_budget.empty()) {
+      const std::optional<int64_t> bytes = ParseByteSize(memory_budget);
+      if (!bytes) ThrowInputError("--memory-budget {}: not a size in bytes (like 512M or 16G)", memory_budget);
+      SetMemoryBudget(*bytes);
+    }
     if (fuse->parsed()) {
       RuleSet rules = RuleSet::kSeed;
       ParseRuleSet(fuse_rules, rules);  // checked by CLI11
@@ -335,6 +409,12 @@ int Main(int argc, char** argv) {
       return VerifyCommand(verify_input, options);
     }
     if (check->parsed()) return RunCheck(check_input);
+    ParseRuleSet(describe_rules, describe.rules);  // checked by CLI11
+    if (explain->parsed()) return ExplainCommand(explain_input, explain_op, describe);
+    if (dot->parsed()) return DotCommand(dot_input, dot_output, dot_options, describe);
+    if (report_cmd->parsed()) {
+      return ReportCommand(report_input, report_output, report_bench, describe);
+    }
   } catch (const InputError& e) {
     fmt::print(stderr, "hfuse: error: {}\n", OneLine(e.what()));
     return kInputErrorExit;
@@ -342,8 +422,10 @@ int Main(int argc, char** argv) {
     fmt::print(stderr, "hfuse: internal error: {}\n", OneLine(e.what()));
     return kInternalErrorExit;
   } catch (const std::bad_alloc&) {
-    fmt::print(stderr, "hfuse: error: out of memory\n");
-    return 1;
+    // Input that needs more memory than there is: an input error too.
+    fmt::print(stderr, "hfuse: error: {}: out of memory while reading or processing it\n",
+               OneLine(subject));
+    return kInputErrorExit;
   } catch (const std::exception& e) {  // a CUDA or library failure, not the input's fault
     fmt::print(stderr, "hfuse: error: {}\n", OneLine(e.what()));
     return 1;

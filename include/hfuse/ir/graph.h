@@ -168,17 +168,57 @@ struct Attrs {
   double Eps() const { return eps.value_or(1e-5); }
 };
 
+class Graph;
+
+// A tensor's producer and its users, read by anyone and written only by
+// Graph's mutations (MLIR's use-def lists), so that the two directions
+// cannot drift apart: a pass that wants an op to read or write another
+// tensor asks the graph (SetOperand, AddOperand, SetOutputs,
+// TakeOverOutputs, ReplaceAllUsesWith).
+class ProducerRef {
+ public:
+  operator OpId() const { return id_; }  // NOLINT: reads as the OpId it is
+
+ private:
+  friend class Graph;
+  OpId id_ = kNone;
+};
+
+class UseList {
+ public:
+  using value_type = OpId;
+  using size_type = size_t;
+  using const_reference = const OpId&;
+  using reference = const OpId&;
+  using const_iterator = std::vector<OpId>::const_iterator;
+  using iterator = const_iterator;
+  size_t size() const { return v_.size(); }
+  bool empty() const { return v_.empty(); }
+  OpId operator[](size_t i) const { return v_[i]; }
+  OpId front() const { return v_.front(); }
+  OpId back() const { return v_.back(); }
+  const_iterator begin() const { return v_.begin(); }
+  const_iterator end() const { return v_.end(); }
+  const OpId* data() const { return v_.data(); }
+  operator const std::vector<OpId>&() const { return v_; }  // NOLINT
+  friend bool operator==(const UseList& a, const std::vector<OpId>& b) { return a.v_ == b; }
+
+ private:
+  friend class Graph;
+  std::vector<OpId> v_;
+};
+
 // The fields the passes read of every tensor come first and fill one cache
 // line, which is where each tensor starts (graphs of millions of tensors
 // are walked over and over; a tensor spread over three lines costs three
 // misses).
 struct alignas(64) Tensor {
-  OpId producer = kNone;
+  ProducerRef producer;
   DType dtype = DType::kFloat32;
   Role role = Role::kIntermediate;
   bool alive = true;
   int64_t depth = 0;        // AITemplate's tensor depth; see passes/canonical_order.h
-  std::vector<OpId> users;  // each reading op once, in attach order
+  UseList users;  // each reading op once, in attach order
   Shape shape;
 
   std::string name;
@@ -318,7 +358,18 @@ class Graph {
   void set_outputs(std::vector<TensorId> outputs);
   bool IsGraphOutput(TensorId id) const { return is_output_[static_cast<size_t>(id)]; }
 
-  // Mutations.
+  // Mutations: the only writers of producers and user lists.
+  // Input `index` of `op` reads `to` instead; `op` leaves the old tensor's
+  // users unless another of its inputs still reads it, and joins `to`'s.
+  void SetOperand(OpId op, size_t index, TensorId to);
+  // `op` reads `tensor` as a new last input.
+  void AddOperand(OpId op, TensorId tensor);
+  // `op` writes `outputs` (none produced yet) instead of its outputs, which
+  // are left without a producer, for the caller to erase or hand on.
+  void SetOutputs(OpId op, std::vector<TensorId> outputs);
+  // `op` takes over the outputs of `from`, which is detached (DetachOp);
+  // op's own outputs are left without a producer.
+  void TakeOverOutputs(OpId op, OpId from);
   // Every user of `from` reads `to` instead; each such user is appended to
   // `to`'s user list unless already there. Graph outputs are not touched.
   void ReplaceAllUsesWith(TensorId from, TensorId to);

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "hfuse/ir/graph.h"
+#include "hfuse/passes/fusion_reasons.h"
 
 namespace hfuse {
 
@@ -73,15 +74,19 @@ struct TypeRoundResult {
   int64_t cycle_drops = 0;                     // members dropped by the cycle check
   std::string dependency_dump;                 // the seed's debug dumps
   std::string groups_dump;
+  // Why each op of the type that stayed out of every group did (when a
+  // ReasonRecorder was given), in decision order.
+  std::vector<Reason> reasons;
 };
 
 // Groups the ops of `type` (a gemm or layernorm type) and rewrites each group.
 // `sorted_ops` is SortedOps of the current sorted tensor list; `op_number`
 // the op numbers of rule 5, indexed by op id (group ops get numbers after
-// all others).
+// all others). `reasons`, when given, records why ops stayed out.
 TypeRoundResult GroupOpsOfType(Graph& graph, const std::vector<OpId>& sorted_ops,
                                std::vector<int64_t>& op_number, OpType type, bool want_dumps,
                                ReachStrategy reach = ReachStrategy::kAuto,
-                               RuleSet rules = RuleSet::kSeed);
+                               RuleSet rules = RuleSet::kSeed,
+                               ReasonRecorder* reasons = nullptr);
 
 }  // namespace hfuse

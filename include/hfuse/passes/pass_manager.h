@@ -43,7 +43,8 @@ struct PassState {
   // The order in which to write the ops: fuse-group-ops' final sorted order,
   // kept while later passes keep it (passes.def); empty: by id.
   std::vector<OpId> op_order;
-  // fuse-group-ops' result (groups, op counts, dumps), if it ran.
+  // fuse-group-ops' result (groups, op counts, dumps), if it ran; its
+  // op_order has moved to the field above.
   bool fused = false;
   FuseGroupOpsResult fuse_result;
 };

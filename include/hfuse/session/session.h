@@ -41,11 +41,11 @@
 #include <string_view>
 #include <vector>
 
-#include "hfuse/exec/cpu_executor.h"  // DimValues
-#include "hfuse/exec/host_tensor.h"
 #include "hfuse/ir/graph.h"
 #include "hfuse/passes/fuse_group_ops.h"
 #include "hfuse/passes/pass_manager.h"
+#include "hfuse/runtime/bound_dims.h"
+#include "hfuse/runtime/host_tensor.h"
 #include "hfuse/session/model_files.h"
 
 namespace hfuse {

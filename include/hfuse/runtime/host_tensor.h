@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hfuse/ir/graph.h"
@@ -18,7 +19,9 @@ struct HostTensor {
   std::vector<uint8_t> bytes;
 
   HostTensor() = default;
-  HostTensor(DType d, std::vector<int64_t> s);  // zero-filled
+  // Zero-filled. The size is counted with support/checked.h and held to the
+  // memory budget; `what` names the tensor in the error ("tensor 'x'").
+  HostTensor(DType d, std::vector<int64_t> s, std::string_view what = "a tensor");
 
   int64_t numel() const;
   float Get(int64_t i) const;

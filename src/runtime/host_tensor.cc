@@ -1,20 +1,24 @@
 // HostTensor storage and conversions.
-#include "hfuse/exec/host_tensor.h"
+#include "hfuse/runtime/host_tensor.h"
 
 #include <cstring>
 
+#include "hfuse/support/checked.h"
 #include "hfuse/support/half.h"
 
 namespace hfuse {
 
-HostTensor::HostTensor(DType d, std::vector<int64_t> s) : dtype(d), shape(std::move(s)) {
-  bytes.assign(static_cast<size_t>(numel() * DTypeBytes(dtype)), 0);
+HostTensor::HostTensor(DType d, std::vector<int64_t> s, std::string_view what)
+    : dtype(d), shape(std::move(s)) {
+  const int64_t n = ByteCountOf(shape, DTypeBytes(dtype), what);
+  Allocate(n, what, [&] { bytes.assign(static_cast<size_t>(n), 0); });
 }
 
 int64_t HostTensor::numel() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
+  // Every shape that reaches here was counted when its bytes were allocated.
+  const std::optional<int64_t> n = ElementCount(shape);
+  HFUSE_CHECK(n.has_value());
+  return *n;
 }
 
 float HostTensor::Get(int64_t i) const {
@@ -42,7 +46,8 @@ void HostTensor::Set(int64_t i, float v) {
 std::vector<float> HostTensor::ToFloat() const {
   std::vector<float> out(static_cast<size_t>(numel()));
   if (dtype == DType::kFloat32) {
-    std::memcpy(out.data(), bytes.data(), bytes.size());
+    // An empty vector's data() may be null, which memcpy must not get.
+    if (!bytes.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
   } else {
     for (int64_t i = 0; i < numel(); ++i) out[static_cast<size_t>(i)] = Get(i);
   }
@@ -51,7 +56,7 @@ std::vector<float> HostTensor::ToFloat() const {
 
 void HostTensor::FromFloat(const float* values) {
   if (dtype == DType::kFloat32) {
-    std::memcpy(bytes.data(), values, bytes.size());
+    if (!bytes.empty()) std::memcpy(bytes.data(), values, bytes.size());
   } else {
     for (int64_t i = 0; i < numel(); ++i) Set(i, values[i]);
   }
