@@ -18,8 +18,7 @@
 #include "hfuse/exec/cpu_executor.h"
 #include "hfuse/io/graph_json.h"
 #include "hfuse/ir/verifier.h"
-#include "hfuse/passes/fuse_group_ops.h"
-#include "hfuse/passes/strided_views.h"
+#include "hfuse/passes/pass_manager.h"
 #include "hfuse/support/error.h"
 #include "testing/random_graph.h"
 
@@ -58,13 +57,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Graph original = GraphOf(data, size);
   const uint8_t flags = size > 10 ? data[10] : 0;
   Graph fused = original;
-  hfuse::FuseGroupOpsOptions options;
-  options.group_gemm = !(flags & 1);
-  const hfuse::FuseGroupOpsResult result = hfuse::FuseGroupOps(fused, options);
-  if (flags & 2) hfuse::ElideSplitConcat(fused);
+  hfuse::PassOptions options;
+  options.fuse_group_ops.group_gemm = !(flags & 1);
+  // The seed pipeline, or the gpu one (with elide-split-concat); the graph
+  // and the IR invariants verified after every pass.
+  hfuse::PassState result(fused);
   try {
-    hfuse::VerifyGraph(fused);
-  } catch (const hfuse::InputError& e) {
+    hfuse::PassManager(hfuse::PipelineNamed(flags & 2 ? "gpu" : "seed"),
+                       hfuse::PassManagerOptions::VerifyingEach())
+        .Run(result, options);
+  } catch (const hfuse::InternalError& e) {
     hfuse::fuzz::InvariantFailed("the fused graph does not verify:", e.what());
   }
   HFUSE_FUZZ_EXPECT(fused.outputs().size() == original.outputs().size(), "outputs lost");

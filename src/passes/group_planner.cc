@@ -44,7 +44,8 @@ bool IsFusableSplit(const Graph& graph, const Op& split) {
 // and Compatible still decides. GEMMs: inputs, alignment, dtypes, M.
 // LayerNorms: eps, ranks, batch dims, dtype (the size rule is not an
 // equivalence); one without gamma and beta is compatible with nothing.
-void ClassKey(const Graph& graph, OpId id, int32_t unique, std::vector<int64_t>& key) {
+void ClassKey(const Graph& graph, OpId id, int32_t unique, RuleSet rules,
+              std::vector<int64_t>& key) {
   const Op& op = graph.op(id);
   key.assign(1, static_cast<int64_t>(op.inputs.size()));
   auto dim = [&](const Dim& d) {
@@ -52,7 +53,7 @@ void ClassKey(const Graph& graph, OpId id, int32_t unique, std::vector<int64_t>&
     key.push_back(d.is_static() ? d.value : 0);
   };
   if (IsGemm(op.type)) {
-    key.push_back(GemmAlignment(graph, id));
+    key.push_back(rules == RuleSet::kSeed ? GemmAlignment(graph, id) : 0);
     for (TensorId in : op.inputs) key.push_back(static_cast<int64_t>(graph.tensor(in).dtype));
     dim(graph.tensor(op.inputs[0]).shape[0]);
     return;
@@ -245,9 +246,14 @@ class OfferTree {
 class Round {
  public:
   Round(Graph& graph, std::vector<int64_t>& op_number, OpType type, bool want_dumps,
-        ReachStrategy reach, RuleSet rules)
-      : g_(graph), op_number_(op_number), type_(type), dumps_(want_dumps), strategy_(reach),
-        rules_(rules) {
+        ReachStrategy reach, RuleSet rules, ReasonRecorder* reasons)
+      : g_(graph),
+        op_number_(op_number),
+        type_(type),
+        dumps_(want_dumps),
+        strategy_(reach),
+        rules_(rules),
+        rec_(reasons) {
     for (int64_t n : op_number_) next_number_ = std::max(next_number_, n + 1);
   }
 
@@ -262,6 +268,7 @@ class Round {
     }
     const auto of_type = static_cast<size_t>(std::count(types.begin(), types.end(), type_));
     if (of_type == 0) return {};
+    if (rec_) rec_->BeginRound(g_, type_, cands_, cand_of_);
     // Candidates, in the sorted order (fix (d) inside IsGemmCandidate).
     cand_of_.assign(static_cast<size_t>(g_.num_op_ids()), kNone);
     cands_.reserve(of_type);
@@ -272,12 +279,16 @@ class Round {
       });
       const OpId id = sorted_ops[i];
       if (types[i] != type_) continue;
-      if (IsGemm(type_) && !IsGemmCandidate(g_, id)) continue;
+      if (IsGemm(type_) && !IsGemmCandidate(g_, id, rules_)) {
+        if (rec_) rec_->NotACandidate(id);
+        continue;
+      }
       cand_of_[static_cast<size_t>(id)] = static_cast<int32_t>(cands_.size());
       cands_.push_back(id);
       number_.push_back(op_number_[static_cast<size_t>(id)]);
     }
     const size_t n = cands_.size();
+    if (rec_) rec_->CandidatesFound();
     CandidateReach reach(g_, sorted_ops, cands_, cand_of_, number_, strategy_);
     if (dumps_) DumpDependencies(reach);
 
@@ -287,10 +298,13 @@ class Round {
       for (size_t i = 0; i < n_sorted; ++i) {
         const OpId id = sorted_ops[i];
         if (types[i] != OpType::kSplit || !IsFusableSplit(g_, g_.op(id))) continue;
-        std::vector<OpId> group = SplitGroup(g_.op(id), reach);
+        std::vector<OpId> group = SplitGroup(id, reach);
         if (group.empty()) continue;
-        for (OpId m : group) skip[static_cast<size_t>(cand_of_[static_cast<size_t>(m)])] = true;
-        Rewrite(group, reach);
+        for (OpId m : group) {
+          skip[static_cast<size_t>(cand_of_[static_cast<size_t>(m)])] = true;
+          if (rec_) rec_->SplitGrouped(cand_of_[static_cast<size_t>(m)]);
+        }
+        Rewrite(group, reach, kNone);
       }
     }
 
@@ -299,12 +313,13 @@ class Round {
     std::vector<int64_t> key;
     for (size_t k = 0; k < n; ++k) {
       PrefetchOpsAhead(g_, k, [&](size_t j) { return j < n ? &g_.op(cands_[j]) : nullptr; });
-      ClassKey(g_, cands_[k], static_cast<int32_t>(k), key);
+      ClassKey(g_, cands_[k], static_cast<int32_t>(k), rules_, key);
       auto it = classes.find(key);
       if (it == classes.end())
         it = classes.emplace(key, static_cast<int32_t>(classes.size())).first;
       class_of[k] = it->second;
     }
+    if (rec_) rec_->SetClasses(&class_of);
     // The seed's scan of op_set minus the descendants, by op number. With
     // chains, a merge of the class's lists (a list is one chain's candidates
     // in number order, each reaching the next: once one is below the group,
@@ -328,6 +343,7 @@ class Round {
       if (skip[k]) continue;
       remove(static_cast<int32_t>(k));  // the seed's op_set.discard(op)
       if (grouped[k]) continue;
+      if (rec_) rec_->Leads(static_cast<int32_t>(k));
       const OpId leader = cands_[k];
       std::vector<int32_t> group = {static_cast<int32_t>(k)};
       reach.ClearGroup();
@@ -339,6 +355,7 @@ class Round {
         if (below || !Compatible(leader, cands_[static_cast<size_t>(c)])) return false;
         group.push_back(c);
         grouped[static_cast<size_t>(c)] = true;
+        if (rec_) rec_->Joined(c, static_cast<int32_t>(k));
         remove(c);
         reach.AddToGroup(c);  // must merge descendants together
         return true;
@@ -375,6 +392,7 @@ class Round {
           if (!taken && !below) push(lists->Live(slot + 1));
         }
       }
+      if (rec_ && group.size() == 1) rec_->LeftAlone(g_, static_cast<int32_t>(k));
       // Members another member now reaches (through groups formed earlier)
       // are dropped, and not offered again.
       const std::vector<bool> reached = reach.ReachedFromOthers(group);
@@ -386,6 +404,9 @@ class Round {
           members.push_back(cands_[static_cast<size_t>(group[i])]);
         }
       }
+      if (rec_ && group.size() > 1) {
+        rec_->CycleChecked(g_, static_cast<int32_t>(k), group, reached, members.size());
+      }
       if (IsLayerNorm(type_) && rules_ == RuleSet::kSeed && members.size() > kMaxLayerNormGroup) {
         std::stable_sort(members.begin(), members.end(), [&](OpId a, OpId b) {
           return FlatNormalizedSize(g_.op(a)) > FlatNormalizedSize(g_.op(b));
@@ -394,13 +415,18 @@ class Round {
           const size_t end = std::min(begin + kMaxLayerNormGroup, members.size());
           std::vector<OpId> chunk(members.begin() + static_cast<ptrdiff_t>(begin),
                                   members.begin() + static_cast<ptrdiff_t>(end));
-          if (chunk.size() >= 2) Rewrite(chunk, reach);  // fix (e): no group of one
+          if (chunk.size() >= 2) {
+            Rewrite(chunk, reach, static_cast<int32_t>(k));
+          } else if (rec_) {  // fix (e): no group of one
+            rec_->ChunkOfOne(g_, chunk[0], static_cast<int32_t>(k), members.size());
+          }
         }
       } else if (members.size() >= 2) {
-        Rewrite(members, reach);
+        Rewrite(members, reach, static_cast<int32_t>(k));
       }
       grouped[k] = true;
     }
+    if (rec_) rec_->EndRound(g_, result_.reasons);
     return std::move(result_);
   }
 
@@ -411,7 +437,7 @@ class Round {
     if (a.inputs.empty() || a.inputs.size() != b.inputs.size() || a.outputs.size() != 1) {
       return false;
     }
-    return IsGemm(type_) ? GemmsCompatible(g_, leader, other)
+    return IsGemm(type_) ? GemmsCompatible(g_, leader, other, rules_)
                          : LayerNormsCompatible(g_, leader, other, rules_);
   }
 
@@ -422,7 +448,8 @@ class Round {
   }
 
   // The GEMMs of this type reading a split's outputs, one each, or none.
-  std::vector<OpId> SplitGroup(const Op& split, CandidateReach& reach) {
+  std::vector<OpId> SplitGroup(OpId split_id, CandidateReach& reach) {
+    const Op& split = g_.op(split_id);
     std::vector<OpId> group;
     split_seen_.resize(cands_.size(), 0);
     ++split_stamp_;
@@ -431,23 +458,30 @@ class Round {
       if (users.empty()) return {};
       const OpId gemm = users.front();
       const Op& op = g_.op(gemm);
-      if (op.type != type_ || !IsGemmCandidate(g_, gemm)) return {};
+      if (op.type != type_ || !IsGemmCandidate(g_, gemm, rules_)) return {};
       // Fix (c): distinct GEMMs, each reading its output as A.
       uint32_t& seen = split_seen_[static_cast<size_t>(cand_of_[static_cast<size_t>(gemm)])];
       if (op.inputs[0] != out || seen == split_stamp_) return {};
       seen = split_stamp_;
-      if (!group.empty() && !GemmsCompatible(g_, group.back(), gemm)) return {};
+      if (!group.empty() && !GemmsCompatible(g_, group.back(), gemm, rules_)) return {};
       group.push_back(gemm);
     }
-    if (group.size() < 2) return {};  // fix (e)
+    if (group.size() < 2) {  // fix (e)
+      if (rec_ && group.size() == 1) {
+        rec_->SplitOfOne(split_id, cand_of_[static_cast<size_t>(group[0])]);
+      }
+      return {};
+    }
     const std::vector<bool> reached = reach.ReachedFromOthers(Indices(group));
     if (std::find(reached.begin(), reached.end(), true) != reached.end()) return {};
     return group;
   }
 
-  void Rewrite(std::vector<OpId>& members, CandidateReach& reach) {
+  // `leader`: the candidate that led the group (kNone: the split rule's).
+  void Rewrite(std::vector<OpId>& members, CandidateReach& reach, int32_t leader) {
     const std::vector<int32_t> indices = Indices(members);
     const OpId group = RewriteAsGroup(g_, members);
+    if (rec_) rec_->Formed(group, leader);
     reach.AddFused(indices);
     op_number_.resize(static_cast<size_t>(g_.num_op_ids()), 0);
     op_number_[static_cast<size_t>(group)] = next_number_++;
@@ -490,6 +524,7 @@ class Round {
   bool dumps_;
   ReachStrategy strategy_;
   RuleSet rules_;
+  ReasonRecorder* rec_;  // may be null: no reasons wanted
   int64_t next_number_ = 0;
   std::vector<OpId> cands_;           // in the round's sorted order
   std::vector<int32_t> cand_of_;      // op id -> index into cands_, or kNone
@@ -524,19 +559,23 @@ int GemmAlignment(const Graph& graph, OpId gemm) {
   return 1;
 }
 
-bool IsGemmCandidate(const Graph& graph, OpId gemm) {
+bool IsGemmCandidate(const Graph& graph, OpId gemm, RuleSet rules) {
   const Op& op = graph.op(gemm);
   if (op.attrs.Alpha() != 1.0) return false;
   const Tensor& a = graph.tensor(op.inputs[0]);
-  if (a.shape.size() != 2 || !AllStatic(a.shape)) return false;
+  if (a.shape.size() != 2) return false;
+  // hfuse rules: M may be a named dim (members then share it, below).
+  if (rules == RuleSet::kSeed ? !AllStatic(a.shape) : !a.shape[1].is_static()) return false;
   for (size_t i = 1; i < op.inputs.size(); ++i) {  // fix (d): static weight and bias
     if (!AllStatic(graph.tensor(op.inputs[i]).shape)) return false;
   }
-  return GemmAlignment(graph, gemm) > 1;
+  return rules == RuleSet::kHfuse || GemmAlignment(graph, gemm) > 1;
 }
 
-bool GemmsCompatible(const Graph& graph, OpId leader, OpId other) {
-  if (GemmAlignment(graph, leader) != GemmAlignment(graph, other)) return false;
+bool GemmsCompatible(const Graph& graph, OpId leader, OpId other, RuleSet rules) {
+  if (rules == RuleSet::kSeed && GemmAlignment(graph, leader) != GemmAlignment(graph, other)) {
+    return false;
+  }
   const Op& a = graph.op(leader);
   const Op& b = graph.op(other);
   // Fix (a): same dtypes and the same M.
@@ -579,9 +618,9 @@ bool LayerNormsCompatible(const Graph& graph, OpId leader, OpId other, RuleSet r
 
 TypeRoundResult GroupOpsOfType(Graph& graph, const std::vector<OpId>& sorted_ops,
                                std::vector<int64_t>& op_number, OpType type, bool want_dumps,
-                               ReachStrategy reach, RuleSet rules) {
+                               ReachStrategy reach, RuleSet rules, ReasonRecorder* reasons) {
   HFUSE_CHECK(IsGemm(type) || IsLayerNorm(type));
-  return Round(graph, op_number, type, want_dumps, reach, rules).Run(sorted_ops);
+  return Round(graph, op_number, type, want_dumps, reach, rules, reasons).Run(sorted_ops);
 }
 
 }  // namespace hfuse

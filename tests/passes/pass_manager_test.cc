@@ -104,10 +104,11 @@ TEST(PassManagerTest, RejectsUnknownPassInFlags) {
   EXPECT_THROW(PassManager(PipelineNamed("seed"), options).Run(state), InputError);
 }
 
-// A pass with a bug: it drops an op from a tensor's user list by hand.
+// A pass with a bug: it rewires an op's input by hand, not through
+// Graph::SetOperand, so the user lists no longer mirror the inputs.
 PassResult BreakUseLists(PassState& state, const PassOptions&) {
   Graph& g = state.graph;
-  g.mutable_tensor(*g.FindTensor("x")).users.pop_back();
+  g.mutable_op(*g.FindOp("fc0")).inputs[2] = *g.FindTensor("b1");
   return {true, {}};
 }
 

@@ -3,7 +3,12 @@
 //   hfuse fuse IN.json [-o OUT.json] [--report R.json] [--no-group-gemm] [--dump-dir DIR]
 //              [--rules seed|hfuse]
 //   hfuse fuse IN.onnx [-o OUT.onnx] [--export hfuse|standard] [--format json|onnx] ...
+//   hfuse run M [--device cpu|cuda] [--inputs in.npz] [-o out.npz] [--dim N=V] ...
+//   hfuse verify M [--device cpu|cuda] [--fused F] ...
+//   hfuse bench M --device cuda ...    (built with the CUDA backend)
 //   hfuse check IN.json
+//   hfuse explain M [--op NAME]; hfuse dot M [-o F.dot] [--fused] [--collapse];
+//   hfuse report M -o report.html [--bench B.json]
 //
 // Input problems print one line "hfuse: error: ..." and exit with status 2.
 #include <fmt/format.h>
@@ -15,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "exec_commands.h"
+#include "explain_commands.h"
 #if HFUSE_HAVE_CUDA
 #include "bench_command.h"
 #endif
@@ -25,7 +31,7 @@
 #include "hfuse/support/checked.h"
 #include "hfuse/support/error.h"
 #include "hfuse/support/file.h"
-#include "model_files.h"
+#include "hfuse/session/pipelines.h"
 #include "pass_flags.h"
 
 namespace hfuse {
@@ -57,14 +63,34 @@ std::string ReportJson(const FuseGroupOpsResult& r) {
   for (const FusedGroup& g : r.groups) {
     report["groups"].push_back({{"op", OpTypeName(g.type)}, {"members", g.members}});
   }
+  report["ungrouped"] = nlohmann::ordered_json::array();
+  for (const Reason& u : r.ungrouped) {
+    nlohmann::ordered_json entry = {{"op", u.op},
+                                    {"type", OpTypeName(u.type)},
+                                    {"reason", ReasonCodeName(u.code)},
+                                    {"rule", ReasonRuleName(u.rule)},
+                                    {"details", u.details}};
+    if (!u.peer.empty()) entry["peer"] = u.peer;
+    if (!u.path.empty()) entry["path"] = u.path;
+    report["ungrouped"].push_back(std::move(entry));
+  }
   report["ops_before"] = r.ops_before;
   report["ops_after"] = r.ops_after;
   return report.dump(1) + "\n";
 }
 
+// "; 3 GEMMs/LayerNorms ungrouped (not-a-candidate 2, ...): hfuse explain",
+// or nothing when every GEMM and LayerNorm is in a group.
+std::string UngroupedSummary(const FuseGroupOpsResult& r) {
+  if (r.ungrouped.empty()) return {};
+  return fmt::format("; {} GEMM/LayerNorm op{} ungrouped ({}): see hfuse explain",
+                     r.ungrouped.size(), r.ungrouped.size() == 1 ? "" : "s",
+                     TopReasons(r.ungrouped, 3));
+}
+
 void PrintTable(const std::string& input, const FuseGroupOpsResult& r) {
-  fmt::print("{}: {} ops -> {} ops, {} group{}\n", input, r.ops_before, r.ops_after,
-             r.groups.size(), r.groups.size() == 1 ? "" : "s");
+  fmt::print("{}: {} ops -> {} ops, {} group{}{}\n", input, r.ops_before, r.ops_after,
+             r.groups.size(), r.groups.size() == 1 ? "" : "s", UngroupedSummary(r));
   if (r.groups.empty()) return;
   fmt::print("  {:<30} {:>7}  {}\n", "group op", "members", "members (group order)");
   for (const FusedGroup& g : r.groups) {
@@ -111,7 +137,7 @@ FuseGroupOpsResult ResultOf(PassState& state) {
 int RunFuse(const std::string& input, const std::string& output, const std::string& report,
             bool no_group_gemm, const std::string& dump_dir, bool verify, uint64_t seed,
             const std::string& format, const std::string& export_mode, RuleSet rules,
-            const PassFlags& flags) {
+            const PassFlags& flags, const std::vector<std::string>& dim_specs) {
   // Never freed: the process ends after the output is written, and freeing a
   // graph of a million ops one allocation at a time takes half a second.
   // Held by globals, so that LeakSanitizer sees them reachable, not leaked.
@@ -119,6 +145,14 @@ int RunFuse(const std::string& input, const std::string& output, const std::stri
   static PassState* kept_state = nullptr;
   LoadedModel& model = *(kept_model = new LoadedModel(LoadModel(input, format)));
   Graph& graph = model.graph;
+  if (!dim_specs.empty()) {
+    try {
+      SpecializeDims(graph, ParseDims(dim_specs));
+      model.as_read = graph;  // "as read" is with the dims fixed
+    } catch (const InputError& e) {
+      ThrowInputError("{}: {}", input, e.what());
+    }
+  }
   const Graph original = verify ? graph : Graph();
   PassOptions options;
   options.fuse_group_ops.group_gemm = !no_group_gemm;
@@ -202,8 +236,9 @@ int Main(int argc, char** argv) {
     std::vector<std::string> names = {"seed", "hfuse"};
     if (!extra.empty()) names.push_back(extra);
     cmd->add_option("--rules", rules,
-                    "grouping rules: seed (AITemplate's, the default) or hfuse (for hfuse's GPU "
-                    "kernels: LayerNorm groups uncapped, of any mix of sizes)" +
+                    "grouping rules: seed (AITemplate's, the default on the CPU) or hfuse (for "
+                    "hfuse's GPU kernels, the default on cuda: LayerNorm groups uncapped, of any "
+                    "mix of sizes)" +
                         (extra.empty() ? std::string() : "; " + extra + ": time both"))
         ->check(CLI::IsMember(names));
   };
@@ -218,11 +253,15 @@ int Main(int argc, char** argv) {
   fuse->add_option("--seed", seed, "seed of the random inputs of --verify");
   PassFlags fuse_passes;
   AddPassFlags(fuse, fuse_passes);
+  std::vector<std::string> fuse_dims;
+  fuse->add_option("--dim", fuse_dims,
+                   "NAME=VALUE: fix a named dim before the passes run (the output has it static)");
 
   RunOptions run_options;
   std::string run_input;
   std::vector<std::string> dim_specs;
-  CLI::App* run = app.add_subcommand("run", "run a graph on the CPU, print each output's checksum");
+  CLI::App* run = app.add_subcommand(
+      "run", "run a model through the inference session (CPU or CUDA), print each output's checksum");
   run->add_option("input", run_input, "graph (graph JSON v1, or an .onnx model)")->required();
   run->add_option("--inputs", run_options.inputs_npz,
                   ".npz with the graph's inputs and params (default: random, seeded)");
@@ -230,6 +269,19 @@ int Main(int argc, char** argv) {
   run->add_option("--dim", dim_specs, "NAME=VALUE: bind a dynamic dim (default: its max)");
   run->add_option("-o,--output", run_options.output_npz, "write the outputs to this .npz");
   run->add_option("--save-inputs", run_options.save_inputs, "write the inputs used to this .npz");
+  const auto add_device = [](CLI::App* cmd, std::string& device) {
+    cmd->add_option("--device", device,
+                    "cpu (the CPU executor, the default) or cuda (the CUDA backend; exit 2 "
+                    "without a GPU)")
+        ->check(CLI::IsMember({"cpu", "cuda"}));
+  };
+  add_device(run, run_options.device);
+  std::string run_rules;
+  add_rules(run, run_rules);
+  bool run_no_fuse = false, run_no_cuda_graph = false;
+  run->add_flag("--no-fuse", run_no_fuse, "run the model as imported, unfused");
+  run->add_flag("--no-cuda-graph", run_no_cuda_graph,
+                "cuda: plain launches instead of replaying a CUDA graph");
 
   std::string verify_input, fused_input;
   bool verify_no_group_gemm = false;
@@ -241,9 +293,11 @@ int Main(int argc, char** argv) {
   verify_cmd->add_option("--fused", fused_input, "compare with this graph instead of fusing");
   verify_cmd->add_flag("--no-group-gemm", verify_no_group_gemm, "do not group GEMMs");
   verify_cmd->add_option("--seed", verify_seed, "seed of the random inputs");
-  std::string verify_rules = "seed";
+  std::string verify_rules;
   add_rules(verify_cmd, verify_rules);
   verify_cmd->add_option("--dim", verify_dims, "NAME=VALUE: bind a dynamic dim (default: its max)");
+  std::string verify_device = "cpu";
+  add_device(verify_cmd, verify_device);
   PassFlags verify_passes;
   AddPassFlags(verify_cmd, verify_passes);
 
@@ -254,7 +308,7 @@ int Main(int argc, char** argv) {
   bool bench_no_check = false;
   CLI::App* bench = app.add_subcommand(
       "bench", "time a graph on the GPU: unfused and fused, plain launches and CUDA graph");
-  bench->add_option("input", bench_input, "graph (graph JSON v1)")->required();
+  bench->add_option("input", bench_input, "graph (graph JSON v1, or an .onnx model)")->required();
   bench->add_option("--device", bench_options.device, "device (cuda)");
   bench->add_option("--reps", bench_options.reps, "timed runs (median reported)");
   bench->add_option("--warmup", bench_options.warmup, "untimed runs first");
@@ -267,6 +321,9 @@ int Main(int argc, char** argv) {
                   "also time the fused graph with grouped GEMMs only (no strided batching)");
   add_rules(bench, bench_options.rules, "both");
   AddPassFlags(bench, bench_options.passes);
+  bench->add_flag("--gemm-paths", bench_options.gemm_paths,
+                  "also time the hfuse-rules graph with each group GEMM path forced (cuBLAS "
+                  "grouped, CUTLASS 128x128 tiles, CUTLASS 128x64 tiles)");
 #endif
 
   std::string print_input, print_format;
@@ -277,6 +334,37 @@ int Main(int argc, char** argv) {
   print->add_option("--format", print_format, "json or onnx (default: by extension)")
       ->check(CLI::IsMember({"json", "onnx"}));
   AddPassFlags(print, print_passes);
+  DescribeOptions describe;
+  std::string explain_input, explain_op;
+  CLI::App* explain = app.add_subcommand(
+      "explain", "fuse a graph and say why each GEMM and LayerNorm left out of every group was");
+  explain->add_option("input", explain_input, "graph (graph JSON v1, or an .onnx model)")->required();
+  explain->add_option("--op", explain_op, "explain only this op (grouped or not)");
+  std::string dot_input, dot_output;
+  DotOptions dot_options;
+  CLI::App* dot = app.add_subcommand(
+      "dot", "draw a graph as Graphviz: groups as clusters, left-out ops with their reason");
+  dot->add_option("input", dot_input, "graph (graph JSON v1, or an .onnx model)")->required();
+  dot->add_option("-o,--output", dot_output, "write the .dot here (default: standard output)");
+  dot->add_flag("--fused", dot_options.fused, "draw the fused graph instead of the original");
+  dot->add_flag("--collapse", dot_options.collapse,
+                "only GEMMs, LayerNorms and groups, joined where one reaches another");
+  std::string report_input, report_output, report_bench;
+  CLI::App* report_cmd = app.add_subcommand(
+      "report", "write one self-contained HTML page: summary, groups, reasons, pictures");
+  report_cmd->add_option("input", report_input, "graph (graph JSON v1, or an .onnx model)")
+      ->required();
+  report_cmd->add_option("-o,--output", report_output, "the HTML file")->required();
+  report_cmd->add_option("--bench", report_bench,
+                         "a JSON of hfuse bench --json: add its timings, per launch too");
+  std::string describe_rules = "seed";
+  for (CLI::App* cmd : {explain, dot, report_cmd}) {
+    add_rules(cmd, describe_rules);
+    cmd->add_flag("--no-group-gemm", describe.no_group_gemm, "do not group GEMMs (as fuse)");
+    cmd->add_option("--format", describe.format, "json or onnx (default: by extension)")
+        ->check(CLI::IsMember({"json", "onnx"}));
+    AddPassFlags(cmd, describe.passes);
+  }
 
   std::string check_input;
   CLI::App* check = app.add_subcommand("check", "parse and verify a graph, print a summary");
@@ -307,7 +395,7 @@ int Main(int argc, char** argv) {
       RuleSet rules = RuleSet::kSeed;
       ParseRuleSet(fuse_rules, rules);  // checked by CLI11
       return RunFuse(input, output, report, no_group_gemm, dump_dir, verify, seed, format,
-                     export_mode, rules, fuse_passes);
+                     export_mode, rules, fuse_passes, fuse_dims);
     }
     if (print->parsed()) return RunPrint(print_input, print_format, print_passes);
 #if HFUSE_HAVE_CUDA
@@ -319,15 +407,29 @@ int Main(int argc, char** argv) {
 #endif
     if (run->parsed()) {
       run_options.dims = ParseDims(dim_specs);
+      run_options.rules = run_rules;
+      run_options.fuse = !run_no_fuse;
+      run_options.cuda_graph = !run_no_cuda_graph;
       return RunGraphCommand(run_input, run_options);
     }
     if (verify_cmd->parsed()) {
-      RuleSet rules = RuleSet::kSeed;
-      ParseRuleSet(verify_rules, rules);  // checked by CLI11
-      return VerifyCommand(verify_input, fused_input, !verify_no_group_gemm, rules, verify_seed,
-                           ParseDims(verify_dims), verify_passes);
+      VerifyOptions options;
+      options.fused_path = fused_input;
+      options.group_gemm = !verify_no_group_gemm;
+      options.rules = verify_rules;
+      options.device = verify_device;
+      options.seed = verify_seed;
+      options.dims = ParseDims(verify_dims);
+      options.flags = verify_passes;
+      return VerifyCommand(verify_input, options);
     }
     if (check->parsed()) return RunCheck(check_input);
+    ParseRuleSet(describe_rules, describe.rules);  // checked by CLI11
+    if (explain->parsed()) return ExplainCommand(explain_input, explain_op, describe);
+    if (dot->parsed()) return DotCommand(dot_input, dot_output, dot_options, describe);
+    if (report_cmd->parsed()) {
+      return ReportCommand(report_input, report_output, report_bench, describe);
+    }
   } catch (const InputError& e) {
     fmt::print(stderr, "hfuse: error: {}\n", OneLine(e.what()));
     return kInputErrorExit;

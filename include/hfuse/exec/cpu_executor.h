@@ -14,19 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "hfuse/exec/host_tensor.h"
+#include "hfuse/runtime/bound_dims.h"
+#include "hfuse/runtime/host_tensor.h"
 #include "hfuse/ir/graph.h"
 
 namespace hfuse {
-
-// The value of each dynamic dim, indexed like Graph::dims().
-using DimValues = std::vector<int64_t>;
-
-// Each dim at its max unless `overrides` (name -> value) says otherwise;
-// throws InputError for an unknown name or a value outside [min, max].
-DimValues BindDims(const Graph& graph, const std::map<std::string, int64_t>& overrides = {});
-
-std::vector<int64_t> ConcreteShape(const Shape& shape, const DimValues& dims);
 
 // A param's own values (Tensor::data, e.g. an ONNX initializer); throws
 // InputError when it has none or their size does not fit its shape.

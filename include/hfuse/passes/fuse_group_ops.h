@@ -37,11 +37,17 @@ struct FuseGroupOpsOptions {
   // Which grouping rules (group_planner.h): the seed's by default; the GPU
   // pipeline (hfuse bench) runs hfuse's.
   RuleSet rules = RuleSet::kSeed;
+  // Record why each GEMM and LayerNorm that stays out of every group did
+  // (FuseGroupOpsResult::ungrouped; see fusion_reasons.h). It changes no
+  // decision.
+  bool explain = true;
 };
 
 struct FusedGroup {
   OpType type;                       // the group op type
   std::vector<std::string> members;  // original op names, in the group's order
+  OpId op = kNone;                   // the group op in the fused graph
+  std::string name = {};             // the group op's name
 };
 
 struct FuseGroupOpsResult {
@@ -53,7 +59,11 @@ struct FuseGroupOpsResult {
   // Members that joined a group and were dropped again by the cycle check
   // (another member reaches them through groups formed earlier).
   int64_t dropped_by_cycle_check = 0;
-  // The seed's debug dumps: file name -> contents.
+  // One reason per GEMM and LayerNorm of the fused graph that is in no
+  // group, in the final op order (when options.explain).
+  std::vector<Reason> ungrouped;
+  // The seed's debug dumps: file name -> contents; with want_dumps, one set
+  // per GEMM and LayerNorm type, plus the type's reasons.
   std::vector<std::pair<std::string, std::string>> dumps;
 };
 

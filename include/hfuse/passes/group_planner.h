@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "hfuse/ir/graph.h"
+#include "hfuse/passes/fusion_reasons.h"
 
 namespace hfuse {
 
@@ -43,6 +44,13 @@ namespace hfuse {
 //  - LayerNorm sizes need not match (_check_layernorm_n_match): hfuse's
 //    kernel picks the threads per row for each member, so mixed widths run
 //    in one launch as fast as in separate ones (bench/RESULTS.md, issue 12).
+//  - GEMMs whose A is [M, K] with M a named dynamic dim are candidates, and
+//    group with GEMMs of the same named M (the seed takes static A only):
+//    the executors bind the dim before they run, so a group runs at the
+//    bound batch like its members.
+//  - GEMMs of any K group, odd K included, and members need not share an
+//    alignment: the seed's rule is for AITemplate's kernels; hfuse's GPU
+//    path picks a kernel per member by its alignment.
 enum class RuleSet : uint8_t { kSeed, kHfuse };
 const char* RuleSetName(RuleSet rules);
 // "seed" or "hfuse"; false for anything else.
@@ -50,8 +58,9 @@ bool ParseRuleSet(const std::string& name, RuleSet& rules);
 
 // The seed's rules, exposed for tests.
 int GemmAlignment(const Graph& graph, OpId gemm);
-bool IsGemmCandidate(const Graph& graph, OpId gemm);
-bool GemmsCompatible(const Graph& graph, OpId leader, OpId other);
+bool IsGemmCandidate(const Graph& graph, OpId gemm, RuleSet rules = RuleSet::kSeed);
+bool GemmsCompatible(const Graph& graph, OpId leader, OpId other,
+                     RuleSet rules = RuleSet::kSeed);
 bool LayerNormSizesMatch(int64_t n1, int64_t n2);
 bool LayerNormsCompatible(const Graph& graph, OpId leader, OpId other,
                           RuleSet rules = RuleSet::kSeed);
@@ -73,15 +82,19 @@ struct TypeRoundResult {
   int64_t cycle_drops = 0;                     // members dropped by the cycle check
   std::string dependency_dump;                 // the seed's debug dumps
   std::string groups_dump;
+  // Why each op of the type that stayed out of every group did (when a
+  // ReasonRecorder was given), in decision order.
+  std::vector<Reason> reasons;
 };
 
 // Groups the ops of `type` (a gemm or layernorm type) and rewrites each group.
 // `sorted_ops` is SortedOps of the current sorted tensor list; `op_number`
 // the op numbers of rule 5, indexed by op id (group ops get numbers after
-// all others).
+// all others). `reasons`, when given, records why ops stayed out.
 TypeRoundResult GroupOpsOfType(Graph& graph, const std::vector<OpId>& sorted_ops,
                                std::vector<int64_t>& op_number, OpType type, bool want_dumps,
                                ReachStrategy reach = ReachStrategy::kAuto,
-                               RuleSet rules = RuleSet::kSeed);
+                               RuleSet rules = RuleSet::kSeed,
+                               ReasonRecorder* reasons = nullptr);
 
 }  // namespace hfuse

@@ -11,7 +11,7 @@
 //
 // Pipelines (--passes accepts their names too, and any mix with passes):
 //   seed         fuse-group-ops: what `hfuse fuse` runs on graph JSON
-//   onnx-import  fuse-mm-elementwise, flatten-gemm-inputs: what ONNX input
+//   onnx-import  fold-batchnorm, fuse-mm-elementwise, flatten-gemm-inputs: what ONNX input
 //                goes through first (so `hfuse fuse model.onnx` runs
 //                onnx-import then seed)
 //   gpu          fuse-group-ops, elide-split-concat: what the CUDA backend runs
@@ -43,7 +43,8 @@ struct PassState {
   // The order in which to write the ops: fuse-group-ops' final sorted order,
   // kept while later passes keep it (passes.def); empty: by id.
   std::vector<OpId> op_order;
-  // fuse-group-ops' result (groups, op counts, dumps), if it ran.
+  // fuse-group-ops' result (groups, op counts, dumps), if it ran; its
+  // op_order has moved to the field above.
   bool fused = false;
   FuseGroupOpsResult fuse_result;
 };
