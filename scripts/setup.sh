@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what hfuse needs to build and test, from Debian's packages.
+# Installs what hfuse needs to build and test, from Debian's packages (and
+# from PyPI into .venv: onnxruntime, CUTLASS's headers).
 # Idempotent: packages already present are not fetched again.
 set -euo pipefail
 
@@ -13,7 +14,18 @@ packages=(
   # exporting test models; python3-venv for the onnxruntime venv below.
   libonnx-dev libprotobuf-dev protobuf-compiler
   python3-onnx python3-torch python3-venv
+  # What torch-rechub (the real-model tests, below) imports besides torch.
+  python3-tqdm python3-pandas python3-sklearn
   # ---- end ONNX ----
+  # ---- Python module (python/, tests/python) ----
+  # Python's headers for the nanobind extension; pytest for its tests.
+  python3-dev python3-pytest
+  # ---- end Python module ----
+  # ---- sanitizers and fuzzing (scripts/sanitize.sh, scripts/fuzz.sh) ----
+  # clang with libFuzzer and the ASan/UBSan runtimes, OpenMP for clang, and
+  # llvm-symbolizer for readable reports.
+  clang-14 libclang-rt-14-dev libomp-14-dev llvm-14
+  # ---- end sanitizers ----
   # ---- pictures: hfuse report renders its SVGs with Graphviz's dot; the
   # tests check every hfuse dot output with it and open the report in
   # headless Chromium ----
@@ -45,4 +57,35 @@ if ! "$root/.venv/bin/python" -c "import onnxruntime, onnx, torch" 2>/dev/null; 
   "$root/.venv/bin/pip" install -q "onnxruntime==$ORT_VERSION"
 fi
 echo "setup: .venv (onnxruntime) ready"
+
+# ---- Real-model tests (tests/onnx/rechub): torch-rechub's own model classes,
+# exported by scripts/make_rechub_models.py. --no-deps: its requirements name
+# PyPI's torch; Debian's torch and the packages above are what it imports.
+RECHUB_VERSION=0.9.0
+if ! "$root/.venv/bin/python" -c "import torch_rechub.models.multi_task" 2>/dev/null; then
+  echo "setup: installing torch-rechub $RECHUB_VERSION into .venv"
+  "$root/.venv/bin/pip" install -q --no-deps "torch-rechub==$RECHUB_VERSION"
+fi
+echo "setup: .venv (torch-rechub) ready"
 # ---- end ONNX ----
+
+# ---- Python module: nanobind and scikit-build-core, from PyPI in .venv ----
+# The CMake build finds nanobind through .venv's python; `pip install .`
+# (pyproject.toml) fetches the same into its isolated build environment.
+NANOBIND_VERSION=2.15.0
+SKBUILD_VERSION=1.1.2
+if ! "$root/.venv/bin/python" -c "import nanobind, scikit_build_core" 2>/dev/null; then
+  echo "setup: installing nanobind $NANOBIND_VERSION, scikit-build-core $SKBUILD_VERSION into .venv"
+  "$root/.venv/bin/pip" install -q "nanobind==$NANOBIND_VERSION" "scikit-build-core==$SKBUILD_VERSION"
+fi
+echo "setup: .venv (nanobind, scikit-build-core) ready"
+# ---- end Python module ----
+# ---- CUDA backend: CUTLASS 4.2's headers, from PyPI's wheel, into .venv ----
+# (headers only: --no-deps; CMake finds them under .venv's site-packages).
+CUTLASS_VERSION=4.2.0.0
+if ! compgen -G "$root/.venv/lib/python3*/site-packages/cutlass_library/source/include/cutlass/cutlass.h" >/dev/null; then
+  echo "setup: installing nvidia-cutlass $CUTLASS_VERSION (headers) into .venv"
+  "$root/.venv/bin/pip" install -q --no-deps "nvidia-cutlass==$CUTLASS_VERSION"
+fi
+echo "setup: CUTLASS headers ready"
+# ---- end CUDA ----

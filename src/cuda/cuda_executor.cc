@@ -10,7 +10,10 @@
 #include <functional>
 #include <map>
 
+#include "cutlass_grouped_gemm.h"
 #include "hfuse/ir/analysis.h"
+#include "hfuse/ir/op_members.h"
+#include "hfuse/support/checked.h"
 #include "hfuse/support/error.h"
 #include "kernels.h"
 
@@ -65,6 +68,9 @@ cudaDataType_t CudaType(DType d) {
     case DType::kFloat16: return CUDA_R_16F;
     case DType::kBFloat16: return CUDA_R_16BF;
     case DType::kFloat32: return CUDA_R_32F;
+    case DType::kInt64:  // data of ONNX models, which no GEMM reads
+    case DType::kInt32:
+    case DType::kBool: break;
   }
   return CUDA_R_32F;
 }
@@ -105,16 +111,20 @@ struct CudaExecutor::Impl {
   cublasLtHandle_t lt = nullptr;
   DeviceBuffer inputs_arena, params_arena, outputs_arena, arena;
   std::vector<std::unique_ptr<DeviceBuffer>> descriptors;  // device arrays read by launches
+  std::vector<std::unique_ptr<cuda::CutlassGroupedGemm>> cutlass_gemms;
   std::vector<cublasLtMatmulDesc_t> lt_descs;
   std::vector<cublasLtMatrixLayout_t> lt_layouts;
   std::vector<int64_t> offset;     // per tensor id: byte offset in its buffer, or -1
   std::vector<char> region;        // per tensor id: 'i'nput, 'p'aram, 'o'utput, 'a'rena
   std::vector<std::function<void(cudaStream_t)>> launches;
   std::vector<std::string> labels;  // per launch: "<op name> (<what>)"
+  std::vector<double> op_bytes;     // per launch: its op's inputs and outputs, once each
   std::string current;              // the op being planned
+  double current_bytes = 0;
   void Add(const std::string& what, std::function<void(cudaStream_t)> f) {
     launches.push_back(std::move(f));
     labels.push_back(fmt::format("{} ({})", current, what));
+    op_bytes.push_back(current_bytes);
   }
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t graph_exec = nullptr;
@@ -161,9 +171,9 @@ struct CudaExecutor::Impl {
   // ---- memory plan -----------------------------------------------------------
 
   int64_t Bytes(TensorId t) const {
-    int64_t n = DTypeBytes(g.tensor(t).dtype);
-    for (int64_t d : ConcreteShape(g.tensor(t).shape, dims)) n *= d;
-    return n;
+    // Checked (support/checked.h): a wrapped size would plan a buffer too small.
+    return ByteCountOf(ConcreteShape(g.tensor(t).shape, dims), DTypeBytes(g.tensor(t).dtype),
+                       fmt::format("tensor '{}'", g.tensor(t).name));
   }
   TensorId StorageOf(TensorId t) const {
     return g.tensor(t).storage == kNone ? t : g.tensor(t).storage;
@@ -320,6 +330,12 @@ struct CudaExecutor::Impl {
   void PlanOp(const Op& op) {
     if (op.elided) return;
     current = op.name;
+    std::vector<TensorId> touched = op.inputs;
+    touched.insert(touched.end(), op.outputs.begin(), op.outputs.end());
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    current_bytes = 0;
+    for (TensorId t : touched) current_bytes += static_cast<double>(Bytes(t));
     switch (FamilyOf(op.type)) {
       case OpFamily::kGemm:
       case OpFamily::kGroupGemm: PlanGemm(op); break;
@@ -353,23 +369,22 @@ struct CudaExecutor::Impl {
   void PlanGemm(const Op& op) {
     const bool group = IsGroupGemm(op.type);
     const OpType member_type = group ? MemberOf(op.type) : op.type;
-    const size_t per = GemmHasBias(op.type) ? 3 : 2;
     const DType dtype = g.tensor(op.inputs[0]).dtype;
     const std::optional<EwFunc> activation = ActivationOf(member_type);
     const int act = activation ? static_cast<int>(*activation) : cuda::kNoActivation;
     std::vector<GemmMember> ms;
     for (size_t i = 0; i < op.outputs.size(); ++i) {
-      const TensorId* in = &op.inputs[i * per];
-      const std::vector<int64_t> a_shape = ConcreteShape(g.tensor(in[0]).shape, dims);
-      const Place a = PlaceOf(in[0]), y = PlaceOf(op.outputs[i]);
+      const hfuse::GemmMember member = GemmMemberOf(op, i);
+      const std::vector<int64_t> a_shape = ConcreteShape(g.tensor(member.a).shape, dims);
+      const Place a = PlaceOf(member.a), y = PlaceOf(member.y);
       GemmMember m;
       m.a = a.base;
-      m.w = PlaceOf(in[1]).base;
-      m.bias = per == 3 ? PlaceOf(in[2]).base : nullptr;
+      m.w = PlaceOf(member.w).base;
+      m.bias = member.bias != kNone ? PlaceOf(member.bias).base : nullptr;
       m.y = y.base;
       m.k = a_shape.back();
       m.m = NumRows(a_shape);
-      m.n = ConcreteShape(g.tensor(in[1]).shape, dims)[0];
+      m.n = ConcreteShape(g.tensor(member.w).shape, dims)[0];
       m.lda = a.row_stride;
       m.ldy = y.row_stride;
       ms.push_back(m);
@@ -377,9 +392,53 @@ struct CudaExecutor::Impl {
     const float alpha = static_cast<float>(op.attrs.Alpha());
     if (!group || (options.strided_batched && Strided(ms))) {
       PlanLtGemm(ms, dtype, alpha, act);
-    } else {
-      PlanGroupedGemm(ms, dtype, alpha, act);
+      return;
     }
+    std::string why = !options.cutlass ? "CUTLASS off" : alpha != 1.0f ? "alpha is not 1" : "";
+    if (why.empty() && PlanCutlassGemm(ms, dtype, act, why)) return;
+    PlanGroupedGemm(ms, dtype, alpha, act, why);
+  }
+
+  // One CUTLASS grouped GEMM, bias and activation in its epilogue; false
+  // (and why) when CUTLASS cannot take the members.
+  bool PlanCutlassGemm(const std::vector<GemmMember>& ms, DType dtype, int act, std::string& why) {
+    std::vector<cuda::GroupedGemmMember> members;
+    std::vector<GemmMember> empty_k;
+    for (const GemmMember& m : ms) {
+      if (m.m == 0 || m.n == 0) continue;
+      if (m.k == 0) {
+        empty_k.push_back(m);
+        continue;
+      }
+      members.push_back({m.a, m.w, m.bias, m.y, m.m, m.n, m.k, m.lda, m.ldy});
+    }
+    const int type = KernelType(dtype);
+    why = cuda::CutlassCannotTake(type, members, act);
+    if (!why.empty()) return false;
+    if (!empty_k.empty()) PlanEpilogue(empty_k, dtype, act, true);
+    if (members.empty()) return true;
+    static const int num_sms = [] {
+      int device = 0, sms = 0;
+      HFUSE_CUDA(cudaGetDevice(&device));
+      HFUSE_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+      return sms;
+    }();
+    const cuda::GemmKernel kernel =
+        options.gemm_kernel == GemmKernelChoice::k128x128 || type != 0 ? cuda::GemmKernel::kTile128x128
+        : options.gemm_kernel == GemmKernelChoice::k128x64             ? cuda::GemmKernel::kTile128x64
+                                                                       : cuda::ChooseGemmKernel(type, members, num_sms);
+    cutlass_gemms.push_back(cuda::MakeCutlassGroupedGemm(type, kernel, members, act));
+    cuda::CutlassGroupedGemm* gemm = cutlass_gemms.back().get();
+    std::string epi = ms[0].bias ? "bias" : "";
+    if (act != cuda::kNoActivation) {
+      epi += std::string(epi.empty() ? "" : "+") + std::string(EwFuncName(static_cast<EwFunc>(act)));
+    }
+    Add(fmt::format("CUTLASS grouped {}{}", cuda::GemmKernelName(kernel), epi.empty() ? "" : ", " + epi + " in epilogue"),
+        [gemm](cudaStream_t s) {
+          gemm->Run(s);
+          HFUSE_LAUNCHED();
+        });
+    return true;
   }
 
   static int64_t NumRows(const std::vector<int64_t>& shape) {
@@ -494,7 +553,8 @@ struct CudaExecutor::Impl {
     }
   }
 
-  void PlanGroupedGemm(const std::vector<GemmMember>& ms, DType dtype, float alpha, int act) {
+  void PlanGroupedGemm(const std::vector<GemmMember>& ms, DType dtype, float alpha, int act,
+                       const std::string& why) {
     std::vector<cublasOperation_t> ta, tb;
     std::vector<int> m_arr, n_arr, k_arr, lda, ldb, ldc, sizes;
     std::vector<float> alphas, betas;
@@ -530,7 +590,9 @@ struct CudaExecutor::Impl {
       const cudaDataType_t type = CudaType(dtype);
       cublasHandle_t handle = blas;
       const int count = static_cast<int>(ta.size());
-      Add("cublasGemmGroupedBatchedEx", [=](cudaStream_t s) {
+      Add(why.empty() ? std::string("cublasGemmGroupedBatchedEx")
+                      : fmt::format("cublasGemmGroupedBatchedEx, not CUTLASS: {}", why),
+          [=](cudaStream_t s) {
         HFUSE_CUBLAS(cublasSetStream(handle, s));
         HFUSE_CUBLAS(cublasGemmGroupedBatchedEx(handle, ta.data(), tb.data(), m_arr.data(), n_arr.data(),
                                                 k_arr.data(), alphas.data(), da, type, lda.data(), db, type,
@@ -581,29 +643,17 @@ struct CudaExecutor::Impl {
   }
 
   void PlanLayerNorm(const Op& op) {
-    const bool group = IsGroupLayerNorm(op.type);
     const size_t members = op.outputs.size();
     std::vector<cuda::LayerNormDesc> descs;
-    std::vector<int64_t> starts = {0};
-    int64_t max_n = 0;
+    std::vector<cuda::LayerNormTile> tiles;
     const DType dtype = g.tensor(op.inputs[0]).dtype;
-    const int vec = 16 / DTypeBytes(dtype);
+    const int esize = static_cast<int>(DTypeBytes(dtype));
+    const int vec = 16 / esize;
     for (size_t m = 0; m < members; ++m) {
-      TensorId x = op.inputs[m], gamma = kNone, beta = kNone;
-      std::vector<int64_t> normalized;
-      if (group) {
-        const size_t per = op.inputs.size() / members;
-        if (per >= 2) gamma = op.inputs[members + m];
-        if (per >= 3) beta = op.inputs[2 * members + m];
-        normalized = op.attrs.normalized_shapes[m];
-      } else {
-        if (op.attrs.has_gamma) gamma = op.inputs[1];
-        if (op.attrs.has_beta) beta = op.inputs.back();
-        normalized = op.attrs.normalized_shape;
-      }
+      const auto [x, gamma, beta, y, normalized] = LayerNormMemberOf(op, m);
       int64_t n = 1;
-      for (int64_t d : normalized) n *= d;
-      const Place px = PlaceOf(x), py = PlaceOf(op.outputs[m]);
+      for (int64_t d : *normalized) n *= d;
+      const Place px = PlaceOf(x), py = PlaceOf(y);
       const int64_t numel = Bytes(x) / DTypeBytes(dtype);
       const int64_t rows = n > 0 ? numel / n : 0;
       // Views are rows of the last dim; a normalized size spanning several
@@ -613,23 +663,29 @@ struct CudaExecutor::Impl {
       cuda::LayerNormDesc d{px.base, py.base,
                             gamma != kNone ? PlaceOf(gamma).base : nullptr,
                             beta != kNone ? PlaceOf(beta).base : nullptr,
-                            rows, n, xs, ys, 0};
+                            rows, n, xs, ys, 0, 32};
       auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-      d.vec = n % vec == 0 && xs % vec == 0 && ys % vec == 0 && aligned(d.x) && aligned(d.y) ? 1 : 0;
+      d.vec = n % vec == 0 && xs % vec == 0 && ys % vec == 0 && aligned(d.x) && aligned(d.y) &&
+                      (!d.gamma || aligned(d.gamma)) && (!d.beta || aligned(d.beta))
+                  ? 1
+                  : 0;
+      d.lanes = cuda::LayerNormLanes(n, esize, d.vec != 0);
+      if (rows == 0 || n == 0) continue;
+      const int64_t per_tile = cuda::kLayerNormThreads / d.lanes;
+      for (int64_t r = 0; r < rows; r += per_tile) {
+        tiles.push_back({static_cast<int32_t>(descs.size()), static_cast<int32_t>(std::min(per_tile, rows - r)), r});
+      }
       descs.push_back(d);
-      starts.push_back(starts.back() + rows);
-      max_n = std::max(max_n, n);
     }
+    if (tiles.empty()) return;
     const cuda::LayerNormDesc* dd = Device(descs);
-    const int64_t* st = Device(starts);
-    const int count = static_cast<int>(members);
-    const int64_t total = starts.back();
-    const bool all_vec = std::all_of(descs.begin(), descs.end(), [](const cuda::LayerNormDesc& d) { return d.vec; });
+    const cuda::LayerNormTile* tt = Device(tiles);
+    const int num_tiles = static_cast<int>(tiles.size());
     const float eps = static_cast<float>(op.attrs.Eps());
     const bool lsm = ActivationOf(op.type) == EwFunc::kSigmoid;  // y = x * sigmoid(layernorm(x))
     const int type = KernelType(dtype);
-    Add("layernorm kernel", [=](cudaStream_t s) {
-      cuda::LaunchGroupLayerNorm(type, dd, st, count, total, max_n, all_vec, eps, lsm, s);
+    Add(fmt::format("layernorm kernel, {} member{}", members, members == 1 ? "" : "s"), [=](cudaStream_t s) {
+      cuda::LaunchGroupLayerNorm(type, dd, tt, num_tiles, eps, lsm, s);
       HFUSE_LAUNCHED();
     });
   }
@@ -764,6 +820,13 @@ TensorMap CudaExecutor::Outputs() const {
   return out;
 }
 
+void* CudaExecutor::TensorAddress(TensorId id) const {
+  HFUSE_CHECK(impl_->region[static_cast<size_t>(impl_->StorageOf(id))] != 0);
+  return impl_->PlaceOf(id).base;
+}
+
+void* CudaExecutor::Stream() const { return impl_->stream; }
+
 double CudaExecutor::MedianMicros(int warmup, int reps, bool use_graph) {
   for (int i = 0; i < warmup; ++i) use_graph ? RunGraph() : Run();
   cudaEvent_t start, stop;
@@ -790,6 +853,8 @@ double CudaExecutor::MedianMicros(int warmup, int reps, bool use_graph) {
 }
 
 const CudaRunStats& CudaExecutor::stats() const { return impl_->stats; }
+
+const std::vector<double>& CudaExecutor::LaunchOpBytes() const { return impl_->op_bytes; }
 
 std::vector<std::pair<std::string, double>> CudaExecutor::ProfileLaunches(int reps) {
   Run();

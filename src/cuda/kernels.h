@@ -20,16 +20,32 @@ struct LayerNormDesc {
   int64_t n;
   int64_t x_stride;
   int64_t y_stride;
-  int32_t vec;  // 1 when every access of this member can be 16 bytes wide
+  int32_t vec;    // 1 when every access of this member can be 16 bytes wide
+  int32_t lanes;  // threads per row: a power of 2, 1 to 32 (LayerNormLanes)
 };
 
-// Runs `count` members; `descs` and `row_starts` (count + 1 prefix sums of
-// rows) are device arrays written once by the caller. One warp per row when
-// every member allows 16-byte accesses (`all_vec`) and rows are short, else
-// one block per row.
-void LaunchGroupLayerNorm(int dtype, const LayerNormDesc* descs, const int64_t* row_starts,
-                          int count, int64_t total_rows, int64_t max_n, bool all_vec, float eps,
-                          bool sigmoid_mul, cudaStream_t stream);
+// A block's work: rows [row0, row0 + rows) of one member, one row per
+// `lanes` threads of the block's 256 (rows <= 256 / lanes).
+struct LayerNormTile {
+  int32_t member;
+  int32_t rows;
+  int64_t row0;
+};
+inline constexpr int kLayerNormThreads = 256;
+// Up to this many 16-byte packs a thread keep the row in registers (read
+// once); wider rows, and rows that cannot be read 16 bytes at a time, are
+// read three times by 32 threads (from L1/L2 after the first).
+inline constexpr int kLayerNormPacks = 4;
+
+// Threads per row for a member of `n` values of `elem_bytes` each: the
+// fewest (a power of 2) whose kLayerNormPacks packs a thread hold the row, so
+// each thread has several 16-byte loads in flight; 32 for the general path.
+int LayerNormLanes(int64_t n, int elem_bytes, bool vec);
+
+// Runs every tile of a LayerNorm group in one launch; `descs` and `tiles` are
+// device arrays written once by the caller, at plan time.
+void LaunchGroupLayerNorm(int dtype, const LayerNormDesc* descs, const LayerNormTile* tiles,
+                          int num_tiles, float eps, bool sigmoid_mul, cudaStream_t stream);
 
 // Bias and activation after a GEMM, for a group of outputs in one launch:
 // y[r * ld + j] = act(y[r * ld + j] + bias[j]).

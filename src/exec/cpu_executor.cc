@@ -2,20 +2,26 @@
 #include "hfuse/exec/cpu_executor.h"
 
 #include <cstring>
+#include <optional>
+#include <span>
 #include <random>
 
 #include "cpu_kernels.h"
 #include "cpu_onnx_ops.h"
 #include "hfuse/ir/analysis.h"
+#include "hfuse/ir/op_members.h"
+#include "hfuse/support/checked.h"
 #include "hfuse/support/error.h"
 
 namespace hfuse {
 namespace {
 
+// A part of a shape that Run's budget check counted whole: it fits.
 int64_t Product(const std::vector<int64_t>& v, size_t begin, size_t end) {
-  int64_t p = 1;
-  for (size_t i = begin; i < end; ++i) p *= v[i];
-  return p;
+  const std::optional<int64_t> p =
+      ElementCount(std::span<const int64_t>(v.data() + begin, end - begin));
+  HFUSE_CHECK(p.has_value());
+  return *p;
 }
 
 size_t Axis(int64_t dim, size_t rank) {
@@ -35,6 +41,7 @@ class CpuRun {
       : g_(graph), dims_(dims), values_(static_cast<size_t>(graph.num_tensor_ids())) {}
 
   TensorMap Run(const TensorMap& feeds) {
+    CheckTensorSizes(g_, dims_);
     for (TensorId id = 0; id < g_.num_tensor_ids(); ++id) {
       const Tensor& t = g_.tensor(id);
       if (!t.alive || t.role == Role::kIntermediate) continue;
@@ -68,16 +75,17 @@ class CpuRun {
     HostTensor& t = values_[static_cast<size_t>(id)];
     const Tensor& tensor = g_.tensor(id);
     if (tensor.storage != kNone && t.bytes.empty()) {
-      t = HostTensor(tensor.dtype, ConcreteShape(tensor.shape, dims_));
+      t = HostTensor(tensor.dtype, ConcreteShape(tensor.shape, dims_), Named(id));
       CopyRows(values_[static_cast<size_t>(tensor.storage)], tensor.storage_offset, t, 0, true);
     }
     return t;
   }
   HostTensor& Out(TensorId id) {
     HostTensor& t = values_[static_cast<size_t>(id)];
-    t = HostTensor(g_.tensor(id).dtype, ConcreteShape(g_.tensor(id).shape, dims_));
+    t = HostTensor(g_.tensor(id).dtype, ConcreteShape(g_.tensor(id).shape, dims_), Named(id));
     return t;
   }
+  std::string Named(TensorId id) const { return fmt::format("tensor '{}'", g_.tensor(id).name); }
   void ScatterViews(const Op& op) {
     for (TensorId out : op.outputs) {
       const Tensor& tensor = g_.tensor(out);
@@ -85,7 +93,7 @@ class CpuRun {
       HostTensor& base = values_[static_cast<size_t>(tensor.storage)];
       if (base.bytes.empty()) {
         base = HostTensor(g_.tensor(tensor.storage).dtype,
-                          ConcreteShape(g_.tensor(tensor.storage).shape, dims_));
+                          ConcreteShape(g_.tensor(tensor.storage).shape, dims_), Named(tensor.storage));
       }
       CopyRows(values_[static_cast<size_t>(out)], 0, base, tensor.storage_offset, false);
     }
@@ -115,31 +123,16 @@ class CpuRun {
   void ExecuteOp(const Op& op) {
     switch (FamilyOf(op.type)) {
       case OpFamily::kGemm:
-      case OpFamily::kGroupGemm: {
-        const size_t per = GemmHasBias(op.type) ? 3 : 2;
-        for (size_t m = 0; m < op.outputs.size(); ++m) {
-          Gemm(op, &op.inputs[m * per], per == 3, op.outputs[m]);
+      case OpFamily::kGroupGemm:
+        for (size_t m = 0; m < NumMembers(op); ++m) Gemm(op, GemmMemberOf(op, m));
+        break;
+      case OpFamily::kLayerNorm:
+      case OpFamily::kGroupLayerNorm:
+        for (size_t m = 0; m < NumMembers(op); ++m) {
+          LayerNorm(LayerNormMemberOf(op, m), op.attrs.Eps(),
+                    ActivationOf(op.type) == EwFunc::kSigmoid);
         }
         break;
-      }
-      case OpFamily::kLayerNorm: {
-        const TensorId gamma = op.attrs.has_gamma ? op.inputs[1] : kNone;
-        const TensorId beta = op.attrs.has_beta ? op.inputs.back() : kNone;
-        LayerNorm(op.inputs[0], gamma, beta, op.outputs[0], op.attrs.normalized_shape,
-                  op.attrs.Eps(), op.type == OpType::kLayerNormSigmoidMul);
-        break;
-      }
-      case OpFamily::kGroupLayerNorm: {
-        const size_t members = op.outputs.size();
-        const size_t per = op.inputs.size() / members;
-        for (size_t m = 0; m < members; ++m) {
-          LayerNorm(op.inputs[m], per >= 2 ? op.inputs[members + m] : kNone,
-                    per >= 3 ? op.inputs[2 * members + m] : kNone, op.outputs[m],
-                    op.attrs.normalized_shapes[m], op.attrs.Eps(),
-                    op.type == OpType::kGroupLayerNormSigmoidMul);
-        }
-        break;
-      }
       case OpFamily::kSplit: Split(op); break;
       case OpFamily::kConcatenate: Concatenate(op); break;
       case OpFamily::kElementwise: Elementwise(op); break;
@@ -156,22 +149,29 @@ class CpuRun {
     cpu::RunOnnxOp(op.name, *op.attrs.onnx, in, out);
   }
 
-  void Gemm(const Op& op, const TensorId* in, bool bias, TensorId y) {
-    const HostTensor& a = In(in[0]);
-    const HostTensor& b = In(in[1]);
+  void Gemm(const Op& op, const GemmMember& member) {
+    const bool bias = member.bias != kNone;
+    const HostTensor& a = In(member.a);
+    const HostTensor& b = In(member.w);
     const int64_t k = a.shape.back();
     const int64_t n = b.shape[0];
     const int64_t rows = k > 0 ? a.numel() / k : Product(a.shape, 0, a.shape.size() - 1);
+    if (rows > INT32_MAX || n > INT32_MAX || k > INT32_MAX) {
+      ThrowInputError("op '{}': a GEMM of {} x {} x {} has a dim over 2^31 - 1, more than BLAS takes",
+                      op.name, rows, n, k);
+    }
     const std::vector<float> af = a.ToFloat(), bf = b.ToFloat();
-    const std::vector<float> cf = bias ? In(in[2]).ToFloat() : std::vector<float>();
+    const std::vector<float> cf = bias ? In(member.bias).ToFloat() : std::vector<float>();
     std::vector<float> yf(static_cast<size_t>(rows * n));
     cpu::Gemm(af.data(), bf.data(), bias ? cf.data() : nullptr, yf.data(), rows, n, k,
               static_cast<float>(op.attrs.Alpha()), ActivationOf(op.type));
-    Out(y).FromFloat(yf.data());
+    Out(member.y).FromFloat(yf.data());
   }
 
-  void LayerNorm(TensorId x, TensorId gamma, TensorId beta, TensorId y,
-                 const std::vector<int64_t>& normalized, double eps, bool sigmoid_mul) {
+  // With sigmoid_mul, y = x * sigmoid(layernorm(x)).
+  void LayerNorm(const LayerNormMember& member, double eps, bool sigmoid_mul) {
+    const auto [x, gamma, beta, y, normalized_shape] = member;
+    const std::vector<int64_t>& normalized = *normalized_shape;
     const HostTensor& xv = In(x);
     const int64_t n = Product(normalized, 0, normalized.size());
     const int64_t rows = n > 0 ? xv.numel() / n : 0;
@@ -194,7 +194,8 @@ class CpuRun {
     for (size_t i = 0; i < op.outputs.size(); ++i) {
       HostTensor& y = Out(op.outputs[i]);
       const int64_t chunk = op.attrs.split_sizes[i] * inner;
-      for (int64_t o = 0; o < outer; ++o) {
+      // An empty output's data() may be null: memcpy gets no null pointer.
+      for (int64_t o = 0; chunk > 0 && o < outer; ++o) {
         std::memcpy(y.bytes.data() + o * chunk,
                     x.bytes.data() + o * x.shape[axis] * inner + offset, static_cast<size_t>(chunk));
       }
@@ -211,7 +212,7 @@ class CpuRun {
     for (TensorId in : op.inputs) {
       const HostTensor& x = In(in);
       const int64_t chunk = x.shape[axis] * inner;
-      for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t o = 0; chunk > 0 && o < outer; ++o) {
         std::memcpy(y.bytes.data() + o * y.shape[axis] * inner + offset,
                     x.bytes.data() + o * chunk, static_cast<size_t>(chunk));
       }
@@ -264,29 +265,8 @@ class CpuRun {
 
 }  // namespace
 
-DimValues BindDims(const Graph& graph, const std::map<std::string, int64_t>& overrides) {
-  DimValues values;
-  for (const DynamicDim& d : graph.dims()) values.push_back(d.max);
-  for (const auto& [name, value] : overrides) {
-    auto index = graph.FindDim(name);
-    if (!index) ThrowInputError("--dim {}: the graph has no dim named '{}'", name, name);
-    const DynamicDim& d = graph.dims()[static_cast<size_t>(*index)];
-    if (value < d.min || value > d.max) {
-      ThrowInputError("--dim {}={}: outside [{}, {}]", name, value, d.min, d.max);
-    }
-    values[static_cast<size_t>(*index)] = value;
-  }
-  return values;
-}
-
-std::vector<int64_t> ConcreteShape(const Shape& shape, const DimValues& dims) {
-  std::vector<int64_t> out;
-  for (const Dim& d : shape) out.push_back(d.is_static() ? d.value : dims[static_cast<size_t>(d.dynamic)]);
-  return out;
-}
-
 HostTensor ParamValue(const Tensor& t, const DimValues& dims) {
-  HostTensor v(t.dtype, ConcreteShape(t.shape, dims));
+  HostTensor v(t.dtype, ConcreteShape(t.shape, dims), fmt::format("param '{}'", t.name));
   // The importer checks sizes; a graph built by hand might not.
   if (!t.data || t.data->size() != v.bytes.size()) {
     ThrowInputError("param '{}' has {} bytes of data, expected {}", t.name,
@@ -296,15 +276,29 @@ HostTensor ParamValue(const Tensor& t, const DimValues& dims) {
   return v;
 }
 
+void CheckTensorSizes(const Graph& graph, const DimValues& dims) {
+  int64_t total = 0;
+  for (TensorId id = 0; id < graph.num_tensor_ids(); ++id) {
+    const Tensor& t = graph.tensor(id);
+    if (!t.alive) continue;
+    const std::string what = fmt::format("tensor '{}'", t.name);
+    const int64_t bytes = ByteCountOf(ConcreteShape(t.shape, dims), DTypeBytes(t.dtype), what);
+    CheckBudget(bytes, what);
+    const std::optional<int64_t> sum = CheckedAdd(total, bytes);
+    total = sum ? *sum : INT64_MAX;
+  }
+  CheckBudget(total, fmt::format("graph '{}' (all its tensors together)", graph.name()));
+}
+
 TensorMap RandomFeeds(const Graph& graph, const DimValues& dims, uint64_t seed) {
+  CheckTensorSizes(graph, dims);
   std::vector<bool> is_gamma(static_cast<size_t>(graph.num_tensor_ids()), false);
   for (OpId id : graph.LiveOps()) {
     const Op& op = graph.op(id);
-    if (IsLayerNorm(op.type) && op.attrs.has_gamma) is_gamma[static_cast<size_t>(op.inputs[1])] = true;
-    if (IsGroupLayerNorm(op.type) && op.inputs.size() >= 2 * op.outputs.size()) {
-      for (size_t m = 0; m < op.outputs.size(); ++m) {
-        is_gamma[static_cast<size_t>(op.inputs[op.outputs.size() + m])] = true;
-      }
+    if (!IsLayerNorm(op.type) && !IsGroupLayerNorm(op.type)) continue;
+    for (size_t m = 0; m < NumMembers(op); ++m) {
+      const TensorId gamma = LayerNormMemberOf(op, m).gamma;
+      if (gamma != kNone) is_gamma[static_cast<size_t>(gamma)] = true;
     }
   }
   TensorMap feeds;
@@ -318,7 +312,8 @@ TensorMap RandomFeeds(const Graph& graph, const DimValues& dims, uint64_t seed) 
     uint64_t h = 1469598103934665603ull;
     for (unsigned char c : t.name) h = (h ^ c) * 1099511628211ull;
     std::mt19937_64 rng(SplitMix(seed ^ SplitMix(h)));
-    HostTensor v(t.dtype, ConcreteShape(t.shape, dims));
+    HostTensor v(t.dtype, ConcreteShape(t.shape, dims), 
+                 fmt::format("{} '{}'", t.role == Role::kInput ? "input" : "param", t.name));
     const float low = is_gamma[static_cast<size_t>(id)] ? 0.5f : -1.0f;
     for (int64_t i = 0; i < v.numel(); ++i) {
       // 24 random bits -> [0, 1): the same on every platform.

@@ -5,8 +5,10 @@
 #include <zlib.h>
 
 #include <cstring>
-#include <regex>
+#include <optional>
+#include <string_view>
 
+#include "hfuse/support/checked.h"
 #include "hfuse/support/error.h"
 #include "hfuse/support/file.h"
 
@@ -70,10 +72,17 @@ class NpzReader {
       for (uint64_t x = at + 46 + name_len; x + 4 <= at + 46 + name_len + extra_len;) {
         const uint32_t id = U16(z_, x), len = U16(z_, x + 2);
         uint64_t f = x + 4;
+        const uint64_t field_end = x + 4 + len;
         if (id == 0x0001) {
-          if (usize == 0xffffffff) { usize = U64(z_, f); f += 8; }
-          if (csize == 0xffffffff) { csize = U64(z_, f); f += 8; }
-          if (local == 0xffffffff) { local = U64(z_, f); }
+          // Each 8-byte field inside the extra field, which lies inside the file.
+          auto next = [&](uint64_t& v) {
+            if (f + 8 > field_end || f + 8 > z_.size()) Fail("bad zip64 extra field for '{}'", name);
+            v = U64(z_, f);
+            f += 8;
+          };
+          if (usize == 0xffffffff) next(usize);
+          if (csize == 0xffffffff) next(csize);
+          if (local == 0xffffffff) next(local);
         }
         x += 4 + len;
       }
@@ -107,7 +116,15 @@ class NpzReader {
   }
 
   std::string Inflate(uint64_t at, uint64_t csize, uint64_t usize, const std::string& name) {
-    std::string out(usize, '\0');
+    // Deflate expands at most 1032:1, so a size beyond that is a lie; and
+    // what it may expand to is held to the memory budget before allocating.
+    if (usize > csize * 1032 + 1024) {
+      Fail("entry '{}' declares {} bytes from {} compressed, more than deflate can give", name,
+           usize, csize);
+    }
+    if (csize > UINT32_MAX || usize > UINT32_MAX) Fail("entry '{}' is over 4 GB", name);
+    const std::string what = fmt::format("{}: entry '{}'", path_, name);
+    std::string out = Allocate(static_cast<int64_t>(usize), what, [&] { return std::string(usize, '\0'); });
     z_stream s{};
     if (inflateInit2(&s, -15) != Z_OK) Fail("zlib init failed");
     s.next_in = reinterpret_cast<Bytef*>(z_.data() + at);
@@ -120,46 +137,98 @@ class NpzReader {
     return out;
   }
 
+  // The value of `key` in a .npy header, a Python dict literal such as
+  // {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }: the text
+  // after "'key':" and any spaces. Read by hand, in one pass: a regex
+  // recurses per character and a long header overflowed the stack.
+  static std::optional<std::string_view> After(std::string_view header, std::string_view key) {
+    const std::string quoted = fmt::format("'{}'", key);
+    size_t at = header.find(quoted);
+    if (at == std::string_view::npos) return std::nullopt;
+    at += quoted.size();
+    while (at < header.size() && header[at] == ' ') ++at;
+    if (at >= header.size() || header[at] != ':') return std::nullopt;
+    ++at;
+    while (at < header.size() && header[at] == ' ') ++at;
+    return header.substr(at);
+  }
+
   HostTensor ParseNpy(const std::string& name, const std::string& npy, std::optional<DType> want) {
     if (npy.size() < 10 || npy.compare(0, 6, "\x93NUMPY") != 0) Fail("'{}' is not a .npy array", name);
     const int major = static_cast<uint8_t>(npy[6]);
-    const size_t header_len = major == 1 ? U16(npy, 8) : U32(npy, 8);
     const size_t start = major == 1 ? 10 : 12;
-    if (npy.size() < start + header_len) Fail("'{}': truncated .npy header", name);
-    const std::string header = npy.substr(start, header_len);
-    std::smatch m;
-    if (!std::regex_search(header, m, std::regex("'descr':\\s*'([^']*)'"))) Fail("'{}': no descr", name);
-    const std::string descr = m[1];
-    if (std::regex_search(header, std::regex("'fortran_order':\\s*True"))) {
+    if (npy.size() < start) Fail("'{}': truncated .npy header", name);
+    const size_t header_len = major == 1 ? U16(npy, 8) : U32(npy, 8);
+    if (npy.size() - start < header_len) Fail("'{}': truncated .npy header", name);
+    const std::string_view header(npy.data() + start, header_len);
+    const std::optional<std::string_view> d = After(header, "descr");
+    if (!d || d->empty() || (*d)[0] != '\'' || d->find('\'', 1) == std::string_view::npos) {
+      Fail("'{}': no descr", name);
+    }
+    const std::string descr(d->substr(1, d->find('\'', 1) - 1));
+    if (const auto f = After(header, "fortran_order"); f && f->starts_with("True")) {
       Fail("'{}': Fortran-ordered arrays are not supported", name);
     }
-    if (!std::regex_search(header, m, std::regex("'shape':\\s*\\(([^)]*)\\)"))) Fail("'{}': no shape", name);
+    const std::optional<std::string_view> sh = After(header, "shape");
+    if (!sh || sh->empty() || (*sh)[0] != '(' || sh->find(')') == std::string_view::npos) {
+      Fail("'{}': no shape", name);
+    }
     std::vector<int64_t> shape;
-    const std::string dims = m[1];
-    const std::regex number("\\d+");
-    for (std::sregex_iterator it(dims.begin(), dims.end(), number), end; it != end; ++it) {
-      shape.push_back(std::stoll(it->str()));
+    const std::string_view dims = sh->substr(1, sh->find(')') - 1);
+    for (size_t i = 0; i < dims.size();) {
+      if (dims[i] < '0' || dims[i] > '9') {
+        if (dims[i] != ',' && dims[i] != ' ' && dims[i] != 'L') Fail("'{}': bad shape", name);
+        ++i;
+        continue;
+      }
+      size_t j = i;
+      while (j < dims.size() && dims[j] >= '0' && dims[j] <= '9') ++j;
+      // 18 digits always fit in int64_t; a longer dim is too large anyway.
+      if (j - i > 18) Fail("'{}': shape dim {} is too large", name, dims.substr(i, j - i));
+      int64_t v = 0;
+      for (size_t k = i; k < j; ++k) v = v * 10 + (dims[k] - '0');
+      shape.push_back(v);
+      i = j;
     }
     const char* data = npy.data() + start + header_len;
     const size_t avail = npy.size() - start - header_len;
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    auto need = [&](size_t elem) {
-      if (avail < static_cast<size_t>(n) * elem) Fail("'{}': array data is truncated", name);
+    const std::string what = fmt::format("{}: array '{}'", path_, name);
+    const int64_t n = ElementCountOf(shape, what);
+    // Checked against the data there is before the array is allocated.
+    auto need = [&](int64_t elem) {
+      const std::optional<int64_t> bytes = CheckedMul(n, elem);
+      if (!bytes || avail < static_cast<uint64_t>(*bytes)) Fail("'{}': array data is truncated", name);
     };
     const bool half = descr == "<f2" || descr == "|f2";
     if ((half && (!want || *want == DType::kFloat16)) ||
         (descr == "<u2" && (!want || *want == DType::kBFloat16)) ||
         (descr == "<f4" && (!want || *want == DType::kFloat32))) {
       const DType d = half ? DType::kFloat16 : descr == "<u2" ? DType::kBFloat16 : DType::kFloat32;
-      HostTensor t(d, shape);
-      need(t.bytes.size() / std::max<int64_t>(n, 1));
-      std::memcpy(t.bytes.data(), data, t.bytes.size());
+      need(DTypeBytes(d));
+      HostTensor t(d, shape, what);
+      if (!t.bytes.empty()) std::memcpy(t.bytes.data(), data, t.bytes.size());
       return t;
     }
-    if ((descr == "<f4" || descr == "<f8") && want) {  // round into the wanted dtype
-      HostTensor t(*want, shape);
+    // Integer and bool arrays: int64 as <i8, int32 as <i4, bool as |b1; an
+    // integer array of the other width is converted when that is wanted.
+    const bool is_int = descr == "<i8" || descr == "<i4" || descr == "|b1";
+    if (is_int) {
+      const DType own = descr == "<i8" ? DType::kInt64 : descr == "<i4" ? DType::kInt32 : DType::kBool;
+      const bool same = !want || *want == own;
+      const bool widen = want && (*want == DType::kInt64 || *want == DType::kInt32) && own != DType::kBool;
+      if (same || widen) {
+        need(DTypeBytes(own));
+        HostTensor src(own, shape, what);
+        if (!src.bytes.empty()) std::memcpy(src.bytes.data(), data, src.bytes.size());
+        if (same) return src;
+        HostTensor t(*want, shape, what);
+        for (int64_t i = 0; i < n; ++i) t.SetInt(i, src.GetInt(i));
+        return t;
+      }
+    }
+    if ((descr == "<f4" || descr == "<f8") && want && IsFloat(*want)) {  // round into the wanted dtype
       need(descr == "<f4" ? 4 : 8);
+      HostTensor t(*want, shape, what);
       for (int64_t i = 0; i < n; ++i) {
         double v;
         if (descr == "<f4") {
@@ -174,7 +243,8 @@ class NpzReader {
       return t;
     }
     Fail("'{}': dtype '{}' cannot be read as {}", name, descr,
-         want ? std::string(DTypeName(*want)) : "a tensor (use <f2, <f4, or <u2 for bfloat16)");
+         want ? std::string(DTypeName(*want))
+              : "a tensor (use <f2, <f4, <u2 for bfloat16, <i8, <i4 or |b1)");
   }
 
   std::string path_;
@@ -182,7 +252,15 @@ class NpzReader {
 };
 
 std::string NpyBytes(const HostTensor& t) {
-  const char* descr = t.dtype == DType::kFloat16 ? "<f2" : t.dtype == DType::kBFloat16 ? "<u2" : "<f4";
+  const char* descr = "<f4";
+  switch (t.dtype) {
+    case DType::kFloat16: descr = "<f2"; break;
+    case DType::kBFloat16: descr = "<u2"; break;
+    case DType::kFloat32: descr = "<f4"; break;
+    case DType::kInt64: descr = "<i8"; break;
+    case DType::kInt32: descr = "<i4"; break;
+    case DType::kBool: descr = "|b1"; break;
+  }
   const std::string shape = t.shape.size() == 1 ? fmt::format("{},", t.shape[0])
                                                 : fmt::format("{}", fmt::join(t.shape, ", "));
   std::string header =

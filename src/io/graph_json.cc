@@ -349,6 +349,10 @@ class Reader {
             ids_.push_back(id);
           });
       op.outputs.assign(ids_.begin(), ids_.end());
+      if (IsGroupGemm(op.type) && group_size_ != static_cast<int64_t>(op.outputs.size())) {
+        Fail("{} ({}): group_size {} does not match its {} outputs", where(), OpTypeName(op.type),
+             group_size_, op.outputs.size());
+      }
       graph_.AddOp(std::move(op));
     });
     if (graph_.num_op_ids() == 0) Fail("the graph has no ops");
@@ -391,7 +395,9 @@ class Reader {
         break;
       case OpFamily::kGroupGemm:
         CheckKeys(o, where, {"name", "op", "inputs", "outputs", "group_size"});
-        a.group_size = Int(Required(o, "group_size", where), Then(where, " group_size"));
+        // Checked against the outputs once they are read: the member count
+        // is the outputs', not stored twice.
+        group_size_ = Int(Required(o, "group_size", where), Then(where, " group_size"));
         break;
       case OpFamily::kGroupLayerNorm: {
         CheckKeys(o, where, {"name", "op", "inputs", "outputs", "normalized_shapes", "eps"});
@@ -427,6 +433,7 @@ class Reader {
 
   const std::string& source_;
   Graph graph_;
+  int64_t group_size_ = 0;     // the last group GEMM's, as read
   std::string scratch_;        // decoded strings with escapes
   std::vector<Dim> dims_;      // a shape being read
   std::vector<TensorId> ids_;  // an op's inputs or outputs being read
@@ -569,10 +576,12 @@ class FastReader {
     const bool negative = Peek('-');
     if (negative) ++p_;
     const size_t begin = p_;
-    int64_t v = 0;
-    while (p_ < n_ && s_[p_] >= '0' && s_[p_] <= '9') v = v * 10 + (s_[p_++] - '0');
+    while (p_ < n_ && s_[p_] >= '0' && s_[p_] <= '9') ++p_;
     const size_t digits = p_ - begin;
+    // Counted before they are added up: 19 digits could overflow.
     if (digits == 0 || digits > 18 || (digits > 1 && s_[begin] == '0')) throw GiveUp{};
+    int64_t v = 0;
+    for (size_t i = begin; i < p_; ++i) v = v * 10 + (s_[i] - '0');
     if (p_ < n_ && (s_[p_] == '.' || s_[p_] == 'e' || s_[p_] == 'E')) throw GiveUp{};
     Space();
     return negative ? -v : v;
@@ -820,7 +829,7 @@ class FastReader {
         break;
       case OpFamily::kGroupGemm:
         need("group_size");
-        a.group_size = Int();
+        if (Int() != static_cast<int64_t>(op.outputs.size())) throw GiveUp{};
         break;
       case OpFamily::kGroupLayerNorm:
         need("normalized_shapes");
@@ -1036,7 +1045,7 @@ class Writer {
         break;
       case OpFamily::kGroupGemm:
         Put(", \"group_size\": ");
-        Int(a.group_size);
+        Int(static_cast<int64_t>(op.outputs.size()));
         break;
       case OpFamily::kGroupLayerNorm: {
         Put(", \"normalized_shapes\": [");

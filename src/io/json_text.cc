@@ -7,6 +7,8 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "hfuse/support/error.h"
+
 namespace hfuse::json_text {
 namespace {
 
@@ -218,7 +220,6 @@ void DecodeString(std::string_view text, size_t p, std::string& out) {
 bool Validate(std::string_view text, Layout* layout) {
   const size_t n = text.size();
   if (n >= 3 && text.substr(0, 3) == "\xEF\xBB\xBF") return false;  // nlohmann skips it
-  if (layout && n >= (size_t{1} << 32)) layout = nullptr;
   std::vector<char> stack;  // the open containers: '{' or '['
   size_t p = 0;
   // Noted while the top level is an object: the array being directly in it.
@@ -239,7 +240,7 @@ bool Validate(std::string_view text, Layout* layout) {
     }
     if (state == kValue) {
       if (p >= n) return false;
-      if (in_top_array) layout->arrays.back().elements.push_back(static_cast<uint32_t>(p));
+      if (in_top_array) layout->arrays.back().elements.push_back(p);
       const char c = text[p];
       if (c == '{' || c == '[') {
         const size_t open = p;
@@ -248,12 +249,12 @@ bool Validate(std::string_view text, Layout* layout) {
         const bool empty = p < n && text[p] == (c == '{' ? '}' : ']');
         const bool member_of_top = top_object && stack.size() == 1;
         if (c == '[' && member_of_top && layout) {
-          layout->arrays.push_back({static_cast<uint32_t>(open), 0, {}});
+          layout->arrays.push_back({open, 0, {}});
         }
         if (empty) {
           ++p;
           if (c == '[' && member_of_top && layout)
-            layout->arrays.back().end = static_cast<uint32_t>(p);
+            layout->arrays.back().end = p;
           state = kAfter;
         } else {
           if (stack.empty()) top_object = c == '{';
@@ -284,7 +285,7 @@ bool Validate(std::string_view text, Layout* layout) {
     if (c == ',') {
       state = stack.back() == '{' ? kKey : kValue;
     } else if ((c == '}' && stack.back() == '{') || (c == ']' && stack.back() == '[')) {
-      if (in_top_array) layout->arrays.back().end = static_cast<uint32_t>(p);
+      if (in_top_array) layout->arrays.back().end = p;
       stack.pop_back();
       in_top_array = layout && top_object && stack.size() == 2 && stack.back() == '[';
     } else {
@@ -311,6 +312,8 @@ void Document::Parse(size_t p, std::vector<Token>& tape, bool lazy) const {
     while (IsSpace(text_[p])) ++p;
   };
   auto push = [&](Token::Type type) -> Token& {
+    // Token indices are 32-bit; only an element of more than 8 GiB has more.
+    if (tape.size() >= UINT32_MAX) ThrowInputError("a JSON value holds more than 2^32 - 1 values");
     Token& t = tape.emplace_back();
     t.type = type;
     t.integer = 0;
@@ -318,7 +321,7 @@ void Document::Parse(size_t p, std::vector<Token>& tape, bool lazy) const {
   };
   auto string = [&] {
     Token& t = push(Token::kString);
-    t.pos = static_cast<uint32_t>(p + 1);
+    t.pos = p + 1;
     size_t q = p + 1;
     while (true) {
       q = QuoteOrBackslash(text_, q);
@@ -326,7 +329,7 @@ void Document::Parse(size_t p, std::vector<Token>& tape, bool lazy) const {
       t.escaped = true;
       q += 2;
     }
-    t.len = static_cast<uint32_t>(q - p - 1);
+    t.len = q - p - 1;
     p = q + 1;
   };
   bool want_key = false;
@@ -349,7 +352,7 @@ void Document::Parse(size_t p, std::vector<Token>& tape, bool lazy) const {
       }
       if (elements) {
         Token& t = push(Token::kElements);
-        t.len = static_cast<uint32_t>(elements - layout_->arrays.data());
+        t.len = static_cast<uint64_t>(elements - layout_->arrays.data());
         t.end = static_cast<uint32_t>(tape.size());
         p = elements->end;
       } else {
@@ -380,7 +383,9 @@ void Document::Parse(size_t p, std::vector<Token>& tape, bool lazy) const {
     } else {  // a number, as nlohmann's lexer reads it
       size_t q = p;
       bool is_float = false;
-      while (true) {
+      // Bounded: a number at the very end of the text (a top-level scalar)
+      // has nothing after it to stop at.
+      while (q < text_.size()) {
         const char d = text_[q];
         if (IsDigit(d) || d == '-' || d == '+') {
           ++q;

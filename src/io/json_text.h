@@ -29,11 +29,11 @@
 namespace hfuse::json_text {
 
 // What Validate notes for a document whose top level is an object. Positions
-// are 32-bit: nothing is noted for texts of 4 GiB or more.
+// are 64-bit: a graph of more than 4 GiB is read like any other.
 struct Layout {
   struct Array {
-    uint32_t begin, end;             // the array's '[' and the position after its ']'
-    std::vector<uint32_t> elements;  // where each element starts
+    uint64_t begin, end;             // the array's '[' and the position after its ']'
+    std::vector<uint64_t> elements;  // where each element starts
   };
   std::vector<Array> arrays;  // the arrays that are values of top-level members
 };
@@ -59,9 +59,9 @@ struct Token {
   };
   Type type = kNull;
   bool escaped = false;  // strings: has backslashes
-  uint32_t pos = 0;      // strings: the first character after the quote
-  uint32_t len = 0;      // strings: raw length; kElements: which Layout::Array
   uint32_t end = 0;      // containers: the index after the last token they hold
+  uint64_t pos = 0;      // strings: the first character after the quote (64-bit: texts over 4 GiB)
+  uint64_t len = 0;      // strings: raw length; kElements: which Layout::Array
   union {
     int64_t integer = 0;
     uint64_t unsigned_value;

@@ -1,5 +1,6 @@
 // Graph storage and the mutations that keep producers and user lists in sync.
 #include "hfuse/ir/graph.h"
+#include "hfuse/ir/op_members.h"
 
 #include <sys/mman.h>
 
@@ -7,6 +8,8 @@
 #include <array>
 #include <cstdlib>
 #include <functional>
+#include <map>
+#include <optional>
 #include <limits>
 #include <unordered_set>
 
@@ -32,6 +35,9 @@ std::string_view DTypeName(DType dtype) {
     case DType::kFloat16: return "float16";
     case DType::kBFloat16: return "bfloat16";
     case DType::kFloat32: return "float32";
+    case DType::kInt64: return "int64";
+    case DType::kInt32: return "int32";
+    case DType::kBool: return "bool";
   }
   return "?";
 }
@@ -43,7 +49,21 @@ std::optional<DType> ParseDType(std::string_view name) {
   return std::nullopt;
 }
 
-int DTypeBytes(DType dtype) { return dtype == DType::kFloat32 ? 4 : 2; }
+int DTypeBytes(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat16:
+    case DType::kBFloat16: return 2;
+    case DType::kFloat32:
+    case DType::kInt32: return 4;
+    case DType::kInt64: return 8;
+    case DType::kBool: return 1;
+  }
+  return 4;
+}
+
+bool IsFloat(DType dtype) {
+  return dtype == DType::kFloat16 || dtype == DType::kBFloat16 || dtype == DType::kFloat32;
+}
 
 std::string_view OpTypeName(OpType type) { return OpKind(type).name; }
 
@@ -203,8 +223,8 @@ TensorId Graph::TryAddTensor(Tensor& tensor) {
       kNone) {
     return kNone;
   }
-  tensor.producer = kNone;
-  tensor.users.clear();
+  tensor.producer.id_ = kNone;
+  tensor.users.v_.clear();
   tensors_.push_back(std::move(tensor));
   is_output_.push_back(false);
   return id;
@@ -251,10 +271,10 @@ OpId Graph::AddOp(Op op) {
     HFUSE_CHECK(t.alive && t.producer == kNone);
   }
   if (op_by_name_.FindOrInsert(id, op.name, NameIndex::Hash(op.name), ops_) != kNone) return kNone;
-  for (TensorId out : op.outputs) mutable_tensor(out).producer = id;
+  for (TensorId out : op.outputs) mutable_tensor(out).producer.id_ = id;
   for (TensorId in : op.inputs) {
     // A repeated input pushes to the same list with nothing in between.
-    std::vector<OpId>& users = mutable_tensor(in).users;
+    std::vector<OpId>& users = mutable_tensor(in).users.v_;
     if (users.empty() || users.back() != id) users.push_back(id);
   }
   op.alive = true;
@@ -300,16 +320,16 @@ void Graph::set_outputs(std::vector<TensorId> outputs) {
 }
 
 void Graph::RemoveUser(TensorId tensor, OpId op) {
-  std::vector<OpId>& users = mutable_tensor(tensor).users;
+  std::vector<OpId>& users = mutable_tensor(tensor).users.v_;
   auto it = std::find(users.begin(), users.end(), op);
   if (it != users.end()) users.erase(it);
 }
 
 void Graph::ReplaceAllUsesWith(TensorId from, TensorId to) {
   HFUSE_CHECK(from != to);
-  std::vector<OpId> users = std::move(mutable_tensor(from).users);
-  mutable_tensor(from).users.clear();
-  std::vector<OpId>& to_users = mutable_tensor(to).users;
+  std::vector<OpId> users = std::move(mutable_tensor(from).users.v_);
+  mutable_tensor(from).users.v_.clear();
+  std::vector<OpId>& to_users = mutable_tensor(to).users.v_;
   // Which ops already read `to`: a set when both lists are long.
   std::unordered_set<OpId> reading;
   const bool use_set = users.size() * to_users.size() > 1024;
@@ -325,11 +345,42 @@ void Graph::ReplaceAllUsesWith(TensorId from, TensorId to) {
   }
 }
 
+void Graph::SetOperand(OpId id, size_t index, TensorId to) {
+  Op& o = mutable_op(id);
+  const TensorId from = o.inputs[index];
+  if (from == to) return;
+  o.inputs[index] = to;
+  if (std::find(o.inputs.begin(), o.inputs.end(), from) == o.inputs.end()) RemoveUser(from, id);
+  std::vector<OpId>& users = mutable_tensor(to).users.v_;
+  if (std::find(users.begin(), users.end(), id) == users.end()) users.push_back(id);
+}
+
+void Graph::AddOperand(OpId id, TensorId tensor) {
+  mutable_op(id).inputs.push_back(tensor);
+  std::vector<OpId>& users = mutable_tensor(tensor).users.v_;
+  if (std::find(users.begin(), users.end(), id) == users.end()) users.push_back(id);
+}
+
+void Graph::SetOutputs(OpId id, std::vector<TensorId> outputs) {
+  for (TensorId out : outputs) HFUSE_CHECK(tensor(out).alive && tensor(out).producer == kNone);
+  Op& o = mutable_op(id);
+  for (TensorId out : o.outputs) mutable_tensor(out).producer.id_ = kNone;
+  o.outputs = std::move(outputs);
+  for (TensorId out : o.outputs) mutable_tensor(out).producer.id_ = id;
+}
+
+void Graph::TakeOverOutputs(OpId id, OpId from) {
+  HFUSE_CHECK(id != from);
+  const std::vector<TensorId> outputs = op(from).outputs;
+  DetachOp(from);
+  SetOutputs(id, outputs);
+}
+
 void Graph::DetachOp(OpId id) {
   Op& o = mutable_op(id);
   HFUSE_CHECK(o.alive);
   for (TensorId in : o.inputs) RemoveUser(in, id);
-  for (TensorId out : o.outputs) mutable_tensor(out).producer = kNone;
+  for (TensorId out : o.outputs) mutable_tensor(out).producer.id_ = kNone;
   o.alive = false;  // its name stays taken, so reports never see it reused
 }
 
@@ -337,7 +388,7 @@ void Graph::DetachOps(const std::vector<OpId>& ids) {
   for (OpId id : ids) {
     Op& o = mutable_op(id);
     HFUSE_CHECK(o.alive);  // also: no op listed twice
-    for (TensorId out : o.outputs) mutable_tensor(out).producer = kNone;
+    for (TensorId out : o.outputs) mutable_tensor(out).producer.id_ = kNone;
     o.alive = false;
   }
   // User lists hold live ops only, so the dead users are exactly these ops.
@@ -346,7 +397,7 @@ void Graph::DetachOps(const std::vector<OpId>& ids) {
   std::unordered_set<TensorId> filtered;
   for (OpId id : ids) {
     for (TensorId in : op(id).inputs) {
-      std::vector<OpId>& users = mutable_tensor(in).users;
+      std::vector<OpId>& users = mutable_tensor(in).users.v_;
       if (users.size() > 16 && !filtered.insert(in).second) continue;
       std::erase_if(users, [&](OpId user) { return !op(user).alive; });
     }
@@ -370,14 +421,14 @@ void Graph::EraseTensor(TensorId id) {
 }
 
 void Graph::ReorderUsers(const std::vector<OpId>& op_order) {
-  for (Tensor& t : tensors_) t.users.clear();
+  for (Tensor& t : tensors_) t.users.v_.clear();
   for (size_t i = 0; i < op_order.size(); ++i) {
     if (i + 8 < op_order.size()) PrefetchTensorsOf(op_order[i + 8]);
     const OpId id = op_order[i];
     const Op& o = op(id);
     HFUSE_CHECK(o.alive);
     for (TensorId in : o.inputs) {
-      std::vector<OpId>& users = mutable_tensor(in).users;
+      std::vector<OpId>& users = mutable_tensor(in).users.v_;
       if (users.empty() || users.back() != id) users.push_back(id);
     }
   }
@@ -389,6 +440,58 @@ int64_t NumElements(const Graph& graph, const Shape& shape) {
     n = SaturatingMul(n, d.is_static() ? d.value : graph.dims()[static_cast<size_t>(d.dynamic)].max);
   }
   return n;
+}
+
+void SpecializeDims(Graph& graph, const std::map<std::string, int64_t>& values) {
+  const std::vector<DynamicDim>& dims = graph.dims();
+  std::vector<std::optional<int64_t>> fixed(dims.size());
+  for (const auto& [name, value] : values) {
+    const auto index = graph.FindDim(name);
+    if (!index) ThrowInputError("--dim {}: the graph has no dim named '{}'", name, name);
+    const DynamicDim& d = dims[static_cast<size_t>(*index)];
+    if (!d.product_of.empty()) {
+      ThrowInputError("--dim {}: '{}' is the product of other dims; fix those", name, name);
+    }
+    if (value < d.min || value > d.max) {
+      ThrowInputError("--dim {}={}: outside [{}, {}]", name, value, d.min, d.max);
+    }
+    fixed[static_cast<size_t>(*index)] = value;
+  }
+  for (size_t i = 0; i < dims.size(); ++i) {  // derived dims follow their factors
+    if (dims[i].product_of.empty()) continue;
+    int64_t v = 1;
+    for (int32_t f : dims[i].product_of) {
+      if (!fixed[static_cast<size_t>(f)]) {
+        v = -1;
+        break;
+      }
+      v *= *fixed[static_cast<size_t>(f)];
+    }
+    if (v >= 0) fixed[i] = v;
+  }
+  std::vector<int32_t> renumber(dims.size(), kNone);
+  std::vector<DynamicDim> kept;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (fixed[i]) continue;
+    renumber[i] = static_cast<int32_t>(kept.size());
+    kept.push_back(dims[i]);
+  }
+  for (DynamicDim& d : kept) {
+    for (int32_t& f : d.product_of) {
+      if (renumber[static_cast<size_t>(f)] == kNone) {
+        ThrowInputError("--dim: '{}' is a product of dims; fix all of them or none", d.name);
+      }
+      f = renumber[static_cast<size_t>(f)];
+    }
+  }
+  for (TensorId id = 0; id < graph.num_tensor_ids(); ++id) {
+    for (Dim& d : graph.mutable_tensor(id).shape) {
+      if (d.is_static()) continue;
+      const auto i = static_cast<size_t>(d.dynamic);
+      d = fixed[i] ? Dim::Static(*fixed[i]) : Dim::Dynamic(renumber[i]);
+    }
+  }
+  graph.set_dims(std::move(kept));
 }
 
 int64_t TensorBytes(const Graph& graph, TensorId id) {
@@ -404,6 +507,20 @@ std::string ShapeString(const Graph& graph, const Shape& shape) {
                               : graph.dims()[static_cast<size_t>(shape[i].dynamic)].name;
   }
   return s + "]";
+}
+
+std::vector<TensorId> GroupLayerNormInputs(const std::vector<LayerNormMember>& members) {
+  std::vector<TensorId> inputs;
+  for (const LayerNormMember& m : members) inputs.push_back(m.x);
+  for (const LayerNormMember& m : members) {
+    HFUSE_CHECK((m.gamma != kNone) == (members[0].gamma != kNone));
+    if (m.gamma != kNone) inputs.push_back(m.gamma);
+  }
+  for (const LayerNormMember& m : members) {
+    HFUSE_CHECK((m.beta != kNone) == (members[0].beta != kNone));
+    if (m.beta != kNone) inputs.push_back(m.beta);
+  }
+  return inputs;
 }
 
 }  // namespace hfuse

@@ -6,6 +6,8 @@
 #include <span>
 
 #include "hfuse/ir/analysis.h"
+#include "hfuse/ir/op_members.h"
+#include "hfuse/support/checked.h"
 #include "hfuse/support/error.h"
 
 namespace hfuse {
@@ -54,20 +56,16 @@ class OpChecker {
         const size_t n = GemmHasBias(op_.type) ? 3 : 2;
         Expect(op_.inputs.size() == n, "takes {} inputs, got {}", n, op_.inputs.size());
         ExpectOutputs(1);
-        CheckGemm(op_.inputs.data(), op_.outputs[0], n == 3);
+        CheckGemm(GemmMemberOf(op_, 0));
         break;
       }
       case OpFamily::kGroupGemm: {
-        const size_t n = GemmHasBias(op_.type) ? 3 : 2;
+        const size_t n = GemmArity(op_.type);
         const size_t members = op_.outputs.size();
         Expect(members >= 1, "has no outputs");
-        Expect(op_.attrs.group_size == static_cast<int64_t>(members),
-               "group_size {} does not match its {} outputs", op_.attrs.group_size, members);
         Expect(op_.inputs.size() == n * members, "takes {} inputs for {} members, got {}",
                n * members, members, op_.inputs.size());
-        for (size_t m = 0; m < members; ++m) {
-          CheckGemm(op_.inputs.data() + m * n, op_.outputs[m], n == 3);
-        }
+        for (size_t m = 0; m < members; ++m) CheckGemm(GemmMemberOf(op_, m));
         break;
       }
       case OpFamily::kLayerNorm:
@@ -76,8 +74,7 @@ class OpChecker {
                op_.inputs.size());
         Expect(op_.inputs.size() == size_t{1} + op_.attrs.has_gamma + op_.attrs.has_beta,
                "inputs do not match the gamma/beta given");
-        CheckLayerNorm(op_.inputs[0], op_.outputs[0], op_.attrs.normalized_shape,
-                       std::span<const TensorId>(op_.inputs).subspan(1));
+        CheckLayerNorm(LayerNormMemberOf(op_, 0));
         break;
       case OpFamily::kGroupLayerNorm: {
         const size_t members = op_.outputs.size();
@@ -89,12 +86,7 @@ class OpChecker {
         Expect(op_.attrs.normalized_shapes.size() == members,
                "normalized_shapes has {} entries for {} members",
                op_.attrs.normalized_shapes.size(), members);
-        const size_t per = op_.inputs.size() / members;
-        for (size_t m = 0; m < members; ++m) {
-          std::vector<TensorId> affine;
-          for (size_t k = 1; k < per; ++k) affine.push_back(op_.inputs[k * members + m]);
-          CheckLayerNorm(op_.inputs[m], op_.outputs[m], op_.attrs.normalized_shapes[m], affine);
-        }
+        for (size_t m = 0; m < members; ++m) CheckLayerNorm(LayerNormMemberOf(op_, m));
         break;
       }
       case OpFamily::kSplit: CheckSplit(); break;
@@ -125,7 +117,10 @@ class OpChecker {
   // One dim, without the brackets of a shape: "64" or "batch".
   DimText D(const Dim& d) const { return {&g_, d}; }
 
-  void CheckGemm(const TensorId* in, TensorId y, bool bias) {
+  void CheckGemm(const GemmMember& member) {
+    const TensorId in[3] = {member.a, member.w, member.bias};
+    const TensorId y = member.y;
+    const bool bias = member.bias != kNone;
     const Tensor& a = T(in[0]);
     const Tensor& b = T(in[1]);
     Expect(a.shape.size() >= 2, "A '{}' must have rank >= 2, has shape {}", a.name, S(in[0]));
@@ -156,8 +151,13 @@ class OpChecker {
            DTypeName(out.dtype), DTypeName(a.dtype));
   }
 
-  void CheckLayerNorm(TensorId x_id, TensorId y, const std::vector<int64_t>& normalized,
-                      std::span<const TensorId> affine) {
+  void CheckLayerNorm(const LayerNormMember& member) {
+    const TensorId x_id = member.x, y = member.y;
+    const std::vector<int64_t>& normalized = *member.normalized_shape;
+    std::vector<TensorId> affine;
+    for (TensorId p : {member.gamma, member.beta}) {
+      if (p != kNone) affine.push_back(p);
+    }
     const Tensor& x = T(x_id);
     Expect(!normalized.empty() && normalized.size() < x.shape.size(),
            "normalized_shape must have 1 to {} entries (below the rank of X '{}'), has {}",
@@ -338,7 +338,18 @@ class OpChecker {
 
 void VerifyOp(const Graph& graph, OpId op) { OpChecker(graph, op).Run(); }
 
-void VerifyGraph(const Graph& graph) {
+namespace {
+
+// The use-def invariants, which no input can break (the IR keeps them): a
+// failure aborts, or with `report`, throws InternalError.
+void Broken(bool report, const char* file, int line, const char* what) {
+  if (!report) CheckFailed(file, line, what);
+  throw InternalError(fmt::format("IR invariant broken: {}", what));
+}
+#define HFUSE_INVARIANT(condition) \
+  ((condition) ? (void)0 : Broken(report, __FILE__, __LINE__, #condition))
+
+void CheckGraph(const Graph& graph, bool report) {
   // Each tensor's readers, from the ops' side: user lists must list exactly
   // these, each once. Built once, so that a tensor read by many ops (or an op
   // reading many tensors) costs no scan per pair.
@@ -385,22 +396,38 @@ void VerifyGraph(const Graph& graph) {
       mark[static_cast<size_t>(readers[static_cast<size_t>(i)])] = t;
     }
     for (OpId user : tensor.users) {
-      HFUSE_CHECK(graph.op(user).alive);
-      HFUSE_CHECK(mark[static_cast<size_t>(user)] == t);
+      HFUSE_INVARIANT(graph.op(user).alive);
+      HFUSE_INVARIANT(mark[static_cast<size_t>(user)] == t);
       mark[static_cast<size_t>(user)] = kNone;  // a second listing fails the check above
     }
-    HFUSE_CHECK(static_cast<int32_t>(tensor.users.size()) ==
+    HFUSE_INVARIANT(static_cast<int32_t>(tensor.users.size()) ==
                 reader_begin[t_index + 1] - reader_begin[t_index]);
   }
   for (OpId id = 0; id < graph.num_op_ids(); ++id) {
     graph.PrefetchTensorsOf(id + 8);
     const Op& op = graph.op(id);
     if (!op.alive) continue;
-    for (TensorId in : op.inputs) HFUSE_CHECK(graph.tensor(in).alive);
-    for (TensorId out : op.outputs) HFUSE_CHECK(graph.tensor(out).producer == id);
+    for (TensorId in : op.inputs) HFUSE_INVARIANT(graph.tensor(in).alive);
+    for (TensorId out : op.outputs) HFUSE_INVARIANT(graph.tensor(out).producer == id);
     VerifyOp(graph, id);
   }
-  for (TensorId out : graph.outputs()) HFUSE_CHECK(graph.tensor(out).alive);
+  for (TensorId out : graph.outputs()) HFUSE_INVARIANT(graph.tensor(out).alive);
+  // Every size must count in 64 bits (support/checked.h), or the passes' and
+  // executors' sizes would wrap. After the ops' rules, whose messages say
+  // more about a shape that is wrong rather than merely large.
+  std::vector<int64_t> dims;  // a tensor's shape, dynamic dims at their max
+  for (TensorId t = 0; t < graph.num_tensor_ids(); ++t) {
+    const Tensor& tensor = graph.tensor(t);
+    if (!tensor.alive) continue;
+    dims.clear();
+    for (const Dim& d : tensor.shape) {
+      dims.push_back(d.is_static() ? d.value : graph.dims()[static_cast<size_t>(d.dynamic)].max);
+    }
+    if (!ByteCount(dims, DTypeBytes(tensor.dtype))) {
+      ThrowInputError("tensor '{}' {} ({}) has more bytes than 64 bits count", tensor.name,
+                      ShapeString(graph, tensor.shape), DTypeName(tensor.dtype));
+    }
+  }
   const std::vector<OpId> order = StableTopologicalOrder(graph);
   if (static_cast<int64_t>(order.size()) != graph.NumLiveOps()) {
     // Ops left unplaced lie on a cycle or below one. Walk up through unplaced
@@ -420,6 +447,20 @@ void VerifyGraph(const Graph& graph) {
       }
     }
     ThrowInputError("the graph has a cycle through op '{}'", graph.op(cur).name);
+  }
+}
+
+#undef HFUSE_INVARIANT
+
+}  // namespace
+
+void VerifyGraph(const Graph& graph) { CheckGraph(graph, false); }
+
+void VerifyInvariants(const Graph& graph) {
+  try {
+    CheckGraph(graph, true);
+  } catch (const InputError& e) {
+    throw InternalError(e.what());
   }
 }
 

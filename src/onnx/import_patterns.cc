@@ -163,17 +163,13 @@ int64_t FuseLayerNormSigmoidMul(Graph& g) {
     if (!IsEw(g, mul, EwFunc::kMul, 2) || Other(g, mul, s) != x) continue;
     // The LayerNorm takes over the product: same id, same name.
     const TensorId y = l.outputs[0];
-    const TensorId z = g.op(mul).outputs[0];
+    g.TakeOverOutputs(ln, mul);
     g.DetachOp(sig);
-    g.DetachOp(mul);
     g.EraseTensor(s);
-    g.mutable_tensor(y).producer = kNone;
     g.EraseTensor(y);
     Op& op = g.mutable_op(ln);
     op.type = OpType::kLayerNormSigmoidMul;
-    op.outputs = {z};
     op.attrs.onnx = nullptr;  // no longer the node it was imported from
-    g.mutable_tensor(z).producer = ln;
     ++fused;
   }
   return fused;

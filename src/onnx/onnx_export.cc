@@ -10,6 +10,7 @@
 #include <set>
 
 #include "hfuse/ir/analysis.h"
+#include "hfuse/ir/op_members.h"
 #include "hfuse/support/error.h"
 #include "hfuse/support/half.h"
 #include "onnx_util.h"
@@ -239,13 +240,11 @@ class Exporter {
     if (op.attrs.onnx && op.attrs.onnx->imported_as == op.type && EmitKept(op)) return;
     switch (FamilyOf(op.type)) {
       case OpFamily::kGemm:
-        EmitGemm(op.name, op.type, op.inputs.data(), op.outputs[0], op.attrs.Alpha());
+        EmitGemm(op.name, op.type, GemmMemberOf(op, 0), op.attrs.Alpha());
         break;
       case OpFamily::kLayerNorm:
-        EmitLayerNorm(op.name, op.type == OpType::kLayerNormSigmoidMul, op.inputs[0],
-                      op.attrs.has_gamma ? op.inputs[1] : kNone,
-                      op.attrs.has_beta ? op.inputs.back() : kNone, op.outputs[0],
-                      op.attrs.normalized_shape, op.attrs.Eps());
+        EmitLayerNorm(op.name, ActivationOf(op.type) == EwFunc::kSigmoid, LayerNormMemberOf(op, 0),
+                      op.attrs.Eps());
         break;
       case OpFamily::kSplit: EmitSplit(op); break;
       case OpFamily::kConcatenate: {
@@ -302,11 +301,11 @@ class Exporter {
 
   // Y = act(alpha · A · Bᵀ + bias): Gemm for a 2-D A, else MatMul against
   // the transposed weight, then Mul (alpha), Add (bias); then the activation.
-  void EmitGemm(const std::string& name, OpType type, const TensorId* in, TensorId y,
-                double alpha) {
-    const OpType member = IsGroupGemm(type) ? MemberOf(type) : type;
-    const bool bias = GemmHasBias(member);
-    const std::optional<EwFunc> activation = ActivationOf(member);
+  void EmitGemm(const std::string& name, OpType type, const GemmMember& operands, double alpha) {
+    const TensorId in[3] = {operands.a, operands.w, operands.bias};
+    const TensorId y = operands.y;
+    const bool bias = GemmHasBias(type);
+    const std::optional<EwFunc> activation = ActivationOf(type);
     const std::string act = activation ? std::string(onnx_util::OnnxActivationOp(*activation)) : "";
     const Tensor& a = g_.tensor(in[0]);
     const bool matmul = a.shape.size() != 2;
@@ -365,9 +364,10 @@ class Exporter {
     return kn_[b] = out;
   }
 
-  void EmitLayerNorm(const std::string& name, bool sigmoid_mul, TensorId x, TensorId gamma,
-                     TensorId beta, TensorId y, const std::vector<int64_t>& normalized,
+  void EmitLayerNorm(const std::string& name, bool sigmoid_mul, const LayerNormMember& member,
                      double eps) {
+    const auto [x, gamma, beta, y, normalized_shape] = member;
+    const std::vector<int64_t>& normalized = *normalized_shape;
     if (opset_ < 17) {
       ThrowInputError(
           "op '{}' (layernorm) needs LayerNormalization, which needs opset 17; the "
@@ -474,7 +474,7 @@ class Exporter {
     NodeProto* n = Node(std::string(onnx_util::HfuseOpType(op.type)), op.name, ins, outs,
                         onnx_util::kHfuseDomain);
     if (IsGroupGemm(op.type)) {
-      SetInt(n, "group_size", op.attrs.group_size);
+      SetInt(n, "group_size", static_cast<int64_t>(NumMembers(op)));
     } else {
       std::vector<int64_t> ranks, flat;
       for (const auto& s : op.attrs.normalized_shapes) {
@@ -490,20 +490,13 @@ class Exporter {
 
   void EmitMembers(const Op& op) {
     const size_t members = op.outputs.size();
-    if (IsGroupGemm(op.type)) {
-      const size_t per = GemmHasBias(op.type) ? 3 : 2;
-      for (size_t m = 0; m < members; ++m) {
-        EmitGemm(fmt::format("{}/{}", op.name, m), MemberOf(op.type), &op.inputs[m * per],
-                 op.outputs[m], 1.0);
-      }
-    } else {
-      const size_t per = op.inputs.size() / members;
-      for (size_t m = 0; m < members; ++m) {
-        EmitLayerNorm(fmt::format("{}/{}", op.name, m),
-                      op.type == OpType::kGroupLayerNormSigmoidMul, op.inputs[m],
-                      per >= 2 ? op.inputs[members + m] : kNone,
-                      per >= 3 ? op.inputs[2 * members + m] : kNone, op.outputs[m],
-                      op.attrs.normalized_shapes[m], op.attrs.Eps());
+    for (size_t m = 0; m < members; ++m) {
+      const std::string name = fmt::format("{}/{}", op.name, m);
+      if (IsGroupGemm(op.type)) {
+        EmitGemm(name, MemberOf(op.type), GemmMemberOf(op, m), 1.0);
+      } else {
+        EmitLayerNorm(name, ActivationOf(op.type) == EwFunc::kSigmoid, LayerNormMemberOf(op, m),
+                      op.attrs.Eps());
       }
     }
     ++result_.groups_unfused;
@@ -562,21 +555,24 @@ class Exporter {
 
   // A GEMM group of one shape as one batched MatMul (see the header).
   bool EmitBatchedGemms(const Op& op) {
-    const size_t per = GemmHasBias(op.type) ? 3 : 2;
+    const bool bias = GemmHasBias(op.type);
     const size_t members = op.outputs.size();
+    const GemmMember first = GemmMemberOf(op, 0);
     std::vector<TensorId> as, bs, biases;
     for (size_t m = 0; m < members; ++m) {
-      for (size_t k = 0; k < per; ++k) {
-        const Tensor& t = g_.tensor(op.inputs[m * per + k]);
-        const Tensor& ref = g_.tensor(op.inputs[k]);
+      const GemmMember mm = GemmMemberOf(op, m);
+      for (auto [id, ref_id] : {std::pair{mm.a, first.a}, {mm.w, first.w}, {mm.bias, first.bias}}) {
+        if (id == kNone) continue;
+        const Tensor& t = g_.tensor(id);
+        const Tensor& ref = g_.tensor(ref_id);
         if (!(t.shape == ref.shape) || t.dtype != ref.dtype) return false;
         for (const Dim& d : t.shape) {
           if (!d.is_static()) return false;
         }
       }
-      as.push_back(op.inputs[m * per]);
-      bs.push_back(op.inputs[m * per + 1]);
-      if (per == 3) biases.push_back(op.inputs[m * per + 2]);
+      as.push_back(mm.a);
+      bs.push_back(mm.w);
+      if (bias) biases.push_back(mm.bias);
     }
     if (g_.tensor(as[0]).shape.size() != 2) return false;
     const std::string& name = op.name;
@@ -584,7 +580,7 @@ class Exporter {
     const std::string w = Stack(bs, 0, true, name + "/W");
     std::string cur = Temp(name + "_mm");
     Node("MatMul", name + "/MatMul", {a, w}, {cur});
-    if (per == 3) {
+    if (bias) {
       const std::string next = Temp(name + "_biased");
       Node("Add", name + "/Add", {cur, Stack(biases, 1, false, name + "/bias")}, {next});
       cur = next;

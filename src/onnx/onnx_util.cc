@@ -5,6 +5,10 @@
 
 #include <array>
 #include <cstring>
+#include <optional>
+#include <span>
+
+#include "hfuse/support/checked.h"
 
 #include "hfuse/support/error.h"
 
@@ -34,8 +38,20 @@ std::optional<DType> DTypeOf(int32_t elem_type) {
   }
 }
 
+std::optional<DType> AnyDTypeOf(int32_t elem_type) {
+  switch (elem_type) {
+    case TensorProto::INT64: return DType::kInt64;
+    case TensorProto::INT32: return DType::kInt32;
+    case TensorProto::BOOL: return DType::kBool;
+    default: return DTypeOf(elem_type);
+  }
+}
+
 int32_t ElemTypeOf(DType dtype) {
   switch (dtype) {
+    case DType::kInt64: return TensorProto::INT64;
+    case DType::kInt32: return TensorProto::INT32;
+    case DType::kBool: return TensorProto::BOOL;
     case DType::kFloat32: return TensorProto::FLOAT;
     case DType::kFloat16: return TensorProto::FLOAT16;
     case DType::kBFloat16: return TensorProto::BFLOAT16;
@@ -74,12 +90,9 @@ int ElemTypeBytes(int32_t elem_type) {
 }
 
 int64_t TensorNumel(const TensorProto& tensor) {
-  int64_t n = 1;
-  for (int64_t d : tensor.dims()) {
-    if (d < 0 || (d > 0 && n > INT64_MAX / d)) return -1;
-    n *= d;
-  }
-  return n;
+  const std::optional<int64_t> n =
+      ElementCount(std::span<const int64_t>(tensor.dims().data(), tensor.dims().size()));
+  return n ? *n : -1;
 }
 
 std::optional<std::vector<uint8_t>> TensorData(const TensorProto& tensor) {
@@ -111,7 +124,8 @@ std::optional<std::vector<uint8_t>> TensorData(const TensorProto& tensor) {
       default: return std::nullopt;
     }
   }
-  if (static_cast<int64_t>(bytes.size()) != numel * width) return std::nullopt;
+  const std::optional<int64_t> want = CheckedMul(numel, width);
+  if (!want || static_cast<int64_t>(bytes.size()) != *want) return std::nullopt;
   return bytes;
 }
 

@@ -6,6 +6,7 @@
 #include <bit>
 #include <span>
 
+#include "hfuse/ir/op_members.h"
 #include "hfuse/support/error.h"
 #include "prefetch_ahead.h"
 
@@ -374,16 +375,7 @@ bool CandidateReach::BuildChains(const std::vector<OpId>& sorted_ops,
     const size_t members = op.outputs.size();
     for (size_t i = 0; i < members; ++i) {
       int32_t* slot = &hints[static_cast<size_t>(op.outputs[i]) * kHints];
-      if (IsGroupGemm(op.type) || IsGroupLayerNorm(op.type)) {
-        // Member i reads inputs [i*per, (i+1)*per) of a group GEMM, and
-        // inputs i, members + i, ... of a group LayerNorm.
-        const size_t per = op.inputs.size() / members;
-        for (size_t k = 0; k < per; ++k) {
-          offer_from(slot, op.inputs[IsGroupGemm(op.type) ? i * per + k : k * members + i]);
-        }
-      } else {
-        for (TensorId in : op.inputs) offer_from(slot, in);
-      }
+      ForEachMemberInput(op, i, [&](size_t k) { offer_from(slot, op.inputs[k]); });
     }
   }
 

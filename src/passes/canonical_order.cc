@@ -7,6 +7,7 @@
 #include <span>
 
 #include "hfuse/ir/analysis.h"
+#include "hfuse/ir/op_members.h"
 #include "hfuse/support/error.h"
 
 namespace hfuse {
@@ -166,13 +167,15 @@ void Canonicalize(Graph& graph) {
     const Op& op = graph.op(id);
     // Rule 3's exception: AITemplate builds each output of a group GEMM with
     // a gemm_rcr of that member's own inputs, so each takes its own depth.
+    // Every other op's outputs (a group LayerNorm's too) take the depth of all its inputs.
     const bool per_member = IsGroupGemm(op.type);
-    const size_t stride = per_member ? op.inputs.size() / op.outputs.size() : op.inputs.size();
     for (size_t i = 0; i < op.outputs.size(); ++i) {
-      const size_t begin = per_member ? i * stride : 0;
       int64_t depth = 0;
-      for (size_t k = begin; k < begin + stride; ++k) {
-        depth = std::max(depth, graph.tensor(op.inputs[k]).depth);
+      auto take = [&](size_t k) { depth = std::max(depth, graph.tensor(op.inputs[k]).depth); };
+      if (per_member) {
+        ForEachMemberInput(op, i, take);
+      } else {
+        for (size_t k = 0; k < op.inputs.size(); ++k) take(k);
       }
       graph.mutable_tensor(op.outputs[i]).depth = depth + 1;
     }

@@ -88,17 +88,13 @@ int64_t FlattenGemmInputs(Graph& graph) {
     const TensorId a2 = it->second;
     // A -> A2 as the GEMM's first input (A is not among its other inputs:
     // those are at most 2-D).
-    std::erase(graph.mutable_tensor(a).users, id);
-    graph.mutable_op(id).inputs[0] = a2;
-    graph.mutable_tensor(a2).users.push_back(id);
+    graph.SetOperand(id, 0, a2);
     // The GEMM writes a 2-D Y2, reshaped into Y for Y's readers.
     const Shape y2_shape = {graph.tensor(a2).shape[0], graph.tensor(y).shape.back()};
     const TensorId y2 =
         AddFreshTensor(graph, graph.tensor(y).name + "_2d", y2_shape, graph.tensor(y).dtype);
-    graph.mutable_tensor(y).producer = kNone;
-    graph.mutable_op(id).outputs = {y2};
+    graph.SetOutputs(id, {y2});  // Y is left for the reshape to produce
     graph.mutable_op(id).attrs.onnx = nullptr;  // no longer the node it was imported from
-    graph.mutable_tensor(y2).producer = id;
     AddReshape(graph, graph.op(id).name + "/unflatten", y2, y);
     ++flattened;
   }

@@ -19,19 +19,11 @@ OpId SoleUser(const Graph& graph, OpId op) {
 // new last input when given. The tensor between them is erased.
 void Absorb(Graph& graph, OpId op, OpId consumer, OpType type, TensorId extra) {
   const TensorId mid = graph.op(op).outputs[0];
-  const TensorId out = graph.op(consumer).outputs[0];
-  graph.DetachOp(consumer);  // `mid` loses its only user, `out` its producer
-  graph.mutable_tensor(mid).producer = kNone;
+  graph.TakeOverOutputs(op, consumer);  // `mid` loses its only user and its producer
   graph.EraseTensor(mid);
+  if (extra != kNone) graph.AddOperand(op, extra);
   Op& o = graph.mutable_op(op);
   o.type = type;
-  o.outputs = {out};
-  graph.mutable_tensor(out).producer = op;
-  if (extra != kNone) {
-    o.inputs.push_back(extra);
-    std::vector<OpId>& users = graph.mutable_tensor(extra).users;
-    if (std::find(users.begin(), users.end(), op) == users.end()) users.push_back(op);
-  }
   o.attrs.onnx = nullptr;  // no longer the node it was imported from
 }
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "hfuse/ir/op_members.h"
 #include "hfuse/support/error.h"
 #include "prefetch_ahead.h"
 
@@ -50,20 +51,23 @@ OpId RewriteAsGroup(Graph& graph, std::vector<OpId>& members) {
   group.name = graph.UniqueOpName(OpTypeName(group.type));
   std::vector<int64_t> depths;
   if (gemm) {
-    group.attrs.group_size = static_cast<int64_t>(members.size());
+    std::vector<GemmMember> ms;
     for (OpId m : members) {
       const Op& op = graph.op(m);
       int64_t depth = 0;
       for (TensorId in : op.inputs) depth = std::max(depth, graph.tensor(in).depth);
       depths.push_back(depth + 1);
-      group.inputs.insert(group.inputs.end(), op.inputs.begin(), op.inputs.end());
+      ms.push_back(GemmMemberOf(op, 0));
     }
+    group.inputs = GroupGemmInputs(ms);
   } else {
     group.attrs.eps = first.attrs.eps;
-    for (size_t slot = 0; slot < first.inputs.size(); ++slot) {
-      for (OpId m : members) group.inputs.push_back(graph.op(m).inputs[slot]);
+    std::vector<LayerNormMember> ms;
+    for (OpId m : members) {
+      ms.push_back(LayerNormMemberOf(graph.op(m), 0));
+      group.attrs.normalized_shapes.push_back(graph.op(m).attrs.normalized_shape);
     }
-    for (OpId m : members) group.attrs.normalized_shapes.push_back(graph.op(m).attrs.normalized_shape);
+    group.inputs = GroupLayerNormInputs(ms);
     int64_t depth = 0;
     for (TensorId in : group.inputs) depth = std::max(depth, graph.tensor(in).depth);
     depths.assign(members.size(), depth + 1);

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "hfuse/ir/op_members.h"
+
 namespace hfuse {
 namespace {
 
@@ -16,12 +18,7 @@ bool IsView(const Graph& g, TensorId t) { return g.tensor(t).storage != kNone; }
 }  // namespace
 
 bool ReadsStrided(const Op& op, size_t slot) {
-  if (op.elided) return false;
-  if (IsGemm(op.type)) return slot == 0;
-  if (IsGroupGemm(op.type)) return slot % (GemmHasBias(op.type) ? 3 : 2) == 0;
-  if (IsLayerNorm(op.type)) return slot == 0;
-  if (IsGroupLayerNorm(op.type)) return slot < op.outputs.size();
-  return false;
+  return !op.elided && IsMemberActivation(op, slot);
 }
 
 bool WritesStrided(const Op& op) {

@@ -1,7 +1,9 @@
 // The CUDA backend against the CPU reference executor, on random data: every
-// kernel path (single GEMMs with each epilogue, grouped and strided-batched
-// group GEMMs, LayerNorm groups of 1 to 1000 members with odd and aligned
-// sizes, elementwise, copies, strided views) in float16, bfloat16 and
+// kernel path (single GEMMs with each epilogue; CUTLASS grouped, cuBLAS
+// grouped and strided-batched group GEMMs, each CUTLASS tile, members with N
+// and K off the tile, alignments 8/4/2; LayerNorm groups of 1 to 1000
+// members with odd and aligned sizes, and the hfuse rules' uncapped groups
+// of mixed widths; elementwise, copies, strided views) in float16, bfloat16 and
 // float32. Outputs are poisoned (0xFF: NaN) before each run, so an element a
 // kernel fails to write fails the check. Normalised error max|gpu - cpu| /
 // max|cpu| must be at most 1e-2 (float16, bfloat16) or 1e-5 (float32).
@@ -11,13 +13,16 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
 #include "hfuse/cuda/cuda_executor.h"
+#include "hfuse/exec/cpu_executor.h"
 #include "hfuse/exec/compare.h"
 #include "hfuse/io/graph_json.h"
 #include "hfuse/passes/fuse_group_ops.h"
+#include "hfuse/passes/pass_manager.h"
 #include "hfuse/passes/strided_views.h"
 #include "testing/conformance.h"
 #include "testing/graph_builder.h"
@@ -38,11 +43,12 @@ class CudaTest : public ::testing::Test {
 
 // Runs `g` on the CPU and on the GPU (plain launches and a CUDA graph) and
 // compares every output.
-void ExpectGpuMatchesCpu(const Graph& g, uint64_t seed, const std::string& what) {
+void ExpectGpuMatchesCpu(const Graph& g, uint64_t seed, const std::string& what,
+                         CudaOptions cuda = {}) {
   const DimValues dims = BindDims(g);
   const TensorMap feeds = RandomFeeds(g, dims, seed);
   const TensorMap want = RunOnCpu(g, feeds, dims);
-  CudaExecutor gpu(g, dims);
+  CudaExecutor gpu(g, dims, cuda);
   gpu.SetFeeds(feeds);
   for (bool use_graph : {false, true}) {
     gpu.Poison();
@@ -57,14 +63,35 @@ void ExpectGpuMatchesCpu(const Graph& g, uint64_t seed, const std::string& what)
   }
 }
 
+// The gpu pipeline in two steps, verified after each pass: up to
+// fuse-group-ops, then the rest (split/concat views).
+class GpuPipeline {
+ public:
+  GpuPipeline(Graph& g, const FuseGroupOpsOptions& options) : state_(g) {
+    options_.fuse_group_ops = options;
+    PassManagerOptions manager = PassManagerOptions::VerifyingEach();
+    manager.stop_after = "fuse-group-ops";
+    PassManager(PipelineNamed("gpu"), manager).Run(state_, options_);
+  }
+  void Finish() {
+    std::vector<const PassInfo*> rest = PipelineNamed("gpu");
+    rest.erase(rest.begin());
+    PassManager(rest, PassManagerOptions::VerifyingEach()).Run(state_, options_);
+  }
+
+ private:
+  PassState state_;
+  PassOptions options_;
+};
+
 // The graph as given, fused, and fused with split/concat views.
 void ExpectAllVariantsMatch(const Graph& g, uint64_t seed, const std::string& what,
                             FuseGroupOpsOptions options = {}) {
   ExpectGpuMatchesCpu(g, seed, what + " (unfused)");
   Graph fused = g;
-  FuseGroupOps(fused, options);
+  GpuPipeline pipeline(fused, options);
   ExpectGpuMatchesCpu(fused, seed, what + " (fused)");
-  ElideSplitConcat(fused);
+  pipeline.Finish();
   ExpectGpuMatchesCpu(fused, seed, what + " (fused, views)");
 }
 
@@ -121,9 +148,9 @@ void ExpectRandomGraphMatches(const Graph& g, uint64_t seed, const std::string& 
                               FuseGroupOpsOptions options = {}) {
   ExpectEachOpMatches(g, seed, what + " (unfused)");
   Graph fused = g;
-  FuseGroupOps(fused, options);
+  GpuPipeline pipeline(fused, options);
   ExpectEachOpMatches(fused, seed, what + " (fused)");
-  ElideSplitConcat(fused);
+  pipeline.Finish();
   ExpectAllOutputsWritten(fused, seed, what + " (fused, views)");
 }
 
@@ -154,8 +181,9 @@ TEST_F(CudaTest, RankThreeGemm) {
   ExpectGpuMatchesCpu(b.Build(), 1, "rank-3 A");
 }
 
-// Mixed shapes go through cublasGemmGroupedBatchedEx + the grouped epilogue;
-// one shape through strided-batched cuBLASLt.
+// Mixed shapes go through the CUTLASS grouped GEMM (float16, bfloat16) or
+// cublasGemmGroupedBatchedEx + the grouped epilogue (float32); one shape
+// through strided-batched cuBLASLt.
 TEST_F(CudaTest, GroupGemmsMixedAndUniformShapes) {
   for (const char* dt : kDtypes) {
     for (bool uniform : {false, true}) {
@@ -186,6 +214,131 @@ TEST_F(CudaTest, GroupGemmOfAThousandMembers) {
   }
   b.Outputs(outs);
   ExpectAllVariantsMatch(b.Build(), 4, "1000 GEMMs");
+}
+
+// The launches' labels, which name each group GEMM's path.
+std::vector<std::string> LaunchLabels(const Graph& g, CudaOptions cuda = {}) {
+  const DimValues dims = BindDims(g);
+  CudaExecutor gpu(g, dims, cuda);
+  gpu.SetFeeds(RandomFeeds(g, dims, 0));
+  std::vector<std::string> labels;
+  for (const auto& [label, us] : gpu.ProfileLaunches(1)) labels.push_back(label);
+  return labels;
+}
+
+bool AnyLabelHas(const std::vector<std::string>& labels, const std::string& what) {
+  return std::any_of(labels.begin(), labels.end(),
+                     [&](const std::string& l) { return l.find(what) != std::string::npos; });
+}
+
+// The CUTLASS grouped GEMM with every epilogue, each tile, members whose M,
+// N and K are not multiples of the tile (M 300 = 2 x 128 + 44, K 200 =
+// 3 x 64 + 8, N 136 = 128 + 8, 72 = 64 + 8, 1000), against the CPU and
+// against cuBLAS's grouped path.
+TEST_F(CudaTest, CutlassGroupGemmEveryEpilogueAndTile) {
+  for (const char* dt : {"float16", "bfloat16"}) {
+    for (OpType type : kGemmTypes) {
+      test::GraphBuilder b;
+      std::vector<std::string> outs;
+      const int ks[] = {200, 64, 8, 1032, 136};
+      const int ns[] = {136, 72, 8, 256, 1000};
+      for (int i = 0; i < 5; ++i) {
+        outs.push_back(b.Fc(fmt::format("fc{}", i), b.Input(fmt::format("x{}", i), {300, ks[i]}, ParseDt(dt)),
+                            ns[i], {.type = type}));
+      }
+      b.Outputs(outs);
+      Graph fused = b.Build();
+      FuseGroupOps(fused);
+      ASSERT_EQ(fused.NumLiveOps(), 1);
+      const std::string what = std::string(OpTypeName(type)) + " " + dt;
+      for (GemmKernelChoice kernel : {GemmKernelChoice::kRule, GemmKernelChoice::k128x128, GemmKernelChoice::k128x64}) {
+        const CudaOptions cuda{.gemm_kernel = kernel};
+        const std::vector<std::string> labels = LaunchLabels(fused, cuda);
+        EXPECT_TRUE(AnyLabelHas(labels, "CUTLASS grouped")) << what;
+        if (kernel == GemmKernelChoice::k128x64 && std::string(dt) == "float16") {
+          EXPECT_TRUE(AnyLabelHas(labels, "CUTLASS grouped 128x64")) << what;
+        }
+        ExpectGpuMatchesCpu(fused, 21, what + " CUTLASS kernel " + std::to_string(static_cast<int>(kernel)), cuda);
+      }
+      const CudaOptions cublas{.cutlass = false};
+      EXPECT_TRUE(AnyLabelHas(LaunchLabels(fused, cublas), "cublasGemmGroupedBatchedEx")) << what;
+      ExpectGpuMatchesCpu(fused, 21, what + " cuBLAS grouped", cublas);
+    }
+  }
+}
+
+// A single-member group op: one cuBLASLt GEMM by default (its epilogue has
+// bias and ReLU too), and the CUTLASS kernel when strided batching is off.
+TEST_F(CudaTest, CutlassGroupGemmOfOneMember) {
+  for (const char* dt : {"float16", "bfloat16"}) {
+    test::GraphBuilder b;
+    const std::string x = b.Input("x", {130, 72}, ParseDt(dt));
+    const std::string w = b.Param("w", {24, 72}, ParseDt(dt));
+    const std::string bias = b.Param("bias", {24}, ParseDt(dt));
+    const std::string y = b.Declare("y", {130, 24}, ParseDt(dt));
+    b.RawOp("gg", "group_gemm_rcr_bias_relu", {x, w, bias}, {y}, "\"group_size\": 1");
+    b.Outputs({y});
+    const Graph g = b.Build();
+    EXPECT_TRUE(AnyLabelHas(LaunchLabels(g), "cublasLt")) << dt;
+    const CudaOptions grouped{.strided_batched = false};
+    EXPECT_TRUE(AnyLabelHas(LaunchLabels(g, grouped), "CUTLASS grouped")) << dt;
+    ExpectGpuMatchesCpu(g, 22, std::string("one-member group, cuBLASLt ") + dt);
+    ExpectGpuMatchesCpu(g, 22, std::string("one-member group, CUTLASS ") + dt, grouped);
+  }
+}
+
+// Mixed float16 groups at alignments 8, 4 and 2 (the seed groups by
+// alignment): 8 goes to CUTLASS, 4 and 2 fall back to cuBLAS's grouped GEMM
+// (TMA needs 16-byte rows), and the label says why.
+TEST_F(CudaTest, GroupGemmAlignments842TakeTheirPaths) {
+  test::GraphBuilder b;
+  std::vector<std::string> outs;
+  const int ks[] = {64, 40, 200, 12, 20, 36, 6, 10, 14};  // 8 8 8 | 4 4 4 | 2 2 2
+  for (int i = 0; i < 9; ++i) {
+    outs.push_back(b.Fc(fmt::format("fc{}", i), b.Input(fmt::format("x{}", i), {77, ks[i]}), 24 + 8 * (i % 3),
+                        {.type = OpType::kGemmRcrBiasRelu}));
+  }
+  b.Outputs(outs);
+  Graph fused = b.Build();
+  FuseGroupOps(fused);
+  ASSERT_EQ(fused.NumLiveOps(), 3);
+  const std::vector<std::string> labels = LaunchLabels(fused);
+  EXPECT_TRUE(AnyLabelHas(labels, "CUTLASS grouped"));
+  EXPECT_TRUE(AnyLabelHas(labels, "cublasGemmGroupedBatchedEx, not CUTLASS: alignment below 8"));
+  ExpectAllVariantsMatch(b.Build(), 23, "alignments 8/4/2");
+}
+
+// The hfuse rules' LayerNorm groups: 80 LayerNorms of widths from 8 to 8192
+// (odd, aligned, wider than the register path) as one group op, one launch.
+TEST_F(CudaTest, UncappedLayerNormGroupOfMixedWidths) {
+  for (const char* dt : kDtypes) {
+    for (OpType type : {OpType::kLayerNorm, OpType::kLayerNormSigmoidMul}) {
+      test::GraphBuilder b;
+      std::vector<std::string> outs;
+      const int ns[] = {8, 37, 64, 96, 160, 256, 320, 512, 1000, 1024, 2048, 4333, 8192};
+      for (int i = 0; i < 80; ++i) {
+        outs.push_back(b.LayerNorm(fmt::format("ln{:02}", i),
+                                   b.Input(fmt::format("x{}", i), {67, ns[i % 13]}, ParseDt(dt)), {.type = type}));
+      }
+      b.Outputs(outs);
+      FuseGroupOpsOptions hfuse_rules;
+      hfuse_rules.rules = RuleSet::kHfuse;
+      Graph fused = b.Build();
+      const FuseGroupOpsResult r = FuseGroupOps(fused, hfuse_rules);
+      ASSERT_EQ(r.groups.size(), 1u);
+      EXPECT_EQ(r.groups[0].members.size(), 80u);
+      const std::vector<std::string> labels = LaunchLabels(fused);
+      EXPECT_EQ(labels.size(), 1u);
+      ExpectAllVariantsMatch(b.Build(), 24, "uncapped " + std::string(OpTypeName(type)) + " " + dt, hfuse_rules);
+    }
+  }
+}
+
+TEST_F(CudaTest, TowersExampleWithHfuseRules) {
+  const Graph g = ReadGraphJsonFile(std::string(HFUSE_SOURCE_DIR) + "/examples/towers_small.json");
+  FuseGroupOpsOptions hfuse_rules;
+  hfuse_rules.rules = RuleSet::kHfuse;
+  ExpectAllVariantsMatch(g, 25, "towers_small, hfuse rules", hfuse_rules);
 }
 
 TEST_F(CudaTest, LayerNormGroupsOddAlignedAndLarge) {

@@ -6,6 +6,7 @@
 // bytes, for hand-made graphs, for every conformance graph in shared/, and
 // for the fused graphs (with group ops) the pass makes from them.
 // Bad input is tested through the tool in bad_input_test.cc.
+#include "hfuse/ir/op_members.h"
 #include "hfuse/io/graph_json.h"
 
 #include <fmt/format.h>
@@ -293,7 +294,7 @@ TEST(GraphJsonReadTest, GroupOps) {
   const Graph g = ParseGraphJson(kGroupOps, "group_ops.json");
   const Op& gg = g.op(OpOf(g, "gg"));
   EXPECT_EQ(gg.type, OpType::kGroupGemmRcrBiasRelu);
-  EXPECT_EQ(gg.attrs.group_size, 2);
+  EXPECT_EQ(NumMembers(gg), 2u);
   EXPECT_THAT(Names(g, gg.inputs), ElementsAre("a0", "w0", "b0", "a1", "w1", "b1"));
   EXPECT_THAT(Names(g, gg.outputs), ElementsAre("y0", "y1"));
   const Op& gl = g.op(OpOf(g, "gl"));

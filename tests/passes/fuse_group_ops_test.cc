@@ -2,6 +2,7 @@
 // groups out. Negative tests are named for what must not happen. The rules
 // are AITemplate's (shared/seed) with the fixes (a)-(j) of
 // shared/conformance/README.md; each test says which rule it pins down.
+#include "hfuse/ir/op_members.h"
 #include "hfuse/passes/fuse_group_ops.h"
 
 #include <fmt/format.h>
@@ -813,7 +814,7 @@ TEST(FuseGroupOpsTest, GroupOpProducesTheMembersOutputTensors) {
   EXPECT_EQ(g.tensor(TensorNamed(g, "fc1_y")).producer, group);
   const Op& op = g.op(group);
   EXPECT_EQ(op.type, OpType::kGroupGemmRcrBias);
-  EXPECT_EQ(op.attrs.group_size, 2);
+  EXPECT_EQ(NumMembers(op), 2u);
   EXPECT_THAT(test::TensorNames(g, op.inputs),
               ElementsAre("x", "w_fc0", "b_fc0", "x", "w_fc1", "b_fc1"));
   EXPECT_THAT(test::TensorNames(g, op.outputs), ElementsAre("fc0_y", "fc1_y"));

@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "hfuse/ir/op_members.h"
 #include "hfuse/io/graph_json.h"
 #include "hfuse/ir/analysis.h"
 #include "hfuse/ir/verifier.h"
@@ -229,8 +230,7 @@ void CheckAccounting(const Graph& orig, const Fused& f, Checker& c) {
     }
     if (IsGroupGemm(op.type)) {
       const size_t per = GemmHasBias(op.type) ? 3 : 2;
-      c.Expect(op.attrs.group_size == static_cast<int64_t>(group.members.size()),
-               label + ": group_size");
+      c.Expect(NumMembers(op) == group.members.size(), label + ": member count");
       c.Expect(op.inputs.size() == per * group.members.size(), label + ": wrong number of inputs");
     } else {
       c.Expect(op.inputs.size() == 3 * group.members.size(), label + ": wrong number of inputs");

@@ -32,6 +32,7 @@ namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using Json = nlohmann::json;
 
 using test::Quote;
@@ -488,6 +489,58 @@ TEST(CliTest, OutputsAreWrittenAtomically) {
   EXPECT_EQ(bad.code(), 2) << bad.err;
   EXPECT_EQ(Slurp(dir / "out.json"), before);
   EXPECT_THAT(dir.Listing(), ElementsAre("bad.json", "out.json", "report.json", "taken"));
+}
+
+// The pass manager's flags, on a conformance graph and the ONNX example.
+TEST(CliPassFlagsTest, PrintAfterAllVerifyEachAndTimePasses) {
+  TempDir dir;
+  const std::string in = Quote(Conformance("edge/cycle_pattern.json").string());
+  const ToolRun plain = RunTool(fmt::format("fuse {} -o {}", in, Quote(dir.Str("a.json"))));
+  ASSERT_TRUE(plain.ok()) << plain.err;
+  const ToolRun run = RunTool(fmt::format("fuse {} -o {} --print-after=all --verify-each --time-passes",
+                                          in, Quote(dir.Str("b.json"))));
+  ASSERT_TRUE(run.ok()) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("// after fuse-group-ops\n"));
+  EXPECT_THAT(run.err, HasSubstr(") = group_gemm_rcr"));
+  EXPECT_THAT(run.err, HasSubstr("pass timings:"));
+  EXPECT_THAT(run.err, HasSubstr("fuse-group-ops         changed"));
+  EXPECT_EQ(Slurp(dir / "a.json"), Slurp(dir / "b.json"));  // the flags change no output
+  EXPECT_EQ(plain.out, run.out);
+}
+
+TEST(CliPassFlagsTest, ListsPassesAnywhere) {
+  for (const char* args : {"--list-passes", "fuse --list-passes", "print --list-passes"}) {
+    const ToolRun run = RunTool(args);
+    ASSERT_TRUE(run.ok()) << args << ": " << run.err;
+    EXPECT_THAT(run.out, HasSubstr("fuse-group-ops")) << args;
+    EXPECT_THAT(run.out, HasSubstr("onnx-import")) << args;
+  }
+}
+
+TEST(CliPassFlagsTest, UnknownPassIsAnInputError) {
+  const std::string in = Quote(Conformance("edge/cycle_pattern.json").string());
+  for (const char* flag : {"--passes=fuse-group-ops,fuse-all", "--stop-after=fuse",
+                           "--print-after=nothing"}) {
+    const ToolRun run = RunTool(fmt::format("fuse {} {}", in, flag));
+    EXPECT_EQ(run.code(), 2) << flag;
+    EXPECT_THAT(run.err, HasSubstr("hfuse: error: --")) << flag;
+    EXPECT_EQ(Lines(run.err).size(), 1u) << run.err;
+  }
+}
+
+TEST(CliPassFlagsTest, StopAfterAndPassesPickThePipeline) {
+  const std::string onnx = Quote((fs::path(HFUSE_SOURCE_DIR) / "examples/ranking_small.onnx").string());
+  const ToolRun stop = RunTool(fmt::format("print {} --passes onnx-import,seed --stop-after "
+                                           "fuse-mm-elementwise", onnx));
+  ASSERT_TRUE(stop.ok()) << stop.err;
+  EXPECT_THAT(stop.out, HasSubstr("= gemm_rcr_bias_relu("));  // absorbed, not yet grouped
+  EXPECT_THAT(stop.out, Not(HasSubstr("group_")));
+  const ToolRun none = RunTool(fmt::format("print {}", onnx));
+  ASSERT_TRUE(none.ok()) << none.err;
+  EXPECT_THAT(none.out, Not(HasSubstr("gemm_rcr_bias_relu(")));  // print runs no pass
+  const ToolRun all = RunTool(fmt::format("print {} --passes onnx-import,gpu", onnx));
+  ASSERT_TRUE(all.ok()) << all.err;
+  EXPECT_THAT(all.out, HasSubstr(") = group_layernorm_sigmoid_mul("));
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// hfuse bench: times a graph on the GPU, unfused and fused (with the seed's
+// hfuse bench: times a graph (graph JSON or ONNX) on the GPU, unfused and fused (with the seed's
 // grouping rules and with hfuse's GPU rules), each as plain launches and as
 // a CUDA graph, against the floor of the graph as run.
 #include "bench_command.h"
@@ -9,9 +9,10 @@
 
 #include "hfuse/cuda/cuda_executor.h"
 #include "hfuse/exec/compare.h"
+#include "hfuse/exec/cpu_executor.h"
 #include "hfuse/io/graph_json.h"
-#include "hfuse/passes/fuse_group_ops.h"
-#include "hfuse/passes/strided_views.h"
+#include "hfuse/ir/op_members.h"
+#include "hfuse/session/pipelines.h"
 #include "hfuse/support/error.h"
 #include "hfuse/support/file.h"
 
@@ -45,10 +46,10 @@ Floor FloorOf(const Graph& g, const DimValues& dims) {
     for (TensorId t : ins) f.bytes += bytes(t);
     for (TensorId t : op.outputs) f.bytes += bytes(t);
     if (IsGemm(op.type) || IsGroupGemm(op.type)) {
-      const size_t per = GemmHasBias(op.type) ? 3 : 2;
-      for (size_t m = 0; m < op.outputs.size(); ++m) {
-        const std::vector<int64_t> a = ConcreteShape(g.tensor(op.inputs[m * per]).shape, dims);
-        const std::vector<int64_t> y = ConcreteShape(g.tensor(op.outputs[m]).shape, dims);
+      for (size_t m = 0; m < NumMembers(op); ++m) {
+        const GemmMember member = GemmMemberOf(op, m);
+        const std::vector<int64_t> a = ConcreteShape(g.tensor(member.a).shape, dims);
+        const std::vector<int64_t> y = ConcreteShape(g.tensor(member.y).shape, dims);
         double rows = 1;
         for (size_t i = 0; i + 1 < a.size(); ++i) rows *= static_cast<double>(a[i]);
         f.flops += 2.0 * rows * static_cast<double>(a.back()) * static_cast<double>(y.back());
@@ -63,8 +64,9 @@ Floor FloorOf(const Graph& g, const DimValues& dims) {
 int BenchCommand(const std::string& path, const BenchOptions& options) {
   if (options.device != "cuda") ThrowInputError("--device {}: only cuda is supported", options.device);
   std::string why;
-  if (!CudaDeviceAvailable(&why)) ThrowInputError("no CUDA device: {}", why);
-  const Graph original = ReadGraphJsonFile(path);
+  if (!CudaDeviceAvailable(&why)) ThrowInputError("--device cuda: no usable CUDA device: {}", why);
+  const LoadedModel model = LoadModel(path);  // graph JSON or ONNX
+  const Graph& original = model.graph;
   const DimValues dims = BindDims(original, options.dims);
   const TensorMap feeds = RandomFeeds(original, dims, options.seed);
   TensorMap reference;
@@ -83,10 +85,12 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
   for (RuleSet rules : {RuleSet::kSeed, RuleSet::kHfuse}) {
     if (options.rules != "both" && options.rules != RuleSetName(rules)) continue;
     Graph fused = original;
-    FuseGroupOpsOptions fuse_options;
-    fuse_options.rules = rules;
-    const FuseGroupOpsResult result = FuseGroupOps(fused, fuse_options);
-    ElideSplitConcat(fused);
+    PassOptions pass_options;
+    pass_options.fuse_group_ops.rules = rules;
+    const PassState state = RunPasses(fused, options.passes,
+                                       DevicePipeline(model.format, Target::kGpu), pass_options);
+    FuseGroupOpsResult result = state.fuse_result;
+    if (!state.fused) result.ops_before = result.ops_after = fused.NumLiveOps();
     const std::string name = fmt::format("fused, {} rules", RuleSetName(rules));
     report["groups"][RuleSetName(rules)] = result.groups.size();
     summary += fmt::format("{}{} ops -> {} ops ({} groups, {} rules)", summary.empty() ? "" : "; ",
@@ -96,10 +100,17 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
     if (options.grouped_too) {
       variants.push_back({name + ", grouped GEMM only", fused, {.strided_batched = false}});
     }
+    if (options.gemm_paths && rules == RuleSet::kHfuse) {
+      variants.push_back({name + ", cuBLAS grouped", fused, {.strided_batched = false, .cutlass = false}});
+      variants.push_back({name + ", CUTLASS 128x128", fused,
+                          {.strided_batched = false, .gemm_kernel = GemmKernelChoice::k128x128}});
+      variants.push_back({name + ", CUTLASS 128x64", fused,
+                          {.strided_batched = false, .gemm_kernel = GemmKernelChoice::k128x64}});
+    }
   }
   fmt::print("{}: {}; median of {} runs after {} warm-up\n", path, summary, options.reps,
              options.warmup);
-  fmt::print("  {:<40} {:>9} {:>11} {:>9} {:>8} {:>10} {:>9}\n", "variant", "plain us", "cudagraph us",
+  fmt::print("  {:<44} {:>9} {:>11} {:>9} {:>8} {:>10} {:>9}\n", "variant", "plain us", "cudagraph us",
              "floor us", "x floor", "launches", "max err");
   for (Variant& v : variants) {
     CudaExecutor gpu(v.graph, dims, v.cuda);
@@ -116,16 +127,21 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
     const double plain = gpu.MedianMicros(options.warmup, options.reps, false);
     const double graph = gpu.MedianMicros(options.warmup, options.reps, true);
     const Floor floor = FloorOf(v.graph, dims);
-    fmt::print("  {:<40} {:>9.1f} {:>11.1f} {:>9.1f} {:>8.2f} {:>10} {:>9.2g}\n", v.name, plain, graph,
+    fmt::print("  {:<44} {:>9.1f} {:>11.1f} {:>9.1f} {:>8.2f} {:>10} {:>9.2g}\n", v.name, plain, graph,
                floor.micros(), graph / floor.micros(), gpu.stats().launches, err);
     report["variants"].push_back({{"name", v.name}, {"plain_us", plain}, {"cudagraph_us", graph},
                                   {"floor_us", floor.micros()}, {"flops", floor.flops},
                                   {"bytes", floor.bytes}, {"launches", gpu.stats().launches},
                                   {"arena_bytes", gpu.stats().arena_bytes}, {"max_err", err}});
     if (options.profile && v.name != "unfused") {
-      for (const auto& [label, us] : gpu.ProfileLaunches(50)) {
-        fmt::print("      {:>9.1f} us  {}\n", us, label);
-        report["profile"][v.name].push_back({{"launch", label}, {"us", us}});
+      fmt::print("    profile ({}): each launch alone, median of 50; GB/s = its op's bytes "
+                 "(inputs once, outputs once) / time\n", v.name);
+      const auto launches = gpu.ProfileLaunches(50);
+      for (size_t i = 0; i < launches.size(); ++i) {
+        const auto& [label, us] = launches[i];
+        const double bytes = gpu.LaunchOpBytes()[i];
+        fmt::print("      {:>9.1f} us {:>8.0f} GB/s  {}\n", us, bytes / (us * 1e3), label);
+        report["profile"][v.name].push_back({{"launch", label}, {"us", us}, {"op_bytes", bytes}});
       }
     }
   }

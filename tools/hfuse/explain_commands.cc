@@ -17,7 +17,7 @@
 #include "hfuse/passes/fusion_reasons.h"
 #include "hfuse/support/error.h"
 #include "hfuse/support/file.h"
-#include "model_files.h"
+#include "hfuse/session/pipelines.h"
 
 namespace hfuse {
 namespace {
@@ -34,12 +34,23 @@ Described Describe(const std::string& input, const DescribeOptions& options) {
   Described d;
   d.input = input;
   LoadedModel model = LoadModel(input, options.format);
-  PrepareForFusion(model.graph, model.format);
+  PassOptions pass_options;
+  pass_options.fuse_group_ops.group_gemm = !options.no_group_gemm;
+  pass_options.fuse_group_ops.rules = options.rules;
+  // ONNX input first goes through onnx-import; `before` is what seed gets.
+  if (model.format == ModelFormat::kOnnx) {
+    PassFlags import;
+    import.manager = options.passes.manager;  // --print-after, --verify-each, --time-passes
+    import.manager.stop_after.clear();
+    RunPasses(model.graph, import, PipelineNamed("onnx-import"), pass_options);
+  }
   d.before = model.graph;
-  FuseGroupOpsOptions fuse;
-  fuse.group_gemm = !options.no_group_gemm;
-  fuse.rules = options.rules;
-  d.result = FuseGroupOps(model.graph, fuse);
+  PassState state = RunPasses(model.graph, options.passes, PipelineNamed("seed"), pass_options);
+  if (state.fused) {
+    d.result = std::move(state.fuse_result);
+  } else {
+    d.result.ops_before = d.result.ops_after = model.graph.NumLiveOps();
+  }
   d.fused = std::move(model.graph);
   return d;
 }

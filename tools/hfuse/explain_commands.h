@@ -13,6 +13,7 @@
 
 #include "hfuse/ir/graph.h"
 #include "hfuse/passes/fuse_group_ops.h"
+#include "pass_flags.h"
 
 namespace hfuse {
 
@@ -20,6 +21,7 @@ struct DescribeOptions {
   std::string format;          // --format: "", "json" or "onnx"
   bool no_group_gemm = false;  // --no-group-gemm
   RuleSet rules = RuleSet::kSeed;  // --rules
+  PassFlags passes;  // the pass manager's flags; --passes replaces the seed pipeline
 };
 
 int ExplainCommand(const std::string& input, const std::string& op_name,

@@ -3,6 +3,9 @@
 //   hfuse fuse IN.json [-o OUT.json] [--report R.json] [--no-group-gemm] [--dump-dir DIR]
 //              [--rules seed|hfuse]
 //   hfuse fuse IN.onnx [-o OUT.onnx] [--export hfuse|standard] [--format json|onnx] ...
+//   hfuse run M [--device cpu|cuda] [--inputs in.npz] [-o out.npz] [--dim N=V] ...
+//   hfuse verify M [--device cpu|cuda] [--fused F] ...
+//   hfuse bench M --device cuda ...    (built with the CUDA backend)
 //   hfuse check IN.json
 //   hfuse explain M [--op NAME]; hfuse dot M [-o F.dot] [--fused] [--collapse];
 //   hfuse report M -o report.html [--bench B.json]
@@ -23,16 +26,20 @@
 #endif
 #include "hfuse/io/graph_json.h"
 #include "hfuse/ir/graph.h"
+#include "hfuse/ir/printer.h"
 #include "hfuse/passes/fuse_group_ops.h"
+#include "hfuse/support/checked.h"
 #include "hfuse/support/error.h"
 #include "hfuse/support/file.h"
-#include "model_files.h"
+#include "hfuse/session/pipelines.h"
+#include "pass_flags.h"
 
 namespace hfuse {
 namespace {
 
 constexpr const char* kVersion = "0.1.0";
 constexpr int kInputErrorExit = 2;
+constexpr int kInternalErrorExit = 3;
 
 // The error message as one line: names come from the input and may hold
 // newlines or other control characters, which are written as \xNN.
@@ -119,20 +126,37 @@ std::map<std::string, int64_t> ParseDims(const std::vector<std::string>& specs) 
   return dims;
 }
 
+// fuse-group-ops' result, or what stands for it when the pipeline had none.
+FuseGroupOpsResult ResultOf(PassState& state) {
+  if (state.fused) return std::move(state.fuse_result);
+  FuseGroupOpsResult r;
+  r.ops_before = r.ops_after = state.graph.NumLiveOps();
+  return r;
+}
+
 int RunFuse(const std::string& input, const std::string& output, const std::string& report,
             bool no_group_gemm, const std::string& dump_dir, bool verify, uint64_t seed,
-            const std::string& format, const std::string& export_mode, RuleSet rules) {
+            const std::string& format, const std::string& export_mode, RuleSet rules,
+            const PassFlags& flags, const std::vector<std::string>& dim_specs) {
   // Never freed: the process ends after the output is written, and freeing a
   // graph of a million ops one allocation at a time takes half a second.
   LoadedModel& model = *new LoadedModel(LoadModel(input, format));
   Graph& graph = model.graph;
+  if (!dim_specs.empty()) {
+    try {
+      SpecializeDims(graph, ParseDims(dim_specs));
+      model.as_read = graph;  // "as read" is with the dims fixed
+    } catch (const InputError& e) {
+      ThrowInputError("{}: {}", input, e.what());
+    }
+  }
   const Graph original = verify ? graph : Graph();
-  PrepareForFusion(graph, model.format);  // ONNX: fuse-mm-elementwise, flatten-gemm-inputs
-  FuseGroupOpsOptions options;
-  options.group_gemm = !no_group_gemm;
-  options.want_dumps = !dump_dir.empty();
-  options.rules = rules;
-  FuseGroupOpsResult result = FuseGroupOps(graph, options);
+  PassOptions options;
+  options.fuse_group_ops.group_gemm = !no_group_gemm;
+  options.fuse_group_ops.want_dumps = !dump_dir.empty();
+  options.fuse_group_ops.rules = rules;
+  PassState& state = *new PassState(RunPasses(graph, flags, FusePipeline(model.format), options));
+  FuseGroupOpsResult result = ResultOf(state);
   // Verify before writing anything, so a failed check leaves no output.
   if (verify && VerifyGraphs(original, graph, seed, {}) != 0) return 1;
   // The fused graph is written last, so that a failure on the way (a dump
@@ -149,13 +173,20 @@ int RunFuse(const std::string& input, const std::string& output, const std::stri
   if (!output.empty()) {
     if (FormatOf(output, format) == ModelFormat::kJson &&
         (export_mode == "hfuse" || export_mode == "standard")) {
-      WriteGraphJsonFile(output, graph, result.op_order);  // streamed, never held whole
+      WriteGraphJsonFile(output, graph, state.op_order);  // streamed, never held whole
     } else {
-      WriteFileAtomic(output, SerializeModel(model, graph, result.op_order,
+      WriteFileAtomic(output, SerializeModel(model, graph, state.op_order,
                                              FormatOf(output, format), export_mode));
     }
   }
   PrintTable(input, result);
+  return 0;
+}
+
+int RunPrint(const std::string& input, const std::string& format, const PassFlags& flags) {
+  LoadedModel model = LoadModel(input, format);
+  PassState state = RunPasses(model.graph, flags, {});
+  fmt::print("{}", PrintGraph(model.graph, state.op_order));
   return 0;
 }
 
@@ -172,6 +203,11 @@ int Main(int argc, char** argv) {
   CLI::App app{"hfuse: horizontal fusion of independent GEMMs and LayerNorms"};
   app.set_version_flag("--version", kVersion);
   app.require_subcommand(1);
+  AddListPassesFlag(&app);
+  std::string memory_budget;
+  app.add_option("--memory-budget", memory_budget,
+                 "most bytes for tensor values: one tensor, all of a run's, or a file read "
+                 "(e.g. 512M, 16G; default 16G or HFUSE_MEMORY_BUDGET)");
 
   std::string input, output, report, dump_dir;
   bool no_group_gemm = false;
@@ -196,8 +232,9 @@ int Main(int argc, char** argv) {
     std::vector<std::string> names = {"seed", "hfuse"};
     if (!extra.empty()) names.push_back(extra);
     cmd->add_option("--rules", rules,
-                    "grouping rules: seed (AITemplate's, the default) or hfuse (for hfuse's GPU "
-                    "kernels: LayerNorm groups uncapped, of any mix of sizes)" +
+                    "grouping rules: seed (AITemplate's, the default on the CPU) or hfuse (for "
+                    "hfuse's GPU kernels, the default on cuda: LayerNorm groups uncapped, of any "
+                    "mix of sizes)" +
                         (extra.empty() ? std::string() : "; " + extra + ": time both"))
         ->check(CLI::IsMember(names));
   };
@@ -210,11 +247,17 @@ int Main(int argc, char** argv) {
                  "run the original and the fused graph on the CPU on the same random inputs and "
                  "compare (exit 1 on a mismatch)");
   fuse->add_option("--seed", seed, "seed of the random inputs of --verify");
+  PassFlags fuse_passes;
+  AddPassFlags(fuse, fuse_passes);
+  std::vector<std::string> fuse_dims;
+  fuse->add_option("--dim", fuse_dims,
+                   "NAME=VALUE: fix a named dim before the passes run (the output has it static)");
 
   RunOptions run_options;
   std::string run_input;
   std::vector<std::string> dim_specs;
-  CLI::App* run = app.add_subcommand("run", "run a graph on the CPU, print each output's checksum");
+  CLI::App* run = app.add_subcommand(
+      "run", "run a model through the inference session (CPU or CUDA), print each output's checksum");
   run->add_option("input", run_input, "graph (graph JSON v1, or an .onnx model)")->required();
   run->add_option("--inputs", run_options.inputs_npz,
                   ".npz with the graph's inputs and params (default: random, seeded)");
@@ -222,6 +265,19 @@ int Main(int argc, char** argv) {
   run->add_option("--dim", dim_specs, "NAME=VALUE: bind a dynamic dim (default: its max)");
   run->add_option("-o,--output", run_options.output_npz, "write the outputs to this .npz");
   run->add_option("--save-inputs", run_options.save_inputs, "write the inputs used to this .npz");
+  const auto add_device = [](CLI::App* cmd, std::string& device) {
+    cmd->add_option("--device", device,
+                    "cpu (the CPU executor, the default) or cuda (the CUDA backend; exit 2 "
+                    "without a GPU)")
+        ->check(CLI::IsMember({"cpu", "cuda"}));
+  };
+  add_device(run, run_options.device);
+  std::string run_rules;
+  add_rules(run, run_rules);
+  bool run_no_fuse = false, run_no_cuda_graph = false;
+  run->add_flag("--no-fuse", run_no_fuse, "run the model as imported, unfused");
+  run->add_flag("--no-cuda-graph", run_no_cuda_graph,
+                "cuda: plain launches instead of replaying a CUDA graph");
 
   std::string verify_input, fused_input;
   bool verify_no_group_gemm = false;
@@ -233,9 +289,13 @@ int Main(int argc, char** argv) {
   verify_cmd->add_option("--fused", fused_input, "compare with this graph instead of fusing");
   verify_cmd->add_flag("--no-group-gemm", verify_no_group_gemm, "do not group GEMMs");
   verify_cmd->add_option("--seed", verify_seed, "seed of the random inputs");
-  std::string verify_rules = "seed";
+  std::string verify_rules;
   add_rules(verify_cmd, verify_rules);
   verify_cmd->add_option("--dim", verify_dims, "NAME=VALUE: bind a dynamic dim (default: its max)");
+  std::string verify_device = "cpu";
+  add_device(verify_cmd, verify_device);
+  PassFlags verify_passes;
+  AddPassFlags(verify_cmd, verify_passes);
 
 #if HFUSE_HAVE_CUDA
   BenchOptions bench_options;
@@ -244,7 +304,7 @@ int Main(int argc, char** argv) {
   bool bench_no_check = false;
   CLI::App* bench = app.add_subcommand(
       "bench", "time a graph on the GPU: unfused and fused, plain launches and CUDA graph");
-  bench->add_option("input", bench_input, "graph (graph JSON v1)")->required();
+  bench->add_option("input", bench_input, "graph (graph JSON v1, or an .onnx model)")->required();
   bench->add_option("--device", bench_options.device, "device (cuda)");
   bench->add_option("--reps", bench_options.reps, "timed runs (median reported)");
   bench->add_option("--warmup", bench_options.warmup, "untimed runs first");
@@ -256,8 +316,20 @@ int Main(int argc, char** argv) {
   bench->add_flag("--grouped-too", bench_options.grouped_too,
                   "also time the fused graph with grouped GEMMs only (no strided batching)");
   add_rules(bench, bench_options.rules, "both");
+  AddPassFlags(bench, bench_options.passes);
+  bench->add_flag("--gemm-paths", bench_options.gemm_paths,
+                  "also time the hfuse-rules graph with each group GEMM path forced (cuBLAS "
+                  "grouped, CUTLASS 128x128 tiles, CUTLASS 128x64 tiles)");
 #endif
 
+  std::string print_input, print_format;
+  PassFlags print_passes;
+  CLI::App* print = app.add_subcommand(
+      "print", "print a graph in the compact notation of the pass tests (after --passes, if given)");
+  print->add_option("input", print_input, "graph (graph JSON v1 or .onnx)")->required();
+  print->add_option("--format", print_format, "json or onnx (default: by extension)")
+      ->check(CLI::IsMember({"json", "onnx"}));
+  AddPassFlags(print, print_passes);
   DescribeOptions describe;
   std::string explain_input, explain_op;
   CLI::App* explain = app.add_subcommand(
@@ -287,6 +359,7 @@ int Main(int argc, char** argv) {
     cmd->add_flag("--no-group-gemm", describe.no_group_gemm, "do not group GEMMs (as fuse)");
     cmd->add_option("--format", describe.format, "json or onnx (default: by extension)")
         ->check(CLI::IsMember({"json", "onnx"}));
+    AddPassFlags(cmd, describe.passes);
   }
 
   std::string check_input;
@@ -301,13 +374,26 @@ int Main(int argc, char** argv) {
     app.exit(e);
     return kInputErrorExit;
   }
+  // What an allocation failure the budget did not foresee names.
+  const std::string& subject = fuse->parsed()         ? input
+                               : print->parsed()      ? print_input
+                               : run->parsed()        ? run_input
+                               : verify_cmd->parsed() ? verify_input
+                               : check->parsed()      ? check_input
+                                                      : memory_budget;
   try {
+    if (!memory_budget.empty()) {
+      const std::optional<int64_t> bytes = ParseByteSize(memory_budget);
+      if (!bytes) ThrowInputError("--memory-budget {}: not a size in bytes (like 512M or 16G)", memory_budget);
+      SetMemoryBudget(*bytes);
+    }
     if (fuse->parsed()) {
       RuleSet rules = RuleSet::kSeed;
       ParseRuleSet(fuse_rules, rules);  // checked by CLI11
       return RunFuse(input, output, report, no_group_gemm, dump_dir, verify, seed, format,
-                     export_mode, rules);
+                     export_mode, rules, fuse_passes, fuse_dims);
     }
+    if (print->parsed()) return RunPrint(print_input, print_format, print_passes);
 #if HFUSE_HAVE_CUDA
     if (bench->parsed()) {
       bench_options.dims = ParseDims(bench_dims);
@@ -317,13 +403,21 @@ int Main(int argc, char** argv) {
 #endif
     if (run->parsed()) {
       run_options.dims = ParseDims(dim_specs);
+      run_options.rules = run_rules;
+      run_options.fuse = !run_no_fuse;
+      run_options.cuda_graph = !run_no_cuda_graph;
       return RunGraphCommand(run_input, run_options);
     }
     if (verify_cmd->parsed()) {
-      RuleSet rules = RuleSet::kSeed;
-      ParseRuleSet(verify_rules, rules);  // checked by CLI11
-      return VerifyCommand(verify_input, fused_input, !verify_no_group_gemm, rules, verify_seed,
-                           ParseDims(verify_dims));
+      VerifyOptions options;
+      options.fused_path = fused_input;
+      options.group_gemm = !verify_no_group_gemm;
+      options.rules = verify_rules;
+      options.device = verify_device;
+      options.seed = verify_seed;
+      options.dims = ParseDims(verify_dims);
+      options.flags = verify_passes;
+      return VerifyCommand(verify_input, options);
     }
     if (check->parsed()) return RunCheck(check_input);
     ParseRuleSet(describe_rules, describe.rules);  // checked by CLI11
@@ -335,9 +429,14 @@ int Main(int argc, char** argv) {
   } catch (const InputError& e) {
     fmt::print(stderr, "hfuse: error: {}\n", OneLine(e.what()));
     return kInputErrorExit;
+  } catch (const InternalError& e) {  // --verify-each found a pass's bug
+    fmt::print(stderr, "hfuse: internal error: {}\n", OneLine(e.what()));
+    return kInternalErrorExit;
   } catch (const std::bad_alloc&) {
-    fmt::print(stderr, "hfuse: error: out of memory\n");
-    return 1;
+    // Input that needs more memory than there is: an input error too.
+    fmt::print(stderr, "hfuse: error: {}: out of memory while reading or processing it\n",
+               OneLine(subject));
+    return kInputErrorExit;
   } catch (const std::exception& e) {  // a CUDA or library failure, not the input's fault
     fmt::print(stderr, "hfuse: error: {}\n", OneLine(e.what()));
     return 1;

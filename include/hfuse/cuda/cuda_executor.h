@@ -8,8 +8,10 @@
 // often sit at a constant stride), one launch plan per op (cuBLASLt GEMMs
 // with BIAS / RELU_BIAS epilogues; a group GEMM as one strided-batched
 // cuBLASLt call when its members have one shape and constant strides, else
-// one cublasGemmGroupedBatchedEx plus one grouped bias/activation kernel;
-// one launch for any LayerNorm group; copies for splits and concatenates
+// one CUTLASS SM90 grouped GEMM with bias and activation in its epilogue
+// (float16/bfloat16 with 16-byte aligned rows; src/cuda/cutlass_grouped_gemm.h),
+// else one cublasGemmGroupedBatchedEx plus one grouped bias/activation
+// kernel; one launch for any LayerNorm group; copies for splits and concatenates
 // that are not views), and the device-side descriptor arrays those launches
 // read. Run() then only enqueues launches on one stream, and can be
 // captured once into a CUDA graph and replayed. Every CUDA and cuBLAS call
@@ -22,8 +24,9 @@
 #include <string>
 #include <vector>
 
-#include "hfuse/exec/cpu_executor.h"
 #include "hfuse/ir/graph.h"
+#include "hfuse/runtime/bound_dims.h"
+#include "hfuse/runtime/host_tensor.h"
 
 namespace hfuse {
 
@@ -41,10 +44,18 @@ struct CudaRunStats {
   int64_t tensor_bytes = 0;   // what the intermediates would take unshared
 };
 
+// The CUTLASS grouped GEMM's CTA tile: the plan-time rule, or forced (for
+// measuring the rule). 128x64 exists for float16 only.
+enum class GemmKernelChoice : uint8_t { kRule, k128x128, k128x64 };
+
 struct CudaOptions {
   // Group GEMMs of one shape at constant strides run as one strided-batched
   // cuBLASLt call; off, they take the grouped path like any other group.
   bool strided_batched = true;
+  // Grouped GEMMs through CUTLASS where it can take them; off, through
+  // cublasGemmGroupedBatchedEx and a separate epilogue kernel.
+  bool cutlass = true;
+  GemmKernelChoice gemm_kernel = GemmKernelChoice::kRule;
 };
 
 class CudaExecutor {
@@ -65,6 +76,13 @@ class CudaExecutor {
   void RunGraph();
   TensorMap Outputs() const;
 
+  // The device address of an input's, param's or output's buffer (dense,
+  // row-major, in the tensor's dtype), for callers that copy feeds in or
+  // read outputs in place (the session's device path). Run and RunGraph read
+  // and write these buffers on Stream().
+  void* TensorAddress(TensorId id) const;
+  void* Stream() const;  // the cudaStream_t launches go on
+
   // Median microseconds of `reps` runs after `warmup` runs, timed with CUDA
   // events around each run (plain launches, or graph replays).
   double MedianMicros(int warmup, int reps, bool use_graph);
@@ -73,6 +91,9 @@ class CudaExecutor {
 
   // Each launch timed on its own (median of `reps`), labelled by op.
   std::vector<std::pair<std::string, double>> ProfileLaunches(int reps);
+  // Per launch, in the same order: the bytes its op moves at least (each
+  // input read once, each output written once), for achieved bandwidth.
+  const std::vector<double>& LaunchOpBytes() const;
 
  private:
   struct Impl;

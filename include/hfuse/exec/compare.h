@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "hfuse/exec/host_tensor.h"
+#include "hfuse/runtime/host_tensor.h"
 
 namespace hfuse {
 

@@ -14,23 +14,21 @@
 #include <string>
 #include <vector>
 
-#include "hfuse/exec/host_tensor.h"
+#include "hfuse/runtime/bound_dims.h"
+#include "hfuse/runtime/host_tensor.h"
 #include "hfuse/ir/graph.h"
 
 namespace hfuse {
 
-// The value of each dynamic dim, indexed like Graph::dims().
-using DimValues = std::vector<int64_t>;
-
-// Each dim at its max unless `overrides` (name -> value) says otherwise;
-// throws InputError for an unknown name or a value outside [min, max].
-DimValues BindDims(const Graph& graph, const std::map<std::string, int64_t>& overrides = {});
-
-std::vector<int64_t> ConcreteShape(const Shape& shape, const DimValues& dims);
-
 // A param's own values (Tensor::data, e.g. an ONNX initializer); throws
 // InputError when it has none or their size does not fit its shape.
 HostTensor ParamValue(const Tensor& tensor, const DimValues& dims);
+
+// Counts every live tensor's bytes (support/checked.h) at these dims and
+// throws InputError, naming the tensor, when a count overflows or a tensor,
+// or all of them together (a run keeps every value), exceed the memory
+// budget. RandomFeeds and RunOnCpu call it before they allocate anything.
+void CheckTensorSizes(const Graph& graph, const DimValues& dims);
 
 // Values for every input and param tensor of `graph`, drawn from a seeded
 // generator: uniform in [-1, 1), rounded to the tensor's dtype; gammas

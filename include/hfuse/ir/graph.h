@@ -24,16 +24,29 @@ using TensorId = int32_t;
 using OpId = int32_t;
 inline constexpr int32_t kNone = -1;
 
-enum class DType : uint8_t { kFloat16, kBFloat16, kFloat32 };
+// Float types are what the passes work on. Integer and bool tensors (ids,
+// shapes, masks of an ONNX model) are data the passes see only as
+// dependencies: no IR op but an opaque one reads or writes them.
+enum class DType : uint8_t { kFloat16, kBFloat16, kFloat32, kInt64, kInt32, kBool };
 std::string_view DTypeName(DType dtype);
+// The float dtypes only: graph JSON has no other (and no op that could read one).
 std::optional<DType> ParseDType(std::string_view name);
 int DTypeBytes(DType dtype);
+bool IsFloat(DType dtype);
 
 // A named dynamic dimension declared in the graph's "dims" list.
 struct DynamicDim {
   std::string name;
   int64_t min = 0;
   int64_t max = 0;
+  // A derived dim (ONNX import: a Reshape that merges two named dims, such
+  // as batch · seq_length): its value is the product of these dims', never
+  // bound on its own. Empty for a dim of its own (all graph JSON dims).
+  std::vector<int32_t> product_of;
+  // What `run` and `verify` bind the dim to when no --dim does: 0 means its
+  // max. ONNX's symbolic dims range up to 2^31 - 1 and bind to a small
+  // batch (OnnxImportOptions::dim_run).
+  int64_t run_value = 0;
 };
 
 // One dimension of a shape: a static size, or a reference to a DynamicDim.
@@ -141,9 +154,24 @@ struct OnnxNode {
   // Constant inputs the node keeps to itself, by name: int64 shapes, axes
   // and the like, which are no tensors of the IR (serialized onnx.TensorProto).
   std::vector<std::pair<std::string, std::string>> constants;
-  // The node's int and float attributes, decoded for the CPU executor.
+  // The node's int, float and string attributes, decoded for the CPU
+  // executor (a tensor attribute, such as ConstantOfShape's value, as its
+  // first element in `floats`).
   std::map<std::string, std::vector<int64_t>> ints;
   std::map<std::string, std::vector<double>> floats;
+  std::map<std::string, std::string> strings;
+  // For the CPU executor, set by the importer for an opaque op: where each
+  // of the node's inputs comes from (kNone: left empty; k >= 0: the op's
+  // input k; -2 - c: constants[c], decoded in constant_values), and where
+  // each output goes (the op's output k, or kNone: unused, not in the IR).
+  struct Value {
+    DType dtype = DType::kFloat32;
+    std::vector<int64_t> dims;
+    std::vector<uint8_t> data;
+  };
+  std::vector<int32_t> input_slots;
+  std::vector<int32_t> output_slots;
+  std::vector<Value> constant_values;
 };
 
 // Attributes of all op types. Which fields mean something depends on the type;
@@ -154,17 +182,58 @@ struct Attrs {
   std::optional<double> eps;                          // layernorm family and groups
   std::vector<int64_t> normalized_shape;              // layernorm
   std::vector<std::vector<int64_t>> normalized_shapes;  // group layernorm
-  bool has_gamma = true;                              // layernorm: gamma given (not null)
-  bool has_beta = true;                               // layernorm: beta given (not null)
+  // layernorm: gamma, beta given (not null); read them through op_members.h,
+  // which also knows a group's.
+  bool has_gamma = true;
+  bool has_beta = true;
   std::vector<int64_t> split_sizes;                   // split
   int64_t dim = 0;                                    // split, concatenate (as written)
   EwFunc func = EwFunc::kRelu;                        // elementwise
   std::vector<int64_t> shape;                         // reshape
-  int64_t group_size = 0;                             // group gemm
   std::shared_ptr<const OnnxNode> onnx;               // set by the ONNX importer
 
   double Alpha() const { return alpha.value_or(1.0); }
   double Eps() const { return eps.value_or(1e-5); }
+};
+
+class Graph;
+
+// A tensor's producer and its users, read by anyone and written only by
+// Graph's mutations (MLIR's use-def lists), so that the two directions
+// cannot drift apart: a pass that wants an op to read or write another
+// tensor asks the graph (SetOperand, AddOperand, SetOutputs,
+// TakeOverOutputs, ReplaceAllUsesWith).
+class ProducerRef {
+ public:
+  operator OpId() const { return id_; }  // NOLINT: reads as the OpId it is
+
+ private:
+  friend class Graph;
+  OpId id_ = kNone;
+};
+
+class UseList {
+ public:
+  using value_type = OpId;
+  using size_type = size_t;
+  using const_reference = const OpId&;
+  using reference = const OpId&;
+  using const_iterator = std::vector<OpId>::const_iterator;
+  using iterator = const_iterator;
+  size_t size() const { return v_.size(); }
+  bool empty() const { return v_.empty(); }
+  OpId operator[](size_t i) const { return v_[i]; }
+  OpId front() const { return v_.front(); }
+  OpId back() const { return v_.back(); }
+  const_iterator begin() const { return v_.begin(); }
+  const_iterator end() const { return v_.end(); }
+  const OpId* data() const { return v_.data(); }
+  operator const std::vector<OpId>&() const { return v_; }  // NOLINT
+  friend bool operator==(const UseList& a, const std::vector<OpId>& b) { return a.v_ == b; }
+
+ private:
+  friend class Graph;
+  std::vector<OpId> v_;
 };
 
 // The fields the passes read of every tensor come first and fill one cache
@@ -172,12 +241,12 @@ struct Attrs {
 // are walked over and over; a tensor spread over three lines costs three
 // misses).
 struct alignas(64) Tensor {
-  OpId producer = kNone;
+  ProducerRef producer;
   DType dtype = DType::kFloat32;
   Role role = Role::kIntermediate;
   bool alive = true;
   int64_t depth = 0;        // AITemplate's tensor depth; see passes/canonical_order.h
-  std::vector<OpId> users;  // each reading op once, in attach order
+  UseList users;  // each reading op once, in attach order
   Shape shape;
 
   std::string name;
@@ -268,6 +337,8 @@ class Graph {
 
   const std::vector<DynamicDim>& dims() const { return dims_; }
   int32_t AddDim(DynamicDim dim);
+  // Replaces the dims list (SpecializeDims renumbers it); shapes must agree.
+  void set_dims(std::vector<DynamicDim> dims) { dims_ = std::move(dims); }
   std::optional<int32_t> FindDim(std::string_view name) const;
 
   // Tensors. AddTensor fails (returns kNone) if the name is taken.
@@ -317,7 +388,18 @@ class Graph {
   void set_outputs(std::vector<TensorId> outputs);
   bool IsGraphOutput(TensorId id) const { return is_output_[static_cast<size_t>(id)]; }
 
-  // Mutations.
+  // Mutations: the only writers of producers and user lists.
+  // Input `index` of `op` reads `to` instead; `op` leaves the old tensor's
+  // users unless another of its inputs still reads it, and joins `to`'s.
+  void SetOperand(OpId op, size_t index, TensorId to);
+  // `op` reads `tensor` as a new last input.
+  void AddOperand(OpId op, TensorId tensor);
+  // `op` writes `outputs` (none produced yet) instead of its outputs, which
+  // are left without a producer, for the caller to erase or hand on.
+  void SetOutputs(OpId op, std::vector<TensorId> outputs);
+  // `op` takes over the outputs of `from`, which is detached (DetachOp);
+  // op's own outputs are left without a producer.
+  void TakeOverOutputs(OpId op, OpId from);
   // Every user of `from` reads `to` instead; each such user is appended to
   // `to`'s user list unless already there. Graph outputs are not touched.
   void ReplaceAllUsesWith(TensorId from, TensorId to);
@@ -349,6 +431,13 @@ class Graph {
   NameIndex op_by_name_;
   int64_t next_unique_ = 0;
 };
+
+// Fixes named dims to values (`hfuse fuse --dim`): every use of one becomes
+// a static dim, as does a derived dim whose factors are all fixed, and the
+// fixed dims leave the graph's dims list (the others keep their order).
+// Throws InputError for a name the graph lacks, a value outside the dim's
+// range, or a derived dim named directly.
+void SpecializeDims(Graph& graph, const std::map<std::string, int64_t>& values);
 
 // Size of a tensor in bytes, a dynamic dim taken at its max.
 // Saturates instead of overflowing.

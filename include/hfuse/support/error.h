@@ -21,6 +21,14 @@ class InputError : public std::runtime_error {
   explicit InputError(const std::string& message) : std::runtime_error(message) {}
 };
 
+// A broken IR invariant found by a check that reports instead of aborting
+// (the verifier run after each pass, --verify-each): a bug, named by where
+// it was found. The tool prints "hfuse: internal error: ..." and exits 3.
+class InternalError : public std::logic_error {
+ public:
+  explicit InternalError(const std::string& message) : std::logic_error(message) {}
+};
+
 template <typename... Args>
 [[noreturn]] void ThrowInputError(fmt::format_string<Args...> format, Args&&... args) {
   throw InputError(fmt::format(format, std::forward<Args>(args)...));

@@ -1,0 +1,106 @@
+// The members of GEMM and LayerNorm ops, grouped or not: where each member
+// finds its operands among the op's inputs. Every reader of a group op's
+// operands goes through here, so the layout is written once.
+//
+// An ungrouped op is a group of one. A group GEMM lists its members' inputs
+// member after member (A0, W0[, b0], A1, W1[, b1], ...); a group LayerNorm
+// slot after slot (X0, X1, ..., then all gammas, then all betas), each slot
+// present for every member or for none. Member m's output is outputs[m].
+// A LayerNorm without gamma or beta (1 and 0) has kNone there.
+#pragma once
+
+#include <utility>
+#include <vector>
+
+#include "hfuse/ir/graph.h"
+
+namespace hfuse {
+
+struct GemmMember {
+  TensorId a = kNone;
+  TensorId w = kNone;     // [N, K]
+  TensorId bias = kNone;  // [N]; kNone for a kind without bias
+  TensorId y = kNone;
+};
+
+struct LayerNormMember {
+  TensorId x = kNone;
+  TensorId gamma = kNone;  // kNone: none given (1)
+  TensorId beta = kNone;   // kNone: none given (0)
+  TensorId y = kNone;
+  const std::vector<int64_t>* normalized_shape = nullptr;
+};
+
+inline size_t NumMembers(const Op& op) { return op.outputs.size(); }
+
+// Operands per GEMM member: A, W, and the bias if the kind has one.
+inline size_t GemmArity(OpType type) { return GemmHasBias(type) ? 3 : 2; }
+
+// Which of gamma and beta a LayerNorm op, grouped or not, is given.
+struct LayerNormAffine {
+  bool gamma = false;
+  bool beta = false;
+};
+inline LayerNormAffine AffineOf(const Op& op) {
+  if (IsLayerNorm(op.type)) return {op.attrs.has_gamma, op.attrs.has_beta};
+  const size_t per = op.inputs.size() / op.outputs.size();  // 1, 2 or 3 (the verifier's rule)
+  return {per >= 2, per >= 3};
+}
+
+inline GemmMember GemmMemberOf(const Op& op, size_t m) {
+  const size_t per = GemmArity(op.type);
+  const TensorId* in = op.inputs.data() + m * per;
+  return {in[0], in[1], per == 3 ? in[2] : kNone, op.outputs[m]};
+}
+
+inline LayerNormMember LayerNormMemberOf(const Op& op, size_t m) {
+  if (IsLayerNorm(op.type)) {
+    return {op.inputs[0], op.attrs.has_gamma ? op.inputs[1] : kNone,
+            op.attrs.has_beta ? op.inputs.back() : kNone, op.outputs[0],
+            &op.attrs.normalized_shape};
+  }
+  const size_t members = op.outputs.size();
+  const size_t per = op.inputs.size() / members;
+  return {op.inputs[m], per >= 2 ? op.inputs[members + m] : kNone,
+          per >= 3 ? op.inputs[2 * members + m] : kNone, op.outputs[m],
+          &op.attrs.normalized_shapes[m]};
+}
+
+// Calls f(input index) for each operand of member m of a GEMM or LayerNorm
+// op, grouped or not, in operand order; for any other op, for every input.
+template <typename F>
+void ForEachMemberInput(const Op& op, size_t m, F&& f) {
+  if (IsGroupGemm(op.type)) {
+    const size_t per = GemmArity(op.type);
+    for (size_t k = 0; k < per; ++k) f(m * per + k);
+  } else if (IsGroupLayerNorm(op.type)) {
+    const size_t members = op.outputs.size();
+    for (size_t k = m; k < op.inputs.size(); k += members) f(k);
+  } else {
+    for (size_t k = 0; k < op.inputs.size(); ++k) f(k);
+  }
+}
+
+// Whether input `index` of a GEMM or LayerNorm op, grouped or not, is a
+// member's first operand (A, or X).
+inline bool IsMemberActivation(const Op& op, size_t index) {
+  if (IsGemm(op.type) || IsLayerNorm(op.type)) return index == 0;
+  if (IsGroupGemm(op.type)) return index % GemmArity(op.type) == 0;
+  if (IsGroupLayerNorm(op.type)) return index < op.outputs.size();
+  return false;
+}
+
+// The inputs of a group op of these members, in the layout above.
+inline std::vector<TensorId> GroupGemmInputs(const std::vector<GemmMember>& members) {
+  std::vector<TensorId> inputs;
+  inputs.reserve(members.size() * 3);
+  for (const GemmMember& m : members) {
+    inputs.push_back(m.a);
+    inputs.push_back(m.w);
+    if (m.bias != kNone) inputs.push_back(m.bias);
+  }
+  return inputs;
+}
+std::vector<TensorId> GroupLayerNormInputs(const std::vector<LayerNormMember>& members);
+
+}  // namespace hfuse

@@ -1,0 +1,13 @@
+// One CUTLASS grouped GEMM instantiation: float16, cooperative schedule, 128x64x64 CTA
+// tiles (see cutlass_grouped_gemm.h; one per file, each takes about 90 s to
+// compile).
+#include "cutlass_grouped_gemm.cuh"
+
+namespace hfuse::cuda {
+
+std::unique_ptr<CutlassGroupedGemm> MakeCutlassGemmF16Tile128x64(const std::vector<GroupedGemmMember>& members,
+                                                      int act) {
+  return std::make_unique<cutlass_impl::Grouped<cutlass::half_t, 64>>(members, act);
+}
+
+}  // namespace hfuse::cuda
