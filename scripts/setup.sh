@@ -14,6 +14,8 @@ packages=(
   # exporting test models; python3-venv for the onnxruntime venv below.
   libonnx-dev libprotobuf-dev protobuf-compiler
   python3-onnx python3-torch python3-venv
+  # What torch-rechub (the real-model tests, below) imports besides torch.
+  python3-tqdm python3-pandas python3-sklearn
   # ---- end ONNX ----
   # ---- Python module (python/, tests/python) ----
   # Python's headers for the nanobind extension; pytest for its tests.
@@ -55,6 +57,16 @@ if ! "$root/.venv/bin/python" -c "import onnxruntime, onnx, torch" 2>/dev/null; 
   "$root/.venv/bin/pip" install -q "onnxruntime==$ORT_VERSION"
 fi
 echo "setup: .venv (onnxruntime) ready"
+
+# ---- Real-model tests (tests/onnx/rechub): torch-rechub's own model classes,
+# exported by scripts/make_rechub_models.py. --no-deps: its requirements name
+# PyPI's torch; Debian's torch and the packages above are what it imports.
+RECHUB_VERSION=0.9.0
+if ! "$root/.venv/bin/python" -c "import torch_rechub.models.multi_task" 2>/dev/null; then
+  echo "setup: installing torch-rechub $RECHUB_VERSION into .venv"
+  "$root/.venv/bin/pip" install -q --no-deps "torch-rechub==$RECHUB_VERSION"
+fi
+echo "setup: .venv (torch-rechub) ready"
 # ---- end ONNX ----
 
 # ---- Python module: nanobind and scikit-build-core, from PyPI in .venv ----

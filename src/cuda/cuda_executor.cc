@@ -68,6 +68,9 @@ cudaDataType_t CudaType(DType d) {
     case DType::kFloat16: return CUDA_R_16F;
     case DType::kBFloat16: return CUDA_R_16BF;
     case DType::kFloat32: return CUDA_R_32F;
+    case DType::kInt64:  // data of ONNX models, which no GEMM reads
+    case DType::kInt32:
+    case DType::kBool: break;
   }
   return CUDA_R_32F;
 }

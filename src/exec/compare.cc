@@ -10,6 +10,9 @@ double Tolerance(DType dtype) {
     case DType::kFloat32: return 1e-5;
     case DType::kFloat16: return 1e-2;
     case DType::kBFloat16: return 2e-2;
+    case DType::kInt64:
+    case DType::kInt32:
+    case DType::kBool: return 0;  // exact
   }
   return 0;
 }

@@ -1,10 +1,14 @@
 // Opaque ONNX operators on the CPU. See cpu_onnx_ops.h.
 #include "cpu_onnx_ops.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <optional>
+#include <set>
 #include <span>
 
 #include "cpu_kernels.h"
@@ -22,31 +26,106 @@ int64_t Product(const std::vector<int64_t>& v, size_t begin, size_t end) {
   return *p;
 }
 
+// Row-major strides of a shape, in elements.
+std::vector<int64_t> Strides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;) s[d - 1] = s[d] * shape[d];
+  return s;
+}
+
+// Steps a row-major index over `shape`, last dim fastest.
+void Next(std::vector<int64_t>& index, const std::vector<int64_t>& shape) {
+  for (size_t d = shape.size(); d-- > 0;) {
+    if (++index[d] < shape[d]) return;
+    index[d] = 0;
+  }
+}
+
+// numpy broadcasting: the strides of `in` over the index of `out` (0 where
+// `in` has a 1 or lacks the dim).
+std::vector<int64_t> BroadcastStrides(const std::vector<int64_t>& in,
+                                      const std::vector<int64_t>& out) {
+  std::vector<int64_t> s(out.size(), 0);
+  int64_t stride = 1;
+  for (size_t d = in.size(); d-- > 0;) {
+    const size_t od = out.size() - in.size() + d;
+    s[od] = in[d] == 1 ? 0 : stride;
+    stride *= in[d];
+  }
+  return s;
+}
+
 class OnnxOp {
  public:
   OnnxOp(const std::string& name, const OnnxNode& node, const std::vector<const HostTensor*>& in,
          const std::vector<HostTensor*>& out)
-      : name_(name), node_(node), in_(in), out_(out) {}
+      : name_(name), node_(node), in_(in), out_(out) {
+    for (const OnnxNode::Value& c : node_.constant_values) {
+      HostTensor t(c.dtype, c.dims);
+      if (t.bytes.size() == c.data.size()) t.bytes = c.data;
+      constants_.push_back(std::move(t));
+    }
+  }
 
   void Run() {
     if (!node_.domain.empty() && node_.domain != "ai.onnx") Unsupported("");
     const std::string& type = node_.op_type;
     if (type == "Identity" || type == "Reshape" || type == "Flatten" || type == "Squeeze" ||
-        type == "Unsqueeze") {
+        type == "Unsqueeze" || type == "Dropout") {
       // Same data, new shape (the output's, from the graph); the shape or
-      // axes operand is a constant the op keeps, not an input here.
-      Arity(1, 1);
-      if (in_[0]->numel() != out_[0]->numel()) Unsupported("the sizes differ");
-      out_[0]->bytes = in_[0]->bytes;
+      // axes operand is a constant the op keeps or an int tensor whose
+      // values the graph's shapes already reflect.
+      if (type == "Dropout" && Output(1)) Unsupported("its mask output is used");
+      HostTensor& y = Y(0);
+      if (X(0).numel() != y.numel()) Unsupported("the sizes differ");
+      y.bytes = X(0).bytes;
     } else if (type == "Transpose") {
-      Arity(1, 1);
       Transpose();
     } else if (type == "MatMul") {
-      Arity(2, 1);
       MatMul();
-    } else if (type == "Softmax") {
-      Arity(1, 1);
-      Softmax();
+    } else if (type == "Softmax" || type == "LogSoftmax") {
+      Softmax(type == "LogSoftmax");
+    } else if (type == "Cast") {
+      Cast();
+    } else if (type == "Gather") {
+      Gather();
+    } else if (type == "Shape") {
+      Shape();
+    } else if (type == "ConstantOfShape") {
+      HostTensor& y = Y(0);
+      const double v = Float("value", 0.0);
+      for (int64_t i = 0; i < y.numel(); ++i) SetDouble(y, i, v);
+    } else if (type == "Range") {
+      HostTensor& y = Y(0);
+      const double start = GetDouble(X(0), 0), delta = GetDouble(X(2), 0);
+      for (int64_t i = 0; i < y.numel(); ++i) SetDouble(y, i, start + static_cast<double>(i) * delta);
+    } else if (type == "Expand") {
+      Broadcast(X(0), Y(0));
+    } else if (type == "Tile") {
+      Tile();
+    } else if (type == "Slice") {
+      Slice();
+    } else if (type == "Concat") {
+      Concat();
+    } else if (type == "Split") {
+      Split();
+    } else if (type == "ReduceSum" || type == "ReduceMean" || type == "ReduceMax" ||
+               type == "ReduceMin" || type == "ReduceProd") {
+      Reduce(type);
+    } else if (type == "BatchNormalization") {
+      BatchNorm();
+    } else if (type == "Conv") {
+      Conv();
+    } else if (type == "Einsum") {
+      Einsum();
+    } else if (type == "Gemm") {
+      GemmOp();
+    } else if (type == "Where") {
+      Where();
+    } else if (IsBinary(type)) {
+      Binary(type);
+    } else if (IsUnaryOp(type)) {
+      Unary(type);
     } else {
       Unsupported("");
     }
@@ -60,23 +139,80 @@ class OnnxOp {
         name_, node_.domain, node_.domain.empty() ? "" : ".", node_.op_type,
         why.empty() ? "" : ": ", why);
   }
-  void Arity(size_t inputs, size_t outputs) {
-    if (in_.size() != inputs || out_.size() != outputs) {
-      Unsupported(fmt::format("expected {} inputs and {} outputs, got {} and {}", inputs, outputs,
-                              in_.size(), out_.size()));
-    }
-  }
   int64_t Int(const std::string& attr, int64_t fallback) const {
     auto it = node_.ints.find(attr);
     return it == node_.ints.end() || it->second.empty() ? fallback : it->second[0];
   }
+  double Float(const std::string& attr, double fallback) const {
+    auto it = node_.floats.find(attr);
+    return it == node_.floats.end() || it->second.empty() ? fallback : it->second[0];
+  }
+  std::vector<int64_t> Ints(const std::string& attr) const {
+    auto it = node_.ints.find(attr);
+    return it == node_.ints.end() ? std::vector<int64_t>() : it->second;
+  }
+
+  // The node's input `slot`: an input of the op, or a constant it keeps;
+  // null when the slot is empty or absent. Nodes imported before the slots
+  // were recorded map their inputs in order.
+  const HostTensor* Input(size_t slot) const {
+    if (node_.input_slots.empty()) return slot < in_.size() ? in_[slot] : nullptr;
+    if (slot >= node_.input_slots.size()) return nullptr;
+    const int32_t s = node_.input_slots[slot];
+    if (s == kNone) return nullptr;
+    if (s >= 0) return static_cast<size_t>(s) < in_.size() ? in_[static_cast<size_t>(s)] : nullptr;
+    return &constants_[static_cast<size_t>(-2 - s)];
+  }
+  const HostTensor& X(size_t slot) {
+    const HostTensor* t = Input(slot);
+    if (!t) Unsupported(fmt::format("input {} is missing", slot));
+    return *t;
+  }
+  HostTensor* Output(size_t slot) const {
+    if (node_.output_slots.empty()) return slot < out_.size() ? out_[slot] : nullptr;
+    if (slot >= node_.output_slots.size() || node_.output_slots[slot] == kNone) return nullptr;
+    return out_[static_cast<size_t>(node_.output_slots[slot])];
+  }
+  HostTensor& Y(size_t slot) {
+    HostTensor* t = Output(slot);
+    if (!t) Unsupported(fmt::format("output {} is not in the graph", slot));
+    return *t;
+  }
+  std::vector<int64_t> IntValues(const HostTensor& t) const {
+    std::vector<int64_t> v(static_cast<size_t>(t.numel()));
+    for (int64_t i = 0; i < t.numel(); ++i) v[static_cast<size_t>(i)] = t.GetInt(i);
+    return v;
+  }
+  static double GetDouble(const HostTensor& t, int64_t i) {
+    return IsFloat(t.dtype) ? static_cast<double>(t.Get(i)) : static_cast<double>(t.GetInt(i));
+  }
+  static void SetDouble(HostTensor& t, int64_t i, double v) {
+    if (IsFloat(t.dtype)) {
+      t.Set(i, static_cast<float>(v));
+    } else if (t.dtype == DType::kBool) {
+      t.SetInt(i, v != 0.0);
+    } else {
+      t.SetInt(i, static_cast<int64_t>(v));
+    }
+  }
+  // An axis attribute (or value) in [0, rank).
+  size_t AxisOf(int64_t axis, size_t rank) {
+    const auto r = static_cast<int64_t>(rank);
+    if (axis < -r || axis >= r) Unsupported(fmt::format("axis {} is out of range", axis));
+    return static_cast<size_t>(axis < 0 ? axis + r : axis);
+  }
+  void SameSize(const HostTensor& y, int64_t numel) {
+    if (y.numel() != numel) {
+      Unsupported(fmt::format("it computes {} values where the graph's shape holds {}", numel,
+                              y.numel()));
+    }
+  }
 
   void Transpose() {
-    const HostTensor& x = *in_[0];
-    HostTensor& y = *out_[0];
+    const HostTensor& x = X(0);
+    HostTensor& y = Y(0);
     const size_t rank = x.shape.size();
-    std::vector<int64_t> perm;
-    if (auto it = node_.ints.find("perm"); it != node_.ints.end()) perm = it->second;
+    std::vector<int64_t> perm = Ints("perm");
     if (perm.empty()) {
       for (size_t d = rank; d-- > 0;) perm.push_back(static_cast<int64_t>(d));
     }
@@ -99,8 +235,7 @@ class OnnxOp {
       }
     }
     // in_stride[d]: the input stride of output dim d.
-    std::vector<int64_t> stride(rank, 1), in_stride(rank);
-    for (size_t d = rank; d-- > 1;) stride[d - 1] = stride[d] * x.shape[d];
+    std::vector<int64_t> stride = Strides(x.shape), in_stride(rank);
     for (size_t d = 0; d < rank; ++d) in_stride[d] = stride[static_cast<size_t>(perm[d])];
     const auto bytes = static_cast<size_t>(DTypeBytes(x.dtype));
     std::vector<int64_t> index(rank, 0);
@@ -109,17 +244,14 @@ class OnnxOp {
       for (size_t d = 0; d < rank; ++d) src += index[d] * in_stride[d];
       std::memcpy(y.bytes.data() + static_cast<size_t>(i) * bytes,
                   x.bytes.data() + static_cast<size_t>(src) * bytes, bytes);
-      for (size_t d = rank; d-- > 0;) {
-        if (++index[d] < y.shape[d]) break;
-        index[d] = 0;
-      }
+      Next(index, y.shape);
     }
   }
 
   // numpy.matmul: rank-1 operands are promoted and their dim dropped again,
   // the batch dims broadcast.
   void MatMul() {
-    std::vector<int64_t> a = in_[0]->shape, b = in_[1]->shape;
+    std::vector<int64_t> a = X(0).shape, b = X(1).shape;
     if (a.empty() || b.empty()) Unsupported("an operand is a scalar");
     if (a.size() == 1) a.insert(a.begin(), 1);
     if (b.size() == 1) b.push_back(1);
@@ -133,14 +265,13 @@ class OnnxOp {
       if (a[d] != b[d] && a[d] != 1 && b[d] != 1) Unsupported("the batch dims do not broadcast");
       batch[d] = std::max(a[d], b[d]);
     }
+    HostTensor& y = Y(0);
     const std::optional<int64_t> batches = ElementCount(batch);
     const std::optional<int64_t> mn = CheckedMul(m, n);
     const std::optional<int64_t> total = batches && mn ? CheckedMul(*batches, *mn) : std::nullopt;
-    if (!total || *total != out_[0]->numel()) {
-      Unsupported("the output's shape does not match");
-    }
-    const std::vector<float> af = in_[0]->ToFloat(), bf = in_[1]->ToFloat();
-    std::vector<float> yf(static_cast<size_t>(out_[0]->numel()));
+    if (!total || *total != y.numel()) Unsupported("the output's shape does not match");
+    const std::vector<float> af = X(0).ToFloat(), bf = X(1).ToFloat();
+    std::vector<float> yf(static_cast<size_t>(y.numel()));
     std::vector<float> bt(static_cast<size_t>(k * n));
     std::vector<int64_t> index(batch.size(), 0);
     for (int64_t i = 0; i < Product(batch, 0, batch.size()); ++i) {
@@ -155,23 +286,50 @@ class OnnxOp {
       }
       Gemm(af.data() + ao * m * k, bt.data(), nullptr, yf.data() + i * m * n, m, n, k, 1.0f,
            std::nullopt);
-      for (size_t d = batch.size(); d-- > 0;) {
-        if (++index[d] < batch[d]) break;
-        index[d] = 0;
+      Next(index, batch);
+    }
+    y.FromFloat(yf.data());
+  }
+
+  // Gemm in its general form: Y = alpha · op(A) · op(B) + beta · C.
+  void GemmOp() {
+    const HostTensor& a = X(0);
+    const HostTensor& b = X(1);
+    if (a.shape.size() != 2 || b.shape.size() != 2) Unsupported("A and B must be 2-D");
+    const bool ta = Int("transA", 0) != 0, tb = Int("transB", 0) != 0;
+    const int64_t m = ta ? a.shape[1] : a.shape[0], k = ta ? a.shape[0] : a.shape[1];
+    const int64_t n = tb ? b.shape[0] : b.shape[1];
+    if ((tb ? b.shape[1] : b.shape[0]) != k) Unsupported("inner dims differ");
+    HostTensor& y = Y(0);
+    SameSize(y, m * n);
+    const std::vector<float> af = a.ToFloat(), bf = b.ToFloat();
+    std::vector<float> at(static_cast<size_t>(m * k)), bt(static_cast<size_t>(n * k));
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t p = 0; p < k; ++p) at[static_cast<size_t>(i * k + p)] = ta ? af[p * m + i] : af[i * k + p];
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t p = 0; p < k; ++p) bt[static_cast<size_t>(j * k + p)] = tb ? bf[j * k + p] : bf[p * n + j];
+    }
+    std::vector<float> yf(static_cast<size_t>(m * n));
+    Gemm(at.data(), bt.data(), nullptr, yf.data(), m, n, k, static_cast<float>(Float("alpha", 1.0)),
+         std::nullopt);
+    if (const HostTensor* c = Input(2)) {
+      const float beta = static_cast<float>(Float("beta", 1.0));
+      const std::vector<int64_t> s = BroadcastStrides(c->shape, y.shape);
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) yf[static_cast<size_t>(i * n + j)] += beta * c->Get(i * s[0] + j * s[1]);
       }
     }
-    out_[0]->FromFloat(yf.data());
+    y.FromFloat(yf.data());
   }
 
   // Opset 13 normalises along one axis; earlier opsets flatten the input to
   // 2-D at the axis and normalise each row.
-  void Softmax() {
-    const HostTensor& x = *in_[0];
+  void Softmax(bool log) {
+    const HostTensor& x = X(0);
     const auto rank = static_cast<int64_t>(x.shape.size());
-    int64_t axis = Int("axis", node_.opset >= 13 ? -1 : 1);
-    if (axis < -rank || axis >= rank) Unsupported("axis is out of range");
-    if (axis < 0) axis += rank;
-    const auto ax = static_cast<size_t>(axis);
+    const size_t ax = AxisOf(Int("axis", node_.opset >= 13 ? -1 : 1), x.shape.size());
+    (void)rank;
     const int64_t outer = Product(x.shape, 0, ax);
     const int64_t len = node_.opset >= 13 ? x.shape[ax] : Product(x.shape, ax, x.shape.size());
     const int64_t inner = node_.opset >= 13 ? Product(x.shape, ax + 1, x.shape.size()) : 1;
@@ -190,16 +348,578 @@ class OnnxOp {
           yf[at] = std::exp(xf[at] - high);
           sum += yf[at];
         }
-        for (int64_t j = 0; j < len; ++j) yf[static_cast<size_t>(base + j * inner)] /= sum;
+        for (int64_t j = 0; j < len; ++j) {
+          const auto at = static_cast<size_t>(base + j * inner);
+          yf[at] = log ? xf[at] - high - std::log(sum) : yf[at] / sum;
+        }
       }
     }
-    out_[0]->FromFloat(yf.data());
+    Y(0).FromFloat(yf.data());
+  }
+
+  void Cast() {
+    const HostTensor& x = X(0);
+    HostTensor& y = Y(0);
+    SameSize(y, x.numel());
+    if (x.dtype == y.dtype) {
+      y.bytes = x.bytes;
+    } else if (IsFloat(x.dtype) && IsFloat(y.dtype)) {
+      y.FromFloat(x.ToFloat().data());
+    } else if (IsFloat(y.dtype)) {
+      for (int64_t i = 0; i < x.numel(); ++i) y.Set(i, static_cast<float>(x.GetInt(i)));
+    } else if (y.dtype == DType::kBool) {
+      for (int64_t i = 0; i < x.numel(); ++i) y.SetInt(i, GetDouble(x, i) != 0.0);
+    } else {
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        y.SetInt(i, IsFloat(x.dtype) ? static_cast<int64_t>(x.Get(i)) : x.GetInt(i));
+      }
+    }
+  }
+
+  // data[..., indices, ...] along `axis`: an embedding lookup when data is
+  // a table and indices are ids. Negative indices count from the end.
+  void Gather() {
+    const HostTensor& data = X(0);
+    const HostTensor& ind = X(1);
+    const size_t axis = AxisOf(Int("axis", 0), data.shape.size());
+    const int64_t outer = Product(data.shape, 0, axis), len = data.shape[axis];
+    const int64_t inner = Product(data.shape, axis + 1, data.shape.size());
+    HostTensor& y = Y(0);
+    SameSize(y, outer * ind.numel() * inner);
+    const auto width = static_cast<size_t>(inner * DTypeBytes(data.dtype));
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t i = 0; i < ind.numel(); ++i) {
+        int64_t at = ind.GetInt(i);
+        if (at < 0) at += len;
+        if (at < 0 || at >= len) {
+          Unsupported(fmt::format("index {} is out of range for a dim of {}", ind.GetInt(i), len));
+        }
+        std::memcpy(y.bytes.data() + static_cast<size_t>(o * ind.numel() + i) * width,
+                    data.bytes.data() + static_cast<size_t>(o * len + at) * width, width);
+      }
+    }
+  }
+
+  void Shape() {
+    const HostTensor& x = X(0);
+    const auto rank = static_cast<int64_t>(x.shape.size());
+    int64_t start = Int("start", 0), end = Int("end", rank);
+    if (start < 0) start += rank;
+    if (end < 0) end += rank;
+    start = std::clamp<int64_t>(start, 0, rank);
+    end = std::clamp<int64_t>(end, start, rank);
+    HostTensor& y = Y(0);
+    SameSize(y, end - start);
+    for (int64_t d = start; d < end; ++d) y.SetInt(d - start, x.shape[static_cast<size_t>(d)]);
+  }
+
+  // Any dtype, element by element (numpy broadcasting to the output's shape).
+  void Broadcast(const HostTensor& x, HostTensor& y) {
+    if (x.shape.size() > y.shape.size()) Unsupported("the input has more dims than the output");
+    const std::vector<int64_t> s = BroadcastStrides(x.shape, y.shape);
+    const auto bytes = static_cast<size_t>(DTypeBytes(x.dtype));
+    std::vector<int64_t> index(y.shape.size(), 0);
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      int64_t src = 0;
+      for (size_t d = 0; d < index.size(); ++d) src += index[d] * s[d];
+      std::memcpy(y.bytes.data() + static_cast<size_t>(i) * bytes,
+                  x.bytes.data() + static_cast<size_t>(src) * bytes, bytes);
+      Next(index, y.shape);
+    }
+  }
+
+  void Tile() {
+    const HostTensor& x = X(0);
+    HostTensor& y = Y(0);
+    if (x.shape.size() != y.shape.size()) Unsupported("the output's rank differs");
+    const std::vector<int64_t> stride = Strides(x.shape);
+    const auto bytes = static_cast<size_t>(DTypeBytes(x.dtype));
+    std::vector<int64_t> index(y.shape.size(), 0);
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      int64_t src = 0;
+      for (size_t d = 0; d < index.size(); ++d) src += (index[d] % x.shape[d]) * stride[d];
+      std::memcpy(y.bytes.data() + static_cast<size_t>(i) * bytes,
+                  x.bytes.data() + static_cast<size_t>(src) * bytes, bytes);
+      Next(index, y.shape);
+    }
+  }
+
+  // Slice (opset 10+: starts, ends, axes, steps as inputs).
+  void Slice() {
+    const HostTensor& x = X(0);
+    const size_t rank = x.shape.size();
+    const std::vector<int64_t> starts = IntValues(X(1)), ends = IntValues(X(2));
+    std::vector<int64_t> axes, steps;
+    if (const HostTensor* a = Input(3)) axes = IntValues(*a);
+    if (const HostTensor* s = Input(4)) steps = IntValues(*s);
+    if (axes.empty()) {
+      for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+    }
+    if (steps.empty()) steps.assign(starts.size(), 1);
+    if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
+      Unsupported("starts, ends, axes and steps differ in length");
+    }
+    std::vector<int64_t> first(rank, 0), step(rank, 1), count = x.shape;
+    for (size_t i = 0; i < starts.size(); ++i) {
+      const size_t ax = AxisOf(axes[i], rank);
+      const int64_t dim = x.shape[ax], st = steps[i];
+      if (st == 0) Unsupported("a step is 0");
+      int64_t b = starts[i], e = ends[i];
+      if (b < 0) b += dim;
+      if (e < 0) e += dim;
+      if (st > 0) {
+        b = std::clamp<int64_t>(b, 0, dim);
+        e = std::clamp<int64_t>(e, 0, dim);
+        count[ax] = e > b ? (e - b + st - 1) / st : 0;
+      } else {
+        b = std::clamp<int64_t>(b, 0, dim - 1);
+        e = std::clamp<int64_t>(e, -1, dim - 1);
+        count[ax] = b > e ? (b - e - st - 1) / -st : 0;
+      }
+      first[ax] = b;
+      step[ax] = st;
+    }
+    HostTensor& y = Y(0);
+    SameSize(y, Product(count, 0, rank));
+    const std::vector<int64_t> stride = Strides(x.shape);
+    const auto bytes = static_cast<size_t>(DTypeBytes(x.dtype));
+    std::vector<int64_t> index(rank, 0);
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      int64_t src = 0;
+      for (size_t d = 0; d < rank; ++d) src += (first[d] + index[d] * step[d]) * stride[d];
+      std::memcpy(y.bytes.data() + static_cast<size_t>(i) * bytes,
+                  x.bytes.data() + static_cast<size_t>(src) * bytes, bytes);
+      Next(index, count);
+    }
+  }
+
+  // Concat of any dtype (the float ones of static shapes are concatenate ops).
+  void Concat() {
+    HostTensor& y = Y(0);
+    const size_t axis = AxisOf(Int("axis", 0), y.shape.size());
+    const int64_t outer = Product(y.shape, 0, axis);
+    const int64_t inner = Product(y.shape, axis + 1, y.shape.size()) * DTypeBytes(y.dtype);
+    int64_t offset = 0, total = 0;
+    for (size_t slot = 0; slot < NumInputSlots(); ++slot) {
+      const HostTensor* x = Input(slot);
+      if (!x) continue;
+      if (x->shape.size() != y.shape.size()) Unsupported("an input's rank differs");
+      total += x->shape[axis];
+    }
+    if (total != y.shape[axis]) Unsupported("the inputs do not add up to the output");
+    for (size_t slot = 0; slot < NumInputSlots(); ++slot) {
+      const HostTensor* x = Input(slot);
+      if (!x) continue;
+      const int64_t chunk = x->shape[axis] * inner;
+      for (int64_t o = 0; o < outer; ++o) {
+        std::memcpy(y.bytes.data() + o * y.shape[axis] * inner + offset,
+                    x->bytes.data() + o * chunk, static_cast<size_t>(chunk));
+      }
+      offset += chunk;
+    }
+  }
+  size_t NumInputSlots() const {
+    return node_.input_slots.empty() ? in_.size() : node_.input_slots.size();
+  }
+
+  // Split of any form (sizes as an attribute or an input, equal parts,
+  // num_outputs): each output's size is its shape in the graph.
+  void Split() {
+    const HostTensor& x = X(0);
+    const size_t axis = AxisOf(Int("axis", 0), x.shape.size());
+    const int64_t outer = Product(x.shape, 0, axis);
+    const int64_t inner = Product(x.shape, axis + 1, x.shape.size()) * DTypeBytes(x.dtype);
+    const size_t outputs = node_.output_slots.empty() ? out_.size() : node_.output_slots.size();
+    std::vector<int64_t> sizes;
+    if (const HostTensor* s = Input(1)) {
+      sizes = IntValues(*s);
+    } else {
+      sizes = Ints("split");
+    }
+    if (sizes.empty()) {  // equal parts, the last one smaller (num_outputs)
+      const auto n = static_cast<int64_t>(outputs);
+      const int64_t part = (x.shape[axis] + n - 1) / n;
+      for (int64_t i = 0; i < n; ++i) sizes.push_back(std::min(part, x.shape[axis] - i * part));
+    }
+    if (sizes.size() != outputs) Unsupported("the split sizes do not match the outputs");
+    int64_t offset = 0;
+    for (size_t i = 0; i < outputs; ++i) {
+      const int64_t chunk = sizes[i] * inner;
+      if (HostTensor* y = Output(i)) {
+        SameSize(*y, outer * sizes[i] * (inner / DTypeBytes(x.dtype)));
+        for (int64_t o = 0; o < outer; ++o) {
+          std::memcpy(y->bytes.data() + o * chunk, x.bytes.data() + o * x.shape[axis] * inner + offset,
+                      static_cast<size_t>(chunk));
+        }
+      }
+      offset += chunk;
+    }
+  }
+
+  // Reductions: axes as an attribute (ReduceSum before opset 13, the others
+  // before 18) or as an input; keepdims; noop_with_empty_axes.
+  void Reduce(const std::string& type) {
+    const HostTensor& x = X(0);
+    const size_t rank = x.shape.size();
+    std::vector<int64_t> axes = Ints("axes");
+    bool from_input = false;
+    if (const HostTensor* a = Input(1)) {
+      axes = IntValues(*a);
+      from_input = true;
+    }
+    (void)from_input;
+    std::vector<bool> reduced(rank, false);
+    if (axes.empty()) {
+      if (Int("noop_with_empty_axes", 0) != 0) {
+        Y(0).bytes = x.bytes;
+        return;
+      }
+      reduced.assign(rank, true);
+    }
+    for (int64_t a : axes) reduced[AxisOf(a, rank)] = true;
+    std::vector<int64_t> out_shape(rank);
+    for (size_t d = 0; d < rank; ++d) out_shape[d] = reduced[d] ? 1 : x.shape[d];
+    HostTensor& y = Y(0);
+    SameSize(y, Product(out_shape, 0, rank));
+    const std::vector<int64_t> ostride = Strides(out_shape);
+    const bool max = type == "ReduceMax", min = type == "ReduceMin", prod = type == "ReduceProd";
+    std::vector<double> acc(static_cast<size_t>(y.numel()),
+                            max ? -INFINITY : min ? INFINITY : prod ? 1.0 : 0.0);
+    std::vector<int64_t> index(rank, 0);
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      int64_t o = 0;
+      for (size_t d = 0; d < rank; ++d) o += (reduced[d] ? 0 : index[d]) * ostride[d];
+      const double v = GetDouble(x, i);
+      double& a = acc[static_cast<size_t>(o)];
+      a = max ? std::max(a, v) : min ? std::min(a, v) : prod ? a * v : a + v;
+      Next(index, x.shape);
+    }
+    const int64_t count = y.numel() > 0 ? x.numel() / y.numel() : 0;
+    for (int64_t o = 0; o < y.numel(); ++o) {
+      double v = acc[static_cast<size_t>(o)];
+      if (type == "ReduceMean") v /= static_cast<double>(std::max<int64_t>(count, 1));
+      SetDouble(y, o, v);
+    }
+  }
+
+  // Inference BatchNormalization: y = (x - mean) / sqrt(var + eps) * scale + B
+  // over channel dim 1.
+  void BatchNorm() {
+    if (Output(1) || Output(2)) Unsupported("its running statistics outputs are used (training)");
+    const HostTensor& x = X(0);
+    if (x.shape.size() < 2) Unsupported("the input has fewer than 2 dims");
+    const int64_t c = x.shape[1];
+    const int64_t inner = Product(x.shape, 2, x.shape.size());
+    const std::vector<float> scale = X(1).ToFloat(), bias = X(2).ToFloat(),
+                             mean = X(3).ToFloat(), var = X(4).ToFloat();
+    if (static_cast<int64_t>(scale.size()) != c || static_cast<int64_t>(bias.size()) != c ||
+        static_cast<int64_t>(mean.size()) != c || static_cast<int64_t>(var.size()) != c) {
+      Unsupported("the statistics do not match the channels");
+    }
+    const auto eps = static_cast<float>(Float("epsilon", 1e-5));
+    std::vector<float> xf = x.ToFloat();
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const auto ch = static_cast<size_t>((i / inner) % c);
+      xf[static_cast<size_t>(i)] =
+          (xf[static_cast<size_t>(i)] - mean[ch]) / std::sqrt(var[ch] + eps) * scale[ch] + bias[ch];
+    }
+    Y(0).FromFloat(xf.data());
+  }
+
+  // Conv of any spatial rank, with groups, strides, pads and dilations
+  // (explicit pads; auto_pad NOTSET or VALID), direct loops.
+  void Conv() {
+    const HostTensor& x = X(0);
+    const HostTensor& w = X(1);
+    const HostTensor* b = Input(2);
+    const size_t sp = x.shape.size() - 2;
+    if (x.shape.size() < 3 || w.shape.size() != x.shape.size()) Unsupported("unexpected ranks");
+    auto it = node_.strings.find("auto_pad");
+    if (it != node_.strings.end() && it->second != "NOTSET" && it->second != "VALID") {
+      Unsupported("auto_pad " + it->second);
+    }
+    const int64_t n = x.shape[0], cin = x.shape[1], cout = w.shape[0];
+    const int64_t groups = Int("group", 1);
+    if (groups <= 0 || cin % groups != 0 || cout % groups != 0 || w.shape[1] != cin / groups) {
+      Unsupported("the weight does not match the input's channels and groups");
+    }
+    std::vector<int64_t> strides = Ints("strides"), dil = Ints("dilations"), pads = Ints("pads");
+    strides.resize(sp, 1);
+    dil.resize(sp, 1);
+    pads.resize(2 * sp, 0);
+    std::vector<int64_t> in_sp(x.shape.begin() + 2, x.shape.end());
+    std::vector<int64_t> k_sp(w.shape.begin() + 2, w.shape.end());
+    std::vector<int64_t> out_sp(sp);
+    for (size_t d = 0; d < sp; ++d) {
+      out_sp[d] = (in_sp[d] + pads[d] + pads[sp + d] - dil[d] * (k_sp[d] - 1) - 1) / strides[d] + 1;
+    }
+    HostTensor& y = Y(0);
+    SameSize(y, n * cout * Product(out_sp, 0, sp));
+    const std::vector<float> xf = x.ToFloat(), wf = w.ToFloat();
+    const std::vector<float> bf = b ? b->ToFloat() : std::vector<float>();
+    const int64_t in_size = Product(in_sp, 0, sp), k_size = Product(k_sp, 0, sp),
+                  out_size = Product(out_sp, 0, sp);
+    const int64_t cpg = cin / groups, opg = cout / groups;
+    std::vector<float> yf(static_cast<size_t>(y.numel()));
+    std::vector<int64_t> opos(sp), kpos(sp);
+    for (int64_t bn = 0; bn < n; ++bn) {
+      for (int64_t oc = 0; oc < cout; ++oc) {
+        const int64_t g = oc / opg;
+        std::fill(opos.begin(), opos.end(), 0);
+        for (int64_t o = 0; o < out_size; ++o) {
+          double acc = b ? bf[static_cast<size_t>(oc)] : 0.0;
+          for (int64_t ic = 0; ic < cpg; ++ic) {
+            const float* xc = xf.data() + (bn * cin + g * cpg + ic) * in_size;
+            const float* wc = wf.data() + (oc * cpg + ic) * k_size;
+            std::fill(kpos.begin(), kpos.end(), 0);
+            for (int64_t kk = 0; kk < k_size; ++kk) {
+              int64_t at = 0;
+              bool inside = true;
+              for (size_t d = 0; d < sp; ++d) {
+                const int64_t p = opos[d] * strides[d] - pads[d] + kpos[d] * dil[d];
+                if (p < 0 || p >= in_sp[d]) inside = false;
+                at = at * in_sp[d] + p;
+              }
+              if (inside) acc += static_cast<double>(xc[at]) * wc[kk];
+              Next(kpos, k_sp);
+            }
+          }
+          yf[static_cast<size_t>((bn * cout + oc) * out_size + o)] = static_cast<float>(acc);
+          Next(opos, out_sp);
+        }
+      }
+    }
+    y.FromFloat(yf.data());
+  }
+
+  // Einsum, explicit ("ij,jk->ik") or implicit form, no ellipsis: a sum over
+  // every label not in the output, by direct loops over all labels.
+  void Einsum() {
+    auto eq_it = node_.strings.find("equation");
+    if (eq_it == node_.strings.end()) Unsupported("no equation");
+    std::string eq;
+    for (char ch : eq_it->second) {
+      if (ch != ' ') eq += ch;
+    }
+    if (eq.find('.') != std::string::npos) Unsupported("an ellipsis in the equation");
+    const size_t arrow = eq.find("->");
+    const std::string lhs = eq.substr(0, arrow);
+    std::vector<std::string> terms;
+    for (size_t at = 0;;) {
+      const size_t comma = lhs.find(',', at);
+      terms.push_back(lhs.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+      if (comma == std::string::npos) break;
+      at = comma + 1;
+    }
+    std::string out;
+    if (arrow != std::string::npos) {
+      out = eq.substr(arrow + 2);
+    } else {  // implicit: the labels seen once, in alphabetical order
+      std::map<char, int> seen;
+      for (const std::string& t : terms) {
+        for (char ch : t) ++seen[ch];
+      }
+      for (const auto& [ch, n] : seen) {
+        if (n == 1) out += ch;
+      }
+    }
+    if (terms.size() != NumInputSlots()) Unsupported("the equation's operands do not match");
+    std::map<char, int64_t> size;
+    std::vector<const HostTensor*> xs;
+    for (size_t t = 0; t < terms.size(); ++t) {
+      const HostTensor& x = X(t);
+      if (x.shape.size() != terms[t].size()) Unsupported("an operand's rank does not match");
+      for (size_t d = 0; d < terms[t].size(); ++d) size[terms[t][d]] = x.shape[d];
+      xs.push_back(&x);
+    }
+    std::string labels = out;
+    for (const auto& [ch, n] : size) {
+      if (out.find(ch) == std::string::npos) labels += ch;
+    }
+    std::vector<int64_t> dims;
+    for (char ch : labels) dims.push_back(size[ch]);
+    HostTensor& y = Y(0);
+    SameSize(y, Product(dims, 0, out.size()));
+    // Per operand: its stride for each label.
+    std::vector<std::vector<int64_t>> strides;
+    std::vector<std::vector<float>> values;
+    for (size_t t = 0; t < terms.size(); ++t) {
+      const std::vector<int64_t> s = Strides(xs[t]->shape);
+      std::vector<int64_t> per(labels.size(), 0);
+      for (size_t d = 0; d < terms[t].size(); ++d) per[labels.find(terms[t][d])] += s[d];
+      strides.push_back(std::move(per));
+      values.push_back(xs[t]->ToFloat());
+    }
+    const int64_t inner = Product(dims, out.size(), dims.size());
+    std::vector<float> yf(static_cast<size_t>(y.numel()), 0.0f);
+    std::vector<int64_t> index(labels.size(), 0);
+    for (int64_t o = 0; o < y.numel(); ++o) {
+      double acc = 0;
+      for (int64_t r = 0; r < inner; ++r) {
+        double prod = 1;
+        for (size_t t = 0; t < terms.size(); ++t) {
+          int64_t at = 0;
+          for (size_t d = 0; d < labels.size(); ++d) at += index[d] * strides[t][d];
+          prod *= values[t][static_cast<size_t>(at)];
+        }
+        acc += prod;
+        Next(index, dims);
+      }
+      yf[static_cast<size_t>(o)] = static_cast<float>(acc);
+    }
+    y.FromFloat(yf.data());
+  }
+
+  void Where() {
+    const HostTensor &c = X(0), &a = X(1), &b = X(2);
+    HostTensor& y = Y(0);
+    const std::vector<int64_t> sc = BroadcastStrides(c.shape, y.shape),
+                               sa = BroadcastStrides(a.shape, y.shape),
+                               sb = BroadcastStrides(b.shape, y.shape);
+    const auto bytes = static_cast<size_t>(DTypeBytes(y.dtype));
+    std::vector<int64_t> index(y.shape.size(), 0);
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      int64_t oc = 0, oa = 0, ob = 0;
+      for (size_t d = 0; d < index.size(); ++d) {
+        oc += index[d] * sc[d];
+        oa += index[d] * sa[d];
+        ob += index[d] * sb[d];
+      }
+      const bool pick = c.GetInt(oc) != 0;
+      std::memcpy(y.bytes.data() + static_cast<size_t>(i) * bytes,
+                  (pick ? a : b).bytes.data() + static_cast<size_t>(pick ? oa : ob) * bytes, bytes);
+      Next(index, y.shape);
+    }
+  }
+
+  static bool IsBinary(const std::string& t) {
+    static const std::set<std::string> kOps = {
+        "Add",  "Sub",  "Mul",     "Div",  "Pow",           "Max",  "Min", "Mod",  "PRelu",
+        "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor"};
+    return kOps.count(t) != 0;
+  }
+  static bool IsUnaryOp(const std::string& t) {
+    static const std::set<std::string> kOps = {
+        "Relu", "Sigmoid", "Tanh",  "Sqrt",      "Exp",  "Log",   "Neg",   "Abs",
+        "Erf",  "Reciprocal", "Softplus", "LeakyRelu", "Clip", "Not", "Floor", "Ceil",
+        "Elu",  "HardSigmoid", "Sign", "Gelu", "Selu", "Softsign"};
+    return kOps.count(t) != 0;
+  }
+
+  // Elementwise binary ops of any dtype, numpy-broadcast: in double for
+  // float operands, in int64 for integer ones (division truncates, as ONNX's
+  // integer Div does); comparisons write bool.
+  void Binary(const std::string& type) {
+    const HostTensor &a = X(0), &b = X(1);
+    HostTensor& y = Y(0);
+    const std::vector<int64_t> sa = BroadcastStrides(a.shape, y.shape),
+                               sb = BroadcastStrides(b.shape, y.shape);
+    const bool ints = !IsFloat(a.dtype);
+    std::vector<int64_t> index(y.shape.size(), 0);
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      int64_t oa = 0, ob = 0;
+      for (size_t d = 0; d < index.size(); ++d) {
+        oa += index[d] * sa[d];
+        ob += index[d] * sb[d];
+      }
+      if (ints) {
+        const int64_t x = a.GetInt(oa), z = b.GetInt(ob);
+        int64_t r = 0;
+        if (type == "Add") r = x + z;
+        else if (type == "Sub") r = x - z;
+        else if (type == "Mul") r = x * z;
+        else if (type == "Div") r = z == 0 ? 0 : x / z;
+        else if (type == "Mod") r = z == 0 ? 0 : x % z;
+        else if (type == "Max") r = std::max(x, z);
+        else if (type == "Min") r = std::min(x, z);
+        else if (type == "Pow") r = static_cast<int64_t>(std::pow(static_cast<double>(x), static_cast<double>(z)));
+        else if (type == "Equal") r = x == z;
+        else if (type == "Less") r = x < z;
+        else if (type == "Greater") r = x > z;
+        else if (type == "LessOrEqual") r = x <= z;
+        else if (type == "GreaterOrEqual") r = x >= z;
+        else if (type == "And") r = x && z;
+        else if (type == "Or") r = x || z;
+        else if (type == "Xor") r = (x != 0) != (z != 0);
+        else Unsupported("on integers");
+        y.SetInt(i, r);
+      } else {
+        const double x = a.Get(oa), z = IsFloat(b.dtype) ? b.Get(ob) : static_cast<double>(b.GetInt(ob));
+        double r = 0;
+        if (type == "Add") r = static_cast<float>(x) + static_cast<float>(z);
+        else if (type == "Sub") r = static_cast<float>(x) - static_cast<float>(z);
+        else if (type == "Mul") r = static_cast<float>(x) * static_cast<float>(z);
+        else if (type == "Div") r = static_cast<float>(x) / static_cast<float>(z);
+        else if (type == "Pow") r = std::pow(static_cast<float>(x), static_cast<float>(z));
+        else if (type == "Max") r = std::max(x, z);
+        else if (type == "Min") r = std::min(x, z);
+        else if (type == "Mod") r = std::fmod(x, z);
+        else if (type == "PRelu") r = x < 0 ? x * z : x;
+        else if (type == "Equal") r = x == z;
+        else if (type == "Less") r = x < z;
+        else if (type == "Greater") r = x > z;
+        else if (type == "LessOrEqual") r = x <= z;
+        else if (type == "GreaterOrEqual") r = x >= z;
+        else Unsupported("on floats");
+        SetDouble(y, i, r);
+      }
+      Next(index, y.shape);
+    }
+  }
+
+  void Unary(const std::string& type) {
+    const HostTensor& x = X(0);
+    HostTensor& y = Y(0);
+    SameSize(y, x.numel());
+    double lo = -INFINITY, hi = INFINITY;
+    if (type == "Clip") {
+      if (node_.opset >= 11) {
+        if (const HostTensor* m = Input(1)) lo = GetDouble(*m, 0);
+        if (const HostTensor* m = Input(2)) hi = GetDouble(*m, 0);
+      } else {
+        lo = Float("min", lo);
+        hi = Float("max", hi);
+      }
+    }
+    const double alpha = Float("alpha", type == "LeakyRelu" ? 0.01 : type == "HardSigmoid" ? 0.2 : 1.0);
+    const double beta = Float("beta", 0.5);
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const double v = GetDouble(x, i);
+      const auto f = static_cast<float>(v);
+      double r = v;
+      if (type == "Relu") r = std::max(f, 0.0f);
+      else if (type == "Sigmoid") r = 1.0f / (1.0f + std::exp(-f));
+      else if (type == "Tanh") r = std::tanh(f);
+      else if (type == "Sqrt") r = std::sqrt(f);
+      else if (type == "Exp") r = std::exp(f);
+      else if (type == "Log") r = std::log(f);
+      else if (type == "Neg") r = -v;
+      else if (type == "Abs") r = std::fabs(v);
+      else if (type == "Erf") r = std::erf(f);
+      else if (type == "Reciprocal") r = 1.0f / f;
+      else if (type == "Softplus") r = std::log1p(std::exp(-std::fabs(f))) + std::max(f, 0.0f);
+      else if (type == "LeakyRelu") r = f < 0 ? f * alpha : f;
+      else if (type == "Clip") r = std::min(std::max(v, lo), hi);
+      else if (type == "Not") r = v == 0;
+      else if (type == "Floor") r = std::floor(v);
+      else if (type == "Ceil") r = std::ceil(v);
+      else if (type == "Elu") r = f < 0 ? alpha * std::expm1(f) : f;
+      else if (type == "HardSigmoid") r = std::clamp(alpha * f + beta, 0.0, 1.0);
+      else if (type == "Sign") r = (v > 0) - (v < 0);
+      else if (type == "Gelu") r = 0.5f * f * (1.0f + std::erf(f * 0.70710678118654752f));
+      else if (type == "Selu") {
+        const double a = Float("alpha", 1.67326319217681884765625), g = Float("gamma", 1.05070102214813232421875);
+        r = f > 0 ? g * f : g * a * std::expm1(f);
+      } else if (type == "Softsign") r = f / (1.0f + std::fabs(f));
+      SetDouble(y, i, r);
+    }
   }
 
   const std::string& name_;
   const OnnxNode& node_;
   const std::vector<const HostTensor*>& in_;
   const std::vector<HostTensor*>& out_;
+  std::vector<HostTensor> constants_;
 };
 
 }  // namespace

@@ -1,9 +1,11 @@
-// The few ONNX operators that the CPU executor runs although hfuse keeps them
-// opaque: Transpose, MatMul (with two computed operands) and Softmax, which a
-// transformer block needs between its projections, and the ops that only
-// reshape (Identity, Reshape, Flatten, Squeeze, Unsqueeze). Every
-// other opaque op fails with a message naming it, so that `hfuse run` never
-// returns numbers for a graph it did not fully compute.
+// The ONNX operators that the CPU executor runs although hfuse keeps them
+// opaque: what ranking models carry around their GEMMs (embedding Gathers,
+// Casts, shape arithmetic, BatchNormalization, reductions, Conv, Einsum,
+// batched MatMul, comparisons, Where, elementwise math on any dtype; the list
+// is in README.md, "ONNX"). Constant inputs the node keeps come from
+// OnnxNode::constant_values, by OnnxNode::input_slots. Every other opaque op
+// fails with a message naming it, so that `hfuse run` never returns numbers
+// for a graph it did not fully compute.
 #pragma once
 
 #include <string>

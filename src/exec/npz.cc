@@ -209,7 +209,24 @@ class NpzReader {
       if (!t.bytes.empty()) std::memcpy(t.bytes.data(), data, t.bytes.size());
       return t;
     }
-    if ((descr == "<f4" || descr == "<f8") && want) {  // round into the wanted dtype
+    // Integer and bool arrays: int64 as <i8, int32 as <i4, bool as |b1; an
+    // integer array of the other width is converted when that is wanted.
+    const bool is_int = descr == "<i8" || descr == "<i4" || descr == "|b1";
+    if (is_int) {
+      const DType own = descr == "<i8" ? DType::kInt64 : descr == "<i4" ? DType::kInt32 : DType::kBool;
+      const bool same = !want || *want == own;
+      const bool widen = want && (*want == DType::kInt64 || *want == DType::kInt32) && own != DType::kBool;
+      if (same || widen) {
+        need(DTypeBytes(own));
+        HostTensor src(own, shape, what);
+        if (!src.bytes.empty()) std::memcpy(src.bytes.data(), data, src.bytes.size());
+        if (same) return src;
+        HostTensor t(*want, shape, what);
+        for (int64_t i = 0; i < n; ++i) t.SetInt(i, src.GetInt(i));
+        return t;
+      }
+    }
+    if ((descr == "<f4" || descr == "<f8") && want && IsFloat(*want)) {  // round into the wanted dtype
       need(descr == "<f4" ? 4 : 8);
       HostTensor t(*want, shape, what);
       for (int64_t i = 0; i < n; ++i) {
@@ -226,7 +243,8 @@ class NpzReader {
       return t;
     }
     Fail("'{}': dtype '{}' cannot be read as {}", name, descr,
-         want ? std::string(DTypeName(*want)) : "a tensor (use <f2, <f4, or <u2 for bfloat16)");
+         want ? std::string(DTypeName(*want))
+              : "a tensor (use <f2, <f4, <u2 for bfloat16, <i8, <i4 or |b1)");
   }
 
   std::string path_;
@@ -234,7 +252,15 @@ class NpzReader {
 };
 
 std::string NpyBytes(const HostTensor& t) {
-  const char* descr = t.dtype == DType::kFloat16 ? "<f2" : t.dtype == DType::kBFloat16 ? "<u2" : "<f4";
+  const char* descr = "<f4";
+  switch (t.dtype) {
+    case DType::kFloat16: descr = "<f2"; break;
+    case DType::kBFloat16: descr = "<u2"; break;
+    case DType::kFloat32: descr = "<f4"; break;
+    case DType::kInt64: descr = "<i8"; break;
+    case DType::kInt32: descr = "<i4"; break;
+    case DType::kBool: descr = "|b1"; break;
+  }
   const std::string shape = t.shape.size() == 1 ? fmt::format("{},", t.shape[0])
                                                 : fmt::format("{}", fmt::join(t.shape, ", "));
   std::string header =

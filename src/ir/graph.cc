@@ -8,6 +8,8 @@
 #include <array>
 #include <cstdlib>
 #include <functional>
+#include <map>
+#include <optional>
 #include <limits>
 #include <unordered_set>
 
@@ -33,6 +35,9 @@ std::string_view DTypeName(DType dtype) {
     case DType::kFloat16: return "float16";
     case DType::kBFloat16: return "bfloat16";
     case DType::kFloat32: return "float32";
+    case DType::kInt64: return "int64";
+    case DType::kInt32: return "int32";
+    case DType::kBool: return "bool";
   }
   return "?";
 }
@@ -44,7 +49,21 @@ std::optional<DType> ParseDType(std::string_view name) {
   return std::nullopt;
 }
 
-int DTypeBytes(DType dtype) { return dtype == DType::kFloat32 ? 4 : 2; }
+int DTypeBytes(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat16:
+    case DType::kBFloat16: return 2;
+    case DType::kFloat32:
+    case DType::kInt32: return 4;
+    case DType::kInt64: return 8;
+    case DType::kBool: return 1;
+  }
+  return 4;
+}
+
+bool IsFloat(DType dtype) {
+  return dtype == DType::kFloat16 || dtype == DType::kBFloat16 || dtype == DType::kFloat32;
+}
 
 std::string_view OpTypeName(OpType type) { return OpKind(type).name; }
 
@@ -421,6 +440,58 @@ int64_t NumElements(const Graph& graph, const Shape& shape) {
     n = SaturatingMul(n, d.is_static() ? d.value : graph.dims()[static_cast<size_t>(d.dynamic)].max);
   }
   return n;
+}
+
+void SpecializeDims(Graph& graph, const std::map<std::string, int64_t>& values) {
+  const std::vector<DynamicDim>& dims = graph.dims();
+  std::vector<std::optional<int64_t>> fixed(dims.size());
+  for (const auto& [name, value] : values) {
+    const auto index = graph.FindDim(name);
+    if (!index) ThrowInputError("--dim {}: the graph has no dim named '{}'", name, name);
+    const DynamicDim& d = dims[static_cast<size_t>(*index)];
+    if (!d.product_of.empty()) {
+      ThrowInputError("--dim {}: '{}' is the product of other dims; fix those", name, name);
+    }
+    if (value < d.min || value > d.max) {
+      ThrowInputError("--dim {}={}: outside [{}, {}]", name, value, d.min, d.max);
+    }
+    fixed[static_cast<size_t>(*index)] = value;
+  }
+  for (size_t i = 0; i < dims.size(); ++i) {  // derived dims follow their factors
+    if (dims[i].product_of.empty()) continue;
+    int64_t v = 1;
+    for (int32_t f : dims[i].product_of) {
+      if (!fixed[static_cast<size_t>(f)]) {
+        v = -1;
+        break;
+      }
+      v *= *fixed[static_cast<size_t>(f)];
+    }
+    if (v >= 0) fixed[i] = v;
+  }
+  std::vector<int32_t> renumber(dims.size(), kNone);
+  std::vector<DynamicDim> kept;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (fixed[i]) continue;
+    renumber[i] = static_cast<int32_t>(kept.size());
+    kept.push_back(dims[i]);
+  }
+  for (DynamicDim& d : kept) {
+    for (int32_t& f : d.product_of) {
+      if (renumber[static_cast<size_t>(f)] == kNone) {
+        ThrowInputError("--dim: '{}' is a product of dims; fix all of them or none", d.name);
+      }
+      f = renumber[static_cast<size_t>(f)];
+    }
+  }
+  for (TensorId id = 0; id < graph.num_tensor_ids(); ++id) {
+    for (Dim& d : graph.mutable_tensor(id).shape) {
+      if (d.is_static()) continue;
+      const auto i = static_cast<size_t>(d.dynamic);
+      d = fixed[i] ? Dim::Static(*fixed[i]) : Dim::Dynamic(renumber[i]);
+    }
+  }
+  graph.set_dims(std::move(kept));
 }
 
 int64_t TensorBytes(const Graph& graph, TensorId id) {

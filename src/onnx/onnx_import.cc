@@ -201,7 +201,7 @@ class Importer {
       Tensor t;
       t.name = vi.name();
       t.role = Role::kInput;
-      t.dtype = FloatType(vi.name(), "graph input");
+      t.dtype = ValueType(vi.name(), "graph input");
       t.shape = ShapeOf(vi.name(), "graph input");
       const TensorId id = g_.AddTensor(std::move(t));
       values_[vi.name()] = id;
@@ -256,17 +256,17 @@ class Importer {
   }
 
   // The element type ONNX gives a value, which must be one of hfuse's.
-  DType FloatType(const std::string& name, std::string_view what) {
+  DType ValueType(const std::string& name, std::string_view what) {
     auto it = types_.find(name);
     if (it == types_.end() || !it->second->has_tensor_type()) {
       Error("{} '{}' is not a tensor of known type", what, name);
     }
     const int32_t elem = it->second->tensor_type().elem_type();
-    auto dtype = onnx_util::DTypeOf(elem);
+    auto dtype = onnx_util::AnyDTypeOf(elem);
     if (!dtype) {
       Error(
-          "{} '{}' is {}: hfuse supports float32, float16 and bfloat16 tensors (other types "
-          "only as constants, such as shapes and axes)",
+          "{} '{}' is {}: hfuse supports float32, float16, bfloat16, int64, int32 and bool "
+          "tensors",
           what, name, ElemTypeName(elem));
     }
     return *dtype;
@@ -279,7 +279,8 @@ class Importer {
 
   Dim NamedDim(const std::string& name) {
     if (auto d = g_.FindDim(name)) return Dim::Dynamic(*d);
-    return Dim::Dynamic(g_.AddDim({name, options_.dim_min, options_.dim_max}));
+    return Dim::Dynamic(
+        g_.AddDim({name, options_.dim_min, options_.dim_max, {}, options_.dim_run}));
   }
 
   std::optional<Shape> TryShapeOf(const std::string& name) {
@@ -402,24 +403,53 @@ class Importer {
       if (a.type() == AttributeProto::FLOATS) {
         kept->floats[a.name()] = {a.floats().begin(), a.floats().end()};
       }
+      if (a.type() == AttributeProto::STRING) kept->strings[a.name()] = a.s();
+      if (a.type() == AttributeProto::TENSOR) {  // ConstantOfShape's value
+        if (auto v = ScalarOf(a.t())) kept->floats[a.name()] = {*v};
+      }
     }
     return kept;
   }
-  // Keeps input `slot`'s constant (int64 shape, axes) with the node.
-  void KeepConstant(OnnxNode& kept, const NodeProto& node, int slot) {
+  // The first value of a numeric tensor, as a double.
+  static std::optional<double> ScalarOf(const TensorProto& t) {
+    const auto dtype = onnx_util::AnyDTypeOf(t.data_type());
+    const auto data = onnx_util::TensorData(t);
+    if (!dtype || !data || data->empty()) return std::nullopt;
+    if (!IsFloat(*dtype)) {
+      if (auto ints = onnx_util::TensorInts(t)) return static_cast<double>((*ints)[0]);
+      return (*data)[0] != 0 ? 1.0 : 0.0;  // bool
+    }
+    if (*dtype == DType::kFloat32) {
+      float f;
+      std::memcpy(&f, data->data(), 4);
+      return f;
+    }
+    uint16_t h;
+    std::memcpy(&h, data->data(), 2);
+    return *dtype == DType::kFloat16 ? HalfToFloat(h) : BFloat16ToFloat(h);
+  }
+  // Keeps input `slot`'s constant (int64 shape, axes) with the node; its
+  // index in kept.constants.
+  int32_t KeepConstant(OnnxNode& kept, const NodeProto& node, int slot) {
     const std::string& name = node.input(slot);
-    for (const auto& [n, bytes] : kept.constants) {
-      if (n == name) return;
+    for (size_t i = 0; i < kept.constants.size(); ++i) {
+      if (kept.constants[i].first == name) return static_cast<int32_t>(i);
     }
     TensorProto t = *Constant(name);
     t.set_name(name);
     kept.constants.emplace_back(name, t.SerializeAsString());
+    OnnxNode::Value v;
+    v.dtype = onnx_util::AnyDTypeOf(t.data_type()).value_or(DType::kFloat32);
+    v.dims.assign(t.dims().begin(), t.dims().end());
+    if (auto data = onnx_util::TensorData(t)) v.data = std::move(*data);
+    kept.constant_values.push_back(std::move(v));
+    return static_cast<int32_t>(kept.constants.size() - 1);
   }
 
   // ---- before the main walk -------------------------------------------
 
   void FoldConstantsAndIdentities() {
-    std::set<std::string> graph_outputs;
+    std::set<std::string>& graph_outputs = graph_outputs_;
     for (const auto& vi : model_.graph().output()) graph_outputs.insert(vi.name());
     const auto& nodes = model_.graph().node();
     folded_.assign(static_cast<size_t>(nodes.size()), false);
@@ -501,7 +531,365 @@ class Importer {
     return node.domain().empty() || node.domain() == "ai.onnx";
   }
 
+  // ---- shape arithmetic ------------------------------------------------
+  //
+  // The values of small integer tensors computed from shapes (Shape ->
+  // Gather -> Unsqueeze -> Concat -> Reshape, and Expand's Where(Equal(s,
+  // -1), 1, s)), element by element as dims: static numbers, or named dims.
+  // A node whose value comes out all static is folded into a constant (its
+  // readers keep it, as any constant); one that holds a named dim stays (the
+  // CPU executor computes it), and its value gives the shapes of the
+  // Reshape, Expand and ConstantOfShape that read it, which ONNX's shape
+  // inference leaves unknown or names with a fresh 'unk__' dim.
+  struct SymValue {
+    std::vector<Dim> v;
+    bool scalar = false;
+  };
+
+  std::optional<SymValue> Sym(const std::string& name) const {
+    const std::string& n = Resolve(name);
+    if (auto it = sym_.find(n); it != sym_.end()) return it->second;
+    const TensorProto* c = Constant(n);
+    if (!c || c->dims_size() > 1 || TensorNumel(*c) > 64) return std::nullopt;
+    std::vector<int64_t> ints;
+    if (c->data_type() == TensorProto::BOOL) {
+      auto data = onnx_util::TensorData(*c);
+      if (!data) return std::nullopt;
+      for (uint8_t b : *data) ints.push_back(b != 0);
+    } else if (auto v = onnx_util::TensorInts(*c)) {
+      ints = *v;
+    } else {
+      return std::nullopt;
+    }
+    SymValue s;
+    s.scalar = c->dims_size() == 0;
+    for (int64_t i : ints) s.v.push_back(Dim::Static(i));
+    return s;
+  }
+  static int64_t TensorNumel(const TensorProto& t) { return onnx_util::TensorNumel(t); }
+
+  // The value of an integer-valued node from its inputs' values, or nothing.
+  std::optional<SymValue> EvalSym(const NodeProto& node) {
+    const std::string& t = node.op_type();
+    auto in = [&](int i) { return i < node.input_size() ? Sym(node.input(i)) : std::nullopt; };
+    if (t == "Shape" && !values_.count(Resolve(node.input(0)))) {
+      auto x = in(0);  // the shape of a shape value
+      if (!x) return std::nullopt;
+      return SymValue{x->scalar ? std::vector<Dim>{} : std::vector<Dim>{Dim::Static(
+                                                           static_cast<int64_t>(x->v.size()))},
+                      false};
+    }
+    if (t == "Reshape") {  // a shape value to 1-D
+      auto x = in(0), target = in(1);
+      if (!x || !target || target->v.size() != 1) return std::nullopt;
+      return SymValue{x->v, false};
+    }
+    if (t == "Shape") {
+      auto it = values_.find(Resolve(node.input(0)));
+      if (it == values_.end()) return std::nullopt;
+      const Shape& shape = T(it->second).shape;
+      const auto rank = static_cast<int64_t>(shape.size());
+      int64_t start = IntAttr(node, "start", 0), end = IntAttr(node, "end", rank);
+      if (start < 0) start += rank;
+      if (end < 0) end += rank;
+      start = std::clamp<int64_t>(start, 0, rank);
+      end = std::clamp<int64_t>(end, start, rank);
+      return SymValue{{shape.begin() + start, shape.begin() + end}, false};
+    }
+    if (t == "Identity" || t == "Cast") {
+      if (t == "Cast") {
+        const int64_t to = IntAttr(node, "to", 0);
+        if (to != TensorProto::INT64 && to != TensorProto::INT32) return std::nullopt;
+      }
+      return in(0);
+    }
+    if (t == "Gather") {
+      auto data = in(0);
+      auto index = in(1);
+      if (!data || !index || data->scalar || IntAttr(node, "axis", 0) != 0) return std::nullopt;
+      SymValue out{{}, index->scalar};
+      const auto n = static_cast<int64_t>(data->v.size());
+      for (const Dim& i : index->v) {
+        if (!i.is_static()) return std::nullopt;
+        const int64_t at = i.value < 0 ? i.value + n : i.value;
+        if (at < 0 || at >= n) return std::nullopt;
+        out.v.push_back(data->v[static_cast<size_t>(at)]);
+      }
+      return out;
+    }
+    if (t == "Unsqueeze" || t == "Squeeze") {
+      auto x = in(0);
+      if (!x) return std::nullopt;
+      if (t == "Unsqueeze" && x->scalar) return SymValue{x->v, false};
+      if (t == "Squeeze" && !x->scalar && x->v.size() == 1) return SymValue{x->v, true};
+      return std::nullopt;
+    }
+    if (t == "Concat") {
+      SymValue out;
+      for (int i = 0; i < node.input_size(); ++i) {
+        auto x = in(i);
+        if (!x || x->scalar) return std::nullopt;
+        out.v.insert(out.v.end(), x->v.begin(), x->v.end());
+      }
+      return out;
+    }
+    if (t == "Slice") {
+      auto x = in(0), starts = in(1), ends = in(2);
+      if (!x || !starts || !ends || starts->v.size() != 1 || ends->v.size() != 1 ||
+          !starts->v[0].is_static() || !ends->v[0].is_static()) {
+        return std::nullopt;
+      }
+      if (node.input_size() > 4 && !node.input(4).empty()) {
+        auto steps = in(4);
+        if (!steps || steps->v.size() != 1 || !(steps->v[0] == Dim::Static(1))) return std::nullopt;
+      }
+      const auto n = static_cast<int64_t>(x->v.size());
+      int64_t b = starts->v[0].value, e = ends->v[0].value;
+      if (b < 0) b += n;
+      if (e < 0) e += n;
+      b = std::clamp<int64_t>(b, 0, n);
+      e = std::clamp<int64_t>(e, b, n);
+      return SymValue{{x->v.begin() + b, x->v.begin() + e}, false};
+    }
+    if (t == "ConstantOfShape") {
+      auto shape = in(0);
+      if (!shape || shape->v.size() != 1 || !shape->v[0].is_static() || shape->v[0].value > 64) {
+        return std::nullopt;
+      }
+      const AttributeProto* a = FindAttr(node, "value");
+      int64_t value = 0;
+      if (a) {
+        auto ints = onnx_util::TensorInts(a->t());
+        if (!ints || ints->empty()) return std::nullopt;
+        value = (*ints)[0];
+      }
+      return SymValue{std::vector<Dim>(static_cast<size_t>(shape->v[0].value), Dim::Static(value)),
+                      false};
+    }
+    if (t == "Where") {
+      auto c = in(0), a = in(1), b = in(2);
+      if (!c || !a || !b) return std::nullopt;
+      const size_t n = std::max({c->v.size(), a->v.size(), b->v.size()});
+      SymValue out{{}, c->scalar && a->scalar && b->scalar};
+      for (size_t i = 0; i < n; ++i) {
+        const Dim& ci = c->v[c->v.size() == 1 ? 0 : i];
+        if (!ci.is_static()) return std::nullopt;
+        const SymValue& pick = ci.value != 0 ? *a : *b;
+        if (pick.v.size() != 1 && pick.v.size() != n) return std::nullopt;
+        out.v.push_back(pick.v[pick.v.size() == 1 ? 0 : i]);
+      }
+      return out;
+    }
+    static const std::set<std::string> kArith = {"Add", "Sub", "Mul", "Div", "Equal"};
+    if (kArith.count(t)) {
+      auto a = in(0), b = in(1);
+      if (!a || !b) return std::nullopt;
+      const size_t n = std::max(a->v.size(), b->v.size());
+      if ((a->v.size() != 1 && a->v.size() != n) || (b->v.size() != 1 && b->v.size() != n)) {
+        return std::nullopt;
+      }
+      SymValue out{{}, a->scalar && b->scalar};
+      for (size_t i = 0; i < n; ++i) {
+        const Dim& x = a->v[a->v.size() == 1 ? 0 : i];
+        const Dim& y = b->v[b->v.size() == 1 ? 0 : i];
+        if (x.is_static() && y.is_static()) {
+          const int64_t p = x.value, q = y.value;
+          if ((t == "Div") && q == 0) return std::nullopt;
+          out.v.push_back(Dim::Static(t == "Add" ? p + q : t == "Sub" ? p - q : t == "Mul" ? p * q
+                                      : t == "Div" ? p / q : p == q));
+        } else if (t == "Equal" && (x.is_static() ? x.value : y.value) < 1) {
+          out.v.push_back(Dim::Static(0));  // a named dim is at least 1
+        } else if (t == "Equal" && x == y) {
+          out.v.push_back(Dim::Static(1));
+        } else if (!y.is_static() || t == "Equal") {
+          if ((t == "Mul" || t == "Add") && x.is_static() &&
+              x.value == (t == "Mul" ? 1 : 0)) {
+            out.v.push_back(y);
+          } else {
+            return std::nullopt;
+          }
+        } else if ((t == "Mul" || t == "Div") ? y.value == 1 : y.value == 0) {
+          out.v.push_back(x);
+        } else {
+          return std::nullopt;
+        }
+      }
+      return out;
+    }
+    return std::nullopt;
+  }
+
+  // Folds `node` when it computes shape arithmetic whose value is all
+  // static (true: the node is gone, its output a constant); records the
+  // value when it holds a named dim.
+  bool FoldShapeArithmetic(const NodeProto& node) {
+    if (!IsDefaultDomain(node) || node.output_size() != 1) return false;
+    std::optional<SymValue> value = EvalSym(node);
+    if (!value) return false;
+    const std::string& out = node.output(0);
+    const bool all_static = std::all_of(value->v.begin(), value->v.end(),
+                                        [](const Dim& d) { return d.is_static(); });
+    if (!all_static || graph_outputs_.count(out)) {
+      sym_[out] = *value;
+      return false;
+    }
+    int32_t elem = TensorProto::INT64;
+    if (auto it = types_.find(out); it != types_.end() && it->second->has_tensor_type()) {
+      elem = it->second->tensor_type().elem_type();
+    }
+    if (node.op_type() == "Equal") elem = TensorProto::BOOL;
+    std::vector<int64_t> dims;
+    if (!value->scalar) dims.push_back(static_cast<int64_t>(value->v.size()));
+    TensorProto t;
+    if (elem == TensorProto::BOOL) {
+      std::vector<uint8_t> b;
+      for (const Dim& d : value->v) b.push_back(d.value != 0);
+      t = onnx_util::MakeTensor(out, elem, dims, b.data(), b.size());
+    } else if (elem == TensorProto::INT32) {
+      std::vector<int32_t> v;
+      for (const Dim& d : value->v) v.push_back(static_cast<int32_t>(d.value));
+      t = onnx_util::MakeTensor(out, elem, dims, v.data(), v.size() * 4);
+    } else {
+      std::vector<int64_t> v;
+      for (const Dim& d : value->v) v.push_back(d.value);
+      t = onnx_util::MakeTensor(out, TensorProto::INT64, dims, v.data(), v.size() * 8);
+    }
+    owned_.push_back(std::move(t));
+    constants_[out] = &owned_.back();
+    return true;
+  }
+
+  // The shape a Reshape to `target` gives `in`: 0 copies the input's dim
+  // (unless allowzero), -1 stands for what is left over (static, or the one
+  // named dim the target does not place).
+  // Named dims are taken apart into their factors (a derived dim is a
+  // product, see DynamicDim), so that [batch · seq, 1] -> [-1, seq] gives
+  // [batch, seq]; a -1 that is left with several factors becomes their
+  // derived dim.
+  void Factors(int32_t dim, std::vector<int32_t>& out) const {
+    const DynamicDim& d = g_.dims()[static_cast<size_t>(dim)];
+    if (d.product_of.empty()) {
+      out.push_back(dim);
+      return;
+    }
+    for (int32_t f : d.product_of) Factors(f, out);
+  }
+  Dim ProductDim(std::vector<int32_t> factors) {
+    std::sort(factors.begin(), factors.end());
+    std::string name;
+    int64_t lo = 1, hi = 1;
+    for (int32_t f : factors) {
+      const DynamicDim& d = g_.dims()[static_cast<size_t>(f)];
+      name += (name.empty() ? "" : "*") + d.name;
+      lo = std::min<int64_t>(lo * d.min, INT32_MAX);
+      hi = std::min<int64_t>(hi * d.max, INT32_MAX);
+    }
+    if (auto d = g_.FindDim(name)) return Dim::Dynamic(*d);
+    DynamicDim dim{name, lo, hi, factors, 0};  // bound through its factors
+    return Dim::Dynamic(g_.AddDim(std::move(dim)));
+  }
+
+  std::optional<Shape> ReshapeTo(const Shape& in, const std::vector<Dim>& target,
+                                 bool allow_zero) {
+    Shape out;
+    std::vector<int32_t> left;
+    int64_t static_in = 1, static_out = 1;
+    for (const Dim& d : in) {
+      if (d.is_static()) {
+        static_in *= d.value;
+      } else {
+        Factors(d.dynamic, left);
+      }
+    }
+    size_t infer = SIZE_MAX;
+    for (size_t i = 0; i < target.size(); ++i) {
+      Dim d = target[i];
+      if (d.is_static() && d.value == 0 && !allow_zero) {
+        if (i >= in.size()) return std::nullopt;
+        d = in[i];
+      } else if (d.is_static() && d.value == -1) {
+        if (infer != SIZE_MAX) return std::nullopt;
+        infer = i;
+        out.push_back(d);
+        continue;
+      } else if (d.is_static() && d.value < 0) {
+        return std::nullopt;
+      }
+      if (d.is_static()) {
+        static_out *= d.value;
+      } else {
+        std::vector<int32_t> factors;
+        Factors(d.dynamic, factors);
+        for (int32_t f : factors) {
+          auto it = std::find(left.begin(), left.end(), f);
+          if (it == left.end()) return std::nullopt;
+          left.erase(it);
+        }
+      }
+      out.push_back(d);
+    }
+    if (infer != SIZE_MAX) {
+      if (left.empty() && static_out != 0 && static_in % static_out == 0) {
+        out[infer] = Dim::Static(static_in / static_out);
+      } else if (left.size() == 1 && static_in == static_out) {
+        out[infer] = Dim::Dynamic(left[0]);
+      } else if (left.size() > 1 && static_in == static_out) {
+        out[infer] = ProductDim(left);
+      } else {
+        return std::nullopt;
+      }
+    } else if (!left.empty() || static_in != static_out) {
+      return std::nullopt;
+    }
+    return out;
+  }
+
+  // The output shape of a Reshape, Expand or ConstantOfShape whose shape
+  // operand has a known value; nothing otherwise.
+  std::optional<Shape> ShapeFromValue(const NodeProto& node, const Op& op, const OnnxNode& kept) {
+    const std::string& t = node.op_type();
+    auto x = [&]() -> const Tensor* {
+      if (kept.input_slots.empty() || kept.input_slots[0] < 0) return nullptr;
+      return &T(op.inputs[static_cast<size_t>(kept.input_slots[0])]);
+    };
+    if (t == "ConstantOfShape") {
+      auto s = Sym(node.input(0));
+      if (!s || s->scalar) return std::nullopt;
+      return Shape(s->v.begin(), s->v.end());
+    }
+    if ((t != "Reshape" && t != "Expand") || node.input_size() < 2 || !x()) return std::nullopt;
+    auto s = Sym(node.input(1));
+    if (!s || s->scalar) return std::nullopt;
+    if (t == "Reshape") return ReshapeTo(x()->shape, s->v, IntAttr(node, "allowzero", 0) != 0);
+    // Expand: numpy broadcasting of the input against the shape.
+    Shape a = x()->shape, b(s->v.begin(), s->v.end());
+    if (a.size() < b.size()) a.insert(a.begin(), b.size() - a.size(), Dim::Static(1));
+    if (b.size() < a.size()) b.insert(b.begin(), a.size() - b.size(), Dim::Static(1));
+    for (size_t d = 0; d < a.size(); ++d) {
+      if (a[d].is_static() && a[d].value == 1) {
+        a[d] = b[d];
+      } else if (!(b[d].is_static() && b[d].value == 1) && !(a[d] == b[d])) {
+        return std::nullopt;
+      }
+    }
+    return a;
+  }
+
+  // A shape with a dim ONNX's shape inference made up ('unk__N').
+  bool HasMadeUpDim(const std::string& name) const {
+    auto it = types_.find(name);
+    if (it == types_.end() || !it->second->has_tensor_type() ||
+        !it->second->tensor_type().has_shape()) {
+      return false;
+    }
+    for (const auto& d : it->second->tensor_type().shape().dim()) {
+      if (d.has_dim_param() && d.dim_param().starts_with("unk__")) return true;
+    }
+    return false;
+  }
+
   void ImportNode(const NodeProto& node) {
+    if (FoldShapeArithmetic(node)) return;
     static const std::map<std::string, EwFunc> kElementwise = {
         {"Relu", EwFunc::kRelu}, {"Sigmoid", EwFunc::kSigmoid}, {"Tanh", EwFunc::kTanh},
         {"Add", EwFunc::kAdd},   {"Sub", EwFunc::kSub},         {"Mul", EwFunc::kMul},
@@ -904,7 +1292,7 @@ class Importer {
     }
     for (const std::string& out : node.output()) {
       group.outputs.push_back(
-          NewValue(out, ShapeOf(out, "group output"), FloatType(out, "group output")));
+          NewValue(out, ShapeOf(out, "group output"), ValueType(out, "group output")));
     }
     if (IsGroupGemm(*type)) {
       const int64_t group_size = IntAttr(node, "group_size", 0);
@@ -931,6 +1319,166 @@ class Importer {
     return true;
   }
 
+  bool HasElemType(const std::string& name) const {
+    auto it = types_.find(name);
+    return it != types_.end() && it->second->has_tensor_type() &&
+           it->second->tensor_type().elem_type() != TensorProto::UNDEFINED;
+  }
+
+  // The dtype and shape of a single-output node whose output ONNX's shape
+  // inference left unknown, from the IR shapes of its inputs, for the ops
+  // that keep, broadcast, reduce or squeeze their input's shape. A named
+  // dim is taken to be more than 1 (a Squeeze without axes keeps it).
+  std::optional<std::pair<DType, Shape>> InferOutput(const NodeProto& node, const Op& op,
+                                                     const OnnxNode& kept) {
+    if (node.output_size() != 1 && node.op_type() != "Dropout") return std::nullopt;
+    auto input = [&](size_t slot) -> const Tensor* {
+      if (slot >= kept.input_slots.size() || kept.input_slots[slot] < 0) return nullptr;
+      return &T(op.inputs[static_cast<size_t>(kept.input_slots[slot])]);
+    };
+    auto constant_ints = [&](size_t slot) -> std::optional<std::vector<int64_t>> {
+      if (slot >= kept.input_slots.size() || kept.input_slots[slot] > -2) return std::nullopt;
+      TensorProto t;
+      t.ParseFromString(kept.constants[static_cast<size_t>(-2 - kept.input_slots[slot])].second);
+      return onnx_util::TensorInts(t);
+    };
+    const Tensor* x = input(0);
+    if (!x) return std::nullopt;
+    const std::string& type = node.op_type();
+    const auto rank = static_cast<int64_t>(x->shape.size());
+    static const std::set<std::string> kSame = {
+        "Relu", "Sigmoid", "Tanh", "Sqrt", "Exp", "Log", "Neg", "Abs", "Erf", "Reciprocal",
+        "Softplus", "LeakyRelu", "Clip", "Softmax", "LogSoftmax", "BatchNormalization",
+        "Dropout", "Identity", "Not", "Floor", "Ceil", "Gelu", "Elu", "Sign"};
+    if (kSame.count(type)) return std::pair(x->dtype, x->shape);
+    if (type == "Cast") {
+      auto dtype = onnx_util::AnyDTypeOf(static_cast<int32_t>(IntAttr(node, "to", 0)));
+      if (!dtype) return std::nullopt;
+      return std::pair(*dtype, x->shape);
+    }
+    if (type == "Squeeze") {
+      std::vector<int64_t> axes = IntsAttr(node, "axes");
+      if (auto c = constant_ints(1)) axes = *c;
+      Shape out;
+      for (int64_t d = 0; d < rank; ++d) {
+        const Dim& dim = x->shape[static_cast<size_t>(d)];
+        const bool listed = std::any_of(axes.begin(), axes.end(), [&](int64_t a) {
+          return a == d || a + rank == d;
+        });
+        const bool one = dim.is_static() && dim.value == 1;
+        if (axes.empty() ? one : listed) continue;
+        out.push_back(dim);
+      }
+      return std::pair(x->dtype, out);
+    }
+    if (type == "Unsqueeze") {
+      std::vector<int64_t> axes = IntsAttr(node, "axes");
+      if (auto c = constant_ints(1)) axes = *c;
+      const auto out_rank = rank + static_cast<int64_t>(axes.size());
+      for (int64_t& a : axes) a = a < 0 ? a + out_rank : a;
+      Shape out;
+      size_t next = 0;
+      for (int64_t d = 0; d < out_rank; ++d) {
+        if (std::count(axes.begin(), axes.end(), d)) {
+          out.push_back(Dim::Static(1));
+        } else if (next < x->shape.size()) {
+          out.push_back(x->shape[next++]);
+        } else {
+          return std::nullopt;
+        }
+      }
+      return std::pair(x->dtype, out);
+    }
+    if (type == "Flatten") {  // [prod(dims before axis), prod(the rest)]
+      int64_t axis = IntAttr(node, "axis", 1);
+      if (axis < 0) axis += rank;
+      if (axis < 0 || axis > rank) return std::nullopt;
+      Shape out;
+      for (auto [b, e] : {std::pair<int64_t, int64_t>{0, axis}, {axis, rank}}) {
+        int64_t product = 1;
+        std::vector<int32_t> named;
+        for (int64_t d = b; d < e; ++d) {
+          const Dim& dim = x->shape[static_cast<size_t>(d)];
+          if (dim.is_static()) {
+            product *= dim.value;
+          } else {
+            Factors(dim.dynamic, named);
+          }
+        }
+        if (named.empty()) {
+          out.push_back(Dim::Static(product));
+        } else if (product != 1) {
+          return std::nullopt;
+        } else {
+          out.push_back(named.size() == 1 ? Dim::Dynamic(named[0]) : ProductDim(named));
+        }
+      }
+      return std::pair(x->dtype, out);
+    }
+    if (type == "Transpose") {
+      std::vector<int64_t> perm = IntsAttr(node, "perm");
+      if (perm.empty()) {
+        for (int64_t d = rank; d-- > 0;) perm.push_back(d);
+      }
+      if (static_cast<int64_t>(perm.size()) != rank) return std::nullopt;
+      Shape out;
+      for (int64_t p : perm) {
+        if (p < 0 || p >= rank) return std::nullopt;
+        out.push_back(x->shape[static_cast<size_t>(p)]);
+      }
+      return std::pair(x->dtype, out);
+    }
+    if (type == "Concat") {
+      int64_t axis = IntAttr(node, "axis", 0);
+      if (axis < 0) axis += rank;
+      if (axis < 0 || axis >= rank) return std::nullopt;
+      Shape out = x->shape;
+      int64_t total = 0;
+      for (size_t slot = 0; slot < kept.input_slots.size(); ++slot) {
+        const Tensor* y = input(slot);
+        if (!y || y->shape.size() != x->shape.size()) return std::nullopt;
+        const Dim& d = y->shape[static_cast<size_t>(axis)];
+        if (!d.is_static()) return std::nullopt;
+        total += d.value;
+      }
+      out[static_cast<size_t>(axis)] = Dim::Static(total);
+      return std::pair(x->dtype, out);
+    }
+    static const std::set<std::string> kBinary = {"Add", "Sub", "Mul", "Div", "Pow", "Max",
+                                                  "Min", "PRelu"};
+    static const std::set<std::string> kCompare = {"Equal", "Less", "Greater", "LessOrEqual",
+                                                   "GreaterOrEqual", "And", "Or"};
+    if ((kBinary.count(type) || kCompare.count(type)) && node.input_size() == 2) {
+      const Tensor* y = input(1);
+      Shape a = x->shape, b = y ? y->shape : Shape{};
+      if (!y && !constant_ints(1)) return std::nullopt;
+      if (b.size() > a.size()) std::swap(a, b);
+      b.insert(b.begin(), a.size() - b.size(), Dim::Static(1));
+      for (size_t d = 0; d < a.size(); ++d) {
+        if (a[d].is_static() && a[d].value == 1) a[d] = b[d];
+      }
+      return std::pair(kCompare.count(type) ? DType::kBool : x->dtype, a);
+    }
+    if (type == "ReduceSum" || type == "ReduceMean" || type == "ReduceMax" || type == "ReduceMin") {
+      std::vector<int64_t> axes = IntsAttr(node, "axes");
+      if (auto c = constant_ints(1)) axes = *c;
+      const bool keep = IntAttr(node, "keepdims", 1) != 0;
+      Shape out;
+      for (int64_t d = 0; d < rank; ++d) {
+        const bool reduced = axes.empty() || std::any_of(axes.begin(), axes.end(), [&](int64_t a) {
+                               return a == d || a + rank == d;
+                             });
+        if (!reduced) {
+          out.push_back(x->shape[static_cast<size_t>(d)]);
+        } else if (keep) {
+          out.push_back(Dim::Static(1));
+        }
+      }
+      return std::pair(x->dtype, out);
+    }
+    return std::nullopt;
+  }
+
   void ImportOpaque(const NodeProto& node) {
     if (std::any_of(node.attribute().begin(), node.attribute().end(), [](const AttributeProto& a) {
           return a.type() == AttributeProto::GRAPH || a.type() == AttributeProto::GRAPHS;
@@ -946,20 +1494,41 @@ class Importer {
     auto kept = Keep(node, OpType::kOpaque);
     for (int i = 0; i < node.input_size(); ++i) {
       const std::string& in = node.input(i);
-      if (in.empty()) continue;
+      if (in.empty()) {
+        kept->input_slots.push_back(kNone);
+        continue;
+      }
       const TensorProto* c = Constant(in);
       if (c && !onnx_util::DTypeOf(c->data_type())) {
-        KeepConstant(*kept, node, i);
+        kept->input_slots.push_back(-2 - KeepConstant(*kept, node, i));
       } else {
+        kept->input_slots.push_back(static_cast<int32_t>(op.inputs.size()));
         op.inputs.push_back(
             Value(in, fmt::format("input of {} node '{}'", node.op_type(), op.name)));
       }
     }
     for (const std::string& out : node.output()) {
-      if (out.empty() || !used_.count(out)) continue;  // written back as it was
+      if (out.empty() || !used_.count(out)) {  // written back as it was
+        kept->output_slots.push_back(kNone);
+        continue;
+      }
       const std::string what = fmt::format("output of {} node '{}'", node.op_type(), op.name);
-      const DType dtype = FloatType(out, what);
-      op.outputs.push_back(NewValue(out, ShapeOf(out, what), dtype));
+      kept->output_slots.push_back(static_cast<int32_t>(op.outputs.size()));
+      std::optional<Shape> from_value = ShapeFromValue(node, op, *kept);
+      std::optional<std::pair<DType, Shape>> inferred;
+      if (from_value && HasElemType(out)) {
+        op.outputs.push_back(NewValue(out, std::move(*from_value), ValueType(out, what)));
+      } else if (HasMadeUpDim(out) && (inferred = InferOutput(node, op, *kept))) {
+        op.outputs.push_back(NewValue(out, std::move(inferred->second), inferred->first));
+      } else if (std::optional<Shape> shape = TryShapeOf(out); shape && HasElemType(out)) {
+        op.outputs.push_back(NewValue(out, std::move(*shape), ValueType(out, what)));
+      } else if (auto inferred = InferOutput(node, op, *kept)) {
+        // ONNX's inference stopped here (a Squeeze without axes of a named
+        // dim, say); hfuse's own takes over.
+        op.outputs.push_back(NewValue(out, std::move(inferred->second), inferred->first));
+      } else {
+        op.outputs.push_back(NewValue(out, ShapeOf(out, what), ValueType(out, what)));
+      }
     }
     op.attrs.onnx = std::move(kept);
     AddOp(std::move(op));
@@ -978,6 +1547,8 @@ class Importer {
   std::map<std::string, TensorId> transposed_;          // constant -> its transpose
   std::set<std::string> used_;                          // read by a live node or an output
   std::vector<bool> live_, folded_;
+  std::unordered_map<std::string, SymValue> sym_;  // shape arithmetic's values
+  std::set<std::string> graph_outputs_;
   onnx_util::NameSet names_, op_names_;
   int64_t unnamed_ = 0;
 };
@@ -1013,7 +1584,7 @@ OnnxModel ImportOnnx(std::string_view bytes, const std::string& source,
   CheckConstantData(model.graph(), source);
   try {
     onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(),
-                                       onnx::ShapeInferenceOptions(true, 1, false));
+                                       onnx::ShapeInferenceOptions(true, 1, true));
   } catch (const std::exception& e) {
     Fail(source, "ONNX shape inference: {}", onnx_util::OneLine(e.what()));
   }

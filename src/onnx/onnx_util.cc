@@ -38,8 +38,20 @@ std::optional<DType> DTypeOf(int32_t elem_type) {
   }
 }
 
+std::optional<DType> AnyDTypeOf(int32_t elem_type) {
+  switch (elem_type) {
+    case TensorProto::INT64: return DType::kInt64;
+    case TensorProto::INT32: return DType::kInt32;
+    case TensorProto::BOOL: return DType::kBool;
+    default: return DTypeOf(elem_type);
+  }
+}
+
 int32_t ElemTypeOf(DType dtype) {
   switch (dtype) {
+    case DType::kInt64: return TensorProto::INT64;
+    case DType::kInt32: return TensorProto::INT32;
+    case DType::kBool: return TensorProto::BOOL;
     case DType::kFloat32: return TensorProto::FLOAT;
     case DType::kFloat16: return TensorProto::FLOAT16;
     case DType::kBFloat16: return TensorProto::BFLOAT16;

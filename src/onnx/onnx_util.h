@@ -20,6 +20,8 @@ inline constexpr int64_t kHfuseDomainVersion = 1;
 
 // float32 / float16 / bfloat16, or nothing for any other element type.
 std::optional<DType> DTypeOf(int32_t elem_type);
+// Any dtype of the IR (the float ones, int64, int32, bool), or nothing.
+std::optional<DType> AnyDTypeOf(int32_t elem_type);
 int32_t ElemTypeOf(DType dtype);
 // "int64", "double", ... for messages.
 std::string ElemTypeName(int32_t elem_type);

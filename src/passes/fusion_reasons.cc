@@ -127,7 +127,7 @@ std::vector<ReasonCode> AllReasonCodes() {
   return codes;
 }
 
-bool ExplainNotACandidate(const Graph& graph, OpId gemm, Reason& out) {
+bool ExplainNotACandidate(const Graph& graph, OpId gemm, Reason& out, RuleSet rules) {
   const Op& op = graph.op(gemm);
   out.code = ReasonCode::kNotACandidate;
   if (op.attrs.Alpha() != 1.0) {
@@ -141,7 +141,9 @@ bool ExplainNotACandidate(const Graph& graph, OpId gemm, Reason& out) {
     out.details = Say(out.rule, a.name, a.shape.size());
     return true;
   }
-  if (std::string dyn = FirstDynamic(graph, a.shape); !dyn.empty()) {
+  // The hfuse rules take a named M (group_planner.h); K must be static.
+  const Shape checked = rules == RuleSet::kSeed ? a.shape : Shape{a.shape.back()};
+  if (std::string dyn = FirstDynamic(graph, checked); !dyn.empty()) {
     out.rule = ReasonRule::kADynamic;
     out.details = Say(out.rule, dyn, a.name);
     return true;
@@ -154,7 +156,7 @@ bool ExplainNotACandidate(const Graph& graph, OpId gemm, Reason& out) {
       return true;
     }
   }
-  if (GemmAlignment(graph, gemm) <= 1) {
+  if (rules == RuleSet::kSeed && GemmAlignment(graph, gemm) <= 1) {
     out.rule = ReasonRule::kAlignment1;
     out.details = Say(out.rule, a.shape.back().value, DTypeName(a.dtype));
     return true;
@@ -183,7 +185,7 @@ bool ExplainIncompatible(const Graph& graph, OpId leader, OpId other, RuleSet ru
     const int align_b = GemmAlignment(graph, other);
     const Tensor& xa = graph.tensor(a.inputs[0]);
     const Tensor& xb = graph.tensor(b.inputs[0]);
-    if (align_a != align_b) {
+    if (rules == RuleSet::kSeed && align_a != align_b) {
       rule = ReasonRule::kGemmAlignment;
       details = Say(rule, align_a, align_b, xa.shape.back().value, xb.shape.back().value);
       return true;
@@ -201,7 +203,7 @@ bool ExplainIncompatible(const Graph& graph, OpId leader, OpId other, RuleSet ru
       details = Say(rule, DimText(graph, xa.shape[0]), DimText(graph, xb.shape[0]));
       return true;
     }
-    HFUSE_CHECK(GemmsCompatible(graph, leader, other));
+    HFUSE_CHECK(GemmsCompatible(graph, leader, other, rules));
     return false;
   }
   if (a.attrs.Eps() != b.attrs.Eps()) {
@@ -477,7 +479,7 @@ void ReasonRecorder::ChunkOfOne(const Graph& graph, OpId op, int32_t leader,
 void ReasonRecorder::EndRound(const Graph& graph, std::vector<Reason>& out) {
   for (OpId id : not_candidates_) {
     Reason r{graph.op(id).name, type_, ReasonCode::kNotACandidate, ReasonRule::kAlpha, "", "", {}, id};
-    HFUSE_CHECK(ExplainNotACandidate(graph, id, r));
+    HFUSE_CHECK(ExplainNotACandidate(graph, id, r, rules_));
     out.push_back(std::move(r));
   }
   for (const auto& [c, split] : split_of_one_) {

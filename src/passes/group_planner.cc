@@ -44,7 +44,8 @@ bool IsFusableSplit(const Graph& graph, const Op& split) {
 // and Compatible still decides. GEMMs: inputs, alignment, dtypes, M.
 // LayerNorms: eps, ranks, batch dims, dtype (the size rule is not an
 // equivalence); one without gamma and beta is compatible with nothing.
-void ClassKey(const Graph& graph, OpId id, int32_t unique, std::vector<int64_t>& key) {
+void ClassKey(const Graph& graph, OpId id, int32_t unique, RuleSet rules,
+              std::vector<int64_t>& key) {
   const Op& op = graph.op(id);
   key.assign(1, static_cast<int64_t>(op.inputs.size()));
   auto dim = [&](const Dim& d) {
@@ -52,7 +53,7 @@ void ClassKey(const Graph& graph, OpId id, int32_t unique, std::vector<int64_t>&
     key.push_back(d.is_static() ? d.value : 0);
   };
   if (IsGemm(op.type)) {
-    key.push_back(GemmAlignment(graph, id));
+    key.push_back(rules == RuleSet::kSeed ? GemmAlignment(graph, id) : 0);
     for (TensorId in : op.inputs) key.push_back(static_cast<int64_t>(graph.tensor(in).dtype));
     dim(graph.tensor(op.inputs[0]).shape[0]);
     return;
@@ -278,7 +279,7 @@ class Round {
       });
       const OpId id = sorted_ops[i];
       if (types[i] != type_) continue;
-      if (IsGemm(type_) && !IsGemmCandidate(g_, id)) {
+      if (IsGemm(type_) && !IsGemmCandidate(g_, id, rules_)) {
         if (rec_) rec_->NotACandidate(id);
         continue;
       }
@@ -312,7 +313,7 @@ class Round {
     std::vector<int64_t> key;
     for (size_t k = 0; k < n; ++k) {
       PrefetchOpsAhead(g_, k, [&](size_t j) { return j < n ? &g_.op(cands_[j]) : nullptr; });
-      ClassKey(g_, cands_[k], static_cast<int32_t>(k), key);
+      ClassKey(g_, cands_[k], static_cast<int32_t>(k), rules_, key);
       auto it = classes.find(key);
       if (it == classes.end())
         it = classes.emplace(key, static_cast<int32_t>(classes.size())).first;
@@ -436,7 +437,7 @@ class Round {
     if (a.inputs.empty() || a.inputs.size() != b.inputs.size() || a.outputs.size() != 1) {
       return false;
     }
-    return IsGemm(type_) ? GemmsCompatible(g_, leader, other)
+    return IsGemm(type_) ? GemmsCompatible(g_, leader, other, rules_)
                          : LayerNormsCompatible(g_, leader, other, rules_);
   }
 
@@ -457,12 +458,12 @@ class Round {
       if (users.empty()) return {};
       const OpId gemm = users.front();
       const Op& op = g_.op(gemm);
-      if (op.type != type_ || !IsGemmCandidate(g_, gemm)) return {};
+      if (op.type != type_ || !IsGemmCandidate(g_, gemm, rules_)) return {};
       // Fix (c): distinct GEMMs, each reading its output as A.
       uint32_t& seen = split_seen_[static_cast<size_t>(cand_of_[static_cast<size_t>(gemm)])];
       if (op.inputs[0] != out || seen == split_stamp_) return {};
       seen = split_stamp_;
-      if (!group.empty() && !GemmsCompatible(g_, group.back(), gemm)) return {};
+      if (!group.empty() && !GemmsCompatible(g_, group.back(), gemm, rules_)) return {};
       group.push_back(gemm);
     }
     if (group.size() < 2) {  // fix (e)
@@ -558,19 +559,23 @@ int GemmAlignment(const Graph& graph, OpId gemm) {
   return 1;
 }
 
-bool IsGemmCandidate(const Graph& graph, OpId gemm) {
+bool IsGemmCandidate(const Graph& graph, OpId gemm, RuleSet rules) {
   const Op& op = graph.op(gemm);
   if (op.attrs.Alpha() != 1.0) return false;
   const Tensor& a = graph.tensor(op.inputs[0]);
-  if (a.shape.size() != 2 || !AllStatic(a.shape)) return false;
+  if (a.shape.size() != 2) return false;
+  // hfuse rules: M may be a named dim (members then share it, below).
+  if (rules == RuleSet::kSeed ? !AllStatic(a.shape) : !a.shape[1].is_static()) return false;
   for (size_t i = 1; i < op.inputs.size(); ++i) {  // fix (d): static weight and bias
     if (!AllStatic(graph.tensor(op.inputs[i]).shape)) return false;
   }
-  return GemmAlignment(graph, gemm) > 1;
+  return rules == RuleSet::kHfuse || GemmAlignment(graph, gemm) > 1;
 }
 
-bool GemmsCompatible(const Graph& graph, OpId leader, OpId other) {
-  if (GemmAlignment(graph, leader) != GemmAlignment(graph, other)) return false;
+bool GemmsCompatible(const Graph& graph, OpId leader, OpId other, RuleSet rules) {
+  if (rules == RuleSet::kSeed && GemmAlignment(graph, leader) != GemmAlignment(graph, other)) {
+    return false;
+  }
   const Op& a = graph.op(leader);
   const Op& b = graph.op(other);
   // Fix (a): same dtypes and the same M.

@@ -8,6 +8,7 @@
 #include "hfuse/ir/printer.h"
 #include "hfuse/ir/verifier.h"
 #include "hfuse/passes/flatten_gemm.h"
+#include "hfuse/passes/fold_batchnorm.h"
 #include "hfuse/passes/strided_views.h"
 #include "hfuse/support/error.h"
 
@@ -15,6 +16,11 @@ namespace hfuse {
 namespace {
 
 // The wrappers: each runs its pass and says what it did.
+
+PassResult RunFoldBatchNormPass(PassState& state, const PassOptions&) {
+  const int64_t folded = FoldBatchNorm(state.graph);
+  return {folded > 0, {{"BatchNormalizations folded", folded}}};
+}
 
 PassResult RunFuseMmElementwisePass(PassState& state, const PassOptions& options) {
   const int64_t absorbed = FuseMmElementwise(state.graph, options.fuse_mm_elementwise);
@@ -72,7 +78,7 @@ const std::vector<NamedPipeline>& NamedPipelines() {
   static const std::vector<NamedPipeline> pipelines = {
       {"seed", {"fuse-group-ops"}, "AITemplate's pass: what `hfuse fuse` runs on graph JSON"},
       {"onnx-import",
-       {"fuse-mm-elementwise", "flatten-gemm-inputs"},
+       {"fold-batchnorm", "fuse-mm-elementwise", "flatten-gemm-inputs"},
        "what ONNX input goes through before seed"},
       {"gpu", {"fuse-group-ops", "elide-split-concat"}, "what the CUDA backend runs"},
   };

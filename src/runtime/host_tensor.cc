@@ -23,6 +23,7 @@ int64_t HostTensor::numel() const {
 
 float HostTensor::Get(int64_t i) const {
   const uint8_t* p = bytes.data() + i * DTypeBytes(dtype);
+  if (!IsFloat(dtype)) return static_cast<float>(GetInt(i));
   if (dtype == DType::kFloat32) {
     float f;
     std::memcpy(&f, p, 4);
@@ -35,6 +36,14 @@ float HostTensor::Get(int64_t i) const {
 
 void HostTensor::Set(int64_t i, float v) {
   uint8_t* p = bytes.data() + i * DTypeBytes(dtype);
+  if (dtype == DType::kBool) {
+    *p = v != 0.0f;
+    return;
+  }
+  if (!IsFloat(dtype)) {
+    SetInt(i, static_cast<int64_t>(v));
+    return;
+  }
   if (dtype == DType::kFloat32) {
     std::memcpy(p, &v, 4);
     return;
@@ -59,6 +68,38 @@ void HostTensor::FromFloat(const float* values) {
     if (!bytes.empty()) std::memcpy(bytes.data(), values, bytes.size());
   } else {
     for (int64_t i = 0; i < numel(); ++i) Set(i, values[i]);
+  }
+}
+
+int64_t HostTensor::GetInt(int64_t i) const {
+  const uint8_t* p = bytes.data() + i * DTypeBytes(dtype);
+  switch (dtype) {
+    case DType::kInt64: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      return v;
+    }
+    case DType::kInt32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case DType::kBool: return *p != 0;
+    default: return static_cast<int64_t>(Get(i));
+  }
+}
+
+void HostTensor::SetInt(int64_t i, int64_t v) {
+  uint8_t* p = bytes.data() + i * DTypeBytes(dtype);
+  switch (dtype) {
+    case DType::kInt64: std::memcpy(p, &v, 8); break;
+    case DType::kInt32: {
+      const auto w = static_cast<int32_t>(v);
+      std::memcpy(p, &w, 4);
+      break;
+    }
+    case DType::kBool: *p = v != 0; break;
+    default: Set(i, static_cast<float>(v));
   }
 }
 

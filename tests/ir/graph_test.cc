@@ -311,7 +311,7 @@ TEST(GraphTest, NamesRoundTrip) {
 
 TEST(GraphTest, SizesSaturateAndDynamicDimsCountAtTheirMax) {
   Graph g;
-  const int32_t batch = g.AddDim({"batch", 1, 2048});
+  const int32_t batch = g.AddDim({"batch", 1, 2048, {}, 0});
   hfuse::Tensor t;
   t.name = "t";
   t.shape = {Dim::Dynamic(batch), Dim::Static(64)};
@@ -325,6 +325,33 @@ TEST(GraphTest, SizesSaturateAndDynamicDimsCountAtTheirMax) {
   EXPECT_EQ(NumElements(g, {Dim::Static(0), Dim::Static(int64_t{1} << 62)}), 0);
   EXPECT_EQ(Dim::Dynamic(batch), Dim::Dynamic(batch));
   EXPECT_FALSE(Dim::Dynamic(batch) == Dim::Static(0));
+}
+
+// --dim on fuse: fixed dims become static everywhere, derived dims with
+// their factors, the rest renumbered; bad names and values are input errors.
+TEST(GraphTest, SpecializeDimsFixesDimsAndTheirProducts) {
+  Graph g;
+  const int32_t batch = g.AddDim({"batch", 1, int64_t{1} << 31, {}, 0});
+  const int32_t seq = g.AddDim({"seq", 1, 64, {}, 0});
+  const int32_t heads = g.AddDim({"heads", 1, 16, {}, 0});
+  const int32_t product = g.AddDim({"batch*seq", 1, int64_t{1} << 31, {batch, seq}, 0});
+  hfuse::Tensor t;
+  t.name = "t";
+  t.shape = {Dim::Dynamic(product), Dim::Dynamic(heads), Dim::Dynamic(batch), Dim::Static(8)};
+  const TensorId id = g.AddTensor(t);
+  SpecializeDims(g, {{"batch", 4096}, {"seq", 20}});
+  ASSERT_EQ(g.dims().size(), 1u);
+  EXPECT_EQ(g.dims()[0].name, "heads");
+  EXPECT_EQ(g.tensor(id).shape, (Shape{Dim::Static(4096 * 20), Dim::Dynamic(0), Dim::Static(4096),
+                                       Dim::Static(8)}));
+  EXPECT_THROW(SpecializeDims(g, {{"batch", 2}}), InputError);   // gone now
+  EXPECT_THROW(SpecializeDims(g, {{"heads", 17}}), InputError);  // outside [1, 16]
+  Graph h;
+  const int32_t b = h.AddDim({"b", 1, 8, {}, 0});
+  const int32_t s2 = h.AddDim({"s", 1, 8, {}, 0});
+  h.AddDim({"b*s", 1, 64, {b, s2}, 0});
+  EXPECT_THROW(SpecializeDims(h, {{"b*s", 4}}), InputError);  // a product: fix its factors
+  EXPECT_THROW(SpecializeDims(h, {{"b", 4}}), InputError);    // half a product
 }
 
 // A diamond plus an unrelated op:  x -> a -> (b, c) -> d;  x -> u.

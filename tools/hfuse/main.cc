@@ -137,11 +137,19 @@ FuseGroupOpsResult ResultOf(PassState& state) {
 int RunFuse(const std::string& input, const std::string& output, const std::string& report,
             bool no_group_gemm, const std::string& dump_dir, bool verify, uint64_t seed,
             const std::string& format, const std::string& export_mode, RuleSet rules,
-            const PassFlags& flags) {
+            const PassFlags& flags, const std::vector<std::string>& dim_specs) {
   // Never freed: the process ends after the output is written, and freeing a
   // graph of a million ops one allocation at a time takes half a second.
   LoadedModel& model = *new LoadedModel(LoadModel(input, format));
   Graph& graph = model.graph;
+  if (!dim_specs.empty()) {
+    try {
+      SpecializeDims(graph, ParseDims(dim_specs));
+      model.as_read = graph;  // "as read" is with the dims fixed
+    } catch (const InputError& e) {
+      ThrowInputError("{}: {}", input, e.what());
+    }
+  }
   const Graph original = verify ? graph : Graph();
   PassOptions options;
   options.fuse_group_ops.group_gemm = !no_group_gemm;
@@ -241,6 +249,9 @@ int Main(int argc, char** argv) {
   fuse->add_option("--seed", seed, "seed of the random inputs of --verify");
   PassFlags fuse_passes;
   AddPassFlags(fuse, fuse_passes);
+  std::vector<std::string> fuse_dims;
+  fuse->add_option("--dim", fuse_dims,
+                   "NAME=VALUE: fix a named dim before the passes run (the output has it static)");
 
   RunOptions run_options;
   std::string run_input;
@@ -380,7 +391,7 @@ int Main(int argc, char** argv) {
       RuleSet rules = RuleSet::kSeed;
       ParseRuleSet(fuse_rules, rules);  // checked by CLI11
       return RunFuse(input, output, report, no_group_gemm, dump_dir, verify, seed, format,
-                     export_mode, rules, fuse_passes);
+                     export_mode, rules, fuse_passes, fuse_dims);
     }
     if (print->parsed()) return RunPrint(print_input, print_format, print_passes);
 #if HFUSE_HAVE_CUDA

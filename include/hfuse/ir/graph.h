@@ -24,16 +24,29 @@ using TensorId = int32_t;
 using OpId = int32_t;
 inline constexpr int32_t kNone = -1;
 
-enum class DType : uint8_t { kFloat16, kBFloat16, kFloat32 };
+// Float types are what the passes work on. Integer and bool tensors (ids,
+// shapes, masks of an ONNX model) are data the passes see only as
+// dependencies: no IR op but an opaque one reads or writes them.
+enum class DType : uint8_t { kFloat16, kBFloat16, kFloat32, kInt64, kInt32, kBool };
 std::string_view DTypeName(DType dtype);
+// The float dtypes only: graph JSON has no other (and no op that could read one).
 std::optional<DType> ParseDType(std::string_view name);
 int DTypeBytes(DType dtype);
+bool IsFloat(DType dtype);
 
 // A named dynamic dimension declared in the graph's "dims" list.
 struct DynamicDim {
   std::string name;
   int64_t min = 0;
   int64_t max = 0;
+  // A derived dim (ONNX import: a Reshape that merges two named dims, such
+  // as batch · seq_length): its value is the product of these dims', never
+  // bound on its own. Empty for a dim of its own (all graph JSON dims).
+  std::vector<int32_t> product_of;
+  // What `run` and `verify` bind the dim to when no --dim does: 0 means its
+  // max. ONNX's symbolic dims range up to 2^31 - 1 and bind to a small
+  // batch (OnnxImportOptions::dim_run).
+  int64_t run_value = 0;
 };
 
 // One dimension of a shape: a static size, or a reference to a DynamicDim.
@@ -141,9 +154,24 @@ struct OnnxNode {
   // Constant inputs the node keeps to itself, by name: int64 shapes, axes
   // and the like, which are no tensors of the IR (serialized onnx.TensorProto).
   std::vector<std::pair<std::string, std::string>> constants;
-  // The node's int and float attributes, decoded for the CPU executor.
+  // The node's int, float and string attributes, decoded for the CPU
+  // executor (a tensor attribute, such as ConstantOfShape's value, as its
+  // first element in `floats`).
   std::map<std::string, std::vector<int64_t>> ints;
   std::map<std::string, std::vector<double>> floats;
+  std::map<std::string, std::string> strings;
+  // For the CPU executor, set by the importer for an opaque op: where each
+  // of the node's inputs comes from (kNone: left empty; k >= 0: the op's
+  // input k; -2 - c: constants[c], decoded in constant_values), and where
+  // each output goes (the op's output k, or kNone: unused, not in the IR).
+  struct Value {
+    DType dtype = DType::kFloat32;
+    std::vector<int64_t> dims;
+    std::vector<uint8_t> data;
+  };
+  std::vector<int32_t> input_slots;
+  std::vector<int32_t> output_slots;
+  std::vector<Value> constant_values;
 };
 
 // Attributes of all op types. Which fields mean something depends on the type;
@@ -309,6 +337,8 @@ class Graph {
 
   const std::vector<DynamicDim>& dims() const { return dims_; }
   int32_t AddDim(DynamicDim dim);
+  // Replaces the dims list (SpecializeDims renumbers it); shapes must agree.
+  void set_dims(std::vector<DynamicDim> dims) { dims_ = std::move(dims); }
   std::optional<int32_t> FindDim(std::string_view name) const;
 
   // Tensors. AddTensor fails (returns kNone) if the name is taken.
@@ -401,6 +431,13 @@ class Graph {
   NameIndex op_by_name_;
   int64_t next_unique_ = 0;
 };
+
+// Fixes named dims to values (`hfuse fuse --dim`): every use of one becomes
+// a static dim, as does a derived dim whose factors are all fixed, and the
+// fixed dims leave the graph's dims list (the others keep their order).
+// Throws InputError for a name the graph lacks, a value outside the dim's
+// range, or a derived dim named directly.
+void SpecializeDims(Graph& graph, const std::map<std::string, int64_t>& values);
 
 // Size of a tensor in bytes, a dynamic dim taken at its max.
 // Saturates instead of overflowing.

@@ -26,10 +26,17 @@
 // (dim_param) become named dynamic dims. Op names are the node names (a
 // name is made up for an unnamed node).
 //
+// Integer and bool tensors (int64, int32, bool: ids, shapes, masks) are IR
+// tensors that only opaque ops read and write. Shape arithmetic (Shape ->
+// Gather -> Unsqueeze -> Concat -> Reshape and the like) is evaluated dim by
+// dim and folded into constants where all static; where ONNX's shape
+// inference stops or makes up a dim, hfuse infers the shape itself (README.md,
+// "ONNX", says which ops).
+//
 // Problems with the input throw InputError: a file that does not parse,
 // an opset outside 11..17, the checker's or shape inference's complaints,
-// a tensor of a type other than float32/float16/bfloat16 (other than such a
-// constant), external data that cannot be read, a dim of unknown size.
+// a tensor of a type hfuse lacks (double, string, ...), external data that
+// cannot be read, a dim of unknown size.
 #pragma once
 
 #include <cstdint>
@@ -45,10 +52,11 @@ inline constexpr int64_t kMaxOnnxOpset = 17;  // ONNX 1.12's newest
 
 struct OnnxImportOptions {
   // ONNX gives symbolic dims no bounds; each becomes a dim of this range
-  // (what the canonical order sizes tensors by, and what `hfuse run` binds
-  // unless told otherwise).
+  // (the max is what the canonical order sizes tensors by), which `hfuse
+  // run` and `verify` bind to dim_run unless --dim says otherwise.
   int64_t dim_min = 1;
-  int64_t dim_max = 1024;
+  int64_t dim_max = (int64_t{1} << 31) - 1;
+  int64_t dim_run = 64;
 };
 
 struct OnnxModel {

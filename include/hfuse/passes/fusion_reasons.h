@@ -67,12 +67,13 @@ enum class ReasonCode : uint8_t {
   X(kAlpha, "alpha", "alpha = {} (only alpha 1 groups)")                                         \
   X(kARank, "a-rank", "A ({}) has rank {} (only 2-D GEMMs group)")                               \
   X(kADynamic, "a-dynamic",                                                                      \
-    "dynamic dim '{}' in A ({}): GEMMs group only with static shapes (under --rules seed and "   \
-    "hfuse alike); export the model with a fixed batch")                                         \
+    "dynamic dim '{}' in A ({}): under --rules seed GEMMs group only with static shapes; fix "   \
+    "it with --dim NAME=VALUE (or export with a fixed batch), or use --rules hfuse")             \
   X(kWeightDynamic, "weight-dynamic", "weight {} has a dynamic dim '{}' (fix (d))")              \
   X(kBiasDynamic, "bias-dynamic", "bias {} has a dynamic dim '{}' (fix (d))")                    \
   X(kAlignment1, "alignment-1",                                                                  \
-    "K = {}: A/B alignment 1 ({} needs K divisible by 2 for alignment 2 or more)")             \
+    "K = {}: A/B alignment 1 ({} needs K divisible by 2 for alignment 2 or more; --rules "     \
+    "hfuse takes any K)")                                                                        \
   X(kInputCount, "input-count", "{} inputs vs {}")                                               \
   X(kGemmAlignment, "alignment", "A/B alignment {} vs {} (K = {} vs {})")                        \
   X(kDType, "dtype", "dtype of {} {} vs {}")                                                     \
@@ -142,7 +143,7 @@ std::string TopReasons(const std::vector<Reason>& reasons, size_t top);
 
 // The filter that makes `gemm` no candidate, or false when it is one (mirrors
 // IsGemmCandidate, checked by tests). Fills rule and details.
-bool ExplainNotACandidate(const Graph& graph, OpId gemm, Reason& out);
+bool ExplainNotACandidate(const Graph& graph, OpId gemm, Reason& out, RuleSet rules);
 // The first rule by which `other` may not join the group led by `leader`,
 // with its text, or false when they are compatible (mirrors the planner's
 // Compatible: input counts, one output, then GemmsCompatible or

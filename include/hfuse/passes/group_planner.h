@@ -44,6 +44,13 @@ namespace hfuse {
 //  - LayerNorm sizes need not match (_check_layernorm_n_match): hfuse's
 //    kernel picks the threads per row for each member, so mixed widths run
 //    in one launch as fast as in separate ones (bench/RESULTS.md, issue 12).
+//  - GEMMs whose A is [M, K] with M a named dynamic dim are candidates, and
+//    group with GEMMs of the same named M (the seed takes static A only):
+//    the executors bind the dim before they run, so a group runs at the
+//    bound batch like its members.
+//  - GEMMs of any K group, odd K included, and members need not share an
+//    alignment: the seed's rule is for AITemplate's kernels; hfuse's GPU
+//    path picks a kernel per member by its alignment.
 enum class RuleSet : uint8_t { kSeed, kHfuse };
 const char* RuleSetName(RuleSet rules);
 // "seed" or "hfuse"; false for anything else.
@@ -51,8 +58,9 @@ bool ParseRuleSet(const std::string& name, RuleSet& rules);
 
 // The seed's rules, exposed for tests.
 int GemmAlignment(const Graph& graph, OpId gemm);
-bool IsGemmCandidate(const Graph& graph, OpId gemm);
-bool GemmsCompatible(const Graph& graph, OpId leader, OpId other);
+bool IsGemmCandidate(const Graph& graph, OpId gemm, RuleSet rules = RuleSet::kSeed);
+bool GemmsCompatible(const Graph& graph, OpId leader, OpId other,
+                     RuleSet rules = RuleSet::kSeed);
 bool LayerNormSizesMatch(int64_t n1, int64_t n2);
 bool LayerNormsCompatible(const Graph& graph, OpId leader, OpId other,
                           RuleSet rules = RuleSet::kSeed);

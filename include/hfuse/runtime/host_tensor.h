@@ -1,6 +1,7 @@
 // A tensor's values in host memory, stored in the tensor's own dtype
 // (float16 and bfloat16 as 16-bit patterns), converted to float on load and
-// back with round-to-nearest-even on store.
+// back with round-to-nearest-even on store. Integer and bool tensors are
+// read and written exactly through GetInt/SetInt (Get/Set convert).
 #pragma once
 
 #include <cstdint>
@@ -28,6 +29,9 @@ struct HostTensor {
   void Set(int64_t i, float v);
   std::vector<float> ToFloat() const;
   void FromFloat(const float* values);  // numel() values, rounded to dtype
+  // Any dtype: a float is truncated toward zero, a bool is 0 or 1.
+  int64_t GetInt(int64_t i) const;
+  void SetInt(int64_t i, int64_t v);
 };
 
 // Tensors by name: graph inputs and params in, graph outputs out.

@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""Real ranking models from torch-rechub 0.9.0 through hfuse.
+
+    check_rechub_models.py HFUSE_BINARY MODEL_DIR NAME
+
+MODEL_DIR holds what scripts/make_rechub_models.py writes (NAME.static.onnx,
+NAME.dynamic.onnx, NAME.json: the inputs and their id ranges). For each of
+the two exports of model NAME:
+
+  - `hfuse check` accepts it;
+  - `hfuse fuse` with the seed rules forms exactly the groups listed in
+    GROUPS below, by member op names: experts of one level, gates, per-task
+    towers (with a dynamic batch the seed rules group no GEMM: AITemplate's
+    static-A rule); with `--rules hfuse` every seed group lies inside one of
+    its groups, and the dynamic-batch export forms exactly the groups of the
+    fixed-batch one; every fused model passes onnx.checker;
+  - all that follows, under both rule sets:
+  - `hfuse verify` passes (fused vs unfused on the CPU, random inputs);
+  - `hfuse run` on the fused model matches onnxruntime on the original, on
+    inputs with ids inside every vocabulary (max|a - b| / max|ref| <= 1e-5);
+  - onnxruntime on `hfuse fuse --export standard` matches it too.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+TOL = 1e-5
+failures = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what)
+    if not ok:
+        failures.append(what)
+
+
+def layers(op, prefix_format, indices, suffix="Gemm"):
+    return (op, [prefix_format.format(i) + suffix for i in indices])
+
+
+# The groups the seed rules form at a fixed batch, per model: what a person
+# would group. K = 26·16 + 13 = 429 is odd, so the seed's alignment rule
+# leaves the first layers that read the embeddings alone (the hfuse rule
+# set, once it lands, groups them too).
+R, S = "group_gemm_rcr_bias_relu", "group_gemm_rcr_bias_sigmoid"
+SPECIFIC = [f"experts_specific.{i}" for i in range(6)]
+SHARED = ["experts_shared.0", "experts_shared.1"]
+GROUPS = {
+    "MMOE": [
+        layers(R, "/model/experts.{}/mlp/mlp.4/", range(8)),          # experts, layer 2
+        layers(R, "/model/towers.{}/mlp/mlp.0/", range(3)),           # task towers
+        layers(S, "/model/towers.{}/mlp/mlp.4/", range(3)),
+    ],
+    "PLE": [
+        layers("group_gemm_rcr_bias", "/model/cgc_layers.1/gates_specific.{}/mlp/mlp.0/", range(3)),
+        (R, [f"/model/cgc_layers.0/{e}/mlp/mlp.4/Gemm" for e in SHARED + SPECIFIC]),
+        (R, [f"/model/cgc_layers.1/{e}/mlp/mlp.0/Gemm" for e in SHARED + SPECIFIC]),
+        (R, [f"/model/cgc_layers.1/{e}/mlp/mlp.4/Gemm" for e in SHARED + SPECIFIC]),
+        layers(R, "/model/towers.{}/mlp/mlp.0/", range(3)),
+        layers(S, "/model/towers.{}/mlp/mlp.4/", range(3)),
+    ],
+    "ESMM": [
+        layers(R, "/model/tower_{}/mlp/mlp.0/", ["ctr", "cvr"]),
+        layers(R, "/model/tower_{}/mlp/mlp.4/", ["ctr", "cvr"]),
+        layers(S, "/model/tower_{}/mlp/mlp.8/", ["ctr", "cvr"]),
+    ],
+    "AITM": [
+        ("group_gemm_rcr", [f"/model/aits.0/{p}_layer/MatMul" for p in "qkv"]),
+        ("group_gemm_rcr", [f"/model/aits.1/{p}_layer/MatMul" for p in "qkv"]),
+        layers(R, "/model/bottoms.{}/mlp/mlp.4/", range(3)),
+        (R, ["/model/info_gates.0/mlp/mlp.0/Gemm", "/model/towers.0/mlp/mlp.0/Gemm"]),
+        (R, ["/model/info_gates.1/mlp/mlp.0/Gemm", "/model/towers.1/mlp/mlp.0/Gemm"]),
+        layers(S, "/model/towers.{}/mlp/mlp.4/", range(3)),
+    ],
+    "SharedBottom": [
+        layers(R, "/model/towers.{}/mlp/mlp.0/", range(3)),
+        layers(S, "/model/towers.{}/mlp/mlp.4/", range(3)),
+    ],
+    "DeepFM": [("group_gemm_rcr_bias", ["/model/linear/fc/Gemm", "/model/mlp/mlp/mlp.8/Gemm"])],
+    "WideDeep": [],
+    "DCN": [],
+    "DCNv2": [],
+    "AutoInt": [
+        ("group_gemm_rcr", [f"/model/interacting_layers.{i}/W_{p}/MatMul" for p in ("Q", "K", "V", "Res")])
+        for i in range(3)
+    ] + [("group_gemm_rcr_bias", ["/model/attn_linear/Gemm", "/model/linear/fc/Gemm",
+                                  "/model/mlp/mlp/mlp.8/Gemm"])],
+    # the bilinear interactions of all 325 field pairs, twice (the SENet
+    # branch's and the embeddings'); SENet's last layer reads the pooled
+    # embeddings, independent of them, and joins the first.
+    "FiBiNet": [
+        ("group_gemm_rcr", [f"/model/bilinear_interaction/bilinear_layer.{i}/MatMul"
+                            for i in range(325)] + ["/model/senet_layer/mlp/mlp.2/MatMul"]),
+        ("group_gemm_rcr", [f"/model/bilinear_interaction/bilinear_layer.{i}_1/MatMul"
+                            for i in range(325)]),
+    ],
+    "DIN": [
+        layers("group_gemm_rcr_bias", "/model/attention_layers.{}/attention/mlp/mlp." + str(l) + "/",
+               range(2)) for l in (0, 4, 8)
+    ],
+}
+
+
+def hfuse(*args):
+    return subprocess.run([HFUSE, *args], capture_output=True, text=True)
+
+
+def ort_run(path, feeds):
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(None, feeds)))
+
+
+def compare(label, want, got):
+    for name, ref in want.items():
+        if name not in got:
+            check(False, f"{label}: output {name} missing")
+            continue
+        if ref.shape != got[name].shape:
+            check(False, f"{label}: output {name} has shape {got[name].shape}, want {ref.shape}")
+            continue
+        scale = max(float(np.max(np.abs(ref))), 1e-30)
+        e = float(np.max(np.abs(ref.astype(np.float64) - got[name].astype(np.float64)))) / scale
+        check(e <= TOL, f"{label}: output {name} {list(ref.shape)} error {e:.2e}")
+
+
+def full_check(path, label):
+    try:
+        onnx.checker.check_model(onnx.load(path), full_check=True)
+        check(True, f"{label}: onnx.checker full_check")
+    except Exception as e:  # noqa: BLE001 - report any checker failure
+        check(False, f"{label}: onnx.checker full_check: {e}")
+
+
+def feeds_for(info, seed):
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for i in info["inputs"]:
+        if i["dtype"] == "int64":
+            feeds[i["name"]] = rng.integers(0, i["high"], size=i["shape"], dtype=np.int64)
+        else:
+            feeds[i["name"]] = rng.random(size=i["shape"], dtype=np.float32)
+    return feeds
+
+
+def one(work, name, mode, info, rules, hfuse_groups):
+    label = f"{name}.{mode} --rules {rules}"
+    model = os.path.join(MODEL_DIR, f"{name}.{mode}.onnx")
+    if rules == "seed":
+        r = hfuse("check", model)
+        check(r.returncode == 0, f"{label}: hfuse check (exit {r.returncode}) {r.stderr.strip()}")
+        if r.returncode != 0:
+            return
+        print(r.stdout.strip())
+    tag = f"{name}.{mode}.{rules}"
+    fused = os.path.join(work, f"{tag}.fused.onnx")
+    report = os.path.join(work, f"{tag}.report.json")
+    r = hfuse("fuse", model, "-o", fused, "--report", report, "--rules", rules)
+    check(r.returncode == 0, f"{label}: hfuse fuse (exit {r.returncode}) {r.stderr.strip()}")
+    if r.returncode != 0:
+        return
+    print(r.stdout.splitlines()[0])
+    groups = sorted((g["op"], sorted(g["members"])) for g in json.load(open(report))["groups"])
+    if rules == "seed":
+        want = [] if mode == "dynamic" else sorted((op, sorted(m)) for op, m in GROUPS[name])
+        check(groups == want, f"{label}: {len(groups)} groups as expected ({len(want)})"
+              + ("" if groups == want else f": got {groups}"))
+        if mode == "dynamic":  # --dim fixes the batch: the fixed-batch groups
+            fixed = os.path.join(work, f"{tag}.dim.json")
+            shapes = {i["name"]: i["shape"] for i in info["inputs"]}
+            bound = {}
+            for vi in onnx.load(model, load_external_data=False).graph.input:
+                for d, size in zip(vi.type.tensor_type.shape.dim, shapes[vi.name]):
+                    if d.dim_param:
+                        bound[d.dim_param] = size
+            args = [a for k, v in sorted(bound.items()) for a in ("--dim", f"{k}={v}")]
+            r = hfuse("fuse", model, "--report", fixed, *args)
+            got = sorted((g["op"], sorted(g["members"])) for g in json.load(open(fixed))["groups"]) \
+                if r.returncode == 0 else None
+            want = sorted((op, sorted(m)) for op, m in GROUPS[name])
+            check(got == want, f"{label}: {' '.join(args)} gives the fixed-batch groups "
+                  f"(exit {r.returncode}) {r.stderr.strip()}")
+    else:
+        # The seed's groups are among the hfuse rules' (which add the odd-K
+        # layers), and a dynamic batch groups exactly as a fixed one.
+        if mode == "static":
+            hfuse_groups.extend(groups)
+            seed = [sorted(m) for _, m in GROUPS[name]]
+            merged = [m for _, m in groups]
+            check(all(any(set(s) <= set(m) for m in merged) for s in seed),
+                  f"{label}: {len(groups)} groups, each seed group inside one")
+        else:
+            check(groups == hfuse_groups,
+                  f"{label}: the same {len(groups)} groups as the fixed batch"
+                  + ("" if groups == hfuse_groups else f": got {groups}, static {hfuse_groups}"))
+    full_check(fused, f"{label}: fused (ai.hfuse)")
+
+    r = hfuse("verify", model, "--rules", rules)
+    check(r.returncode == 0 and r.stdout.strip().endswith("PASS"),
+          f"{label}: hfuse verify (exit {r.returncode}) {r.stderr.strip()}")
+
+    feeds = feeds_for(info, 11)
+    feeds_path = os.path.join(work, f"{tag}.inputs.npz")
+    outs = os.path.join(work, f"{tag}.outputs.npz")
+    np.savez(feeds_path, **feeds)
+    want_out = ort_run(model, feeds)
+    dims = {}  # every named dim of the inputs, bound to the feeds' sizes
+    for vi in onnx.load(model, load_external_data=False).graph.input:
+        for d, size in zip(vi.type.tensor_type.shape.dim, feeds[vi.name].shape):
+            if d.dim_param:
+                dims[d.dim_param] = size
+    dims = [a for k, v in sorted(dims.items()) for a in ("--dim", f"{k}={v}")]
+    r = hfuse("run", fused, "--inputs", feeds_path, "-o", outs, *dims)
+    check(r.returncode == 0, f"{label}: hfuse run fused (exit {r.returncode}) {r.stderr.strip()}")
+    if r.returncode == 0:
+        compare(f"{label}: hfuse CPU on fused vs onnxruntime on original", want_out,
+                dict(np.load(outs)))
+
+    standard = os.path.join(work, f"{tag}.standard.onnx")
+    r = hfuse("fuse", model, "-o", standard, "--export", "standard", "--rules", rules)
+    check(r.returncode == 0, f"{label}: fuse --export standard (exit {r.returncode}) {r.stderr.strip()}")
+    if r.returncode != 0:
+        return
+    full_check(standard, f"{label}: standard")
+    compare(f"{label}: onnxruntime on standard vs original", want_out, ort_run(standard, feeds))
+
+
+def main():
+    global HFUSE, MODEL_DIR
+    HFUSE, MODEL_DIR, name = sys.argv[1], sys.argv[2], sys.argv[3]
+    info = json.load(open(os.path.join(MODEL_DIR, f"{name}.json")))
+    with tempfile.TemporaryDirectory() as work:
+        for rules in ("seed", "hfuse"):
+            hfuse_groups = []
+            for mode in ("static", "dynamic"):
+                one(work, name, mode, info, rules, hfuse_groups)
+    if failures:
+        print(f"{len(failures)} check(s) failed")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
