@@ -17,6 +17,10 @@ packages=(
   # What torch-rechub (the real-model tests, below) imports besides torch.
   python3-tqdm python3-pandas python3-sklearn
   # ---- end ONNX ----
+  # ---- Python module (python/, tests/python) ----
+  # Python's headers for the nanobind extension; pytest for its tests.
+  python3-dev python3-pytest
+  # ---- end Python module ----
   # ---- sanitizers and fuzzing (scripts/sanitize.sh, scripts/fuzz.sh) ----
   # clang with libFuzzer and the ASan/UBSan runtimes, OpenMP for clang, and
   # llvm-symbolizer for readable reports.
@@ -65,6 +69,17 @@ fi
 echo "setup: .venv (torch-rechub) ready"
 # ---- end ONNX ----
 
+# ---- Python module: nanobind and scikit-build-core, from PyPI in .venv ----
+# The CMake build finds nanobind through .venv's python; `pip install .`
+# (pyproject.toml) fetches the same into its isolated build environment.
+NANOBIND_VERSION=2.15.0
+SKBUILD_VERSION=1.1.2
+if ! "$root/.venv/bin/python" -c "import nanobind, scikit_build_core" 2>/dev/null; then
+  echo "setup: installing nanobind $NANOBIND_VERSION, scikit-build-core $SKBUILD_VERSION into .venv"
+  "$root/.venv/bin/pip" install -q "nanobind==$NANOBIND_VERSION" "scikit-build-core==$SKBUILD_VERSION"
+fi
+echo "setup: .venv (nanobind, scikit-build-core) ready"
+# ---- end Python module ----
 # ---- CUDA backend: CUTLASS 4.2's headers, from PyPI's wheel, into .venv ----
 # (headers only: --no-deps; CMake finds them under .venv's site-packages).
 CUTLASS_VERSION=4.2.0.0

@@ -820,6 +820,13 @@ TensorMap CudaExecutor::Outputs() const {
   return out;
 }
 
+void* CudaExecutor::TensorAddress(TensorId id) const {
+  HFUSE_CHECK(impl_->region[static_cast<size_t>(impl_->StorageOf(id))] != 0);
+  return impl_->PlaceOf(id).base;
+}
+
+void* CudaExecutor::Stream() const { return impl_->stream; }
+
 double CudaExecutor::MedianMicros(int warmup, int reps, bool use_graph) {
   for (int i = 0; i < warmup; ++i) use_graph ? RunGraph() : Run();
   cudaEvent_t start, stop;

@@ -383,7 +383,9 @@ void Document::Parse(size_t p, std::vector<Token>& tape, bool lazy) const {
     } else {  // a number, as nlohmann's lexer reads it
       size_t q = p;
       bool is_float = false;
-      while (true) {
+      // Bounded: a number at the very end of the text (a top-level scalar)
+      // has nothing after it to stop at.
+      while (q < text_.size()) {
         const char d = text_[q];
         if (IsDigit(d) || d == '-' || d == '+') {
           ++q;

@@ -214,6 +214,22 @@ TEST(HostileInput, TransposePermIsRangeChecked) {
   EXPECT_EQ(RunOnCpu(ok, RandomFeeds(ok, dims, 1), dims).at("y").shape, (std::vector<int64_t>{3, 2}));
 }
 
+TEST(HostileInput, TopLevelNumberAtTheEndOfTheTextIsNotReadPast) {
+  // Found by the graph_json fuzz target: "2", a valid JSON text, made the
+  // general reader scan for the number's end past the buffer (ASan:
+  // heap-buffer-overflow). The buffer here is exactly the text, as the
+  // fuzzer's is; a file is mapped whole pages, which hid it.
+  for (const std::string& text : {std::string("2"), std::string("-12"), std::string(" 1.5e3")}) {
+    const std::vector<char> exact(text.begin(), text.end());
+    try {
+      ParseGraphJson(std::string_view(exact.data(), exact.size()), "n.json");
+      ADD_FAILURE() << text << " was read as a graph";
+    } catch (const InputError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("top level must be an object"));
+    }
+  }
+}
+
 // ---- graph JSON over 4 GiB --------------------------------------------------
 
 // `text` with `pad` spaces inserted at `at`, built from three memfd pages:

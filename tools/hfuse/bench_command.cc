@@ -1,4 +1,4 @@
-// hfuse bench: times a graph on the GPU, unfused and fused (with the seed's
+// hfuse bench: times a graph (graph JSON or ONNX) on the GPU, unfused and fused (with the seed's
 // grouping rules and with hfuse's GPU rules), each as plain launches and as
 // a CUDA graph, against the floor of the graph as run.
 #include "bench_command.h"
@@ -12,8 +12,7 @@
 #include "hfuse/exec/cpu_executor.h"
 #include "hfuse/io/graph_json.h"
 #include "hfuse/ir/op_members.h"
-#include "hfuse/passes/fuse_group_ops.h"
-#include "hfuse/passes/strided_views.h"
+#include "hfuse/session/pipelines.h"
 #include "hfuse/support/error.h"
 #include "hfuse/support/file.h"
 
@@ -65,8 +64,9 @@ Floor FloorOf(const Graph& g, const DimValues& dims) {
 int BenchCommand(const std::string& path, const BenchOptions& options) {
   if (options.device != "cuda") ThrowInputError("--device {}: only cuda is supported", options.device);
   std::string why;
-  if (!CudaDeviceAvailable(&why)) ThrowInputError("no CUDA device: {}", why);
-  const Graph original = ReadGraphJsonFile(path);
+  if (!CudaDeviceAvailable(&why)) ThrowInputError("--device cuda: no usable CUDA device: {}", why);
+  const LoadedModel model = LoadModel(path);  // graph JSON or ONNX
+  const Graph& original = model.graph;
   const DimValues dims = BindDims(original, options.dims);
   const TensorMap feeds = RandomFeeds(original, dims, options.seed);
   TensorMap reference;
@@ -87,7 +87,8 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
     Graph fused = original;
     PassOptions pass_options;
     pass_options.fuse_group_ops.rules = rules;
-    const PassState state = RunPasses(fused, options.passes, PipelineNamed("gpu"), pass_options);
+    const PassState state = RunPasses(fused, options.passes,
+                                       DevicePipeline(model.format, Target::kGpu), pass_options);
     FuseGroupOpsResult result = state.fuse_result;
     if (!state.fused) result.ops_before = result.ops_after = fused.NumLiveOps();
     const std::string name = fmt::format("fused, {} rules", RuleSetName(rules));

@@ -5,44 +5,53 @@
 
 #include "hfuse/exec/compare.h"
 #include "hfuse/exec/cpu_executor.h"
-#include "hfuse/io/graph_json.h"
 #include "hfuse/exec/npz.h"
-#include "hfuse/passes/fuse_group_ops.h"
-#include "model_files.h"
+#include "hfuse/session/pipelines.h"
+#include "hfuse/session/session.h"
+#include "hfuse/support/error.h"
 #include "pass_flags.h"
 
 namespace hfuse {
+namespace {
 
-int RunGraphCommand(const std::string& path, const RunOptions& options) {
-  const Graph graph = LoadGraph(path);
-  const DimValues dims = BindDims(graph, options.dims);
-  TensorMap feeds;
-  if (options.inputs_npz.empty()) {
-    feeds = RandomFeeds(graph, dims, options.seed);
-  } else {
-    std::map<std::string, DType> want;
-    for (TensorId id = 0; id < graph.num_tensor_ids(); ++id) {
-      if (graph.tensor(id).alive) want[graph.tensor(id).name] = graph.tensor(id).dtype;
-    }
-    feeds = ReadNpz(options.inputs_npz, want);
+SessionOptions SessionOptionsFor(const std::string& device, const std::string& rules,
+                                 const std::map<std::string, int64_t>& dims) {
+  SessionOptions options;
+  if (!ParseDevice(device, options.device)) {
+    ThrowInputError("--device '{}': expected cpu or cuda", device);
   }
-  const TensorMap outputs = RunOnCpu(graph, feeds, dims);
-  for (TensorId id : graph.outputs()) {
-    const HostTensor& t = outputs.at(graph.tensor(id).name);
-    fmt::print("{}: {} [{}] sum={:.6g} hash={:016x}\n", graph.tensor(id).name, DTypeName(t.dtype),
-               fmt::join(t.shape, ", "), Checksum(t), BytesHash(t));
+  if (!rules.empty()) {
+    RuleSet r = RuleSet::kSeed;
+    if (!ParseRuleSet(rules, r)) ThrowInputError("--rules '{}': expected seed or hfuse", rules);
+    options.rules = r;
   }
-  if (!options.save_inputs.empty()) WriteNpz(options.save_inputs, feeds);
-  if (!options.output_npz.empty()) WriteNpz(options.output_npz, outputs);
-  return 0;
+  options.dims = dims;
+  return options;
 }
 
-int VerifyGraphs(const Graph& original, const Graph& fused, uint64_t seed,
-                 const std::map<std::string, int64_t>& dim_overrides) {
-  const DimValues dims = BindDims(original, dim_overrides);
-  const TensorMap feeds = RandomFeeds(original, dims, seed);
-  const TensorMap want = RunOnCpu(original, feeds, dims);
-  const TensorMap got = RunOnCpu(fused, feeds, BindDims(fused, dim_overrides));
+// The arrays of `all` that the session takes (its inputs, and params that
+// override their values); the rest (other tensors of the graph) are not
+// its business.
+TensorMap FeedsOf(const Session& session, const TensorMap& all) {
+  TensorMap feeds;
+  for (const auto* list : {&session.inputs(), &session.overridable_inputs()}) {
+    for (const TensorInfo& info : *list) {
+      auto it = all.find(info.name);
+      if (it != all.end()) feeds[info.name] = it->second;
+    }
+  }
+  return feeds;
+}
+
+std::string Summary(const Session& s) {
+  if (!s.options().fuse) return fmt::format("{} ops, unfused", s.graph().NumLiveOps());
+  const FuseGroupOpsResult& r = s.fusion();
+  return fmt::format("{} ops -> {} ops, {} group{} ({} rules)", r.ops_before, r.ops_after,
+                     r.groups.size(), r.groups.size() == 1 ? "" : "s", RuleSetName(s.rules()));
+}
+
+// One line per output; true when every output passes.
+bool PrintComparisons(const TensorMap& want, const TensorMap& got) {
   bool pass = true;
   for (const OutputComparison& c : CompareOutputs(want, got)) {
     pass = pass && c.pass;
@@ -56,29 +65,64 @@ int VerifyGraphs(const Graph& original, const Graph& fused, uint64_t seed,
                c.pass ? "PASS" : "FAIL");
   }
   fmt::print("verify: {}\n", pass ? "PASS" : "FAIL");
-  return pass ? 0 : 1;
+  return pass;
 }
 
-int VerifyCommand(const std::string& path, const std::string& fused_path, bool group_gemm,
-                  RuleSet rules, uint64_t seed, const std::map<std::string, int64_t>& dims,
-                  const PassFlags& flags) {
-  const LoadedModel model = LoadModel(path);
-  const Graph& original = model.graph;
-  Graph fused = original;
-  if (fused_path.empty()) {
-    PassOptions options;
-    options.fuse_group_ops.group_gemm = group_gemm;
-    options.fuse_group_ops.rules = rules;
-    const PassState state = RunPasses(fused, flags, FusePipeline(model.format), options);
-    const int64_t ops = fused.NumLiveOps();
-    fmt::print("{}: {} ops -> {} ops, {} groups ({} rules)\n", path,
-               state.fused ? state.fuse_result.ops_before : ops,
-               state.fused ? state.fuse_result.ops_after : ops, state.fuse_result.groups.size(),
-               RuleSetName(rules));
+}  // namespace
+
+int RunGraphCommand(const std::string& path, const RunOptions& options) {
+  SessionOptions session_options = SessionOptionsFor(options.device, options.rules, options.dims);
+  session_options.fuse = options.fuse;
+  session_options.cuda_graph = options.cuda_graph;
+  Session session = Session::FromFile(path, session_options);
+  const Graph& graph = session.graph();
+  const DimValues dims = BindDims(graph, options.dims);
+  TensorMap all;
+  if (options.inputs_npz.empty()) {
+    all = RandomFeeds(graph, dims, options.seed);
   } else {
-    fused = LoadGraph(fused_path);
+    std::map<std::string, DType> want;
+    for (TensorId id = 0; id < graph.num_tensor_ids(); ++id) {
+      if (graph.tensor(id).alive) want[graph.tensor(id).name] = graph.tensor(id).dtype;
+    }
+    all = ReadNpz(options.inputs_npz, want);
   }
-  return VerifyGraphs(original, fused, seed, dims);
+  const TensorMap outputs = session.Run(FeedsOf(session, all));
+  fmt::print("{}: {}: {}\n", path, DeviceName(session_options.device), Summary(session));
+  for (TensorId id : graph.outputs()) {
+    const HostTensor& t = outputs.at(graph.tensor(id).name);
+    fmt::print("{}: {} [{}] sum={:.6g} hash={:016x}\n", graph.tensor(id).name, DTypeName(t.dtype),
+               fmt::join(t.shape, ", "), Checksum(t), BytesHash(t));
+  }
+  if (!options.save_inputs.empty()) WriteNpz(options.save_inputs, all);
+  if (!options.output_npz.empty()) WriteNpz(options.output_npz, outputs);
+  return 0;
+}
+
+int VerifyGraphs(const Graph& original, const Graph& fused, uint64_t seed,
+                 const std::map<std::string, int64_t>& dim_overrides) {
+  const DimValues dims = BindDims(original, dim_overrides);
+  const TensorMap feeds = RandomFeeds(original, dims, seed);
+  const TensorMap want = RunOnCpu(original, feeds, dims);
+  const TensorMap got = RunOnCpu(fused, feeds, BindDims(fused, dim_overrides));
+  return PrintComparisons(want, got) ? 0 : 1;
+}
+
+int VerifyCommand(const std::string& path, const VerifyOptions& options) {
+  SessionOptions session_options = SessionOptionsFor(options.device, options.rules, options.dims);
+  session_options.group_gemm = options.group_gemm;
+  session_options.passes = options.flags.passes;
+  session_options.pass_manager = options.flags.manager;
+  const Graph original = LoadGraph(path);
+  const std::string& model = options.fused_path.empty() ? path : options.fused_path;
+  session_options.fuse = options.fused_path.empty();
+  Session session = Session::FromFile(model, session_options);
+  fmt::print("{}: {} on {}, against the CPU reference of {}\n", model, Summary(session),
+             DeviceName(session_options.device), path);
+  const DimValues dims = BindDims(original, options.dims);
+  const TensorMap feeds = RandomFeeds(original, dims, options.seed);
+  const TensorMap want = RunOnCpu(original, feeds, dims);
+  return PrintComparisons(want, session.Run(FeedsOf(session, feeds))) ? 0 : 1;
 }
 
 }  // namespace hfuse

@@ -1,5 +1,6 @@
-// The executing subcommands of hfuse: run a graph on the CPU, and verify that
-// a fused graph computes what the original computed.
+// The executing subcommands of hfuse: run a model through the inference
+// session (session/session.h) on the CPU or on CUDA, and verify that a fused
+// model computes what the original computed.
 #pragma once
 
 #include <cstdint>
@@ -18,9 +19,13 @@ struct RunOptions {
   std::map<std::string, int64_t> dims;
   std::string output_npz;   // graph outputs
   std::string save_inputs;  // the inputs and params used
+  std::string device = "cpu";
+  std::string rules;        // "", "seed" or "hfuse" ("": the device's default)
+  bool fuse = true;
+  bool cuda_graph = true;
 };
 
-// `hfuse run`: prints each output's dtype, shape, sum and byte hash.
+// `hfuse run`: prints what ran, then each output's dtype, shape, sum and byte hash.
 int RunGraphCommand(const std::string& path, const RunOptions& options);
 
 // Runs `original` and `fused` on the same seeded inputs and prints one line
@@ -28,10 +33,19 @@ int RunGraphCommand(const std::string& path, const RunOptions& options);
 int VerifyGraphs(const Graph& original, const Graph& fused, uint64_t seed,
                  const std::map<std::string, int64_t>& dims);
 
-// `hfuse verify G [--fused F]`: fuses G (or reads F, and `rules` is moot)
-// and verifies.
-int VerifyCommand(const std::string& path, const std::string& fused_path, bool group_gemm,
-                  RuleSet rules, uint64_t seed, const std::map<std::string, int64_t>& dims,
-                  const PassFlags& flags);
+struct VerifyOptions {
+  std::string fused_path;  // compare with this model instead of fusing
+  bool group_gemm = true;
+  std::string rules;       // "", "seed" or "hfuse" ("": the device's default)
+  std::string device = "cpu";
+  uint64_t seed = 0;
+  std::map<std::string, int64_t> dims;
+  PassFlags flags;         // --passes and the pass manager's debug flags
+};
+
+// `hfuse verify G [--fused F] [--device cuda]`: fuses G for the device (or
+// takes F as it is) and runs it there through the session, against the CPU
+// reference of G on the same seeded inputs.
+int VerifyCommand(const std::string& path, const VerifyOptions& options);
 
 }  // namespace hfuse

@@ -17,8 +17,7 @@
 #include "hfuse/passes/fusion_reasons.h"
 #include "hfuse/support/error.h"
 #include "hfuse/support/file.h"
-#include "model_files.h"
-#include "hfuse/passes/pass_manager.h"
+#include "hfuse/session/pipelines.h"
 
 namespace hfuse {
 namespace {

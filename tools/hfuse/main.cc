@@ -3,6 +3,9 @@
 //   hfuse fuse IN.json [-o OUT.json] [--report R.json] [--no-group-gemm] [--dump-dir DIR]
 //              [--rules seed|hfuse]
 //   hfuse fuse IN.onnx [-o OUT.onnx] [--export hfuse|standard] [--format json|onnx] ...
+//   hfuse run M [--device cpu|cuda] [--inputs in.npz] [-o out.npz] [--dim N=V] ...
+//   hfuse verify M [--device cpu|cuda] [--fused F] ...
+//   hfuse bench M --device cuda ...    (built with the CUDA backend)
 //   hfuse check IN.json
 //   hfuse explain M [--op NAME]; hfuse dot M [-o F.dot] [--fused] [--collapse];
 //   hfuse report M -o report.html [--bench B.json]
@@ -28,7 +31,7 @@
 #include "hfuse/support/checked.h"
 #include "hfuse/support/error.h"
 #include "hfuse/support/file.h"
-#include "model_files.h"
+#include "hfuse/session/pipelines.h"
 #include "pass_flags.h"
 
 namespace hfuse {
@@ -137,7 +140,10 @@ int RunFuse(const std::string& input, const std::string& output, const std::stri
             const PassFlags& flags, const std::vector<std::string>& dim_specs) {
   // Never freed: the process ends after the output is written, and freeing a
   // graph of a million ops one allocation at a time takes half a second.
-  LoadedModel& model = *new LoadedModel(LoadModel(input, format));
+  // Held by globals, so that LeakSanitizer sees them reachable, not leaked.
+  static LoadedModel* kept_model = nullptr;
+  static PassState* kept_state = nullptr;
+  LoadedModel& model = *(kept_model = new LoadedModel(LoadModel(input, format)));
   Graph& graph = model.graph;
   if (!dim_specs.empty()) {
     try {
@@ -152,7 +158,8 @@ int RunFuse(const std::string& input, const std::string& output, const std::stri
   options.fuse_group_ops.group_gemm = !no_group_gemm;
   options.fuse_group_ops.want_dumps = !dump_dir.empty();
   options.fuse_group_ops.rules = rules;
-  PassState& state = *new PassState(RunPasses(graph, flags, FusePipeline(model.format), options));
+  PassState& state =
+      *(kept_state = new PassState(RunPasses(graph, flags, FusePipeline(model.format), options)));
   FuseGroupOpsResult result = ResultOf(state);
   // Verify before writing anything, so a failed check leaves no output.
   if (verify && VerifyGraphs(original, graph, seed, {}) != 0) return 1;
@@ -229,8 +236,9 @@ int Main(int argc, char** argv) {
     std::vector<std::string> names = {"seed", "hfuse"};
     if (!extra.empty()) names.push_back(extra);
     cmd->add_option("--rules", rules,
-                    "grouping rules: seed (AITemplate's, the default) or hfuse (for hfuse's GPU "
-                    "kernels: LayerNorm groups uncapped, of any mix of sizes)" +
+                    "grouping rules: seed (AITemplate's, the default on the CPU) or hfuse (for "
+                    "hfuse's GPU kernels, the default on cuda: LayerNorm groups uncapped, of any "
+                    "mix of sizes)" +
                         (extra.empty() ? std::string() : "; " + extra + ": time both"))
         ->check(CLI::IsMember(names));
   };
@@ -252,7 +260,8 @@ int Main(int argc, char** argv) {
   RunOptions run_options;
   std::string run_input;
   std::vector<std::string> dim_specs;
-  CLI::App* run = app.add_subcommand("run", "run a graph on the CPU, print each output's checksum");
+  CLI::App* run = app.add_subcommand(
+      "run", "run a model through the inference session (CPU or CUDA), print each output's checksum");
   run->add_option("input", run_input, "graph (graph JSON v1, or an .onnx model)")->required();
   run->add_option("--inputs", run_options.inputs_npz,
                   ".npz with the graph's inputs and params (default: random, seeded)");
@@ -260,6 +269,19 @@ int Main(int argc, char** argv) {
   run->add_option("--dim", dim_specs, "NAME=VALUE: bind a dynamic dim (default: its max)");
   run->add_option("-o,--output", run_options.output_npz, "write the outputs to this .npz");
   run->add_option("--save-inputs", run_options.save_inputs, "write the inputs used to this .npz");
+  const auto add_device = [](CLI::App* cmd, std::string& device) {
+    cmd->add_option("--device", device,
+                    "cpu (the CPU executor, the default) or cuda (the CUDA backend; exit 2 "
+                    "without a GPU)")
+        ->check(CLI::IsMember({"cpu", "cuda"}));
+  };
+  add_device(run, run_options.device);
+  std::string run_rules;
+  add_rules(run, run_rules);
+  bool run_no_fuse = false, run_no_cuda_graph = false;
+  run->add_flag("--no-fuse", run_no_fuse, "run the model as imported, unfused");
+  run->add_flag("--no-cuda-graph", run_no_cuda_graph,
+                "cuda: plain launches instead of replaying a CUDA graph");
 
   std::string verify_input, fused_input;
   bool verify_no_group_gemm = false;
@@ -271,9 +293,11 @@ int Main(int argc, char** argv) {
   verify_cmd->add_option("--fused", fused_input, "compare with this graph instead of fusing");
   verify_cmd->add_flag("--no-group-gemm", verify_no_group_gemm, "do not group GEMMs");
   verify_cmd->add_option("--seed", verify_seed, "seed of the random inputs");
-  std::string verify_rules = "seed";
+  std::string verify_rules;
   add_rules(verify_cmd, verify_rules);
   verify_cmd->add_option("--dim", verify_dims, "NAME=VALUE: bind a dynamic dim (default: its max)");
+  std::string verify_device = "cpu";
+  add_device(verify_cmd, verify_device);
   PassFlags verify_passes;
   AddPassFlags(verify_cmd, verify_passes);
 
@@ -284,7 +308,7 @@ int Main(int argc, char** argv) {
   bool bench_no_check = false;
   CLI::App* bench = app.add_subcommand(
       "bench", "time a graph on the GPU: unfused and fused, plain launches and CUDA graph");
-  bench->add_option("input", bench_input, "graph (graph JSON v1)")->required();
+  bench->add_option("input", bench_input, "graph (graph JSON v1, or an .onnx model)")->required();
   bench->add_option("--device", bench_options.device, "device (cuda)");
   bench->add_option("--reps", bench_options.reps, "timed runs (median reported)");
   bench->add_option("--warmup", bench_options.warmup, "untimed runs first");
@@ -383,13 +407,21 @@ int Main(int argc, char** argv) {
 #endif
     if (run->parsed()) {
       run_options.dims = ParseDims(dim_specs);
+      run_options.rules = run_rules;
+      run_options.fuse = !run_no_fuse;
+      run_options.cuda_graph = !run_no_cuda_graph;
       return RunGraphCommand(run_input, run_options);
     }
     if (verify_cmd->parsed()) {
-      RuleSet rules = RuleSet::kSeed;
-      ParseRuleSet(verify_rules, rules);  // checked by CLI11
-      return VerifyCommand(verify_input, fused_input, !verify_no_group_gemm, rules, verify_seed,
-                           ParseDims(verify_dims), verify_passes);
+      VerifyOptions options;
+      options.fused_path = fused_input;
+      options.group_gemm = !verify_no_group_gemm;
+      options.rules = verify_rules;
+      options.device = verify_device;
+      options.seed = verify_seed;
+      options.dims = ParseDims(verify_dims);
+      options.flags = verify_passes;
+      return VerifyCommand(verify_input, options);
     }
     if (check->parsed()) return RunCheck(check_input);
     ParseRuleSet(describe_rules, describe.rules);  // checked by CLI11

@@ -76,6 +76,13 @@ class CudaExecutor {
   void RunGraph();
   TensorMap Outputs() const;
 
+  // The device address of an input's, param's or output's buffer (dense,
+  // row-major, in the tensor's dtype), for callers that copy feeds in or
+  // read outputs in place (the session's device path). Run and RunGraph read
+  // and write these buffers on Stream().
+  void* TensorAddress(TensorId id) const;
+  void* Stream() const;  // the cudaStream_t launches go on
+
   // Median microseconds of `reps` runs after `warmup` runs, timed with CUDA
   // events around each run (plain launches, or graph replays).
   double MedianMicros(int warmup, int reps, bool use_graph);

@@ -5,7 +5,8 @@
 // Lines starting with "//" and blank lines are skipped; an op line's "# NAME"
 // may be left off (the op is then named "op<N>", N counting op lines from
 // 0). The graph is verified as graph JSON's reader verifies it; errors are
-// InputErrors naming `source` and the line.
+// InputErrors naming `source` and the line. Opaque ops (ONNX operators
+// hfuse keeps whole) print, but do not read back: their node is not text.
 #pragma once
 
 #include <string>

@@ -1,5 +1,5 @@
 // Graphs in and out of files. See model_files.h.
-#include "model_files.h"
+#include "hfuse/session/model_files.h"
 
 #include <fmt/format.h>
 
@@ -55,12 +55,24 @@ Graph LoadGraph(const std::string& path, const std::string& forced_format) {
   return LoadModel(path, forced_format).graph;
 }
 
-std::vector<const PassInfo*> FusePipeline(ModelFormat format) {
-  std::vector<const PassInfo*> passes;
-  if (format == ModelFormat::kOnnx) passes = PipelineNamed("onnx-import");
-  const std::vector<const PassInfo*> seed = PipelineNamed("seed");
-  passes.insert(passes.end(), seed.begin(), seed.end());
-  return passes;
+LoadedModel LoadModelBytes(std::string_view bytes, ModelFormat format, const std::string& source,
+                           const std::string& model_dir) {
+  LoadedModel model;
+  model.format = format;
+  if (format == ModelFormat::kJson) {
+    model.graph = ParseGraphJson(bytes, source);
+    return model;
+  }
+#if HFUSE_HAVE_ONNX
+  OnnxModel onnx = ImportOnnx(bytes, source, model_dir);
+  model.graph = std::move(onnx.graph);
+  model.onnx_shell = std::move(onnx.shell);
+  model.as_read = model.graph;
+  return model;
+#else
+  (void)model_dir;
+  NoOnnx(source);
+#endif
 }
 
 std::string SerializeModel(const LoadedModel& source, const Graph& graph,

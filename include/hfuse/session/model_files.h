@@ -1,18 +1,15 @@
 // Graphs in and out of files of either format: graph JSON v1 and ONNX.
 //
 // The format of a file is its extension (.onnx is ONNX, anything else graph
-// JSON) unless --format names one. An ONNX model goes through the importer,
-// and before fuse-group-ops through fuse-mm-elementwise and
-// flatten-gemm-inputs (a Linear layer arrives as Gemm/MatMul + Add +
-// activation; graph JSON spells fused GEMMs out already, so JSON input skips
-// them, which keeps the conformance cases as they were).
+// JSON) unless --format names one. An ONNX model goes through the importer;
+// the passes that run after it are hfuse/session/pipelines.h's.
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hfuse/ir/graph.h"
-#include "hfuse/passes/pass_manager.h"
 
 namespace hfuse {
 
@@ -30,10 +27,11 @@ struct LoadedModel {
 
 LoadedModel LoadModel(const std::string& path, const std::string& forced_format = "");
 Graph LoadGraph(const std::string& path, const std::string& forced_format = "");
-
-// The pipeline `hfuse fuse` and `verify` run on a model of this format:
-// seed, after onnx-import for ONNX (passes/pass_manager.h).
-std::vector<const PassInfo*> FusePipeline(ModelFormat format);
+// A model held in memory (the bytes of a graph JSON file or an ONNX model);
+// `source` names it in error messages, `model_dir` is where an ONNX model's
+// external data files are looked for.
+LoadedModel LoadModelBytes(std::string_view bytes, ModelFormat format, const std::string& source,
+                           const std::string& model_dir = ".");
 
 // The file contents of `graph` (which came from `source`) in `format`;
 // `export_mode` is --export ("hfuse" or "standard", ONNX only). `op_order`

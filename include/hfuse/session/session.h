@@ -1,0 +1,161 @@
+// An inference session: a model loaded, fused for its device and ready to
+// run, for programs that embed hfuse (a C++ server, the Python module).
+//
+//   hfuse::SessionOptions options;
+//   options.device = hfuse::Device::kCuda;        // or kCpu (the default)
+//   options.dims = {{"batch", 512}};              // bound: static before fusion
+//   hfuse::Session session = hfuse::Session::FromFile("model.onnx", options);
+//   hfuse::TensorMap out = session.Run({{"x", x}});   // host tensors in and out
+//
+// Creation reads the model (graph JSON or ONNX), runs the pass pipeline for
+// the device (session/pipelines.h: onnx-import for ONNX, then seed on the
+// CPU or gpu on CUDA; the seed's grouping rules on the CPU, hfuse's GPU rules
+// on CUDA, unless `rules` says otherwise) and keeps the fused graph. A bound dim becomes a static size
+// before fusion (so that GEMMs with a dynamic batch can group, which the
+// seed's rules only allow at static shapes); a dim left unbound takes its
+// size from each run's feeds. On CUDA the session plans (memory plan,
+// launches, params uploaded) once per set of dim values it meets and keeps
+// the plan; with `cuda_graph` on, each plan is captured into a CUDA graph on
+// its first run and replayed after.
+//
+// Feeds are checked before anything runs: a feed that names no input, a
+// dtype or shape that does not fit (static dims exact, dynamic dims within
+// their range and equal wherever the dim recurs), a missing input, or an
+// output name that is not an output throws InputError with one line naming
+// the tensor (the CLI prints it and exits with status 2). A model the device
+// cannot run (an op without a CUDA kernel) throws at creation.
+//
+// Threads: a session is thread-compatible, not thread-safe. Const methods
+// (metadata) may be called from any number of threads; Run and the device
+// calls change the session's plans and buffers, so one thread at a time
+// calls them (one session per stream: make a session per thread or stream
+// that runs concurrently; sessions share nothing but the process-wide
+// cuBLAS handles).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hfuse/ir/graph.h"
+#include "hfuse/passes/fuse_group_ops.h"
+#include "hfuse/passes/pass_manager.h"
+#include "hfuse/runtime/bound_dims.h"
+#include "hfuse/runtime/host_tensor.h"
+#include "hfuse/session/model_files.h"
+
+namespace hfuse {
+
+enum class Device : uint8_t { kCpu, kCuda };
+const char* DeviceName(Device device);
+// "cpu" or "cuda"; false for anything else.
+bool ParseDevice(std::string_view name, Device& device);
+// True when this build has the CUDA backend and a device is usable; `why`
+// says why not otherwise.
+bool CudaAvailable(std::string* why = nullptr);
+
+struct SessionOptions {
+  Device device = Device::kCpu;
+  // Grouping rules; unset: seed on the CPU, hfuse on CUDA.
+  std::optional<RuleSet> rules;
+  bool fuse = true;        // false: run the model as imported (no fusion)
+  bool group_gemm = true;  // the seed's fuse_group_gemm option
+  // Dims bound to a value (name -> value, within the dim's range): static
+  // before fusion. The others take their size from the feeds.
+  std::map<std::string, int64_t> dims;
+  bool cuda_graph = true;  // CUDA: replay each plan from a CUDA graph
+  std::string format;      // "", "json" or "onnx" (FromFile: "" is by extension)
+  // Values for params (graph JSON carries none): each becomes the param's
+  // own value, as an ONNX initializer is, so that runs need not feed it.
+  // Its dtype and shape must be the param's (a static shape).
+  TensorMap params;
+  // The passes, as `--passes` spells them ("" : the device's pipeline,
+  // session/pipelines.h), and the pass manager's debug options.
+  std::string passes;
+  PassManagerOptions pass_manager;
+};
+
+// An input or output of the model, as onnxruntime's NodeArg describes it.
+struct TensorInfo {
+  std::string name;
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> shape;          // -1 where the dim is dynamic
+  std::vector<std::string> dim_names;  // the dynamic dims' names; "" where static
+};
+
+// A dense, row-major tensor in device memory that the caller owns (or that
+// the session owns, for outputs: see RunDevice).
+struct DeviceTensor {
+  void* data = nullptr;
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> shape;
+};
+using DeviceTensorMap = std::map<std::string, DeviceTensor>;
+
+class Session {
+ public:
+  static Session FromFile(const std::string& path, SessionOptions options = {});
+  // `bytes` is a graph JSON text or a serialized ONNX model (format from
+  // options.format, which must be "json" or "onnx" here); `source` names it
+  // in error messages.
+  static Session FromBytes(std::string_view bytes, SessionOptions options,
+                           const std::string& source = "<bytes>");
+
+  Session(Session&&) noexcept;
+  Session& operator=(Session&&) noexcept;
+  ~Session();
+
+  // The tensors a run needs: the graph's inputs, then the params that came
+  // without values (graph JSON has no place for weights, so they are fed),
+  // in graph order. Params that came with values (ONNX initializers) may be
+  // fed too, to override them, and are listed by overridable_inputs().
+  const std::vector<TensorInfo>& inputs() const;
+  const std::vector<TensorInfo>& overridable_inputs() const;
+  const std::vector<TensorInfo>& outputs() const;
+
+  const SessionOptions& options() const;
+  RuleSet rules() const;  // the grouping rules that ran
+  // What fusion did (empty groups when options.fuse was false).
+  const FuseGroupOpsResult& fusion() const;
+  const Graph& graph() const;  // the graph as run (fused)
+  const Graph& original() const;  // the graph as imported, before any pass
+  ModelFormat format() const;
+  // The model's file contents with the fused graph (session/model_files.h's
+  // SerializeModel: ONNX with ai.hfuse group ops, or graph JSON).
+  std::string FusedModelBytes() const;
+
+  // Runs on host tensors; returns the named outputs (empty: all of them).
+  TensorMap Run(const TensorMap& feeds, const std::vector<std::string>& output_names = {});
+
+  // The dim values a run on these feed shapes binds (checks the feeds).
+  DimValues DimsFor(const std::map<std::string, std::vector<int64_t>>& shapes,
+                    const std::map<std::string, DType>& dtypes) const;
+
+  // ---- CUDA only (InputError on a CPU session) -------------------------------
+  // Runs on device tensors, with no copy through the host. An input whose
+  // pointer is the session's own buffer for it (InputBuffers) is not copied;
+  // any other is copied device to device into it, on the session's stream
+  // after `stream` (a cudaStream_t the feeds were produced on; null: the
+  // legacy default stream). Returns views of the session's output buffers,
+  // valid until the next run of this shape; the call returns once the run
+  // has finished.
+  DeviceTensorMap RunDevice(const DeviceTensorMap& feeds, void* stream = nullptr);
+  // The session's device buffers of the inputs and outputs for these feed
+  // shapes (plans them if needed): fill the inputs in place and RunDevice
+  // on them to run with no copies at all.
+  DeviceTensorMap InputBuffers(const std::map<std::string, std::vector<int64_t>>& shapes);
+
+  // How many plans (one per set of dim values) the session holds.
+  size_t NumPlans() const;
+
+ private:
+  struct Impl;
+  explicit Session(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace hfuse

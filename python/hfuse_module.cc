@@ -1,0 +1,370 @@
+// hfuse._hfuse: the nanobind extension under the Python package `hfuse`
+// (python/hfuse/__init__.py wraps it in onnxruntime's shape). It binds the
+// C++ session (include/hfuse/session/session.h) and does the array work:
+//
+//   numpy in and out: a C-contiguous host array becomes a HostTensor with one
+//   copy; an output's bytes move into the returned array (no copy). float32
+//   and float16 are themselves; bfloat16, which NumPy lacks, travels as its
+//   16-bit patterns in a uint16 array (as in hfuse's .npz files); a float32
+//   or float64 array is also taken for a 16-bit input and rounded.
+//   DLPack on CUDA: device arrays in (any DLPack producer: torch, CuPy, JAX)
+//   are read where they lie (copied device to device into the session's
+//   buffer, never through the host); outputs are DLPack arrays viewing the
+//   session's output buffers, valid until the next run of that shape.
+//
+// hfuse::InputError becomes hfuse.InputError (a ValueError).
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "hfuse/session/session.h"
+#include "hfuse/support/error.h"
+
+namespace nb = nanobind;
+
+namespace hfuse {
+namespace {
+
+constexpr int kDlCpu = 1, kDlCuda = 2;
+
+// onnxruntime's type strings.
+std::string OrtType(DType d) {
+  switch (d) {
+    case DType::kFloat32: return "tensor(float)";
+    case DType::kFloat16: return "tensor(float16)";
+    case DType::kBFloat16: return "tensor(bfloat16)";
+  }
+  return "tensor(" + std::string(DTypeName(d)) + ")";
+}
+
+nb::dlpack::dtype DlType(DType d) {
+  switch (d) {
+    case DType::kFloat32: return nb::dtype<float>();
+    case DType::kFloat16: return {static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 16, 1};
+    case DType::kBFloat16: return nb::dtype<uint16_t>();  // bit patterns (numpy)
+  }
+  return nb::dtype<float>();
+}
+
+std::string DlTypeName(nb::dlpack::dtype t) {
+  const char* kind = "?";
+  switch (static_cast<nb::dlpack::dtype_code>(t.code)) {
+    case nb::dlpack::dtype_code::Int: kind = "int"; break;
+    case nb::dlpack::dtype_code::UInt: kind = "uint"; break;
+    case nb::dlpack::dtype_code::Float: kind = "float"; break;
+    case nb::dlpack::dtype_code::Bfloat: kind = "bfloat"; break;
+    case nb::dlpack::dtype_code::Bool: kind = "bool"; break;
+    default: break;
+  }
+  return kind + std::to_string(t.bits);
+}
+
+bool IsFloat(nb::dlpack::dtype t, int bits) {
+  return t.code == static_cast<uint8_t>(nb::dlpack::dtype_code::Float) && t.bits == bits &&
+         t.lanes == 1;
+}
+
+std::vector<int64_t> ShapeOf(const nb::ndarray<>& a) {
+  std::vector<int64_t> shape(a.ndim());
+  for (size_t i = 0; i < a.ndim(); ++i) shape[i] = static_cast<int64_t>(a.shape(i));
+  return shape;
+}
+
+bool Contiguous(const nb::ndarray<>& a) {
+  int64_t expect = 1;
+  for (size_t i = a.ndim(); i-- > 0;) {
+    if (a.shape(i) != 1 && a.stride(i) != expect) return false;
+    expect *= static_cast<int64_t>(a.shape(i));
+  }
+  return true;
+}
+
+void RequireContiguous(const std::string& name, const nb::ndarray<>& a) {
+  if (!Contiguous(a)) ThrowInputError("input '{}': the array is not C-contiguous", name);
+}
+
+// A host array as the tensor `want` expects (its dtype), or the array's own
+// dtype when it is none of the accepted ones (the session then names it).
+HostTensor ToHost(const std::string& name, const nb::ndarray<>& a, DType want) {
+  RequireContiguous(name, a);
+  const std::vector<int64_t> shape = ShapeOf(a);
+  const nb::dlpack::dtype t = a.dtype();
+  const bool sixteen = want == DType::kFloat16 || want == DType::kBFloat16;
+  if ((want == DType::kFloat32 && IsFloat(t, 32)) || (want == DType::kFloat16 && IsFloat(t, 16)) ||
+      (want == DType::kBFloat16 && t == nb::dtype<uint16_t>())) {
+    HostTensor h;
+    h.dtype = want;
+    h.shape = shape;
+    const auto* p = static_cast<const uint8_t*>(a.data());
+    h.bytes.assign(p, p + a.nbytes());
+    return h;
+  }
+  if (sixteen && (IsFloat(t, 32) || IsFloat(t, 64))) {  // rounded, as .npz input is
+    HostTensor h(want, shape);
+    std::vector<float> values(static_cast<size_t>(h.numel()));
+    for (size_t i = 0; i < values.size(); ++i) {
+      values[i] = IsFloat(t, 32) ? static_cast<const float*>(a.data())[i]
+                                 : static_cast<float>(static_cast<const double*>(a.data())[i]);
+    }
+    h.FromFloat(values.data());
+    return h;
+  }
+  ThrowInputError("input '{}': dtype {}, the model wants {}", name, DlTypeName(t), DTypeName(want));
+}
+
+// An array's own dtype as hfuse's (uint16: bfloat16 bit patterns).
+DType OwnDType(const std::string& name, nb::dlpack::dtype t) {
+  if (IsFloat(t, 32)) return DType::kFloat32;
+  if (IsFloat(t, 16)) return DType::kFloat16;
+  if (t == nb::dtype<uint16_t>()) return DType::kBFloat16;
+  ThrowInputError("param '{}': dtype {}: expected float32, float16 or uint16 (bfloat16 bits)", name,
+                  DlTypeName(t));
+}
+
+// The output's bytes, moved into a numpy array that owns them.
+nb::object ToNumpy(HostTensor&& t) {
+  auto* bytes = new std::vector<uint8_t>(std::move(t.bytes));
+  nb::capsule owner(bytes, [](void* p) noexcept { delete static_cast<std::vector<uint8_t>*>(p); });
+  std::vector<size_t> shape(t.shape.begin(), t.shape.end());
+  nb::ndarray<nb::numpy> array(bytes->data(), shape.size(), shape.data(), owner, nullptr,
+                               DlType(t.dtype), kDlCpu);
+  return nb::cast(std::move(array));
+}
+
+// Python-side wrapper of a Session: the C++ session plus the name -> dtype
+// table the conversions need.
+class PySession {
+ public:
+  PySession(nb::object model, const std::string& device, std::optional<std::string> rules,
+            std::map<std::string, int64_t> dims, bool fuse, bool group_gemm, bool cuda_graph,
+            std::string format, nb::dict params)
+      : session_(Make(model, device, rules, std::move(dims), fuse, group_gemm, cuda_graph,
+                      std::move(format), params)) {
+    for (const auto* list : {&session_.inputs(), &session_.overridable_inputs()}) {
+      for (const TensorInfo& i : *list) dtype_[i.name] = i.dtype;
+    }
+  }
+
+  const Session& session() const { return session_; }
+
+  // The outputs named (all, in the model's order, when `names` is empty).
+  std::vector<nb::object> Run(const std::vector<std::string>& names, nb::dict feeds) {
+    // Each value as an array: as it is when it is one (numpy, DLPack) and
+    // C-contiguous, else through numpy.ascontiguousarray (lists, strided views).
+    std::vector<std::pair<std::string, nb::ndarray<>>> arrays;
+    bool on_device = false;
+    for (auto [key, value] : feeds) {
+      nb::ndarray<> a;
+      if (!nb::try_cast(value, a, false) || !Contiguous(a)) {
+        nb::object contiguous = nb::module_::import_("numpy").attr("ascontiguousarray")(value);
+        if (!nb::try_cast(contiguous, a, false)) {
+          ThrowInputError("input '{}': not an array", nb::cast<std::string>(nb::str(key)));
+        }
+      }
+      on_device = on_device || a.device_type() == kDlCuda;
+      arrays.emplace_back(nb::cast<std::string>(key), std::move(a));
+    }
+    std::vector<std::string> order = names;
+    if (order.empty()) {
+      for (const TensorInfo& o : session_.outputs()) order.push_back(o.name);
+    }
+    return on_device ? RunDevice(order, arrays) : RunHost(order, names, arrays);
+  }
+
+ private:
+  static Session Make(nb::object model, const std::string& device,
+                      const std::optional<std::string>& rules, std::map<std::string, int64_t> dims,
+                      bool fuse, bool group_gemm, bool cuda_graph, std::string format,
+                      nb::dict params) {
+    SessionOptions options;
+    for (auto [key, value] : params) {
+      const std::string name = nb::cast<std::string>(key);
+      nb::ndarray<> a = nb::cast<nb::ndarray<>>(
+          nb::module_::import_("numpy").attr("ascontiguousarray")(value));
+      options.params[name] = ToHost(name, a, OwnDType(name, a.dtype()));
+    }
+    if (!ParseDevice(device, options.device)) {
+      ThrowInputError("device '{}': expected cpu or cuda", device);
+    }
+    if (rules) {
+      RuleSet r = RuleSet::kSeed;
+      if (!ParseRuleSet(*rules, r)) ThrowInputError("rules '{}': expected seed or hfuse", *rules);
+      options.rules = r;
+    }
+    options.dims = std::move(dims);
+    options.fuse = fuse;
+    options.group_gemm = group_gemm;
+    options.cuda_graph = cuda_graph;
+    options.format = std::move(format);
+    if (nb::isinstance<nb::bytes>(model)) {
+      nb::bytes b = nb::cast<nb::bytes>(model);
+      std::string_view bytes(static_cast<const char*>(b.data()), b.size());
+      nb::gil_scoped_release release;
+      return Session::FromBytes(bytes, options);
+    }
+    const std::string path = nb::cast<std::string>(nb::str(model));
+    nb::gil_scoped_release release;
+    return Session::FromFile(path, options);
+  }
+
+  DType DTypeFor(const std::string& name) const {
+    auto it = dtype_.find(name);
+    // An unknown name: any dtype, for the session to reject by name.
+    return it == dtype_.end() ? DType::kFloat32 : it->second;
+  }
+
+  std::vector<nb::object> RunHost(const std::vector<std::string>& order,
+                                  const std::vector<std::string>& names,
+                                  const std::vector<std::pair<std::string, nb::ndarray<>>>& feeds) {
+    TensorMap host;
+    for (const auto& [name, a] : feeds) {
+      if (a.device_type() != kDlCpu) {
+        ThrowInputError("input '{}': an array on device type {}; feeds are host arrays or CUDA "
+                        "arrays, all of one kind",
+                        name, a.device_type());
+      }
+      host[name] = ToHost(name, a, DTypeFor(name));
+    }
+    TensorMap out;
+    {
+      nb::gil_scoped_release release;
+      out = session_.Run(host, names);
+    }
+    std::vector<nb::object> result;
+    for (const std::string& n : order) result.push_back(ToNumpy(std::move(out.at(n))));
+    return result;
+  }
+
+  std::vector<nb::object> RunDevice(
+      const std::vector<std::string>& order,
+      const std::vector<std::pair<std::string, nb::ndarray<>>>& feeds) {
+    DeviceTensorMap device;
+    int device_id = 0;
+    for (const auto& [name, a] : feeds) {
+      if (a.device_type() != kDlCuda) {
+        ThrowInputError("input '{}': a host array among CUDA arrays; feeds are all of one kind",
+                        name);
+      }
+      RequireContiguous(name, a);
+      const DType want = DTypeFor(name);
+      const nb::dlpack::dtype t = a.dtype();
+      // bfloat16 from torch is DLPack's Bfloat 16; take it or uint16 bits.
+      const bool bf16 = want == DType::kBFloat16 &&
+                        (t == nb::dtype<uint16_t>() ||
+                         (t.code == static_cast<uint8_t>(nb::dlpack::dtype_code::Bfloat) &&
+                          t.bits == 16));
+      if (!bf16 && !(want == DType::kFloat32 && IsFloat(t, 32)) &&
+          !(want == DType::kFloat16 && IsFloat(t, 16))) {
+        ThrowInputError("input '{}': dtype {}, the model wants {}", name, DlTypeName(t),
+                        DTypeName(want));
+      }
+      device[name] = DeviceTensor{a.data(), want, ShapeOf(a)};
+      device_id = a.device_id();
+    }
+    DeviceTensorMap out;
+    {
+      nb::gil_scoped_release release;
+      out = session_.RunDevice(device, nullptr);
+    }
+    std::vector<nb::object> result;
+    nb::object self = nb::find(this);  // outputs keep the session (their memory) alive
+    for (const std::string& n : order) {
+      auto it = out.find(n);
+      if (it == out.end()) ThrowInputError("output '{}': the model has no output named so", n);
+      const DeviceTensor& t = it->second;
+      std::vector<size_t> shape(t.shape.begin(), t.shape.end());
+      nb::dlpack::dtype dt = DlType(t.dtype);
+      if (t.dtype == DType::kBFloat16) dt = {static_cast<uint8_t>(nb::dlpack::dtype_code::Bfloat), 16, 1};
+      nb::ndarray<> array(t.data, shape.size(), shape.data(), self, nullptr, dt, kDlCuda, device_id);
+      result.push_back(nb::cast(std::move(array)));
+    }
+    return result;
+  }
+
+  Session session_;
+  std::map<std::string, DType> dtype_;
+};
+
+nb::list Infos(const std::vector<TensorInfo>& infos) {
+  nb::list out;
+  for (const TensorInfo& i : infos) {
+    nb::list shape;
+    for (size_t k = 0; k < i.shape.size(); ++k) {
+      if (i.shape[k] >= 0) {
+        shape.append(i.shape[k]);
+      } else {
+        shape.append(i.dim_names[k]);
+      }
+    }
+    out.append(nb::make_tuple(i.name, shape, OrtType(i.dtype)));
+  }
+  return out;
+}
+
+// fuse-group-ops's report, as `hfuse fuse --report` writes it.
+nb::dict Report(const FuseGroupOpsResult& r) {
+  nb::dict report;
+  report["rules"] = RuleSetName(r.rules);
+  nb::list groups;
+  for (const FusedGroup& g : r.groups) {
+    nb::dict group;
+    group["op"] = std::string(OpTypeName(g.type));
+    group["members"] = g.members;
+    groups.append(group);
+  }
+  report["groups"] = groups;
+  report["ops_before"] = r.ops_before;
+  report["ops_after"] = r.ops_after;
+  return report;
+}
+
+}  // namespace
+}  // namespace hfuse
+
+NB_MODULE(_hfuse, m) {
+  using namespace hfuse;
+  m.doc() = "hfuse's C++ runtime (the Python API is the hfuse package)";
+  nb::exception<InputError>(m, "InputError", PyExc_ValueError);
+
+  nb::class_<PySession>(m, "Session", "A model loaded, fused for its device and ready to run.")
+      .def(nb::init<nb::object, const std::string&, std::optional<std::string>,
+                    std::map<std::string, int64_t>, bool, bool, bool, std::string, nb::dict>(),
+           nb::arg("model"), nb::arg("device") = "cpu", nb::arg("rules") = nb::none(),
+           nb::arg("dims") = std::map<std::string, int64_t>{}, nb::arg("fuse") = true,
+           nb::arg("group_gemm") = true, nb::arg("cuda_graph") = true, nb::arg("format") = "",
+           nb::arg("params") = nb::dict(),
+           "Loads `model` (a path, or the bytes of a graph JSON or ONNX model with `format`), "
+           "runs the import and fusion pipelines for `device` ('cpu' or 'cuda').")
+      .def("inputs", [](const PySession& s) { return Infos(s.session().inputs()); },
+           "(name, shape, type) of each input; a dynamic dim is its name.")
+      .def("overridable_inputs",
+           [](const PySession& s) { return Infos(s.session().overridable_inputs()); },
+           "(name, shape, type) of each param with values that a feed may override.")
+      .def("outputs", [](const PySession& s) { return Infos(s.session().outputs()); },
+           "(name, shape, type) of each output.")
+      .def("run", &PySession::Run, nb::arg("output_names"), nb::arg("feeds"),
+           "Runs on host arrays (numpy) or CUDA arrays (DLPack); returns the named outputs "
+           "(all when `output_names` is empty) in that order.")
+      .def("report", [](const PySession& s) { return Report(s.session().fusion()); },
+           "What fusion did: {'rules', 'groups': [{'op', 'members'}], 'ops_before', 'ops_after'}.")
+      .def("fused_model",
+           [](const PySession& s) {
+             const std::string bytes = s.session().FusedModelBytes();
+             return nb::bytes(bytes.data(), bytes.size());
+           },
+           "The fused model's file contents (ONNX with ai.hfuse group ops, or graph JSON).")
+      .def_prop_ro("device", [](const PySession& s) {
+        return std::string(DeviceName(s.session().options().device));
+      });
+
+  m.def("cuda_available",
+        [] {
+          std::string why;
+          const bool ok = CudaAvailable(&why);
+          return nb::make_tuple(ok, why);
+        },
+        "(True, '') when a CUDA device is usable, else (False, why).");
+}

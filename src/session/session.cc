@@ -1,0 +1,453 @@
+// The inference session. See session.h.
+//
+// The CUDA half (plans per dim values, uploads, device runs) is compiled only
+// with the CUDA backend (HFUSE_HAVE_CUDA); without it a CUDA session is an
+// input error at creation, with the reason.
+#include "hfuse/session/session.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "hfuse/exec/cpu_executor.h"
+#include "hfuse/session/pipelines.h"
+#include "hfuse/support/error.h"
+
+#if HFUSE_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "hfuse/cuda/cuda_executor.h"
+#endif
+
+namespace hfuse {
+
+const char* DeviceName(Device device) { return device == Device::kCuda ? "cuda" : "cpu"; }
+
+bool ParseDevice(std::string_view name, Device& device) {
+  if (name == "cpu") {
+    device = Device::kCpu;
+  } else if (name == "cuda") {
+    device = Device::kCuda;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+bool CudaAvailable(std::string* why) {
+#if HFUSE_HAVE_CUDA
+  return CudaDeviceAvailable(why);
+#else
+  if (why) *why = "this hfuse was built without the CUDA backend";
+  return false;
+#endif
+}
+
+namespace {
+
+// Bound dims become static sizes in every tensor's shape. The dims stay in
+// the graph's list, unused, so that dim indices keep their meaning.
+void MakeBoundDimsStatic(Graph& graph, const std::map<std::string, int64_t>& bound) {
+  if (bound.empty()) return;
+  const DimValues values = BindDims(graph, bound);  // checks names and ranges
+  std::vector<bool> is_bound(graph.dims().size(), false);
+  for (const auto& [name, value] : bound) is_bound[static_cast<size_t>(*graph.FindDim(name))] = true;
+  for (TensorId id = 0; id < graph.num_tensor_ids(); ++id) {
+    Tensor& t = graph.mutable_tensor(id);
+    if (!t.alive) continue;
+    for (Dim& d : t.shape) {
+      if (!d.is_static() && is_bound[static_cast<size_t>(d.dynamic)]) {
+        d = Dim::Static(values[static_cast<size_t>(d.dynamic)]);
+      }
+    }
+  }
+}
+
+void GiveParamsValues(Graph& graph, const TensorMap& params) {
+  for (const auto& [name, value] : params) {
+    const std::optional<TensorId> id = graph.FindTensor(name);
+    if (!id || !graph.tensor(*id).alive || graph.tensor(*id).role != Role::kParam) {
+      ThrowInputError("param '{}': the model has no param named so", name);
+    }
+    Tensor& t = graph.mutable_tensor(*id);
+    std::vector<int64_t> shape;
+    for (const Dim& d : t.shape) {
+      if (!d.is_static()) {
+        ThrowInputError("param '{}': its shape {} is not static", name, ShapeString(graph, t.shape));
+      }
+      shape.push_back(d.value);
+    }
+    if (value.dtype != t.dtype || value.shape != shape) {
+      ThrowInputError("param '{}': {} [{}], the model wants {} {}", name, DTypeName(value.dtype),
+                      fmt::join(value.shape, ", "), DTypeName(t.dtype), ShapeString(graph, t.shape));
+    }
+    if (value.bytes.size() != static_cast<size_t>(value.numel() * DTypeBytes(value.dtype))) {
+      ThrowInputError("param '{}': {} bytes of data, expected {}", name, value.bytes.size(),
+                      value.numel() * DTypeBytes(value.dtype));
+    }
+    t.data = std::make_shared<const std::vector<uint8_t>>(value.bytes);
+  }
+}
+
+TensorInfo InfoOf(const Graph& g, TensorId id) {
+  const Tensor& t = g.tensor(id);
+  TensorInfo info;
+  info.name = t.name;
+  info.dtype = t.dtype;
+  for (const Dim& d : t.shape) {
+    info.shape.push_back(d.is_static() ? d.value : -1);
+    info.dim_names.push_back(d.is_static() ? "" : g.dims()[static_cast<size_t>(d.dynamic)].name);
+  }
+  return info;
+}
+
+std::string NamesOf(const std::vector<TensorInfo>& infos) {
+  std::string names;
+  for (const TensorInfo& i : infos) names += (names.empty() ? "" : ", ") + i.name;
+  return names.empty() ? "none" : names;
+}
+
+}  // namespace
+
+#if HFUSE_HAVE_CUDA
+// One plan per set of dim values: the executor (memory plan, launches,
+// params uploaded once) for those sizes.
+struct CudaPlan {
+  std::unique_ptr<CudaExecutor> executor;
+  cudaEvent_t feeds_ready = nullptr;  // recorded on the caller's stream
+  ~CudaPlan() {
+    if (feeds_ready) cudaEventDestroy(feeds_ready);
+  }
+};
+#endif
+
+struct Session::Impl {
+  SessionOptions options;
+  RuleSet rules = RuleSet::kSeed;
+  LoadedModel model;  // model.graph: as imported
+  Graph fused;        // as run; executors keep a reference (Impl never moves)
+  FuseGroupOpsResult fusion;
+  std::vector<OpId> op_order;  // the order to write ops in (empty: by id)
+  std::vector<TensorInfo> inputs, overridable, outputs;
+  std::map<std::string, TensorId> feedable;  // inputs and overridable params
+  std::map<std::string, TensorId> output_ids;
+#if HFUSE_HAVE_CUDA
+  std::map<DimValues, std::unique_ptr<CudaPlan>> plans;
+#endif
+
+  void Build() {
+    if (options.device == Device::kCuda) {
+      std::string why;
+      if (!CudaAvailable(&why)) ThrowInputError("--device cuda: no usable CUDA device: {}", why);
+    }
+    rules = options.rules.value_or(options.device == Device::kCuda ? RuleSet::kHfuse
+                                                                    : RuleSet::kSeed);
+    GiveParamsValues(model.graph, options.params);
+    fused = model.graph;
+    MakeBoundDimsStatic(fused, options.dims);
+    fusion.ops_before = fusion.ops_after = fused.NumLiveOps();
+    fusion.rules = rules;
+    if (options.fuse) {
+      PassOptions pass_options;
+      pass_options.fuse_group_ops.group_gemm = options.group_gemm;
+      pass_options.fuse_group_ops.rules = rules;
+      const Target target = options.device == Device::kCuda ? Target::kGpu : Target::kCpu;
+      PassManager manager(options.passes.empty() ? DevicePipeline(model.format, target)
+                                                 : ParsePassList(options.passes),
+                          options.pass_manager);
+      PassState state(fused);
+      manager.Run(state, pass_options);
+      if (state.fused) fusion = std::move(state.fuse_result);
+      op_order = std::move(state.op_order);
+    }
+    for (TensorId id = 0; id < fused.num_tensor_ids(); ++id) {
+      const Tensor& t = fused.tensor(id);
+      if (!t.alive || t.role == Role::kIntermediate) continue;
+      if (t.role == Role::kParam && t.data) {
+        overridable.push_back(InfoOf(fused, id));
+      } else {
+        inputs.push_back(InfoOf(fused, id));
+      }
+      feedable[t.name] = id;
+    }
+    // Graph inputs first, then the params fed like inputs.
+    std::stable_partition(inputs.begin(), inputs.end(), [&](const TensorInfo& i) {
+      return fused.tensor(feedable.at(i.name)).role == Role::kInput;
+    });
+    for (TensorId id : fused.outputs()) {
+      outputs.push_back(InfoOf(fused, id));
+      output_ids[fused.tensor(id).name] = id;
+    }
+  }
+
+  // Checks each feed's name, dtype and shape, and that every input is fed;
+  // returns the dim values the feeds bind.
+  DimValues Bind(const std::map<std::string, std::vector<int64_t>>& shapes,
+                 const std::map<std::string, DType>& dtypes) const {
+    DimValues dims = BindDims(fused, options.dims);
+    std::vector<std::string> bound_by(fused.dims().size());
+    for (const auto& [name, shape] : shapes) {
+      auto it = feedable.find(name);
+      if (it == feedable.end()) {
+        ThrowInputError("feed '{}': the model has no input named so (inputs: {})", name,
+                        NamesOf(inputs));
+      }
+      const Tensor& t = fused.tensor(it->second);
+      const DType dtype = dtypes.at(name);
+      if (dtype != t.dtype) {
+        ThrowInputError("input '{}': dtype {}, the model wants {}", name, DTypeName(dtype),
+                        DTypeName(t.dtype));
+      }
+      auto shape_error = [&] {
+        ThrowInputError("input '{}': shape [{}], the model wants {}", name, fmt::join(shape, ", "),
+                        ShapeString(fused, t.shape));
+      };
+      if (shape.size() != t.shape.size()) shape_error();
+      for (size_t i = 0; i < shape.size(); ++i) {
+        const Dim& d = t.shape[i];
+        if (d.is_static()) {
+          if (shape[i] != d.value) shape_error();
+          continue;
+        }
+        const auto k = static_cast<size_t>(d.dynamic);
+        const DynamicDim& dim = fused.dims()[k];
+        if (bound_by[k].empty()) {
+          if (shape[i] < dim.min || shape[i] > dim.max) {
+            ThrowInputError("input '{}': dim {} ({}) is {}, outside [{}, {}]", name, i, dim.name,
+                            shape[i], dim.min, dim.max);
+          }
+          dims[k] = shape[i];
+          bound_by[k] = name;
+        } else if (dims[k] != shape[i]) {
+          ThrowInputError("input '{}': dim {} ({}) is {}, but {} in input '{}'", name, i,
+                          dim.name, shape[i], dims[k], bound_by[k]);
+        }
+      }
+    }
+    for (const TensorInfo& info : inputs) {
+      if (!shapes.count(info.name)) {
+        ThrowInputError("input '{}' is not fed (inputs: {})", info.name, NamesOf(inputs));
+      }
+    }
+    return dims;
+  }
+
+  DimValues BindHost(const TensorMap& feeds) const {
+    std::map<std::string, std::vector<int64_t>> shapes;
+    std::map<std::string, DType> dtypes;
+    for (const auto& [name, t] : feeds) {
+      shapes[name] = t.shape;
+      dtypes[name] = t.dtype;
+    }
+    const DimValues dims = Bind(shapes, dtypes);
+    for (const auto& [name, t] : feeds) {
+      const auto want = static_cast<size_t>(t.numel() * DTypeBytes(t.dtype));
+      if (t.bytes.size() != want) {
+        ThrowInputError("input '{}': {} bytes of data for shape [{}], expected {}", name,
+                        t.bytes.size(), fmt::join(t.shape, ", "), want);
+      }
+    }
+    return dims;
+  }
+
+  void CheckOutputNames(const std::vector<std::string>& names) const {
+    for (const std::string& n : names) {
+      if (!output_ids.count(n)) {
+        ThrowInputError("output '{}': the model has no output named so (outputs: {})", n,
+                        NamesOf(outputs));
+      }
+    }
+  }
+
+  void RequireCuda(const char* what) const {
+    if (options.device != Device::kCuda) {
+      ThrowInputError("{}: this session runs on the cpu; device tensors need a cuda session",
+                      what);
+    }
+  }
+
+#if HFUSE_HAVE_CUDA
+  CudaPlan& PlanFor(const DimValues& dims) {
+    auto it = plans.find(dims);
+    if (it != plans.end()) return *it->second;
+    auto plan = std::make_unique<CudaPlan>();
+    plan->executor = std::make_unique<CudaExecutor>(fused, dims);
+    // Params once per plan (their values or zeros until fed); inputs each run.
+    TensorMap initial;
+    for (TensorId id = 0; id < fused.num_tensor_ids(); ++id) {
+      const Tensor& t = fused.tensor(id);
+      if (!t.alive || t.role == Role::kIntermediate) continue;
+      initial[t.name] = t.role == Role::kParam && t.data
+                            ? ParamValue(t, dims)
+                            : HostTensor(t.dtype, ConcreteShape(t.shape, dims));
+    }
+    plan->executor->SetFeeds(initial);
+    if (cudaEventCreateWithFlags(&plan->feeds_ready, cudaEventDisableTiming) != cudaSuccess) {
+      throw CudaError("cudaEventCreate failed");
+    }
+    return *plans.emplace(dims, std::move(plan)).first->second;
+  }
+
+  void Execute(CudaPlan& plan) {
+    if (options.cuda_graph) {
+      plan.executor->RunGraph();
+    } else {
+      plan.executor->Run();
+    }
+  }
+
+  static void Check(cudaError_t e, const char* what) {
+    if (e != cudaSuccess) throw CudaError(fmt::format("{}: {}", what, cudaGetErrorString(e)));
+  }
+#endif
+};
+
+Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Session::Session(Session&&) noexcept = default;
+Session& Session::operator=(Session&&) noexcept = default;
+Session::~Session() = default;
+
+Session Session::FromFile(const std::string& path, SessionOptions options) {
+  auto impl = std::make_unique<Impl>();
+  impl->model = LoadModel(path, options.format);
+  impl->options = std::move(options);
+  impl->Build();
+  return Session(std::move(impl));
+}
+
+Session Session::FromBytes(std::string_view bytes, SessionOptions options,
+                           const std::string& source) {
+  if (options.format != "json" && options.format != "onnx") {
+    ThrowInputError("{}: the format of a model given as bytes must be json or onnx, not '{}'",
+                    source, options.format);
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->model = LoadModelBytes(bytes, FormatOf(source, options.format), source);
+  impl->options = std::move(options);
+  impl->Build();
+  return Session(std::move(impl));
+}
+
+const std::vector<TensorInfo>& Session::inputs() const { return impl_->inputs; }
+const std::vector<TensorInfo>& Session::overridable_inputs() const { return impl_->overridable; }
+const std::vector<TensorInfo>& Session::outputs() const { return impl_->outputs; }
+const SessionOptions& Session::options() const { return impl_->options; }
+RuleSet Session::rules() const { return impl_->rules; }
+const FuseGroupOpsResult& Session::fusion() const { return impl_->fusion; }
+const Graph& Session::graph() const { return impl_->fused; }
+const Graph& Session::original() const { return impl_->model.graph; }
+ModelFormat Session::format() const { return impl_->model.format; }
+
+std::string Session::FusedModelBytes() const {
+  return SerializeModel(impl_->model, impl_->fused, impl_->op_order, impl_->model.format, "hfuse");
+}
+
+DimValues Session::DimsFor(const std::map<std::string, std::vector<int64_t>>& shapes,
+                           const std::map<std::string, DType>& dtypes) const {
+  return impl_->Bind(shapes, dtypes);
+}
+
+TensorMap Session::Run(const TensorMap& feeds, const std::vector<std::string>& output_names) {
+  impl_->CheckOutputNames(output_names);
+  const DimValues dims = impl_->BindHost(feeds);
+  TensorMap all;
+  if (impl_->options.device == Device::kCpu) {
+    all = RunOnCpu(impl_->fused, feeds, dims);
+  } else {
+#if HFUSE_HAVE_CUDA
+    CudaPlan& plan = impl_->PlanFor(dims);
+    CudaExecutor& gpu = *plan.executor;
+    auto stream = static_cast<cudaStream_t>(gpu.Stream());
+    for (const auto& [name, t] : feeds) {
+      Impl::Check(cudaMemcpyAsync(gpu.TensorAddress(impl_->feedable.at(name)), t.bytes.data(),
+                                  t.bytes.size(), cudaMemcpyHostToDevice, stream),
+                  "copying a feed to the device");
+    }
+    impl_->Execute(plan);
+    all = gpu.Outputs();
+#endif
+  }
+  if (output_names.empty()) return all;
+  TensorMap picked;
+  for (const std::string& n : output_names) picked[n] = all.at(n);
+  return picked;
+}
+
+DeviceTensorMap Session::RunDevice(const DeviceTensorMap& feeds, void* stream) {
+  impl_->RequireCuda("RunDevice");
+  std::map<std::string, std::vector<int64_t>> shapes;
+  std::map<std::string, DType> dtypes;
+  for (const auto& [name, t] : feeds) {
+    if (!t.data) ThrowInputError("input '{}': a null device pointer", name);
+    shapes[name] = t.shape;
+    dtypes[name] = t.dtype;
+  }
+  const DimValues dims = impl_->Bind(shapes, dtypes);
+  DeviceTensorMap out;
+#if HFUSE_HAVE_CUDA
+  CudaPlan& plan = impl_->PlanFor(dims);
+  CudaExecutor& gpu = *plan.executor;
+  auto own = static_cast<cudaStream_t>(gpu.Stream());
+  // The feeds were written on the caller's stream: the session's stream waits
+  // for that work, on the device, before it reads them.
+  Impl::Check(cudaEventRecord(plan.feeds_ready, static_cast<cudaStream_t>(stream)),
+              "recording the feeds' stream");
+  Impl::Check(cudaStreamWaitEvent(own, plan.feeds_ready, 0), "waiting for the feeds");
+  for (const auto& [name, t] : feeds) {
+    void* into = gpu.TensorAddress(impl_->feedable.at(name));
+    if (into == t.data) continue;  // filled in place: nothing to copy
+    const int64_t bytes = [&] {
+      int64_t n = DTypeBytes(t.dtype);
+      for (int64_t d : t.shape) n *= d;
+      return n;
+    }();
+    Impl::Check(cudaMemcpyAsync(into, t.data, static_cast<size_t>(bytes),
+                                cudaMemcpyDeviceToDevice, own),
+                "copying a device feed");
+  }
+  impl_->Execute(plan);
+  for (TensorId id : impl_->fused.outputs()) {
+    const Tensor& t = impl_->fused.tensor(id);
+    out[t.name] = DeviceTensor{gpu.TensorAddress(id), t.dtype, ConcreteShape(t.shape, dims)};
+  }
+#else
+  (void)stream;
+  (void)dims;
+#endif
+  return out;
+}
+
+DeviceTensorMap Session::InputBuffers(const std::map<std::string, std::vector<int64_t>>& shapes) {
+  impl_->RequireCuda("InputBuffers");
+  std::map<std::string, DType> dtypes;
+  for (const auto& [name, shape] : shapes) {
+    auto it = impl_->feedable.find(name);
+    if (it != impl_->feedable.end()) dtypes[name] = impl_->fused.tensor(it->second).dtype;
+  }
+  for (const auto& [name, shape] : shapes) {
+    if (!dtypes.count(name)) dtypes[name] = DType::kFloat32;  // Bind names the problem
+  }
+  const DimValues dims = impl_->Bind(shapes, dtypes);
+  DeviceTensorMap out;
+#if HFUSE_HAVE_CUDA
+  CudaExecutor& gpu = *impl_->PlanFor(dims).executor;
+  for (const auto& [name, id] : impl_->feedable) {
+    const Tensor& t = impl_->fused.tensor(id);
+    if (t.role == Role::kParam && t.data && !shapes.count(name)) continue;
+    out[name] = DeviceTensor{gpu.TensorAddress(id), t.dtype, ConcreteShape(t.shape, dims)};
+  }
+#else
+  (void)dims;
+#endif
+  return out;
+}
+
+size_t Session::NumPlans() const {
+#if HFUSE_HAVE_CUDA
+  return impl_->plans.size();
+#else
+  return 0;
+#endif
+}
+
+}  // namespace hfuse
