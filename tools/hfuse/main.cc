@@ -140,7 +140,10 @@ int RunFuse(const std::string& input, const std::string& output, const std::stri
             const PassFlags& flags, const std::vector<std::string>& dim_specs) {
   // Never freed: the process ends after the output is written, and freeing a
   // graph of a million ops one allocation at a time takes half a second.
-  LoadedModel& model = *new LoadedModel(LoadModel(input, format));
+  // Held by globals, so that LeakSanitizer sees them reachable, not leaked.
+  static LoadedModel* kept_model = nullptr;
+  static PassState* kept_state = nullptr;
+  LoadedModel& model = *(kept_model = new LoadedModel(LoadModel(input, format)));
   Graph& graph = model.graph;
   if (!dim_specs.empty()) {
     try {
@@ -155,7 +158,8 @@ int RunFuse(const std::string& input, const std::string& output, const std::stri
   options.fuse_group_ops.group_gemm = !no_group_gemm;
   options.fuse_group_ops.want_dumps = !dump_dir.empty();
   options.fuse_group_ops.rules = rules;
-  PassState& state = *new PassState(RunPasses(graph, flags, FusePipeline(model.format), options));
+  PassState& state =
+      *(kept_state = new PassState(RunPasses(graph, flags, FusePipeline(model.format), options)));
   FuseGroupOpsResult result = ResultOf(state);
   // Verify before writing anything, so a failed check leaves no output.
   if (verify && VerifyGraphs(original, graph, seed, {}) != 0) return 1;
