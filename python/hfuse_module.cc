@@ -36,6 +36,9 @@ std::string OrtType(DType d) {
     case DType::kFloat32: return "tensor(float)";
     case DType::kFloat16: return "tensor(float16)";
     case DType::kBFloat16: return "tensor(bfloat16)";
+    case DType::kInt64: return "tensor(int64)";
+    case DType::kInt32: return "tensor(int32)";
+    case DType::kBool: return "tensor(bool)";
   }
   return "tensor(" + std::string(DTypeName(d)) + ")";
 }
@@ -45,6 +48,9 @@ nb::dlpack::dtype DlType(DType d) {
     case DType::kFloat32: return nb::dtype<float>();
     case DType::kFloat16: return {static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 16, 1};
     case DType::kBFloat16: return nb::dtype<uint16_t>();  // bit patterns (numpy)
+    case DType::kInt64: return nb::dtype<int64_t>();
+    case DType::kInt32: return nb::dtype<int32_t>();
+    case DType::kBool: return nb::dtype<bool>();
   }
   return nb::dtype<float>();
 }
@@ -94,7 +100,7 @@ HostTensor ToHost(const std::string& name, const nb::ndarray<>& a, DType want) {
   const nb::dlpack::dtype t = a.dtype();
   const bool sixteen = want == DType::kFloat16 || want == DType::kBFloat16;
   if ((want == DType::kFloat32 && IsFloat(t, 32)) || (want == DType::kFloat16 && IsFloat(t, 16)) ||
-      (want == DType::kBFloat16 && t == nb::dtype<uint16_t>())) {
+      (want != DType::kFloat32 && want != DType::kFloat16 && t == DlType(want))) {
     HostTensor h;
     h.dtype = want;
     h.shape = shape;
@@ -120,6 +126,9 @@ DType OwnDType(const std::string& name, nb::dlpack::dtype t) {
   if (IsFloat(t, 32)) return DType::kFloat32;
   if (IsFloat(t, 16)) return DType::kFloat16;
   if (t == nb::dtype<uint16_t>()) return DType::kBFloat16;
+  for (DType d : {DType::kInt64, DType::kInt32, DType::kBool}) {
+    if (t == DlType(d)) return d;
+  }
   ThrowInputError("param '{}': dtype {}: expected float32, float16 or uint16 (bfloat16 bits)", name,
                   DlTypeName(t));
 }
