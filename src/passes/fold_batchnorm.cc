@@ -81,27 +81,21 @@ bool Fold(Graph& g, OpId bn_id) {
   const std::string base = g.op(bn_id).name;
   const TensorId w2 = NewParam(g, base + "/folded_weight", wt.shape, *w);
   const TensorId b2 = NewParam(g, base + "/folded_bias", {Dim::Static(n)}, *b);
-  const TensorId z = g.op(bn_id).outputs[0];
   std::vector<TensorId> dropped = g.op(bn_id).inputs;
-  g.DetachOp(bn_id);  // y loses its only reader, z its producer
-  // The GEMM reads the folded params and produces z; y goes.
-  Op& op = g.mutable_op(gemm_id);
-  for (size_t i = 1; i < op.inputs.size(); ++i) {
-    const TensorId old = op.inputs[i];
-    dropped.push_back(old);
-    if (old != op.inputs[0]) std::erase(g.mutable_tensor(old).users, gemm_id);
+  for (size_t i = 1; i < g.op(gemm_id).inputs.size(); ++i) dropped.push_back(g.op(gemm_id).inputs[i]);
+  // The GEMM reads the folded params and takes over z; y goes.
+  const bool had_bias = g.op(gemm_id).inputs.size() == 3;
+  g.SetOperand(gemm_id, 1, w2);
+  if (had_bias) {
+    g.SetOperand(gemm_id, 2, b2);
+  } else {
+    g.AddOperand(gemm_id, b2);
   }
-  op.inputs.resize(1);
-  op.inputs.push_back(w2);
-  op.inputs.push_back(b2);
-  g.mutable_tensor(w2).users.push_back(gemm_id);
-  g.mutable_tensor(b2).users.push_back(gemm_id);
-  op.type = OpType::kGemmRcrBias;
-  op.outputs = {z};
-  op.attrs.onnx = nullptr;  // no longer the node it was imported from
-  g.mutable_tensor(y).producer = kNone;
+  g.TakeOverOutputs(gemm_id, bn_id);  // the BatchNorm is detached; y has no producer
   g.EraseTensor(y);
-  g.mutable_tensor(z).producer = gemm_id;
+  Op& op = g.mutable_op(gemm_id);
+  op.type = OpType::kGemmRcrBias;
+  op.attrs.onnx = nullptr;  // no longer the node it was imported from
   // Params nobody reads any more (the unfolded weight, the statistics).
   std::sort(dropped.begin(), dropped.end());
   dropped.erase(std::unique(dropped.begin(), dropped.end()), dropped.end());

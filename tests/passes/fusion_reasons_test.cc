@@ -315,6 +315,21 @@ TEST(FusionReasonsTest, OnlyMemberOfSplit) {
                                    "nearest peer fc1"));
 }
 
+// Under --rules hfuse the size buckets and the 39 cap are gone, and so are
+// their reasons.
+TEST(FusionReasonsTest, HfuseRulesHaveNoSizeBucketOrChunkReasons) {
+  GraphBuilder b;
+  std::vector<std::string> outs = {b.LayerNorm("big", b.Input("xb", {8, 1024}))};
+  for (int i = 0; i < 40; ++i) {
+    const std::string n = std::to_string(i);
+    outs.push_back(b.LayerNorm(std::string("ln").append(n), b.Input(std::string("x").append(n), {8, 128})));
+  }
+  b.Outputs(outs);
+  EXPECT_EQ(FuseIt(b, {.rules = RuleSet::kHfuse}).ungrouped.size(), 0u);
+  const FuseGroupOpsResult seed = FuseIt(b);
+  EXPECT_EQ(Rule(ReasonOf(seed, "big")), "size-bucket");
+}
+
 // ---------------------------------------------------------------------------
 // The vocabulary is documented: README lists every code.
 

@@ -85,7 +85,10 @@ def test_fuse_matches_the_cli(tmp_path):
         subprocess.run([tool, "fuse", RANKING, "-o", str(out), "--report", str(rep)], check=True,
                        stdout=subprocess.DEVNULL)
         assert out.read_bytes() == fused
-        assert json.loads(rep.read_text()) == report
+        # The CLI's report also explains the ops left ungrouped ("ungrouped");
+        # the Python report has the rest of it, the same.
+        cli = json.loads(rep.read_text())
+        assert {k: v for k, v in cli.items() if k != "ungrouped"} == report
     # The fused model runs in hfuse (ai.hfuse ops) and computes what the original does.
     x = np.random.default_rng(2).standard_normal((64, 256)).astype(np.float32)
     (want,) = ort_session(RANKING).run(None, {"features": x})

