@@ -198,7 +198,8 @@ struct Session::Impl {
         ThrowInputError("input '{}': dtype {}, the model wants {}", name, DTypeName(dtype),
                         DTypeName(t.dtype));
       }
-      auto shape_error = [&] {
+      // (clang 14 lambdas cannot capture structured bindings: name them.)
+      auto shape_error = [&, &name = name, &shape = shape] {
         ThrowInputError("input '{}': shape [{}], the model wants {}", name, fmt::join(shape, ", "),
                         ShapeString(fused, t.shape));
       };

@@ -254,7 +254,7 @@ class ReferenceRound {
     const OpId id = RewriteAsGroup(g_, group);
     std::vector<std::string> names;
     for (OpId m : group) names.push_back(g_.op(m).name);
-    out_.groups.push_back({g_.op(id).type, id, std::move(names)});
+    out_.groups.push_back({g_.op(id).type, std::move(names), id, g_.op(id).name});
     const auto& outs = g_.op(id).outputs;
     new_outputs_.insert(new_outputs_.end(), outs.begin(), outs.end());
   }
