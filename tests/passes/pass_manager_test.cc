@@ -52,11 +52,12 @@ TEST(PassRegistryTest, NamesAreKebabCaseAndUnique) {
 
 TEST(PassRegistryTest, ParsesPassesAndPipelines) {
   const std::vector<const PassInfo*> passes = ParsePassList("onnx-import,seed,elide-split-concat");
-  ASSERT_EQ(passes.size(), 4u);
-  EXPECT_EQ(passes[0]->name, "fuse-mm-elementwise");
-  EXPECT_EQ(passes[1]->name, "flatten-gemm-inputs");
-  EXPECT_EQ(passes[2]->name, "fuse-group-ops");
-  EXPECT_EQ(passes[3]->name, "elide-split-concat");
+  ASSERT_EQ(passes.size(), 5u);
+  EXPECT_EQ(passes[0]->name, "fold-batchnorm");
+  EXPECT_EQ(passes[1]->name, "fuse-mm-elementwise");
+  EXPECT_EQ(passes[2]->name, "flatten-gemm-inputs");
+  EXPECT_EQ(passes[3]->name, "fuse-group-ops");
+  EXPECT_EQ(passes[4]->name, "elide-split-concat");
   EXPECT_THROW(ParsePassList("fuse-group-ops,fuse-everything"), InputError);
 }
 
