@@ -31,9 +31,15 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:symbolize=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # ctest names tests by suite, not by executable: run each executable's tests.
 status=0
+# The fused-equals-unfused sweep takes the AITemplate and edge cases here;
+# its 150 random graphs (and the scale case) run in the Release job and, as
+# generated graphs, in the pipeline fuzz target: under ASan they alone would
+# take a quarter of CI's time.
+declare -A filter=([fused_equals_unfused_test]='-*random_case*:*scale*')
 for t in "${tests[@]}"; do
   echo "sanitize: $t"
-  "$BUILD/tests/$t" --gtest_brief=1 >"$BUILD/$t.log" 2>&1 || { status=1; tail -40 "$BUILD/$t.log"; }
+  "$BUILD/tests/$t" --gtest_brief=1 ${filter[$t]:+--gtest_filter="${filter[$t]}"} >"$BUILD/$t.log" 2>&1 \
+    || { status=1; tail -40 "$BUILD/$t.log"; }
   tail -1 "$BUILD/$t.log"
 done
 ((status == 0)) || { echo "sanitize: tests failed under ASan/UBSan" >&2; exit 1; }
