@@ -4,6 +4,7 @@
 #include "hfuse/support/file.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -113,6 +114,26 @@ void InstallSignalHandlers() {
   });
 }
 
+// Holds SIGINT and SIGTERM back while it lives: a stop that arrives between
+// creating the temporary file and registering it for the handler would
+// otherwise leave the file behind. The held signal is delivered on exit.
+class HoldStopSignals {
+ public:
+  HoldStopSignals() {
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    ::pthread_sigmask(SIG_BLOCK, &stop, &old_);
+  }
+  ~HoldStopSignals() { ::pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  HoldStopSignals(const HoldStopSignals&) = delete;
+  HoldStopSignals& operator=(const HoldStopSignals&) = delete;
+
+ private:
+  sigset_t old_;
+};
+
 // "a/b/c" -> "a/b", "c" -> ".", "/c" -> "/".
 std::string FolderOf(const std::string& path) {
   const size_t slash = path.rfind('/');
@@ -148,6 +169,7 @@ class TempFile {
   explicit TempFile(const std::string& path) : path_(path), target_(FollowSymlinks(path)) {
     const std::string dir = FolderOf(target_);
     InstallSignalHandlers();
+    const HoldStopSignals hold;  // until the file is registered
     for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
       uint64_t r = 0;
       if (::getrandom(&r, sizeof r, 0) != static_cast<ssize_t>(sizeof r)) {
