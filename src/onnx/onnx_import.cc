@@ -1385,6 +1385,23 @@ class Importer {
         "Softplus", "LeakyRelu", "Clip", "Softmax", "LogSoftmax", "BatchNormalization",
         "Dropout", "Identity", "Not", "Floor", "Ceil", "Gelu", "Elu", "Sign"};
     if (kSame.count(type)) return std::pair(x->dtype, x->shape);
+    if (type == "MatMul") {  // numpy's matmul, both operands at least 2-D
+      const Tensor* y = input(1);
+      if (!y || x->shape.size() < 2 || y->shape.size() < 2) return std::nullopt;
+      Shape a(x->shape.begin(), x->shape.end() - 2), b(y->shape.begin(), y->shape.end() - 2);
+      if (a.size() < b.size()) a.insert(a.begin(), b.size() - a.size(), Dim::Static(1));
+      if (b.size() < a.size()) b.insert(b.begin(), a.size() - b.size(), Dim::Static(1));
+      Shape out;
+      for (size_t d = 0; d < a.size(); ++d) {
+        const bool a1 = a[d].is_static() && a[d].value == 1;
+        const bool b1 = b[d].is_static() && b[d].value == 1;
+        if (!(a[d] == b[d]) && !a1 && !b1) return std::nullopt;
+        out.push_back(a1 ? b[d] : a[d]);
+      }
+      out.push_back(x->shape[x->shape.size() - 2]);
+      out.push_back(y->shape.back());
+      return std::pair(x->dtype, out);
+    }
     if (type == "Einsum") {
       // An explicit output ("ij,jk->ik"): each output letter's dim from an
       // input that has it (libonnx 1.12 infers no Einsum; "..." is not read).
