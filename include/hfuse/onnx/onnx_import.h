@@ -48,7 +48,10 @@
 namespace hfuse {
 
 inline constexpr int64_t kMinOnnxOpset = 11;
-inline constexpr int64_t kMaxOnnxOpset = 17;  // ONNX 1.12's newest
+// Opsets above 17 (ONNX 1.12's newest, which hfuse links) are read through
+// an opset-17 copy (src/onnx/opset_compat.h); 28 and IR 14 are ONNX 1.23's.
+inline constexpr int64_t kMaxOnnxOpset = 28;
+inline constexpr int64_t kMaxOnnxIrVersion = 14;
 
 struct OnnxImportOptions {
   // ONNX gives symbolic dims no bounds; each becomes a dim of this range
