@@ -254,6 +254,22 @@ void FoldConstantIfs(ModelProto& model, const std::string& source) {
   }
 }
 
+// Dims that an earlier shape inference made up ('unk__N': onnx's
+// version_converter, a current exporter) are forgotten before ONNX 1.12
+// infers shapes, so that it works them out again, from the values of shape
+// arithmetic where it can, and hfuse's own inference sees which dims are
+// made up (HasMadeUpDim) instead of taking them for named dims.
+void ForgetMadeUpDims(onnx::GraphProto& graph) {
+  auto forget = [](onnx::ValueInfoProto& vi) {
+    if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) return;
+    for (auto& d : *vi.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim()) {
+      if (d.has_dim_param() && d.dim_param().starts_with("unk__")) d.clear_dim_param();
+    }
+  };
+  for (auto& vi : *graph.mutable_value_info()) forget(vi);
+  for (auto& vi : *graph.mutable_output()) forget(vi);
+}
+
 class Importer {
  public:
   Importer(ModelProto& model, std::string source, const OnnxImportOptions& options)
@@ -1672,6 +1688,7 @@ OnnxModel ImportOnnx(std::string_view bytes, const std::string& source,
   }
   LoadExternalData(model, source, model_dir);
   FoldConstantIfs(model, source);
+  ForgetMadeUpDims(*model.mutable_graph());
   // ONNX 1.12 checks and infers shapes on the model itself, or on its
   // opset-17 copy (opset_compat.h) whose inferred types are read back.
   ModelProto linked;
