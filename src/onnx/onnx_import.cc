@@ -309,10 +309,33 @@ class Importer {
     }
     FoldConstantsAndIdentities();
     MarkLiveNodes();
+    // A node that cannot be imported is named, and the walk goes on past it
+    // (skipping what reads its outputs), so that every such node is listed
+    // in one error.
+    std::vector<std::string> failed;
+    std::set<std::string> failed_values;
     for (int i = 0; i < graph.node_size(); ++i) {
-      if (live_[static_cast<size_t>(i)] && !folded_[static_cast<size_t>(i)]) {
-        ImportNode(graph.node(i));
+      if (!live_[static_cast<size_t>(i)] || folded_[static_cast<size_t>(i)]) continue;
+      const NodeProto& node = graph.node(i);
+      const bool reads_failed = std::any_of(node.input().begin(), node.input().end(),
+                                            [&](const std::string& in) {
+                                              return failed_values.count(Resolve(in)) != 0;
+                                            });
+      if (!reads_failed) {
+        try {
+          ImportNode(node);
+          continue;
+        } catch (const InputError& e) {
+          std::string what = e.what();
+          if (what.starts_with(source_ + ": ")) what.erase(0, source_.size() + 2);
+          failed.push_back(std::move(what));
+        }
       }
+      for (const std::string& out : node.output()) failed_values.insert(out);
+    }
+    if (failed.size() == 1) Error("{}", failed[0]);
+    if (failed.size() > 1) {
+      Error("{} nodes cannot be imported: {}", failed.size(), fmt::join(failed, "; "));
     }
     std::vector<TensorId> outputs;
     for (const auto& vi : graph.output()) outputs.push_back(Value(vi.name(), "graph output"));

@@ -19,6 +19,15 @@ Then the models hfuse must refuse, each with one error that names what it
 cannot read: DFT-20, Pad-18's axes input, Pad-19's wrap mode,
 RMSNormalization-23 (two such nodes: both named in one error), an If on a
 computed condition, opset 29, IR version 15.
+
+Last, the messages of `run`, `verify`, `check` and `--format` on ONNX
+input (issue 11, item 6) and named dims up to 2^31 - 1: each error one line
+with the model's path first and nothing on stdout; `run` without --dim binds
+a named dim to 64; --dim 2^31 - 1 is refused by the memory budget before
+allocating; `check` counts only real dynamic dims; `--save-inputs` writes
+the model's inputs by name, which onnxruntime takes as they are; `fuse
+m.onnx --format json` converts; two nodes that cannot be imported are both
+named in one error.
 """
 import json
 import os
@@ -37,7 +46,7 @@ rng = np.random.default_rng(5)
 
 
 def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
+    print(("ok   " if ok else "FAIL ") + what.replace("\n", " | "))
     if not ok:
         failures.append(what)
 
@@ -228,6 +237,67 @@ def negative(work, m, wants):
     check(ok, f"{name}: refused in one line naming {wants} (exit {r.returncode}) {err}")
 
 
+def messages(work):
+    static = model("msg_static", 17, [N("Relu", ["h"], ["y"], name="relu")], [("y", F)])
+    dyn = model("msg_dynamic", 17, [N("Relu", ["h"], ["y"], name="relu")], [("y", F)])
+    dyn.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+    paths = {}
+    for m in (static, dyn):
+        paths[m.graph.name] = os.path.join(work, f"{m.graph.name}.onnx")
+        onnx.save(onnx.shape_inference.infer_shapes(m), paths[m.graph.name])
+    s, d = paths["msg_static"], paths["msg_dynamic"]
+
+    def one_line(label, r, path, *wants):
+        err = r.stderr.strip()
+        check(r.returncode == 2 and r.stdout == "" and len(err.splitlines()) == 1 and
+              err.startswith(f"hfuse: error: {path}: ") and all(w in err for w in wants),
+              f"{label}: one line naming {path} and {wants}, nothing on stdout "
+              f"(exit {r.returncode}) {err} {r.stdout.strip()}")
+
+    one_line("run --dim batch=0", hfuse("run", d, "--dim", "batch=0"), d, "outside [1, 2147483647]")
+    one_line("verify --dim batch=0", hfuse("verify", d, "--dim", "batch=0"), d, "outside")
+    one_line("run --dim batch=2^31-1", hfuse("run", d, "--dim", "batch=2147483647"), d,
+             "over the memory budget")
+    one_line("run --dim batch=2^31", hfuse("run", d, "--dim", "batch=2147483648"), d, "outside")
+    r = hfuse("run", d)
+    check(r.returncode == 0 and "y: float32 [64, 32]" in r.stdout,
+          f"run binds a named dim to 64 without --dim: {r.stdout.strip()} {r.stderr.strip()}")
+    r = hfuse("run", d, "--dim", "batch=4096")
+    check(r.returncode == 0 and "y: float32 [4096, 32]" in r.stdout, "run --dim batch=4096")
+    for path, n in ((s, 0), (d, 1)):
+        r = hfuse("check", path)
+        check(r.returncode == 0 and r.stdout.strip().endswith(f"{n} dynamic dims"),
+              f"check counts {n} dynamic dims: {r.stdout.strip()}")
+    saved, outs = os.path.join(work, "saved.npz"), os.path.join(work, "saved_out.npz")
+    r = hfuse("run", d, "--dim", "batch=8", "--save-inputs", saved, "-o", outs)
+    feeds = dict(np.load(saved)) if r.returncode == 0 else {}
+    check(sorted(feeds) == ["x"], f"--save-inputs writes the model's inputs only: {sorted(feeds)}")
+    if feeds:
+        compare("--save-inputs feeds onnxruntime as is", ort_run(d, feeds), dict(np.load(outs)))
+    g = os.path.join(work, "converted.json")
+    r = hfuse("fuse", s, "--format", "json", "-o", g)
+    r2 = hfuse("check", g) if r.returncode == 0 else r
+    check(r.returncode == 0 and r2.returncode == 0,
+          f"fuse m.onnx --format json writes graph JSON: {r.stderr.strip()} {r2.stderr.strip()}")
+    one_line("print m.onnx --format json", hfuse("print", s, "--format", "json"), s,
+             "--format json reads graph JSON")
+    # A Pad the CPU executor cannot run: verify fails before printing anything.
+    pad = model("msg_pad", 17, [N("Pad", ["h", "pads"], ["y"], name="pad")], [("y", F)],
+                [const("pads", np.array([0, 1, 0, 1], np.int64))])
+    p = os.path.join(work, "msg_pad.onnx")
+    onnx.save(onnx.shape_inference.infer_shapes(pad), p)
+    one_line("verify on an op the CPU cannot run", hfuse("verify", p), p, "op 'pad'")
+    one_line("run on an op the CPU cannot run", hfuse("run", p), p, "op 'pad'")
+    two = model("msg_two", 17, [N("Cast", ["h"], ["c1"], name="to_double1", to=TensorProto.DOUBLE),
+                                N("Cast", ["h"], ["c2"], name="to_double2", to=TensorProto.DOUBLE),
+                                N("Add", ["c1", "c2"], ["y"], name="add_doubles")],
+                [("y", TensorProto.DOUBLE)])
+    p = os.path.join(work, "msg_two.onnx")
+    onnx.save(onnx.shape_inference.infer_shapes(two), p)
+    one_line("two nodes that cannot be imported", hfuse("check", p), p,
+             "2 nodes cannot be imported", "to_double1", "to_double2")
+
+
 def main():
     global HFUSE
     HFUSE = sys.argv[1]
@@ -238,6 +308,7 @@ def main():
             positive(work, m)
         for m, wants in refused():
             negative(work, m, wants)
+        messages(work)
     if failures:
         print(f"{len(failures)} check(s) failed")
         sys.exit(1)

@@ -56,11 +56,12 @@ inline constexpr int64_t kMaxOnnxIrVersion = 14;
 struct OnnxImportOptions {
   // ONNX gives symbolic dims no bounds; each becomes a dim of this range
   // (the max is what the canonical order sizes tensors by), which `hfuse
-  // run` and `verify` bind to dim_run unless --dim says otherwise. 2^20
-  // covers any batch; a larger max would overflow the byte count of a
-  // tensor with two named dims (batch x seq_length) that the verifier checks.
+  // run` and `verify` bind to dim_run unless --dim says otherwise: a small
+  // batch, so that a run without --dim is quick and small. 2^31 - 1 covers
+  // any batch; the sizes at the bound values are what is counted and held
+  // to the memory budget before a run allocates.
   int64_t dim_min = 1;
-  int64_t dim_max = int64_t{1} << 20;
+  int64_t dim_max = INT32_MAX;
   int64_t dim_run = 64;
 };
 
