@@ -91,6 +91,14 @@ if ! "$root/.venv/bin/python" -c "import nanobind, scikit_build_core" 2>/dev/nul
   "$root/.venv/bin/pip" install -q "nanobind==$NANOBIND_VERSION" "scikit-build-core==$SKBUILD_VERSION"
 fi
 echo "setup: .venv (nanobind, scikit-build-core) ready"
+# mypy, for tests/python/test_stubs.py (the type stub and annotations checked
+# with mypy --strict).
+MYPY_VERSION=2.4.1
+if ! "$root/.venv/bin/python" -c "import mypy" 2>/dev/null; then
+  echo "setup: installing mypy $MYPY_VERSION into .venv"
+  "$root/.venv/bin/pip" install -q "mypy==$MYPY_VERSION"
+fi
+echo "setup: .venv (mypy) ready"
 # ---- end Python module ----
 # ---- CUDA backend: CUTLASS 4.2's headers, from PyPI's wheel, into .venv ----
 # (headers only: --no-deps; CMake finds them under .venv's site-packages).
