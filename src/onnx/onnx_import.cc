@@ -403,6 +403,7 @@ class Importer {
 
   Dim NamedDim(const std::string& name) {
     if (auto d = g_.FindDim(name)) return Dim::Dynamic(*d);
+    if (auto d = ProductNamed(name)) return *d;
     return Dim::Dynamic(
         g_.AddDim({name, options_.dim_min, options_.dim_max, {}, options_.dim_run}));
   }
@@ -892,7 +893,7 @@ class Importer {
   // derived dim.
   void Factors(int32_t dim, std::vector<int32_t>& out) const {
     const DynamicDim& d = g_.dims()[static_cast<size_t>(dim)];
-    if (d.product_of.empty()) {
+    if (d.product_of.empty() || d.factor != 1) {  // one with a static factor stays whole
       out.push_back(dim);
       return;
     }
@@ -910,6 +911,40 @@ class Importer {
     }
     if (auto d = g_.FindDim(name)) return Dim::Dynamic(*d);
     DynamicDim dim{name, lo, hi, factors, 0};  // bound through its factors
+    return Dim::Dynamic(g_.AddDim(std::move(dim)));
+  }
+
+  // A dim name that spells a product of dims the model has declared and
+  // static sizes, as hfuse writes a derived dim (flatten-gemm-inputs:
+  // "batch_size*2"): that derived dim, so that a fused model reads back with
+  // the dims it was written with. Nothing for any other name.
+  std::optional<Dim> ProductNamed(const std::string& name) {
+    if (name.find('*') == std::string::npos) return std::nullopt;
+    std::vector<int32_t> factors;
+    int64_t factor = 1, lo = 1, hi = 1;
+    for (size_t begin = 0; begin <= name.size();) {
+      size_t end = name.find('*', begin);
+      if (end == std::string::npos) end = name.size();
+      const std::string part = name.substr(begin, end - begin);
+      begin = end + 1;
+      if (part.empty()) return std::nullopt;
+      if (std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        if (part.size() > 9) return std::nullopt;
+        factor *= std::stoll(part);
+        continue;
+      }
+      const auto d = g_.FindDim(part);
+      if (!d || !g_.dims()[static_cast<size_t>(*d)].product_of.empty()) return std::nullopt;
+      factors.push_back(*d);
+    }
+    if (factors.empty() || factor < 1 || factor > INT32_MAX) return std::nullopt;
+    lo = hi = factor;
+    for (int32_t f : factors) {
+      lo = std::min<int64_t>(lo * g_.dims()[static_cast<size_t>(f)].min, INT32_MAX);
+      hi = std::min<int64_t>(hi * g_.dims()[static_cast<size_t>(f)].max, INT32_MAX);
+    }
+    std::sort(factors.begin(), factors.end());
+    DynamicDim dim{name, lo, hi, std::move(factors), 0, factor};  // bound through its factors
     return Dim::Dynamic(g_.AddDim(std::move(dim)));
   }
 

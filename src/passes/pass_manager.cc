@@ -27,8 +27,11 @@ PassResult RunFuseMmElementwisePass(PassState& state, const PassOptions& options
   return {absorbed > 0, {{"ops absorbed", absorbed}}};
 }
 
-PassResult RunFlattenGemmInputsPass(PassState& state, const PassOptions&) {
-  const int64_t flattened = FlattenGemmInputs(state.graph);
+PassResult RunFlattenGemmInputsPass(PassState& state, const PassOptions& options) {
+  // A named M groups only under the hfuse rules; under the seed's the model keeps its shape.
+  FlattenGemmInputsOptions flatten;
+  flatten.dynamic_m = options.fuse_group_ops.rules == RuleSet::kHfuse;
+  const int64_t flattened = FlattenGemmInputs(state.graph, flatten);
   return {flattened > 0, {{"GEMMs flattened", flattened}}};
 }
 

@@ -114,11 +114,6 @@ GROUPS = {
 }
 
 
-# Models whose 3-D GEMMs (AITM's and AutoInt's Q/K/V, FiBiNet's bilinear
-# MatMuls) group under --rules hfuse at a fixed batch only: see one().
-DYNAMIC_GAPS = {"AITM", "AutoInt", "FiBiNet"}
-
-
 def hfuse(*args):
     return subprocess.run([HFUSE, *args], capture_output=True, text=True)
 
@@ -229,14 +224,6 @@ def one(work, name, mode, info, rules, hfuse_groups):
             members = sum(len(m) for _, m in groups)
             check(members >= seed_members,
                   f"{label}: {len(groups)} groups of {members} members (seed: {seed_members})")
-        elif name in DYNAMIC_GAPS:
-            # Known gap: GEMMs on a 3-D activation are flattened to 2-D
-            # (flatten-gemm-inputs) only with static dims, so with a dynamic
-            # batch those stay apart; every group that forms is one of the
-            # fixed batch's.
-            check(all(g in hfuse_groups for g in groups),
-                  f"{label}: {len(groups)} of the fixed batch's {len(hfuse_groups)} groups "
-                  f"(known gap: 3-D GEMMs with a dynamic batch)")
         else:
             check(groups == hfuse_groups,
                   f"{label}: the same {len(groups)} groups as the fixed batch"
