@@ -11,6 +11,8 @@
 #include <map>
 
 #include "cutlass_grouped_gemm.h"
+#include "gemm_plan.h"
+#include "memory_plan.h"
 #include "hfuse/ir/analysis.h"
 #include "hfuse/ir/op_members.h"
 #include "hfuse/support/checked.h"
@@ -58,10 +60,7 @@ bool CudaDeviceAvailable(std::string* why) {
 
 namespace {
 
-constexpr int64_t kAlign = 256;
 constexpr size_t kWorkspaceBytes = 32 << 20;
-
-int64_t AlignUp(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
 cudaDataType_t CudaType(DType d) {
   switch (d) {
@@ -170,131 +169,20 @@ struct CudaExecutor::Impl {
 
   // ---- memory plan -----------------------------------------------------------
 
-  int64_t Bytes(TensorId t) const {
-    // Checked (support/checked.h): a wrapped size would plan a buffer too small.
-    return ByteCountOf(ConcreteShape(g.tensor(t).shape, dims), DTypeBytes(g.tensor(t).dtype),
-                       fmt::format("tensor '{}'", g.tensor(t).name));
-  }
-  TensorId StorageOf(TensorId t) const {
-    return g.tensor(t).storage == kNone ? t : g.tensor(t).storage;
-  }
+  int64_t Bytes(TensorId t) const { return cuda::DeviceTensorBytes(g, dims, t); }
+  TensorId StorageOf(TensorId t) const { return cuda::StorageOf(g, t); }
 
   void PlanMemory() {
-    order = StableTopologicalOrder(g);
-    const auto n = static_cast<size_t>(g.num_tensor_ids());
-    offset.assign(n, -1);
-    region.assign(n, 0);
-    // Inputs and params in order of first use (a group's members' weights
-    // then sit at a constant stride), outputs, then the arena.
-    int64_t in_bytes = 0, param_bytes = 0, out_bytes = 0;
-    auto place = [&](TensorId t, char r, int64_t& top) {
-      if (region[static_cast<size_t>(t)]) return;
-      region[static_cast<size_t>(t)] = r;
-      offset[static_cast<size_t>(t)] = top;
-      top += AlignUp(Bytes(t));
-    };
-    for (OpId id : order) {
-      for (TensorId in : g.op(id).inputs) {
-        const TensorId s = StorageOf(in);
-        if (g.tensor(s).role == Role::kInput) place(s, 'i', in_bytes);
-        if (g.tensor(s).role == Role::kParam) place(s, 'p', param_bytes);
-      }
-    }
-    for (TensorId t = 0; t < g.num_tensor_ids(); ++t) {
-      if (g.tensor(t).alive && g.tensor(t).role == Role::kInput) place(t, 'i', in_bytes);
-      if (g.tensor(t).alive && g.tensor(t).role == Role::kParam) place(t, 'p', param_bytes);
-    }
-    for (TensorId t : g.outputs()) place(StorageOf(t), 'o', out_bytes);
-
-    // Intermediates: one unit per op (its non-view outputs, together), alive
-    // from the first op writing into it to the last op reading it.
-    std::vector<int64_t> pos(static_cast<size_t>(g.num_op_ids()), -1);
-    for (size_t i = 0; i < order.size(); ++i) pos[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
-    std::vector<int64_t> first(n, INT64_MAX), last(n, -1);
-    for (OpId id : order) {
-      const Op& op = g.op(id);
-      if (op.elided) continue;
-      for (TensorId out : op.outputs) {
-        const auto s = static_cast<size_t>(StorageOf(out));
-        first[s] = std::min(first[s], pos[static_cast<size_t>(id)]);
-      }
-      for (TensorId in : op.inputs) {
-        const auto s = static_cast<size_t>(StorageOf(in));
-        last[s] = std::max(last[s], pos[static_cast<size_t>(id)]);
-      }
-    }
-    struct Unit {
-      std::vector<TensorId> tensors;
-      int64_t start, end, bytes;
-    };
-    std::vector<Unit> units;
-    std::vector<bool> taken(n, false);
-    for (OpId id : order) {
-      Unit u{{}, pos[static_cast<size_t>(id)], pos[static_cast<size_t>(id)], 0};
-      for (TensorId out : g.op(id).outputs) {
-        const TensorId s = StorageOf(out);
-        if (region[static_cast<size_t>(s)] || taken[static_cast<size_t>(s)]) continue;
-        taken[static_cast<size_t>(s)] = true;
-        u.tensors.push_back(s);
-        u.start = std::min(u.start, first[static_cast<size_t>(s)]);
-        u.end = std::max(u.end, last[static_cast<size_t>(s)]);
-        u.bytes += AlignUp(Bytes(s));
-      }
-      if (!u.tensors.empty()) units.push_back(std::move(u));
-    }
-    // Best-fit free list over the arena, in execution order.
-    std::sort(units.begin(), units.end(), [](const Unit& a, const Unit& b) { return a.start < b.start; });
-    std::vector<std::pair<int64_t, int64_t>> free_list;  // (offset, bytes)
-    std::vector<std::pair<int64_t, size_t>> live;        // (end, unit index)
-    std::vector<int64_t> unit_offset(units.size());
-    int64_t top = 0;
-    for (size_t i = 0; i < units.size(); ++i) {
-      // Free units that ended before this one starts.
-      std::sort(live.begin(), live.end());
-      while (!live.empty() && live.front().first < units[i].start) {
-        const size_t j = live.front().second;
-        free_list.emplace_back(unit_offset[j], units[j].bytes);
-        live.erase(live.begin());
-      }
-      std::sort(free_list.begin(), free_list.end());
-      for (size_t k = 1; k < free_list.size();) {  // merge neighbours
-        if (free_list[k - 1].first + free_list[k - 1].second == free_list[k].first) {
-          free_list[k - 1].second += free_list[k].second;
-          free_list.erase(free_list.begin() + static_cast<ptrdiff_t>(k));
-        } else {
-          ++k;
-        }
-      }
-      int best = -1;
-      for (size_t k = 0; k < free_list.size(); ++k) {
-        if (free_list[k].second >= units[i].bytes &&
-            (best < 0 || free_list[k].second < free_list[static_cast<size_t>(best)].second)) {
-          best = static_cast<int>(k);
-        }
-      }
-      if (best >= 0) {
-        auto& f = free_list[static_cast<size_t>(best)];
-        unit_offset[i] = f.first;
-        f.first += units[i].bytes;
-        f.second -= units[i].bytes;
-      } else {
-        unit_offset[i] = top;
-        top += units[i].bytes;
-      }
-      live.emplace_back(units[i].end, i);
-      int64_t at = unit_offset[i];
-      for (TensorId t : units[i].tensors) {
-        region[static_cast<size_t>(t)] = 'a';
-        offset[static_cast<size_t>(t)] = at;
-        at += AlignUp(Bytes(t));
-      }
-      stats.tensor_bytes += units[i].bytes;
-    }
-    stats.arena_bytes = top;
-    inputs_arena.Allocate(in_bytes);
-    params_arena.Allocate(param_bytes);
-    outputs_arena.Allocate(out_bytes);
-    arena.Allocate(top);
+    cuda::MemoryPlan plan = cuda::PlanDeviceMemory(g, dims);
+    order = std::move(plan.order);
+    offset = std::move(plan.offset);
+    region = std::move(plan.region);
+    stats.tensor_bytes = plan.tensor_bytes;
+    stats.arena_bytes = plan.arena_bytes;
+    inputs_arena.Allocate(plan.input_bytes);
+    params_arena.Allocate(plan.param_bytes);
+    outputs_arena.Allocate(plan.output_bytes);
+    arena.Allocate(plan.arena_bytes);
   }
 
   char* BufferOf(TensorId s) const {
@@ -358,26 +246,18 @@ struct CudaExecutor::Impl {
     }
   }
 
-  struct GemmMember {
-    const char* a;
-    const char* w;
-    const char* bias;
-    char* y;
-    int64_t m, n, k, lda, ldy;
-  };
-
   void PlanGemm(const Op& op) {
     const bool group = IsGroupGemm(op.type);
     const OpType member_type = group ? MemberOf(op.type) : op.type;
     const DType dtype = g.tensor(op.inputs[0]).dtype;
     const std::optional<EwFunc> activation = ActivationOf(member_type);
     const int act = activation ? static_cast<int>(*activation) : cuda::kNoActivation;
-    std::vector<GemmMember> ms;
+    std::vector<cuda::DeviceGemm> ms;
     for (size_t i = 0; i < op.outputs.size(); ++i) {
       const hfuse::GemmMember member = GemmMemberOf(op, i);
       const std::vector<int64_t> a_shape = ConcreteShape(g.tensor(member.a).shape, dims);
       const Place a = PlaceOf(member.a), y = PlaceOf(member.y);
-      GemmMember m;
+      cuda::DeviceGemm m;
       m.a = a.base;
       m.w = PlaceOf(member.w).base;
       m.bias = member.bias != kNone ? PlaceOf(member.bias).base : nullptr;
@@ -390,7 +270,7 @@ struct CudaExecutor::Impl {
       ms.push_back(m);
     }
     const float alpha = static_cast<float>(op.attrs.Alpha());
-    if (!group || (options.strided_batched && Strided(ms))) {
+    if (!group || (options.strided_batched && cuda::IsStridedBatch(ms))) {
       PlanLtGemm(ms, dtype, alpha, act);
       return;
     }
@@ -401,21 +281,16 @@ struct CudaExecutor::Impl {
 
   // One CUTLASS grouped GEMM, bias and activation in its epilogue; false
   // (and why) when CUTLASS cannot take the members.
-  bool PlanCutlassGemm(const std::vector<GemmMember>& ms, DType dtype, int act, std::string& why) {
+  bool PlanCutlassGemm(const std::vector<cuda::DeviceGemm>& ms, DType dtype, int act, std::string& why) {
+    const cuda::GemmMemberSplit split = cuda::SplitGemmMembers(ms);
     std::vector<cuda::GroupedGemmMember> members;
-    std::vector<GemmMember> empty_k;
-    for (const GemmMember& m : ms) {
-      if (m.m == 0 || m.n == 0) continue;
-      if (m.k == 0) {
-        empty_k.push_back(m);
-        continue;
-      }
+    for (const cuda::DeviceGemm& m : split.products) {
       members.push_back({m.a, m.w, m.bias, m.y, m.m, m.n, m.k, m.lda, m.ldy});
     }
     const int type = KernelType(dtype);
     why = cuda::CutlassCannotTake(type, members, act);
     if (!why.empty()) return false;
-    if (!empty_k.empty()) PlanEpilogue(empty_k, dtype, act, true);
+    if (!split.bias_only.empty()) PlanEpilogue(split.bias_only, dtype, act, true);
     if (members.empty()) return true;
     static const int num_sms = [] {
       int device = 0, sms = 0;
@@ -447,26 +322,8 @@ struct CudaExecutor::Impl {
     return r;
   }
 
-  // Members of one shape at constant strides: one strided-batched call.
-  static bool Strided(const std::vector<GemmMember>& ms) {
-    if (ms.size() < 2) return true;
-    const GemmMember& a = ms[0];
-    const GemmMember& b = ms[1];
-    for (size_t i = 1; i < ms.size(); ++i) {
-      const GemmMember& c = ms[i];
-      const auto step = static_cast<int64_t>(i);
-      if (c.m != a.m || c.n != a.n || c.k != a.k || c.lda != a.lda || c.ldy != a.ldy) return false;
-      if (c.a - a.a != step * (b.a - a.a) || c.w - a.w != step * (b.w - a.w) ||
-          c.y - a.y != step * (b.y - a.y)) {
-        return false;
-      }
-      if (a.bias && c.bias - a.bias != step * (b.bias - a.bias)) return false;
-    }
-    return true;
-  }
-
-  void PlanLtGemm(const std::vector<GemmMember>& ms, DType dtype, float alpha, int act) {
-    const GemmMember& m = ms[0];
+  void PlanLtGemm(const std::vector<cuda::DeviceGemm>& ms, DType dtype, float alpha, int act) {
+    const cuda::DeviceGemm& m = ms[0];
     const int64_t batch = static_cast<int64_t>(ms.size());
     const int64_t esize = DTypeBytes(dtype);
     if (m.m == 0 || m.n == 0) return;
@@ -509,9 +366,9 @@ struct CudaExecutor::Impl {
     auto stride_of = [&](auto member_ptr) -> int64_t {
       return batch > 1 ? (ms[1].*member_ptr - m.*member_ptr) / esize : 0;
     };
-    const cublasLtMatrixLayout_t lw = layout(static_cast<uint64_t>(m.k), static_cast<uint64_t>(m.n), m.k, stride_of(&GemmMember::w));
-    const cublasLtMatrixLayout_t la = layout(static_cast<uint64_t>(m.k), static_cast<uint64_t>(m.m), m.lda, stride_of(&GemmMember::a));
-    const cublasLtMatrixLayout_t ly = layout(static_cast<uint64_t>(m.n), static_cast<uint64_t>(m.m), m.ldy, stride_of(&GemmMember::y));
+    const cublasLtMatrixLayout_t lw = layout(static_cast<uint64_t>(m.k), static_cast<uint64_t>(m.n), m.k, stride_of(&cuda::DeviceGemm::w));
+    const cublasLtMatrixLayout_t la = layout(static_cast<uint64_t>(m.k), static_cast<uint64_t>(m.m), m.lda, stride_of(&cuda::DeviceGemm::a));
+    const cublasLtMatrixLayout_t ly = layout(static_cast<uint64_t>(m.n), static_cast<uint64_t>(m.m), m.ldy, stride_of(&cuda::DeviceGemm::y));
     cublasLtMatmulPreference_t pref;
     HFUSE_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
     const size_t ws = kWorkspaceBytes;
@@ -520,13 +377,13 @@ struct CudaExecutor::Impl {
     // views and packed params can sit at any element offset.
     auto alignment = [&](auto member_ptr) {
       uint32_t a = 256;
-      for (const GemmMember& mm : ms) {
+      for (const cuda::DeviceGemm& mm : ms) {
         while (a > 1 && reinterpret_cast<uintptr_t>(mm.*member_ptr) % a != 0) a /= 2;
       }
       return a;
     };
-    const uint32_t align_w = alignment(&GemmMember::w), align_a = alignment(&GemmMember::a),
-                   align_y = alignment(&GemmMember::y);
+    const uint32_t align_w = alignment(&cuda::DeviceGemm::w), align_a = alignment(&cuda::DeviceGemm::a),
+                   align_y = alignment(&cuda::DeviceGemm::y);
     HFUSE_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_w, sizeof(align_w)));
     HFUSE_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_a, sizeof(align_a)));
     HFUSE_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_y, sizeof(align_y)));
@@ -547,26 +404,21 @@ struct CudaExecutor::Impl {
       HFUSE_CUBLAS(cublasLtMatmul(handle, desc, &alpha, w, lw, a, la, &beta, y, ly, y, ly, &algo, wsp, ws, s));
     });
     if (act != cuda::kNoActivation && !relu) {  // cuBLASLt's only activation epilogue is relu
-      std::vector<GemmMember> no_bias = ms;
+      std::vector<cuda::DeviceGemm> no_bias = ms;
       for (auto& mm : no_bias) mm.bias = nullptr;
       PlanEpilogue(no_bias, dtype, act, false);
     }
   }
 
-  void PlanGroupedGemm(const std::vector<GemmMember>& ms, DType dtype, float alpha, int act,
+  void PlanGroupedGemm(const std::vector<cuda::DeviceGemm>& ms, DType dtype, float alpha, int act,
                        const std::string& why) {
     std::vector<cublasOperation_t> ta, tb;
     std::vector<int> m_arr, n_arr, k_arr, lda, ldb, ldc, sizes;
     std::vector<float> alphas, betas;
     std::vector<const void*> a_ptrs, b_ptrs;
     std::vector<void*> c_ptrs;
-    std::vector<GemmMember> empty_k;
-    for (const GemmMember& m : ms) {
-      if (m.m == 0 || m.n == 0) continue;
-      if (m.k == 0) {
-        empty_k.push_back(m);
-        continue;
-      }
+    const cuda::GemmMemberSplit split = cuda::SplitGemmMembers(ms);
+    for (const cuda::DeviceGemm& m : split.products) {
       ta.push_back(CUBLAS_OP_T);
       tb.push_back(CUBLAS_OP_N);
       m_arr.push_back(static_cast<int>(m.n));
@@ -582,7 +434,7 @@ struct CudaExecutor::Impl {
       c_ptrs.push_back(m.y);
       sizes.push_back(1);
     }
-    if (!empty_k.empty()) PlanEpilogue(empty_k, dtype, act, true);
+    if (!split.bias_only.empty()) PlanEpilogue(split.bias_only, dtype, act, true);
     if (!ta.empty()) {
       const void* const* da = Device(a_ptrs);
       const void* const* db = Device(b_ptrs);
@@ -600,20 +452,17 @@ struct CudaExecutor::Impl {
                                                 sizes.data(), CUBLAS_COMPUTE_32F));
       });
     }
-    std::vector<GemmMember> rest;
-    for (const GemmMember& m : ms) {
-      if (m.m > 0 && m.n > 0 && m.k > 0) rest.push_back(m);
-    }
+    const std::vector<cuda::DeviceGemm>& rest = split.products;
     if (!rest.empty() && (rest[0].bias || act != cuda::kNoActivation)) PlanEpilogue(rest, dtype, act, false);
   }
 
   // Bias + activation over each member's output, in one launch. With
   // zero_first, the outputs are cleared first (GEMMs with K = 0).
-  void PlanEpilogue(const std::vector<GemmMember>& ms, DType dtype, int act, bool zero_first) {
+  void PlanEpilogue(const std::vector<cuda::DeviceGemm>& ms, DType dtype, int act, bool zero_first) {
     std::vector<cuda::EpilogueDesc> descs;
     std::vector<cuda::EpilogueTile> tiles;
     const int vec = 16 / DTypeBytes(dtype);
-    for (const GemmMember& m : ms) {
+    for (const cuda::DeviceGemm& m : ms) {
       auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
       const int32_t v = m.n % vec == 0 && m.ldy % vec == 0 && aligned(m.y) && (!m.bias || aligned(m.bias));
       descs.push_back({m.y, m.bias, m.m, m.n, m.ldy, v});
