@@ -885,32 +885,36 @@ class Importer {
   }
 
   // The shape a Reshape to `target` gives `in`: 0 copies the input's dim
-  // (unless allowzero), -1 stands for what is left over (static, or the one
-  // named dim the target does not place).
+  // (unless allowzero), -1 stands for what is left over (static, or the
+  // named dims the target does not place, times a static factor).
   // Named dims are taken apart into their factors (a derived dim is a
   // product, see DynamicDim), so that [batch · seq, 1] -> [-1, seq] gives
-  // [batch, seq]; a -1 that is left with several factors becomes their
-  // derived dim.
-  void Factors(int32_t dim, std::vector<int32_t>& out) const {
+  // [batch, seq]; a -1 that is left with several factors, or with a static
+  // factor ([batch, 39, 16] -> [-1, 16]), becomes their derived dim.
+  // Factors multiplies `factor` by the static factors met on the way.
+  void Factors(int32_t dim, std::vector<int32_t>& out, int64_t& factor) const {
     const DynamicDim& d = g_.dims()[static_cast<size_t>(dim)];
-    if (d.product_of.empty() || d.factor != 1) {  // one with a static factor stays whole
+    if (d.product_of.empty()) {
       out.push_back(dim);
       return;
     }
-    for (int32_t f : d.product_of) Factors(f, out);
+    factor = std::min<int64_t>(factor * d.factor, INT32_MAX);
+    for (int32_t f : d.product_of) Factors(f, out, factor);
   }
-  Dim ProductDim(std::vector<int32_t> factors) {
+  Dim ProductDim(std::vector<int32_t> factors, int64_t factor = 1) {
+    if (factors.size() == 1 && factor == 1) return Dim::Dynamic(factors[0]);
     std::sort(factors.begin(), factors.end());
     std::string name;
-    int64_t lo = 1, hi = 1;
+    int64_t lo = factor, hi = factor;
     for (int32_t f : factors) {
       const DynamicDim& d = g_.dims()[static_cast<size_t>(f)];
       name += (name.empty() ? "" : "*") + d.name;
       lo = std::min<int64_t>(lo * d.min, INT32_MAX);
       hi = std::min<int64_t>(hi * d.max, INT32_MAX);
     }
+    if (factor != 1) name += fmt::format("*{}", factor);  // as flatten-gemm-inputs names it
     if (auto d = g_.FindDim(name)) return Dim::Dynamic(*d);
-    DynamicDim dim{name, lo, hi, factors, 0};  // bound through its factors
+    DynamicDim dim{name, lo, hi, factors, 0, factor};  // bound through its factors
     return Dim::Dynamic(g_.AddDim(std::move(dim)));
   }
 
@@ -921,7 +925,7 @@ class Importer {
   std::optional<Dim> ProductNamed(const std::string& name) {
     if (name.find('*') == std::string::npos) return std::nullopt;
     std::vector<int32_t> factors;
-    int64_t factor = 1, lo = 1, hi = 1;
+    int64_t factor = 1;
     for (size_t begin = 0; begin <= name.size();) {
       size_t end = name.find('*', begin);
       if (end == std::string::npos) end = name.size();
@@ -938,14 +942,7 @@ class Importer {
       factors.push_back(*d);
     }
     if (factors.empty() || factor < 1 || factor > INT32_MAX) return std::nullopt;
-    lo = hi = factor;
-    for (int32_t f : factors) {
-      lo = std::min<int64_t>(lo * g_.dims()[static_cast<size_t>(f)].min, INT32_MAX);
-      hi = std::min<int64_t>(hi * g_.dims()[static_cast<size_t>(f)].max, INT32_MAX);
-    }
-    std::sort(factors.begin(), factors.end());
-    DynamicDim dim{name, lo, hi, std::move(factors), 0, factor};  // bound through its factors
-    return Dim::Dynamic(g_.AddDim(std::move(dim)));
+    return ProductDim(std::move(factors), factor);
   }
 
   std::optional<Shape> ReshapeTo(const Shape& in, const std::vector<Dim>& target,
@@ -957,7 +954,7 @@ class Importer {
       if (d.is_static()) {
         static_in *= d.value;
       } else {
-        Factors(d.dynamic, left);
+        Factors(d.dynamic, left, static_in);
       }
     }
     size_t infer = SIZE_MAX;
@@ -978,7 +975,7 @@ class Importer {
         static_out *= d.value;
       } else {
         std::vector<int32_t> factors;
-        Factors(d.dynamic, factors);
+        Factors(d.dynamic, factors, static_out);
         for (int32_t f : factors) {
           auto it = std::find(left.begin(), left.end(), f);
           if (it == left.end()) return std::nullopt;
@@ -994,6 +991,8 @@ class Importer {
         out[infer] = Dim::Dynamic(left[0]);
       } else if (left.size() > 1 && static_in == static_out) {
         out[infer] = ProductDim(left);
+      } else if (!left.empty() && static_out != 0 && static_in % static_out == 0) {
+        out[infer] = ProductDim(left, static_in / static_out);
       } else {
         return std::nullopt;
       }
@@ -1510,6 +1509,34 @@ class Importer {
         "Softplus", "LeakyRelu", "Clip", "Softmax", "LogSoftmax", "BatchNormalization",
         "Dropout", "Identity", "Not", "Floor", "Ceil", "Gelu", "Elu", "Sign", "Swish", "Mish"};
     if (kSame.count(type)) return std::pair(x->dtype, x->shape);
+    if (type == "Einsum") {
+      // An explicit output ("ij,jk->ik"): each output letter's dim from an
+      // input that has it (libonnx 1.12 infers no Einsum; "..." is not read).
+      auto eq = kept.strings.find("equation");
+      if (eq == kept.strings.end()) return std::nullopt;
+      std::string e;
+      for (char c : eq->second) {
+        if (c != ' ') e += c;
+      }
+      const size_t arrow = e.find("->");
+      if (arrow == std::string::npos || e.find('.') != std::string::npos) return std::nullopt;
+      std::map<char, Dim> dims;
+      size_t slot = 0, begin = 0;
+      for (size_t end = 0; end <= arrow; ++end) {
+        if (end < arrow && e[end] != ',') continue;
+        const Tensor* in = input(slot++);
+        if (!in || in->shape.size() != end - begin) return std::nullopt;
+        for (size_t i = begin; i < end; ++i) dims.emplace(e[i], in->shape[i - begin]);
+        begin = end + 1;
+      }
+      Shape out;
+      for (char c : e.substr(arrow + 2)) {
+        auto it = dims.find(c);
+        if (it == dims.end()) return std::nullopt;
+        out.push_back(it->second);
+      }
+      return std::pair(x->dtype, out);
+    }
     if (type == "Cast") {
       auto dtype = onnx_util::AnyDTypeOf(static_cast<int32_t>(IntAttr(node, "to", 0)));
       if (!dtype) return std::nullopt;
@@ -1561,16 +1588,10 @@ class Importer {
           if (dim.is_static()) {
             product *= dim.value;
           } else {
-            Factors(dim.dynamic, named);
+            Factors(dim.dynamic, named, product);
           }
         }
-        if (named.empty()) {
-          out.push_back(Dim::Static(product));
-        } else if (product != 1) {
-          return std::nullopt;
-        } else {
-          out.push_back(named.size() == 1 ? Dim::Dynamic(named[0]) : ProductDim(named));
-        }
+        out.push_back(named.empty() ? Dim::Static(product) : ProductDim(named, product));
       }
       return std::pair(x->dtype, out);
     }

@@ -9,6 +9,8 @@
 #include <optional>
 #include <tuple>
 
+#include "hfuse/passes/rewrite_helpers.h"
+
 namespace hfuse {
 namespace {
 
@@ -81,31 +83,6 @@ Dim MDim(Graph& graph, const FlatM& m) {
   dim.product_of = m.dims;
   dim.factor = m.factor;
   return Dim::Dynamic(graph.AddDim(std::move(dim)));
-}
-
-TensorId AddFreshTensor(Graph& graph, const std::string& base, Shape shape, DType dtype) {
-  Tensor t;
-  t.shape = std::move(shape);
-  t.dtype = dtype;
-  for (int n = 0;; ++n) {
-    t.name = n == 0 ? base : fmt::format("{}_{}", base, n);
-    const TensorId id = graph.AddTensor(t);
-    if (id != kNone) return id;
-  }
-}
-
-// The IR's shape attribute: -1 for the named dim (one at most: OneNamedDim).
-OpId AddReshape(Graph& graph, const std::string& base, TensorId in, TensorId out) {
-  Op op;
-  op.type = OpType::kReshape;
-  op.inputs = {in};
-  op.outputs = {out};
-  for (const Dim& d : graph.tensor(out).shape) op.attrs.shape.push_back(d.is_static() ? d.value : -1);
-  for (int n = 0;; ++n) {
-    op.name = n == 0 ? base : fmt::format("{}_{}", base, n);
-    const OpId id = graph.AddOp(op);
-    if (id != kNone) return id;
-  }
 }
 
 // Whether a reshape to `shape` can be written: the IR's shape attribute
