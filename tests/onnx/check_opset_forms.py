@@ -299,6 +299,11 @@ def messages(work):
     onnx.save(onnx.shape_inference.infer_shapes(rnd), p)
     one_line("verify on an op the CPU cannot run", hfuse("verify", p), p, "op 'round'")
     one_line("run on an op the CPU cannot run", hfuse("run", p), p, "op 'round'")
+    out = os.path.join(work, "opaque.json")
+    r = hfuse("fuse", p, "--format", "json", "-o", out)
+    check(r.returncode == 2 and r.stderr.startswith(f"hfuse: error: {out}: ") and
+          "cannot hold" in r.stderr and not os.path.exists(out),
+          f"fuse of an opaque op to graph JSON: one line naming {out}, no file: {r.stderr.strip()}")
     two = model("msg_two", 17, [N("Cast", ["h"], ["c1"], name="to_double1", to=TensorProto.DOUBLE),
                                 N("Cast", ["h"], ["c2"], name="to_double2", to=TensorProto.DOUBLE),
                                 N("Add", ["c1", "c2"], ["y"], name="add_doubles")],
