@@ -105,6 +105,8 @@ class OnnxOp {
       Tile();
     } else if (type == "Slice") {
       Slice();
+    } else if (type == "Pad" && node_.opset >= 11) {
+      Pad();
     } else if (type == "Concat") {
       Concat();
     } else if (type == "Split") {
@@ -440,6 +442,75 @@ class OnnxOp {
       for (size_t d = 0; d < index.size(); ++d) src += (index[d] % x.shape[d]) * stride[d];
       std::memcpy(y.bytes.data() + static_cast<size_t>(i) * bytes,
                   x.bytes.data() + static_cast<size_t>(src) * bytes, bytes);
+      Next(index, y.shape);
+    }
+  }
+
+  // Pad (opset 11+: pads, constant_value and, from 18, axes as inputs);
+  // constant, reflect and edge modes; a negative pad crops.
+  void Pad() {
+    const HostTensor& x = X(0);
+    const size_t rank = x.shape.size();
+    const std::vector<int64_t> pads = IntValues(X(1));
+    std::vector<int64_t> begin(rank, 0), end(rank, 0);
+    if (const HostTensor* a = Input(3)) {
+      const std::vector<int64_t> axes = IntValues(*a);
+      if (pads.size() != 2 * axes.size()) Unsupported("pads do not match the axes");
+      for (size_t i = 0; i < axes.size(); ++i) {
+        const size_t ax = AxisOf(axes[i], rank);
+        begin[ax] = pads[i];
+        end[ax] = pads[i + axes.size()];
+      }
+    } else {
+      if (pads.size() != 2 * rank) Unsupported("pads do not match the rank");
+      for (size_t d = 0; d < rank; ++d) {
+        begin[d] = pads[d];
+        end[d] = pads[d + rank];
+      }
+    }
+    auto mode_it = node_.strings.find("mode");
+    const std::string mode = mode_it == node_.strings.end() ? "constant" : mode_it->second;
+    if (mode != "constant" && mode != "reflect" && mode != "edge") {
+      Unsupported(fmt::format("mode '{}'", mode));
+    }
+    const HostTensor* value = Input(2);
+    const double fill = value && value->numel() > 0 ? GetDouble(*value, 0) : 0.0;
+    HostTensor& y = Y(0);
+    if (y.shape.size() != rank) Unsupported("the output's rank differs");
+    for (size_t d = 0; d < rank; ++d) {
+      if (y.shape[d] != x.shape[d] + begin[d] + end[d]) Unsupported("the output's shape differs");
+      if (mode != "constant" && x.shape[d] == 0 && y.shape[d] > 0) Unsupported("padding an empty dim");
+    }
+    const std::vector<int64_t> stride = Strides(x.shape);
+    const auto bytes = static_cast<size_t>(DTypeBytes(x.dtype));
+    std::vector<int64_t> index(rank, 0);
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      int64_t src = 0;
+      bool outside = false;
+      for (size_t d = 0; d < rank; ++d) {
+        const int64_t n = x.shape[d];
+        int64_t at = index[d] - begin[d];
+        if (at < 0 || at >= n) {
+          if (mode == "constant") {
+            outside = true;
+            break;
+          }
+          if (mode == "edge" || n == 1) {
+            at = std::clamp<int64_t>(at, 0, n - 1);
+          } else {  // reflect, without repeating the edge
+            const int64_t period = 2 * (n - 1);
+            at = ((at % period) + period) % period;
+            if (at >= n) at = period - at;
+          }
+        }
+        src += at * stride[d];
+      }
+      if (outside) {
+        SetDouble(y, i, fill);
+      } else {
+        std::memcpy(y.bytes.data() + static_cast<size_t>(i) * bytes,
+                    x.bytes.data() + static_cast<size_t>(src) * bytes, bytes);
+      }
       Next(index, y.shape);
     }
   }

@@ -1267,6 +1267,14 @@ class Importer {
       sizes = IntsAttr(node, "split");
     }
     const auto n = static_cast<int64_t>(node.output_size());
+    if (sizes.empty() && IntAttr(node, "num_outputs", 0) == n && n > 0) {
+      // Split-18's num_outputs: equal parts, the last one smaller.
+      const int64_t part = (d.value + n - 1) / n;
+      for (int64_t i = 0; i < n; ++i) {
+        sizes.push_back(std::max<int64_t>(0, std::min(part, d.value - i * part)));
+      }
+      if (sizes.back() == 0) return false;  // an empty part: left opaque
+    }
     if (sizes.empty()) {  // equal parts
       if (n == 0 || d.value % n != 0) return false;
       sizes.assign(static_cast<size_t>(n), d.value / n);
@@ -1643,6 +1651,9 @@ class Importer {
       std::vector<int64_t> axes = IntsAttr(node, "axes");
       if (auto c = constant_ints(1)) axes = *c;
       const bool keep = IntAttr(node, "keepdims", 1) != 0;
+      if (axes.empty() && IntAttr(node, "noop_with_empty_axes", 0) != 0) {
+        return std::pair(x->dtype, x->shape);  // opset 18's identity
+      }
       Shape out;
       for (int64_t d = 0; d < rank; ++d) {
         const bool reduced = axes.empty() || std::any_of(axes.begin(), axes.end(), [&](int64_t a) {

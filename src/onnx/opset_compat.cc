@@ -339,8 +339,29 @@ class Converter {
       return "";
     }
     if (t == "Pad") {
-      if (HasInput(node, 3)) return "an axes input (Pad-18)";
       if (StringAttr(node, "mode", "constant") == "wrap") return "mode 'wrap' (Pad-19)";
+      if (!HasInput(node, 3)) return "";
+      // 18: pads for the listed axes only; opset 17 needs them for all.
+      auto axes = ConstantInts(node.input(3));
+      auto pads = HasInput(node, 1) ? ConstantInts(node.input(1)) : std::nullopt;
+      auto it = types.find(node.input(0));
+      if (!axes || !pads || pads->size() != 2 * axes->size() || it == types.end() ||
+          !it->second->has_tensor_type() || !it->second->tensor_type().has_shape()) {
+        return "an axes input (Pad-18) with pads, axes or a rank not known on import";
+      }
+      const int64_t rank = it->second->tensor_type().shape().dim_size();
+      std::vector<int64_t> full(static_cast<size_t>(2 * rank), 0);
+      for (size_t i = 0; i < axes->size(); ++i) {
+        int64_t ax = (*axes)[i];
+        if (ax < 0) ax += rank;
+        if (ax < 0 || ax >= rank) return fmt::format("axis {} of a rank-{} input", (*axes)[i], rank);
+        full[static_cast<size_t>(ax)] = (*pads)[i];
+        full[static_cast<size_t>(ax + rank)] = (*pads)[i + axes->size()];
+      }
+      const std::string name = fmt::format("{}__hfuse_pads", node.output(0));
+      *copy_.mutable_graph()->add_initializer() = onnx_util::MakeInt64Tensor(name, full);
+      TruncateInputs(node, 3);
+      *node.mutable_input(1) = name;
       return "";
     }
     if (t == "Resize") {
@@ -416,27 +437,27 @@ ModelProto ForLinkedOnnx(const ModelProto& model, int64_t opset, const std::stri
   }
   if (opset <= kLinkedOpset) return copy;
 
-  // Split's num_outputs needs its input's dims: a first pass with the
-  // sizes left out (opset 17's equal parts), lenient, gives them.
+  // Split's num_outputs and Pad's axes need their input's dims: a first
+  // pass with them left out (opset 17's equal parts; the Pad refused),
+  // lenient, gives them.
   const bool split_sizes = std::any_of(
       model.graph().node().begin(), model.graph().node().end(), [](const NodeProto& n) {
-        return n.op_type() == "Split" && Attr(n, "num_outputs") && !HasInput(n, 1);
+        return (n.op_type() == "Split" && Attr(n, "num_outputs") && !HasInput(n, 1)) ||
+               (n.op_type() == "Pad" && HasInput(n, 3));
       });
   std::map<std::string, const onnx::TypeProto*> types;
   ModelProto first;
   if (split_sizes) {
     first = copy;
     Converter probe(first, opset, source);
-    probe.Convert(*first.mutable_graph(), types);
-    if (probe.refused().empty()) {
-      try {
-        onnx::shape_inference::InferShapes(first, onnx::OpSchemaRegistry::Instance(),
-                                           onnx::ShapeInferenceOptions(false, 0, true));
-      } catch (const std::exception&) {
-        // The strict pass below says what is wrong.
-      }
-      types = TypesOf(first.graph());
+    probe.Convert(*first.mutable_graph(), types);  // what it refuses, the pass below says
+    try {
+      onnx::shape_inference::InferShapes(first, onnx::OpSchemaRegistry::Instance(),
+                                         onnx::ShapeInferenceOptions(false, 0, true));
+    } catch (const std::exception&) {
+      // The strict pass below says what is wrong.
     }
+    types = TypesOf(first.graph());
   }
   Converter converter(copy, opset, source);
   converter.Convert(*copy.mutable_graph(), types);

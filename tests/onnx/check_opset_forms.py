@@ -8,7 +8,8 @@ can be looked at; a temporary folder otherwise): two parallel Gemms on one
 input, added (what the pass groups), then the form under test: Split with
 num_outputs (18), reductions with their axes as an input (18, 20),
 noop_with_empty_axes, Gelu (20, both approximations), Mish (18), Swish (24),
-Cast's saturate (19), Squeeze/Unsqueeze/Reshape/Transpose/Flatten at the
+Cast's saturate (19), Pad with its axes as an input (18) and at opset 25,
+Squeeze/Unsqueeze/Reshape/Transpose/Flatten at the
 newest opsets, LayerNormalization, and If with a constant condition (folded).
 For each: `hfuse check`; `hfuse fuse` under both rule sets groups the two
 Gemms and keeps the model's opset and IR version; `hfuse verify`; `hfuse
@@ -16,7 +17,7 @@ run` on the fused model matches onnxruntime on the original; onnxruntime
 runs `--export standard` and matches too.
 
 Then the models hfuse must refuse, each with one error that names what it
-cannot read: DFT-20, Pad-18's axes input, Pad-19's wrap mode,
+cannot read: DFT-20, Pad-18's axes computed at run time, Pad-19's wrap mode,
 RMSNormalization-23 (two such nodes: both named in one error), an If on a
 computed condition, opset 29, IR version 15.
 
@@ -112,6 +113,13 @@ def cases():
                      const("shape", np.array([8, 4, 8], np.int64)),
                      const("gamma", rng.random(32).astype(np.float32)),
                      const("beta", rng.random(32).astype(np.float32))])
+    yield model("pad18_axes", 18, [N("Pad", ["h", "p", "", "ax"], ["y"], name="pad", mode="reflect")],
+                [("y", F)], [const("p", np.array([2, 3], np.int64)),
+                             const("ax", np.array([-1], np.int64))])
+    yield model("pad25_constant", 25, [N("Pad", ["h", "p", "v"], ["y"], name="pad")], [("y", F)],
+                [const("p", np.array([1, 0, 0, 2], np.int64)), const("v", np.array(0.5, np.float32))])
+    yield model("pad13_edge", 13, [N("Pad", ["h", "p"], ["y"], name="pad", mode="edge")], [("y", F)],
+                [const("p", np.array([0, 2, 1, -1], np.int64))])
     then_g = helper.make_graph([N("Relu", ["h"], ["t_out"], name="then_relu")], "then", [],
                                [helper.make_tensor_value_info("t_out", F, [8, 32])])
     else_g = helper.make_graph([N("Sigmoid", ["h"], ["e_out"], name="else_sigmoid")], "else", [],
@@ -134,10 +142,14 @@ def refused():
                                N("DFT", ["u", "", "one"], ["y"], name="dft")], [("y", F)],
                  [const("ax", np.array([2], np.int64)), const("one", np.array(1, np.int64))]),
            ["node 'dft' (DFT-20 at opset 20): its axis became an input"])
-    yield (model("pad18_axes", 18, [N("Pad", ["h", "pads2", "", "ax"], ["y"], name="pad")],
-                 [("y", F)], [const("pads2", np.array([1, 1], np.int64)),
-                              const("ax", np.array([1], np.int64))]),
-           ["node 'pad' (Pad-18 at opset 18): an axes input (Pad-18)"])
+    yield (model("pad18_computed_axes", 18, [
+        N("Shape", ["h"], ["sh"], name="shape"), N("Size", ["sh"], ["rank"], name="rank"),
+        N("Sub", ["rank", "one"], ["last"], name="last"),
+        N("Unsqueeze", ["last", "zero"], ["ax"], name="axes"),
+        N("Pad", ["h", "pads2", "", "ax"], ["y"], name="pad")],
+        [("y", F)], [const("pads2", np.array([1, 1], np.int64)), const("one", np.array(1, np.int64)),
+                     const("zero", np.array([0], np.int64))]),
+        ["node 'pad' (Pad-18 at opset 18): an axes input (Pad-18) with pads, axes or a rank not known"])
     yield (model("pad19_wrap", 19, [N("Pad", ["h", "pads"], ["y"], name="pad", mode="wrap")],
                  [("y", F)], [pads]), ["node 'pad' (Pad-19 at opset 19): mode 'wrap'"])
     yield (model("rmsnorm23", 23, [N("RMSNormalization", ["h", "g"], ["r1"], name="rms1"),
@@ -281,13 +293,17 @@ def messages(work):
           f"fuse m.onnx --format json writes graph JSON: {r.stderr.strip()} {r2.stderr.strip()}")
     one_line("print m.onnx --format json", hfuse("print", s, "--format", "json"), s,
              "--format json reads graph JSON")
-    # A Pad the CPU executor cannot run: verify fails before printing anything.
-    pad = model("msg_pad", 17, [N("Pad", ["h", "pads"], ["y"], name="pad")], [("y", F)],
-                [const("pads", np.array([0, 1, 0, 1], np.int64))])
-    p = os.path.join(work, "msg_pad.onnx")
-    onnx.save(onnx.shape_inference.infer_shapes(pad), p)
-    one_line("verify on an op the CPU cannot run", hfuse("verify", p), p, "op 'pad'")
-    one_line("run on an op the CPU cannot run", hfuse("run", p), p, "op 'pad'")
+    # An op the CPU executor cannot run: verify fails before printing anything.
+    rnd = model("msg_round", 17, [N("Round", ["h"], ["y"], name="round")], [("y", F)])
+    p = os.path.join(work, "msg_round.onnx")
+    onnx.save(onnx.shape_inference.infer_shapes(rnd), p)
+    one_line("verify on an op the CPU cannot run", hfuse("verify", p), p, "op 'round'")
+    one_line("run on an op the CPU cannot run", hfuse("run", p), p, "op 'round'")
+    out = os.path.join(work, "opaque.json")
+    r = hfuse("fuse", p, "--format", "json", "-o", out)
+    check(r.returncode == 2 and r.stderr.startswith(f"hfuse: error: {out}: ") and
+          "cannot hold" in r.stderr and not os.path.exists(out),
+          f"fuse of an opaque op to graph JSON: one line naming {out}, no file: {r.stderr.strip()}")
     two = model("msg_two", 17, [N("Cast", ["h"], ["c1"], name="to_double1", to=TensorProto.DOUBLE),
                                 N("Cast", ["h"], ["c2"], name="to_double2", to=TensorProto.DOUBLE),
                                 N("Add", ["c1", "c2"], ["y"], name="add_doubles")],

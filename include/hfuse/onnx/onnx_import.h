@@ -2,7 +2,9 @@
 //
 // The model is first checked by ONNX itself (ONNX 1.12's checker, then its
 // shape inference, strict), so an invalid model is rejected with ONNX's own
-// message. Then each node becomes IR ops:
+// message; a model of opset 18 to 28 or IR version 9 to 14 is checked on its
+// opset-17 copy (src/onnx/opset_compat.h), and an If with a constant
+// condition is replaced by its branch first. Then each node becomes IR ops:
 //
 //   Gemm(A, B, C)     transB=1, or transB=0 with a constant B (transposed
 //                     here) -> gemm_rcr_bias(A, B', C) [alpha] when C is a
@@ -34,7 +36,9 @@
 // "ONNX", says which ops).
 //
 // Problems with the input throw InputError: a file that does not parse,
-// an opset outside 11..17, the checker's or shape inference's complaints,
+// an opset outside 11..28 or an IR version above 14, an operator version
+// hfuse does not read (all such nodes named), the checker's or shape
+// inference's complaints, an If on a computed condition,
 // a tensor of a type hfuse lacks (double, string, ...), external data that
 // cannot be read, a dim of unknown size.
 #pragma once
