@@ -22,10 +22,11 @@
 namespace hfuse {
 namespace {
 
+using test::ErrorOf;
 using test::GraphBuilder;
 
-const std::string kTowers = std::string(HFUSE_SOURCE_DIR) + "/examples/towers_small.json";
-const std::string kRanking = std::string(HFUSE_SOURCE_DIR) + "/examples/ranking_small.onnx";
+const std::string kTowers = test::ExamplePath("towers_small.json");
+const std::string kRanking = test::ExamplePath("ranking_small.onnx");
 
 // The feeds a session's inputs need, from RandomFeeds on its graph.
 TensorMap FeedsFor(const Session& s, const DimValues& dims, uint64_t seed = 1) {
@@ -174,17 +175,6 @@ TEST(Session, PicksTheNamedOutputs) {
   const TensorMap got = s.Run(FeedsFor(s, {4}), {s.outputs()[1].name});
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got.begin()->first, s.outputs()[1].name);
-}
-
-// The message of the InputError that `f` throws ("" if none).
-template <typename F>
-std::string ErrorOf(F f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(Session, BadFeedsAreInputErrorsNamingTheTensor) {

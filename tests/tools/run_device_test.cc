@@ -20,8 +20,8 @@ using test::RunTool;
 using test::TempDir;
 using test::ToolRun;
 
-const std::string kTowers = Quote(std::string(HFUSE_SOURCE_DIR) + "/examples/towers_small.json");
-const std::string kRanking = Quote(std::string(HFUSE_SOURCE_DIR) + "/examples/ranking_small.onnx");
+const std::string kTowers = Quote(test::ExamplePath("towers_small.json"));
+const std::string kRanking = Quote(test::ExamplePath("ranking_small.onnx"));
 
 // The output lines ("name: dtype [shape] sum=... hash=...") of a run.
 std::string OutputLines(const std::string& out) {
