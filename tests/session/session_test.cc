@@ -13,6 +13,7 @@
 #include "hfuse/io/graph_json.h"
 #include "hfuse/support/error.h"
 #include "testing/graph_builder.h"
+#include "testing/require_gpu.h"
 #include "testing/tool_runner.h"
 
 #if HFUSE_HAVE_CUDA
@@ -236,12 +237,6 @@ TEST(CudaSession, WithoutADeviceCreationIsOneInputError) {
   const std::string message = ErrorOf([&] { Session::FromFile(kTowers, options); });
   EXPECT_EQ(message, "--device cuda: no usable CUDA device: " + why);
 }
-
-#define REQUIRE_GPU()                                                    \
-  do {                                                                   \
-    std::string why;                                                     \
-    if (!CudaAvailable(&why)) GTEST_SKIP() << "no CUDA device: " << why; \
-  } while (0)
 
 TEST(CudaSession, RunsTheFusedGraphLikeTheCpuReference) {
   REQUIRE_GPU();
