@@ -802,7 +802,7 @@ class OnnxOp {
     static const std::set<std::string> kOps = {
         "Relu", "Sigmoid", "Tanh",  "Sqrt",      "Exp",  "Log",   "Neg",   "Abs",
         "Erf",  "Reciprocal", "Softplus", "LeakyRelu", "Clip", "Not", "Floor", "Ceil",
-        "Elu",  "HardSigmoid", "Sign", "Gelu", "Selu", "Softsign"};
+        "Elu",  "HardSigmoid", "Sign", "Gelu", "Selu", "Softsign", "Swish", "Mish"};
     return kOps.count(t) != 0;
   }
 
@@ -829,7 +829,10 @@ class OnnxOp {
         else if (type == "Sub") r = x - z;
         else if (type == "Mul") r = x * z;
         else if (type == "Div") r = z == 0 ? 0 : x / z;
-        else if (type == "Mod") r = z == 0 ? 0 : x % z;
+        else if (type == "Mod") {  // fmod=0: the sign of the divisor, as Python's %
+          r = z == 0 ? 0 : x % z;
+          if (Int("fmod", 0) == 0 && r != 0 && (r < 0) != (z < 0)) r += z;
+        }
         else if (type == "Max") r = std::max(x, z);
         else if (type == "Min") r = std::min(x, z);
         else if (type == "Pow") r = static_cast<int64_t>(std::pow(static_cast<double>(x), static_cast<double>(z)));
@@ -853,7 +856,7 @@ class OnnxOp {
         else if (type == "Pow") r = std::pow(static_cast<float>(x), static_cast<float>(z));
         else if (type == "Max") r = std::max(x, z);
         else if (type == "Min") r = std::min(x, z);
-        else if (type == "Mod") r = std::fmod(x, z);
+        else if (type == "Mod") r = Int("fmod", 0) != 0 ? std::fmod(x, z) : x - std::floor(x / z) * z;
         else if (type == "PRelu") r = x < 0 ? x * z : x;
         else if (type == "Equal") r = x == z;
         else if (type == "Less") r = x < z;
@@ -883,6 +886,12 @@ class OnnxOp {
     }
     const double alpha = Float("alpha", type == "LeakyRelu" ? 0.01 : type == "HardSigmoid" ? 0.2 : 1.0);
     const double beta = Float("beta", 0.5);
+    const auto approximate = node_.strings.find("approximate");
+    const bool tanh_gelu = approximate != node_.strings.end() && approximate->second == "tanh";
+    if (type == "Gelu" && approximate != node_.strings.end() && approximate->second != "none" &&
+        !tanh_gelu) {
+      Unsupported(fmt::format("approximate '{}'", approximate->second));
+    }
     for (int64_t i = 0; i < x.numel(); ++i) {
       const double v = GetDouble(x, i);
       const auto f = static_cast<float>(v);
@@ -906,7 +915,11 @@ class OnnxOp {
       else if (type == "Elu") r = f < 0 ? alpha * std::expm1(f) : f;
       else if (type == "HardSigmoid") r = std::clamp(alpha * f + beta, 0.0, 1.0);
       else if (type == "Sign") r = (v > 0) - (v < 0);
-      else if (type == "Gelu") r = 0.5f * f * (1.0f + std::erf(f * 0.70710678118654752f));
+      else if (type == "Gelu" && tanh_gelu) {  // approximate="tanh" (opset 20)
+        r = 0.5f * f * (1.0f + std::tanh(0.79788456080286536f * (f + 0.044715f * f * f * f)));
+      } else if (type == "Gelu") r = 0.5f * f * (1.0f + std::erf(f * 0.70710678118654752f));
+      else if (type == "Swish") r = f / (1.0f + std::exp(-static_cast<float>(alpha) * f));  // opset 24
+      else if (type == "Mish") r = f * std::tanh(std::log1p(std::exp(-std::fabs(f))) + std::max(f, 0.0f));
       else if (type == "Selu") {
         const double a = Float("alpha", 1.67326319217681884765625), g = Float("gamma", 1.05070102214813232421875);
         r = f > 0 ? g * f : g * a * std::expm1(f);

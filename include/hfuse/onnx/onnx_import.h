@@ -48,16 +48,20 @@
 namespace hfuse {
 
 inline constexpr int64_t kMinOnnxOpset = 11;
-inline constexpr int64_t kMaxOnnxOpset = 17;  // ONNX 1.12's newest
+// Opsets above 17 (ONNX 1.12's newest, which hfuse links) are read through
+// an opset-17 copy (src/onnx/opset_compat.h); 28 and IR 14 are ONNX 1.23's.
+inline constexpr int64_t kMaxOnnxOpset = 28;
+inline constexpr int64_t kMaxOnnxIrVersion = 14;
 
 struct OnnxImportOptions {
   // ONNX gives symbolic dims no bounds; each becomes a dim of this range
   // (the max is what the canonical order sizes tensors by), which `hfuse
-  // run` and `verify` bind to dim_run unless --dim says otherwise. 2^20
-  // covers any batch; a larger max would overflow the byte count of a
-  // tensor with two named dims (batch x seq_length) that the verifier checks.
+  // run` and `verify` bind to dim_run unless --dim says otherwise: a small
+  // batch, so that a run without --dim is quick and small. 2^31 - 1 covers
+  // any batch; the sizes at the bound values are what is counted and held
+  // to the memory budget before a run allocates.
   int64_t dim_min = 1;
-  int64_t dim_max = int64_t{1} << 20;
+  int64_t dim_max = INT32_MAX;
   int64_t dim_run = 64;
 };
 
