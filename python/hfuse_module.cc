@@ -18,6 +18,7 @@
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
 #include "hfuse/session/session.h"
@@ -29,6 +30,12 @@ namespace hfuse {
 namespace {
 
 constexpr int kDlCpu = 1, kDlCuda = 2;
+
+// Arguments taken as any object and checked here, typed for the stub: a
+// model is a path or its bytes; feeds and params map names to arrays (numpy,
+// DLPack, or anything numpy.asarray takes).
+using ModelArg = nb::typed<nb::object, std::variant<nb::str, nb::bytes>>;
+using ArrayDict = nb::typed<nb::dict, nb::str, nb::object>;
 
 // onnxruntime's type strings.
 std::string OrtType(DType d) {
@@ -147,9 +154,9 @@ nb::object ToNumpy(HostTensor&& t) {
 // table the conversions need.
 class PySession {
  public:
-  PySession(nb::object model, const std::string& device, std::optional<std::string> rules,
+  PySession(ModelArg model, const std::string& device, std::optional<std::string> rules,
             std::map<std::string, int64_t> dims, bool fuse, bool group_gemm, bool cuda_graph,
-            std::string format, nb::dict params)
+            std::string format, ArrayDict params)
       : session_(Make(model, device, rules, std::move(dims), fuse, group_gemm, cuda_graph,
                       std::move(format), params)) {
     for (const auto* list : {&session_.inputs(), &session_.overridable_inputs()}) {
@@ -160,7 +167,7 @@ class PySession {
   const Session& session() const { return session_; }
 
   // The outputs named (all, in the model's order, when `names` is empty).
-  std::vector<nb::object> Run(const std::vector<std::string>& names, nb::dict feeds) {
+  std::vector<nb::object> Run(const std::vector<std::string>& names, ArrayDict feeds) {
     // Each value as an array: as it is when it is one (numpy, DLPack) and
     // C-contiguous, else through numpy.ascontiguousarray (lists, strided views).
     std::vector<std::pair<std::string, nb::ndarray<>>> arrays;
@@ -336,28 +343,37 @@ nb::dict Report(const FuseGroupOpsResult& r) {
 NB_MODULE(_hfuse, m) {
   using namespace hfuse;
   m.doc() = "hfuse's C++ runtime (the Python API is the hfuse package)";
-  nb::exception<InputError>(m, "InputError", PyExc_ValueError);
+  // The stub (_hfuse.pyi, made from this module by nanobind's stubgen at
+  // build time) shows the types written here: nb::sig where a return is a
+  // plain list, tuple or dict, Typed<> where an argument takes any object.
+  nb::exception<InputError> input_error(m, "InputError", PyExc_ValueError);
+  input_error.attr("__doc__") =
+      "A bad model or feed (a wrong name, dtype or shape, a missing input): the message names it.";
 
   nb::class_<PySession>(m, "Session", "A model loaded, fused for its device and ready to run.")
-      .def(nb::init<nb::object, const std::string&, std::optional<std::string>,
-                    std::map<std::string, int64_t>, bool, bool, bool, std::string, nb::dict>(),
+      .def(nb::init<ModelArg, const std::string&, std::optional<std::string>,
+                    std::map<std::string, int64_t>, bool, bool, bool, std::string, ArrayDict>(),
            nb::arg("model"), nb::arg("device") = "cpu", nb::arg("rules") = nb::none(),
            nb::arg("dims") = std::map<std::string, int64_t>{}, nb::arg("fuse") = true,
            nb::arg("group_gemm") = true, nb::arg("cuda_graph") = true, nb::arg("format") = "",
-           nb::arg("params") = nb::dict(),
+           nb::arg("params") = ArrayDict(),
            "Loads `model` (a path, or the bytes of a graph JSON or ONNX model with `format`), "
            "runs the import and fusion pipelines for `device` ('cpu' or 'cuda').")
       .def("inputs", [](const PySession& s) { return Infos(s.session().inputs()); },
+           nb::sig("def inputs(self) -> list[tuple[str, list[int | str], str]]"),
            "(name, shape, type) of each input; a dynamic dim is its name.")
       .def("overridable_inputs",
            [](const PySession& s) { return Infos(s.session().overridable_inputs()); },
+           nb::sig("def overridable_inputs(self) -> list[tuple[str, list[int | str], str]]"),
            "(name, shape, type) of each param with values that a feed may override.")
       .def("outputs", [](const PySession& s) { return Infos(s.session().outputs()); },
+           nb::sig("def outputs(self) -> list[tuple[str, list[int | str], str]]"),
            "(name, shape, type) of each output.")
       .def("run", &PySession::Run, nb::arg("output_names"), nb::arg("feeds"),
            "Runs on host arrays (numpy) or CUDA arrays (DLPack); returns the named outputs "
            "(all when `output_names` is empty) in that order.")
       .def("report", [](const PySession& s) { return Report(s.session().fusion()); },
+           nb::sig("def report(self) -> dict[str, typing.Any]"),
            "What fusion did: {'rules', 'groups': [{'op', 'members'}], 'ops_before', 'ops_after'}.")
       .def("fused_model",
            [](const PySession& s) {
@@ -365,9 +381,11 @@ NB_MODULE(_hfuse, m) {
              return nb::bytes(bytes.data(), bytes.size());
            },
            "The fused model's file contents (ONNX with ai.hfuse group ops, or graph JSON).")
-      .def_prop_ro("device", [](const PySession& s) {
-        return std::string(DeviceName(s.session().options().device));
-      });
+      .def_prop_ro("device",
+                   [](const PySession& s) {
+                     return std::string(DeviceName(s.session().options().device));
+                   },
+                   "The device the session runs on: 'cpu' or 'cuda'.");
 
   m.def("cuda_available",
         [] {
@@ -375,5 +393,6 @@ NB_MODULE(_hfuse, m) {
           const bool ok = CudaAvailable(&why);
           return nb::make_tuple(ok, why);
         },
+        nb::sig("def cuda_available() -> tuple[bool, str]"),
         "(True, '') when a CUDA device is usable, else (False, why).");
 }

@@ -428,14 +428,19 @@ void CheckGraph(const Graph& graph, bool report) {
   for (TensorId out : graph.outputs()) HFUSE_INVARIANT(graph.tensor(out).alive);
   // Every size must count in 64 bits (support/checked.h), or the passes' and
   // executors' sizes would wrap. After the ops' rules, whose messages say
-  // more about a shape that is wrong rather than merely large.
-  std::vector<int64_t> dims;  // a tensor's shape, dynamic dims at their max
+  // more about a shape that is wrong rather than merely large. Dynamic dims
+  // count at their min here: a tensor of several named dims of range up to
+  // 2^31 - 1 (batch x seq x heads) is a valid graph, and the sizes at the
+  // values a run binds are counted, and held to the memory budget, before
+  // anything is allocated (cpu_executor.cc, CheckTensorSizes); the passes
+  // count dynamic sizes saturating (NumElements).
+  std::vector<int64_t> dims;  // a tensor's shape, dynamic dims at their min
   for (TensorId t = 0; t < graph.num_tensor_ids(); ++t) {
     const Tensor& tensor = graph.tensor(t);
     if (!tensor.alive) continue;
     dims.clear();
     for (const Dim& d : tensor.shape) {
-      dims.push_back(d.is_static() ? d.value : graph.dims()[static_cast<size_t>(d.dynamic)].max);
+      dims.push_back(d.is_static() ? d.value : graph.dims()[static_cast<size_t>(d.dynamic)].min);
     }
     if (!ByteCount(dims, DTypeBytes(tensor.dtype))) {
       ThrowInputError("tensor '{}' {} ({}) has more bytes than 64 bits count", tensor.name,

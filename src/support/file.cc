@@ -4,7 +4,6 @@
 #include "hfuse/support/file.h"
 
 #include <fcntl.h>
-#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -114,26 +113,6 @@ void InstallSignalHandlers() {
   });
 }
 
-// Holds SIGINT and SIGTERM back while it lives: a stop that arrives between
-// creating the temporary file and registering it for the handler would
-// otherwise leave the file behind. The held signal is delivered on exit.
-class HoldStopSignals {
- public:
-  HoldStopSignals() {
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
-    ::pthread_sigmask(SIG_BLOCK, &stop, &old_);
-  }
-  ~HoldStopSignals() { ::pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
-  HoldStopSignals(const HoldStopSignals&) = delete;
-  HoldStopSignals& operator=(const HoldStopSignals&) = delete;
-
- private:
-  sigset_t old_;
-};
-
 // "a/b/c" -> "a/b", "c" -> ".", "/c" -> "/".
 std::string FolderOf(const std::string& path) {
   const size_t slash = path.rfind('/');
@@ -169,7 +148,6 @@ class TempFile {
   explicit TempFile(const std::string& path) : path_(path), target_(FollowSymlinks(path)) {
     const std::string dir = FolderOf(target_);
     InstallSignalHandlers();
-    const HoldStopSignals hold;  // until the file is registered
     for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
       uint64_t r = 0;
       if (::getrandom(&r, sizeof r, 0) != static_cast<ssize_t>(sizeof r)) {
@@ -177,13 +155,18 @@ class TempFile {
             static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
       }
       tmp_ = fmt::format("{}/.hfuse-{:016x}.tmp", dir, r);
+      // Registered before it exists: a stop can reach any thread (OpenBLAS
+      // starts its own), so holding signals back in this one cannot close
+      // the window between creating the file and registering it.
+      Register();
       fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
-      if (fd_ < 0 && errno != EEXIST) {
-        ThrowInputError("{}: cannot write: {}", path_, std::strerror(errno));
+      if (fd_ < 0) {
+        const int error = errno;
+        Unregister();
+        if (error != EEXIST) ThrowInputError("{}: cannot write: {}", path_, std::strerror(error));
       }
     }
     if (fd_ < 0) ThrowInputError("{}: cannot write: no unused temporary name", path_);
-    Register();
     // An existing file keeps its mode; a new one gets 0666 less the umask.
     struct stat st {};
     if (::stat(target_.c_str(), &st) == 0 && S_ISREG(st.st_mode)) ::fchmod(fd_, st.st_mode & 07777);

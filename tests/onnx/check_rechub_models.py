@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Real ranking models from torch-rechub 0.9.0 through hfuse.
 
-    check_rechub_models.py HFUSE_BINARY MODEL_DIR NAME
+    check_rechub_models.py HFUSE_BINARY MODEL_DIR NAME [OPSET]
 
 MODEL_DIR holds what scripts/make_rechub_models.py writes (NAME.static.onnx,
 NAME.dynamic.onnx, NAME.json: the inputs and their id ranges). For each of
@@ -20,6 +20,13 @@ the two exports of model NAME:
   - `hfuse run` on the fused model matches onnxruntime on the original, on
     inputs with ids inside every vocabulary (max|a - b| / max|ref| <= 1e-5);
   - onnxruntime on `hfuse fuse --export standard` matches it too.
+
+With OPSET, the two exports are first converted to that default-domain
+opset by the installed onnx's version_converter (IR version 10, or 14 from
+opset 23 on: what current exporters write), the closest stand-in here for
+PyTorch 2.x's dynamo exports; the same checks run on the converted models,
+and the fused and standard exports must keep the model's opset and IR
+version.
 """
 import json
 import os
@@ -190,9 +197,30 @@ def feeds_for(info, seed):
     return feeds
 
 
+def convert(work, name, mode, opset):
+    """NAME.MODE.onnx at `opset` (see the module's doc), in `work`."""
+    from onnx import version_converter
+    model = version_converter.convert_version(
+        onnx.load(os.path.join(MODEL_DIR, f"{name}.{mode}.onnx")), opset)
+    model.ir_version = 14 if opset >= 23 else 10
+    onnx.checker.check_model(model, full_check=True)
+    path = os.path.join(work, f"{name}.{mode}.opset{opset}.onnx")
+    onnx.save(model, path)
+    return path
+
+
+def keeps_versions(path, model, label):
+    """The export at `path` has the opset and IR version of `model`."""
+    def versions(m):
+        return m.ir_version, [o.version for o in m.opset_import if o.domain in ("", "ai.onnx")]
+    want, got = versions(onnx.load(model, load_external_data=False)), \
+        versions(onnx.load(path, load_external_data=False))
+    check(got == want, f"{label}: IR version and opset {got}, as the model's {want}")
+
+
 def one(work, name, mode, info, rules, hfuse_groups):
-    label = f"{name}.{mode} --rules {rules}"
-    model = os.path.join(MODEL_DIR, f"{name}.{mode}.onnx")
+    label = f"{name}.{mode} --rules {rules}" + (f" (opset {OPSET})" if OPSET else "")
+    model = MODELS[mode]
     if rules == "seed":
         r = hfuse("check", model)
         check(r.returncode == 0, f"{label}: hfuse check (exit {r.returncode}) {r.stderr.strip()}")
@@ -241,6 +269,7 @@ def one(work, name, mode, info, rules, hfuse_groups):
                   f"{label}: the same {len(groups)} groups as the fixed batch"
                   + ("" if groups == hfuse_groups else f": got {groups}, static {hfuse_groups}"))
     full_check(fused, f"{label}: fused (ai.hfuse)")
+    keeps_versions(fused, model, f"{label}: fused")
 
     r = hfuse("verify", model, "--rules", rules)
     check(r.returncode == 0 and r.stdout.strip().endswith("PASS"),
@@ -269,14 +298,18 @@ def one(work, name, mode, info, rules, hfuse_groups):
     if r.returncode != 0:
         return
     full_check(standard, f"{label}: standard")
+    keeps_versions(standard, model, f"{label}: standard")
     compare(f"{label}: onnxruntime on standard vs original", want_out, ort_run(standard, feeds))
 
 
 def main():
-    global HFUSE, MODEL_DIR
+    global HFUSE, MODEL_DIR, OPSET, MODELS
     HFUSE, MODEL_DIR, name = sys.argv[1], sys.argv[2], sys.argv[3]
+    OPSET = int(sys.argv[4]) if len(sys.argv) > 4 else None
     info = json.load(open(os.path.join(MODEL_DIR, f"{name}.json")))
     with tempfile.TemporaryDirectory() as work:
+        MODELS = {mode: convert(work, name, mode, OPSET) if OPSET else
+                  os.path.join(MODEL_DIR, f"{name}.{mode}.onnx") for mode in ("static", "dynamic")}
         for rules in ("seed", "hfuse"):
             hfuse_groups = []
             for mode in ("static", "dynamic"):

@@ -758,16 +758,54 @@ TEST(OnnxBadInputTest, TruncatedProtobuf) {
 }
 
 TEST(OnnxBadInputTest, WrongOpset) {
-  for (int64_t opset : {9, 18}) {
+  for (int64_t opset : {9, 29}) {
     ModelBuilder m(opset);
     m.Input("x", {int64_t{2}});
     m.Node("Relu", "r", {"x"}, {"y"});
     m.Output("y", {int64_t{2}});
     EXPECT_THAT(ImportError(m.Bytes()),
-                HasSubstr(fmt::format("opset {} of the default ONNX domain; hfuse (with ONNX 1.12) "
-                                      "reads opsets 11 to 17",
+                HasSubstr(fmt::format("opset {} of the default ONNX domain; hfuse reads opsets "
+                                      "11 to 28",
                                       opset)));
   }
+}
+
+// Opsets after 17 are read through an opset-17 copy: Split's num_outputs
+// (18) with an uneven last part, and a reduction's axes as an input (18).
+TEST(OnnxOpsetTest, NewerOpsetForms) {
+  ModelBuilder m(18);
+  m.Input("x", {int64_t{4}, int64_t{10}});
+  auto* split = m.Node("Split", "split", {"x"}, {"a", "b", "c"});
+  ModelBuilder::Int(split, "axis", 1);
+  ModelBuilder::Int(split, "num_outputs", 3);
+  m.Ints("axes", {1});
+  m.Node("ReduceMean", "mean", {"c", "axes"}, {"m"});
+  m.Output("a", {int64_t{4}, int64_t{4}});
+  m.Output("b", {int64_t{4}, int64_t{4}});
+  m.Output("m", {int64_t{4}, int64_t{1}});
+  const Graph g = ImportOnnx(m.Bytes(), "m.onnx", "").graph;
+  for (OpId id : g.LiveOps()) {
+    const Op& op = g.op(id);
+    if (op.name == "split") {
+      ASSERT_EQ(op.outputs.size(), 3u);
+      EXPECT_EQ(g.tensor(op.outputs[2]).shape, (Shape{Dim::Static(4), Dim::Static(2)}));
+    }
+    if (op.name == "mean") EXPECT_EQ(op.attrs.onnx->opset, 18);
+  }
+}
+
+// A node whose newer semantics hfuse does not implement is refused, each
+// such node named in one error.
+TEST(OnnxOpsetTest, RefusesNewSemanticsNamingEveryNode) {
+  ModelBuilder m(23);
+  m.Input("x", {int64_t{2}, int64_t{4}});
+  m.Node("RMSNormalization", "rms1", {"x"}, {"y"});
+  m.Node("RMSNormalization", "rms2", {"y"}, {"z"});
+  m.Output("z", {int64_t{2}, int64_t{4}});
+  const std::string error = ImportError(m.Bytes());
+  EXPECT_THAT(error, HasSubstr("2 nodes use operator versions hfuse does not read"));
+  EXPECT_THAT(error, HasSubstr("node 'rms1' (RMSNormalization-23 at opset 23)"));
+  EXPECT_THAT(error, HasSubstr("node 'rms2'"));
 }
 
 TEST(OnnxBadInputTest, UnsupportedDataTypes) {

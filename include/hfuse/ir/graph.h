@@ -45,7 +45,7 @@ struct DynamicDim {
   // Empty for a dim of its own (all graph JSON dims).
   std::vector<int32_t> product_of;
   // What `run` and `verify` bind the dim to when no --dim does: 0 means its
-  // max. ONNX's symbolic dims range up to 2^20 and bind to a small batch
+  // max. ONNX's symbolic dims range up to 2^31 - 1 and bind to a small batch
   // (OnnxImportOptions::dim_run).
   int64_t run_value = 0;
   int64_t factor = 1;  // of a derived dim (product_of)
