@@ -1,4 +1,4 @@
-// einsum-to-gemm, left-matmul-to-gemm, conv1x1-to-gemm. See canonical_gemms.h.
+// einsum-to-gemm, left-matmul-to-gemm, pointwise-conv-to-gemm. See canonical_gemms.h.
 #include "hfuse/passes/canonical_gemms.h"
 
 #include <algorithm>
@@ -236,7 +236,7 @@ int64_t LeftMatMulToGemm(Graph& g) {
   return rewritten;
 }
 
-int64_t Conv1x1ToGemm(Graph& g) {
+int64_t PointwiseConvToGemm(Graph& g) {
   int64_t rewritten = 0;
   for (OpId id : g.LiveOps()) {
     const OnnxNode* node = OnnxOp(g, id, "Conv", 2);

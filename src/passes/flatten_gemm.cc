@@ -119,8 +119,9 @@ int64_t FlattenGemmInputs(Graph& graph, const FlattenGemmInputsOptions& options)
       // Copies: adding tensors moves the graph's tensor storage.
       const std::string name = graph.tensor(a).name;
       const Shape shape = graph.tensor(a).shape;
-      const TensorId a2 = AddFreshTensor(graph, name + "_2d", {MDim(graph, std::get<2>(key)), shape.back()},
-                                         graph.tensor(a).dtype);
+      const Dim m = MDim(graph, std::get<2>(key));
+      const TensorId a2 =
+          AddFreshTensor(graph, name + "_2d", {m, shape.back()}, graph.tensor(a).dtype);
       AddReshape(graph, name + "/flatten", a, a2);
       it = flat.emplace(a, a2).first;
     }

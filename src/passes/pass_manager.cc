@@ -28,8 +28,8 @@ PassResult RunLeftMatMulToGemmPass(PassState& state, const PassOptions&) {
   return {n > 0, {{"MatMuls rewritten", n}}};
 }
 
-PassResult RunConv1x1ToGemmPass(PassState& state, const PassOptions&) {
-  const int64_t n = Conv1x1ToGemm(state.graph);
+PassResult RunPointwiseConvToGemmPass(PassState& state, const PassOptions&) {
+  const int64_t n = PointwiseConvToGemm(state.graph);
   return {n > 0, {{"Convs rewritten", n}}};
 }
 
@@ -97,8 +97,8 @@ const std::vector<NamedPipeline>& NamedPipelines() {
   static const std::vector<NamedPipeline> pipelines = {
       {"seed", {"fuse-group-ops"}, "AITemplate's pass: what `hfuse fuse` runs on graph JSON"},
       {"onnx-import",
-       {"einsum-to-gemm", "left-matmul-to-gemm", "conv1x1-to-gemm", "fold-batchnorm",
-        "fuse-mm-elementwise", "flatten-gemm-inputs"},
+       {"einsum-to-gemm", "left-matmul-to-gemm", "pointwise-conv-to-gemm",
+        "fold-batchnorm", "fuse-mm-elementwise", "flatten-gemm-inputs"},
        "what ONNX input goes through before seed"},
       {"gpu", {"fuse-group-ops", "elide-split-concat"}, "what the CUDA backend runs"},
   };

@@ -35,7 +35,9 @@ OpId AddReshape(Graph& graph, const std::string& base, TensorId in, TensorId out
   op.type = OpType::kReshape;
   op.inputs = {in};
   op.outputs = {out};
-  for (const Dim& d : graph.tensor(out).shape) op.attrs.shape.push_back(d.is_static() ? d.value : -1);
+  for (const Dim& d : graph.tensor(out).shape) {
+    op.attrs.shape.push_back(d.is_static() ? d.value : -1);
+  }
   for (int n = 0;; ++n) {
     op.name = n == 0 ? base : fmt::format("{}_{}", base, n);
     if (const OpId id = graph.AddOp(op); id != kNone) return id;

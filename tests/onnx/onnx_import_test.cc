@@ -694,15 +694,15 @@ TEST(CanonicalGemmsTest, KernelOneConvOnLengthOneBecomesAGemm) {
   m.Output("y5", {std::string("N"), int64_t{8}, int64_t{4}});
   OnnxModel model = m.Import();
   const Graph before = model.graph;
-  EXPECT_EQ(Conv1x1ToGemm(model.graph), 2);
+  EXPECT_EQ(PointwiseConvToGemm(model.graph), 2);
   VerifyGraph(model.graph);
   EXPECT_EQ(OpNamed(model.graph, "/c1/Conv").type, OpType::kGemmRcrBias);
   EXPECT_EQ(OpNamed(model.graph, "/c2/Conv").type, OpType::kGemmRcr);
   for (const char* n : {"/cin/Conv", "/s/Conv", "/k3/Conv"}) {
     EXPECT_EQ(OpNamed(model.graph, n).type, OpType::kOpaque) << n;
   }
-  EXPECT_EQ(ShapeString(model.graph, model.graph.tensor(OpNamed(model.graph, "/c1/Conv").inputs[1]).shape),
-            "[8, 16]");
+  const TensorId w2 = OpNamed(model.graph, "/c1/Conv").inputs[1];
+  EXPECT_EQ(ShapeString(model.graph, model.graph.tensor(w2).shape), "[8, 16]");
   ExpectSameOutputs(before, model.graph, {"y1", "y2", "y3", "y4", "y5"});
   // Written back to ONNX and read again, the GEMMs compute the same.
   const OnnxExportResult out = ExportOnnx(model.graph, model.shell);

@@ -33,7 +33,7 @@
 //   x is itself a reshape (an Unsqueeze, Reshape, Squeeze or Flatten, or
 //   the IR's reshape) of a tensor of x2's shape, the GEMM reads that tensor.
 //
-// conv1x1-to-gemm: a Conv with kernel 1, stride 1, no padding, one group,
+// pointwise-conv-to-gemm: a Conv with kernel 1, stride 1, no padding, one group,
 // on an input whose spatial dims are all 1 (a Conv1d over a length-1
 // sequence: a Linear layer in Conv clothing).
 //
@@ -64,6 +64,6 @@ namespace hfuse {
 // Each returns the number of ops rewritten (0: the graph is unchanged).
 int64_t EinsumToGemm(Graph& graph);
 int64_t LeftMatMulToGemm(Graph& graph);
-int64_t Conv1x1ToGemm(Graph& graph);
+int64_t PointwiseConvToGemm(Graph& graph);
 
 }  // namespace hfuse
