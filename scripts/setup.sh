@@ -47,16 +47,28 @@ fi
 echo "setup: system packages ready"
 
 # ---- ONNX tests: onnxruntime, which Debian lacks, from PyPI in .venv ----
-# The venv sees Debian's torch, onnx and numpy (--system-site-packages); PyPI's
+# The venv sees Debian's torch and numpy (--system-site-packages); PyPI's
 # torch would pull several GB of GPU libraries, so it is never installed here.
-ORT_VERSION=1.19.2
+# A current onnx (its checker, version_converter and helper, for the newest
+# opsets) and onnxruntime (which runs them) come from PyPI, with numpy held
+# at Debian's, which Debian's torch is built against.
+ONNX_VERSION=1.23.2
+ORT_VERSION=1.32.0
 root="$(cd "$(dirname "$0")/.." && pwd)"
-if ! "$root/.venv/bin/python" -c "import onnxruntime, onnx, torch" 2>/dev/null; then
-  echo "setup: making .venv with onnxruntime $ORT_VERSION"
+if [[ ! -x "$root/.venv/bin/python" ]]; then
+  echo "setup: making .venv"
   /usr/bin/python3 -m venv --system-site-packages "$root/.venv"
-  "$root/.venv/bin/pip" install -q "onnxruntime==$ORT_VERSION"
 fi
-echo "setup: .venv (onnxruntime) ready"
+if ! "$root/.venv/bin/python" -c "
+import onnx, onnxruntime, torch
+assert onnx.__version__ == '$ONNX_VERSION' and onnxruntime.__version__ == '$ORT_VERSION'" 2>/dev/null; then
+  echo "setup: installing onnx $ONNX_VERSION, onnxruntime $ORT_VERSION into .venv"
+  constraints="$(mktemp)"
+  /usr/bin/python3 -c "import numpy; print('numpy==' + numpy.__version__)" >"$constraints"
+  "$root/.venv/bin/pip" install -q -c "$constraints" "onnx==$ONNX_VERSION" "onnxruntime==$ORT_VERSION"
+  rm -f "$constraints"
+fi
+echo "setup: .venv (onnx, onnxruntime) ready"
 
 # ---- Real-model tests (tests/onnx/rechub): torch-rechub's own model classes,
 # exported by scripts/make_rechub_models.py. --no-deps: its requirements name

@@ -105,6 +105,8 @@ class OnnxOp {
       Tile();
     } else if (type == "Slice") {
       Slice();
+    } else if (type == "Pad" && node_.opset >= 11) {
+      Pad();
     } else if (type == "Concat") {
       Concat();
     } else if (type == "Split") {
@@ -440,6 +442,75 @@ class OnnxOp {
       for (size_t d = 0; d < index.size(); ++d) src += (index[d] % x.shape[d]) * stride[d];
       std::memcpy(y.bytes.data() + static_cast<size_t>(i) * bytes,
                   x.bytes.data() + static_cast<size_t>(src) * bytes, bytes);
+      Next(index, y.shape);
+    }
+  }
+
+  // Pad (opset 11+: pads, constant_value and, from 18, axes as inputs);
+  // constant, reflect and edge modes; a negative pad crops.
+  void Pad() {
+    const HostTensor& x = X(0);
+    const size_t rank = x.shape.size();
+    const std::vector<int64_t> pads = IntValues(X(1));
+    std::vector<int64_t> begin(rank, 0), end(rank, 0);
+    if (const HostTensor* a = Input(3)) {
+      const std::vector<int64_t> axes = IntValues(*a);
+      if (pads.size() != 2 * axes.size()) Unsupported("pads do not match the axes");
+      for (size_t i = 0; i < axes.size(); ++i) {
+        const size_t ax = AxisOf(axes[i], rank);
+        begin[ax] = pads[i];
+        end[ax] = pads[i + axes.size()];
+      }
+    } else {
+      if (pads.size() != 2 * rank) Unsupported("pads do not match the rank");
+      for (size_t d = 0; d < rank; ++d) {
+        begin[d] = pads[d];
+        end[d] = pads[d + rank];
+      }
+    }
+    auto mode_it = node_.strings.find("mode");
+    const std::string mode = mode_it == node_.strings.end() ? "constant" : mode_it->second;
+    if (mode != "constant" && mode != "reflect" && mode != "edge") {
+      Unsupported(fmt::format("mode '{}'", mode));
+    }
+    const HostTensor* value = Input(2);
+    const double fill = value && value->numel() > 0 ? GetDouble(*value, 0) : 0.0;
+    HostTensor& y = Y(0);
+    if (y.shape.size() != rank) Unsupported("the output's rank differs");
+    for (size_t d = 0; d < rank; ++d) {
+      if (y.shape[d] != x.shape[d] + begin[d] + end[d]) Unsupported("the output's shape differs");
+      if (mode != "constant" && x.shape[d] == 0 && y.shape[d] > 0) Unsupported("padding an empty dim");
+    }
+    const std::vector<int64_t> stride = Strides(x.shape);
+    const auto bytes = static_cast<size_t>(DTypeBytes(x.dtype));
+    std::vector<int64_t> index(rank, 0);
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      int64_t src = 0;
+      bool outside = false;
+      for (size_t d = 0; d < rank; ++d) {
+        const int64_t n = x.shape[d];
+        int64_t at = index[d] - begin[d];
+        if (at < 0 || at >= n) {
+          if (mode == "constant") {
+            outside = true;
+            break;
+          }
+          if (mode == "edge" || n == 1) {
+            at = std::clamp<int64_t>(at, 0, n - 1);
+          } else {  // reflect, without repeating the edge
+            const int64_t period = 2 * (n - 1);
+            at = ((at % period) + period) % period;
+            if (at >= n) at = period - at;
+          }
+        }
+        src += at * stride[d];
+      }
+      if (outside) {
+        SetDouble(y, i, fill);
+      } else {
+        std::memcpy(y.bytes.data() + static_cast<size_t>(i) * bytes,
+                    x.bytes.data() + static_cast<size_t>(src) * bytes, bytes);
+      }
       Next(index, y.shape);
     }
   }
@@ -802,7 +873,7 @@ class OnnxOp {
     static const std::set<std::string> kOps = {
         "Relu", "Sigmoid", "Tanh",  "Sqrt",      "Exp",  "Log",   "Neg",   "Abs",
         "Erf",  "Reciprocal", "Softplus", "LeakyRelu", "Clip", "Not", "Floor", "Ceil",
-        "Elu",  "HardSigmoid", "Sign", "Gelu", "Selu", "Softsign"};
+        "Elu",  "HardSigmoid", "Sign", "Gelu", "Selu", "Softsign", "Swish", "Mish"};
     return kOps.count(t) != 0;
   }
 
@@ -829,7 +900,10 @@ class OnnxOp {
         else if (type == "Sub") r = x - z;
         else if (type == "Mul") r = x * z;
         else if (type == "Div") r = z == 0 ? 0 : x / z;
-        else if (type == "Mod") r = z == 0 ? 0 : x % z;
+        else if (type == "Mod") {  // fmod=0: the sign of the divisor, as Python's %
+          r = z == 0 ? 0 : x % z;
+          if (Int("fmod", 0) == 0 && r != 0 && (r < 0) != (z < 0)) r += z;
+        }
         else if (type == "Max") r = std::max(x, z);
         else if (type == "Min") r = std::min(x, z);
         else if (type == "Pow") r = static_cast<int64_t>(std::pow(static_cast<double>(x), static_cast<double>(z)));
@@ -853,7 +927,7 @@ class OnnxOp {
         else if (type == "Pow") r = std::pow(static_cast<float>(x), static_cast<float>(z));
         else if (type == "Max") r = std::max(x, z);
         else if (type == "Min") r = std::min(x, z);
-        else if (type == "Mod") r = std::fmod(x, z);
+        else if (type == "Mod") r = Int("fmod", 0) != 0 ? std::fmod(x, z) : x - std::floor(x / z) * z;
         else if (type == "PRelu") r = x < 0 ? x * z : x;
         else if (type == "Equal") r = x == z;
         else if (type == "Less") r = x < z;
@@ -883,6 +957,12 @@ class OnnxOp {
     }
     const double alpha = Float("alpha", type == "LeakyRelu" ? 0.01 : type == "HardSigmoid" ? 0.2 : 1.0);
     const double beta = Float("beta", 0.5);
+    const auto approximate = node_.strings.find("approximate");
+    const bool tanh_gelu = approximate != node_.strings.end() && approximate->second == "tanh";
+    if (type == "Gelu" && approximate != node_.strings.end() && approximate->second != "none" &&
+        !tanh_gelu) {
+      Unsupported(fmt::format("approximate '{}'", approximate->second));
+    }
     for (int64_t i = 0; i < x.numel(); ++i) {
       const double v = GetDouble(x, i);
       const auto f = static_cast<float>(v);
@@ -906,7 +986,11 @@ class OnnxOp {
       else if (type == "Elu") r = f < 0 ? alpha * std::expm1(f) : f;
       else if (type == "HardSigmoid") r = std::clamp(alpha * f + beta, 0.0, 1.0);
       else if (type == "Sign") r = (v > 0) - (v < 0);
-      else if (type == "Gelu") r = 0.5f * f * (1.0f + std::erf(f * 0.70710678118654752f));
+      else if (type == "Gelu" && tanh_gelu) {  // approximate="tanh" (opset 20)
+        r = 0.5f * f * (1.0f + std::tanh(0.79788456080286536f * (f + 0.044715f * f * f * f)));
+      } else if (type == "Gelu") r = 0.5f * f * (1.0f + std::erf(f * 0.70710678118654752f));
+      else if (type == "Swish") r = f / (1.0f + std::exp(-static_cast<float>(alpha) * f));  // opset 24
+      else if (type == "Mish") r = f * std::tanh(std::log1p(std::exp(-std::fabs(f))) + std::max(f, 0.0f));
       else if (type == "Selu") {
         const double a = Float("alpha", 1.67326319217681884765625), g = Float("gamma", 1.05070102214813232421875);
         r = f > 0 ? g * f : g * a * std::expm1(f);

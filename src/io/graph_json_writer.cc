@@ -223,9 +223,17 @@ std::string WriteGraphJson(const Graph& graph, const std::vector<OpId>& op_order
 
 void WriteGraphJsonFile(const std::string& path, const Graph& graph,
                         const std::vector<OpId>& op_order) {
-  WriteFileAtomic(path, [&](const std::function<void(std::string_view)>& put) {
-    Writer(graph, &put).Write(op_order.empty() ? graph.LiveOps() : op_order);
-  });
+  try {
+    WriteFileAtomic(path, [&](const std::function<void(std::string_view)>& put) {
+      Writer(graph, &put).Write(op_order.empty() ? graph.LiveOps() : op_order);
+    });
+  } catch (const InputError& e) {
+    // What the graph holds that JSON cannot: named with the file, like every
+    // other message of bad input (the atomic write left nothing behind).
+    const std::string what = e.what();
+    if (what.starts_with(path + ":")) throw;
+    ThrowInputError("{}: {}", path, what);
+  }
 }
 
 }  // namespace hfuse

@@ -304,12 +304,26 @@ class OpChecker {
     // Same number of elements: equal products of static dims, same dynamic dims.
     // The products are checked (a wrapped one could match and pass); a zero
     // dim makes the product 0 whatever the others are.
-    auto split = [](const Shape& s, std::vector<int32_t>& dyn) -> std::optional<int64_t> {
+    // A derived dim counts as its factors (graph.h), so that [batch, 39, 16]
+    // -> [batch*39, 16] keeps the number of elements.
+    auto split = [&](const Shape& s, std::vector<int32_t>& dyn) -> std::optional<int64_t> {
       int64_t p = 1;
       bool zero = false, overflow = false;
+      std::vector<int32_t> todo;
       for (const Dim& d : s) {
         if (!d.is_static()) {
-          dyn.push_back(d.dynamic);
+          todo.assign(1, d.dynamic);
+          while (!todo.empty()) {
+            const int32_t i = todo.back();
+            todo.pop_back();
+            const DynamicDim& dd = g_.dims()[static_cast<size_t>(i)];
+            if (dd.product_of.empty()) {
+              dyn.push_back(i);
+              continue;
+            }
+            if (!overflow) overflow = __builtin_mul_overflow(p, dd.factor, &p);
+            todo.insert(todo.end(), dd.product_of.begin(), dd.product_of.end());
+          }
         } else if (d.value == 0) {
           zero = true;
         } else if (!overflow) {
@@ -414,14 +428,19 @@ void CheckGraph(const Graph& graph, bool report) {
   for (TensorId out : graph.outputs()) HFUSE_INVARIANT(graph.tensor(out).alive);
   // Every size must count in 64 bits (support/checked.h), or the passes' and
   // executors' sizes would wrap. After the ops' rules, whose messages say
-  // more about a shape that is wrong rather than merely large.
-  std::vector<int64_t> dims;  // a tensor's shape, dynamic dims at their max
+  // more about a shape that is wrong rather than merely large. Dynamic dims
+  // count at their min here: a tensor of several named dims of range up to
+  // 2^31 - 1 (batch x seq x heads) is a valid graph, and the sizes at the
+  // values a run binds are counted, and held to the memory budget, before
+  // anything is allocated (cpu_executor.cc, CheckTensorSizes); the passes
+  // count dynamic sizes saturating (NumElements).
+  std::vector<int64_t> dims;  // a tensor's shape, dynamic dims at their min
   for (TensorId t = 0; t < graph.num_tensor_ids(); ++t) {
     const Tensor& tensor = graph.tensor(t);
     if (!tensor.alive) continue;
     dims.clear();
     for (const Dim& d : tensor.shape) {
-      dims.push_back(d.is_static() ? d.value : graph.dims()[static_cast<size_t>(d.dynamic)].max);
+      dims.push_back(d.is_static() ? d.value : graph.dims()[static_cast<size_t>(d.dynamic)].min);
     }
     if (!ByteCount(dims, DTypeBytes(tensor.dtype))) {
       ThrowInputError("tensor '{}' {} ({}) has more bytes than 64 bits count", tensor.name,

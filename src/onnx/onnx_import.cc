@@ -24,6 +24,7 @@
 #include "hfuse/support/half.h"
 #include "import_patterns.h"
 #include "onnx_util.h"
+#include "opset_compat.h"
 
 namespace hfuse {
 namespace {
@@ -169,6 +170,106 @@ std::vector<int64_t> IntsAttr(const NodeProto& node, std::string_view name) {
   return {a->ints().begin(), a->ints().end()};
 }
 
+// An If whose condition is a constant (an initializer or a Constant node's
+// value, as exporters write for a Python `if` on a flag) is replaced by the
+// nodes of the branch it takes, its outputs renamed to the If's through
+// Identity nodes (which the importer folds). Names local to the branch that
+// the graph already uses are renamed. An If on a computed condition stays,
+// and the importer refuses it (control flow), naming the node.
+void FoldConstantIfs(ModelProto& model, const std::string& source) {
+  onnx::GraphProto& g = *model.mutable_graph();
+  for (int round = 0; round < 1024; ++round) {
+    std::map<std::string, const TensorProto*> constants;
+    for (const TensorProto& t : g.initializer()) constants[t.name()] = &t;
+    onnx_util::NameSet names;
+    for (const auto& vi : g.input()) names.Take(vi.name());
+    for (const TensorProto& t : g.initializer()) names.Take(t.name());
+    for (const NodeProto& n : g.node()) {
+      for (const std::string& o : n.output()) names.Take(o);
+      if (n.op_type() == "Constant" && n.output_size() == 1 && n.attribute_size() == 1 &&
+          n.attribute(0).name() == "value" && n.attribute(0).has_t()) {
+        constants[n.output(0)] = &n.attribute(0).t();
+      }
+    }
+    int at = -1;
+    bool take_then = false;
+    for (int i = 0; i < g.node_size() && at < 0; ++i) {
+      const NodeProto& n = g.node(i);
+      if (n.op_type() != "If" || !(n.domain().empty() || n.domain() == "ai.onnx") ||
+          n.input_size() != 1) {
+        continue;
+      }
+      auto c = constants.find(n.input(0));
+      if (c == constants.end() || onnx_util::TensorNumel(*c->second) != 1) continue;
+      const auto data = onnx_util::TensorData(*c->second);
+      if (!data || data->empty()) continue;
+      take_then = std::any_of(data->begin(), data->end(), [](uint8_t b) { return b != 0; });
+      at = i;
+    }
+    if (at < 0) return;
+    const NodeProto node = g.node(at);
+    const AttributeProto* branch = FindAttr(node, take_then ? "then_branch" : "else_branch");
+    if (!branch || !branch->has_g() || branch->g().output_size() != node.output_size()) {
+      Fail(source, "If node '{}': its {} does not give its {} outputs", node.name(),
+           take_then ? "then_branch" : "else_branch", node.output_size());
+    }
+    onnx::GraphProto body = branch->g();
+    // Branch-local names the graph uses already get fresh ones.
+    std::map<std::string, std::string> rename;
+    auto local = [&](const std::string& name) {
+      if (name.empty() || !names.Taken(name)) {
+        names.Take(name);
+        return;
+      }
+      rename[name] = names.Fresh(name);
+    };
+    for (const TensorProto& t : body.initializer()) local(t.name());
+    for (const NodeProto& n : body.node()) {
+      for (const std::string& o : n.output()) local(o);
+    }
+    auto renamed = [&](const std::string& name) {
+      auto it = rename.find(name);
+      return it == rename.end() ? name : it->second;
+    };
+    google::protobuf::RepeatedPtrField<NodeProto> nodes;
+    for (int i = 0; i < at; ++i) *nodes.Add() = g.node(i);
+    for (TensorProto t : body.initializer()) {
+      t.set_name(renamed(t.name()));
+      *g.add_initializer() = std::move(t);
+    }
+    for (NodeProto n : body.node()) {
+      for (std::string& in : *n.mutable_input()) in = renamed(in);
+      for (std::string& out : *n.mutable_output()) out = renamed(out);
+      *nodes.Add() = std::move(n);
+    }
+    for (int o = 0; o < node.output_size(); ++o) {
+      NodeProto* id = nodes.Add();
+      id->set_op_type("Identity");
+      id->set_name(names.Fresh(fmt::format("{}/output{}", node.name(), o)));
+      id->add_input(renamed(body.output(o).name()));
+      id->add_output(node.output(o));
+    }
+    for (int i = at + 1; i < g.node_size(); ++i) *nodes.Add() = g.node(i);
+    g.mutable_node()->Swap(&nodes);
+  }
+}
+
+// Dims that an earlier shape inference made up ('unk__N': onnx's
+// version_converter, a current exporter) are forgotten before ONNX 1.12
+// infers shapes, so that it works them out again, from the values of shape
+// arithmetic where it can, and hfuse's own inference sees which dims are
+// made up (HasMadeUpDim) instead of taking them for named dims.
+void ForgetMadeUpDims(onnx::GraphProto& graph) {
+  auto forget = [](onnx::ValueInfoProto& vi) {
+    if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) return;
+    for (auto& d : *vi.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim()) {
+      if (d.has_dim_param() && d.dim_param().starts_with("unk__")) d.clear_dim_param();
+    }
+  };
+  for (auto& vi : *graph.mutable_value_info()) forget(vi);
+  for (auto& vi : *graph.mutable_output()) forget(vi);
+}
+
 class Importer {
  public:
   Importer(ModelProto& model, std::string source, const OnnxImportOptions& options)
@@ -208,10 +309,33 @@ class Importer {
     }
     FoldConstantsAndIdentities();
     MarkLiveNodes();
+    // A node that cannot be imported is named, and the walk goes on past it
+    // (skipping what reads its outputs), so that every such node is listed
+    // in one error.
+    std::vector<std::string> failed;
+    std::set<std::string> failed_values;
     for (int i = 0; i < graph.node_size(); ++i) {
-      if (live_[static_cast<size_t>(i)] && !folded_[static_cast<size_t>(i)]) {
-        ImportNode(graph.node(i));
+      if (!live_[static_cast<size_t>(i)] || folded_[static_cast<size_t>(i)]) continue;
+      const NodeProto& node = graph.node(i);
+      const bool reads_failed = std::any_of(node.input().begin(), node.input().end(),
+                                            [&](const std::string& in) {
+                                              return failed_values.count(Resolve(in)) != 0;
+                                            });
+      if (!reads_failed) {
+        try {
+          ImportNode(node);
+          continue;
+        } catch (const InputError& e) {
+          std::string what = e.what();
+          if (what.starts_with(source_ + ": ")) what.erase(0, source_.size() + 2);
+          failed.push_back(std::move(what));
+        }
       }
+      for (const std::string& out : node.output()) failed_values.insert(out);
+    }
+    if (failed.size() == 1) Error("{}", failed[0]);
+    if (failed.size() > 1) {
+      Error("{} nodes cannot be imported: {}", failed.size(), fmt::join(failed, "; "));
     }
     std::vector<TensorId> outputs;
     for (const auto& vi : graph.output()) outputs.push_back(Value(vi.name(), "graph output"));
@@ -279,6 +403,7 @@ class Importer {
 
   Dim NamedDim(const std::string& name) {
     if (auto d = g_.FindDim(name)) return Dim::Dynamic(*d);
+    if (auto d = ProductNamed(name)) return *d;
     return Dim::Dynamic(
         g_.AddDim({name, options_.dim_min, options_.dim_max, {}, options_.dim_run}));
   }
@@ -760,33 +885,64 @@ class Importer {
   }
 
   // The shape a Reshape to `target` gives `in`: 0 copies the input's dim
-  // (unless allowzero), -1 stands for what is left over (static, or the one
-  // named dim the target does not place).
+  // (unless allowzero), -1 stands for what is left over (static, or the
+  // named dims the target does not place, times a static factor).
   // Named dims are taken apart into their factors (a derived dim is a
   // product, see DynamicDim), so that [batch · seq, 1] -> [-1, seq] gives
-  // [batch, seq]; a -1 that is left with several factors becomes their
-  // derived dim.
-  void Factors(int32_t dim, std::vector<int32_t>& out) const {
+  // [batch, seq]; a -1 that is left with several factors, or with a static
+  // factor ([batch, 39, 16] -> [-1, 16]), becomes their derived dim.
+  // Factors multiplies `factor` by the static factors met on the way.
+  void Factors(int32_t dim, std::vector<int32_t>& out, int64_t& factor) const {
     const DynamicDim& d = g_.dims()[static_cast<size_t>(dim)];
     if (d.product_of.empty()) {
       out.push_back(dim);
       return;
     }
-    for (int32_t f : d.product_of) Factors(f, out);
+    factor = std::min<int64_t>(factor * d.factor, INT32_MAX);
+    for (int32_t f : d.product_of) Factors(f, out, factor);
   }
-  Dim ProductDim(std::vector<int32_t> factors) {
+  Dim ProductDim(std::vector<int32_t> factors, int64_t factor = 1) {
+    if (factors.size() == 1 && factor == 1) return Dim::Dynamic(factors[0]);
     std::sort(factors.begin(), factors.end());
     std::string name;
-    int64_t lo = 1, hi = 1;
+    int64_t lo = factor, hi = factor;
     for (int32_t f : factors) {
       const DynamicDim& d = g_.dims()[static_cast<size_t>(f)];
       name += (name.empty() ? "" : "*") + d.name;
       lo = std::min<int64_t>(lo * d.min, INT32_MAX);
       hi = std::min<int64_t>(hi * d.max, INT32_MAX);
     }
+    if (factor != 1) name += fmt::format("*{}", factor);  // as flatten-gemm-inputs names it
     if (auto d = g_.FindDim(name)) return Dim::Dynamic(*d);
-    DynamicDim dim{name, lo, hi, factors, 0};  // bound through its factors
+    DynamicDim dim{name, lo, hi, factors, 0, factor};  // bound through its factors
     return Dim::Dynamic(g_.AddDim(std::move(dim)));
+  }
+
+  // A dim name that spells a product of dims the model has declared and
+  // static sizes, as hfuse writes a derived dim (flatten-gemm-inputs:
+  // "batch_size*2"): that derived dim, so that a fused model reads back with
+  // the dims it was written with. Nothing for any other name.
+  std::optional<Dim> ProductNamed(const std::string& name) {
+    if (name.find('*') == std::string::npos) return std::nullopt;
+    std::vector<int32_t> factors;
+    int64_t factor = 1;
+    for (size_t begin = 0; begin <= name.size();) {
+      size_t end = name.find('*', begin);
+      if (end == std::string::npos) end = name.size();
+      const std::string part = name.substr(begin, end - begin);
+      begin = end + 1;
+      if (part.empty()) return std::nullopt;
+      if (std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        if (part.size() > 9) return std::nullopt;
+        factor *= std::stoll(part);
+        continue;
+      }
+      const auto d = g_.FindDim(part);
+      if (!d || !g_.dims()[static_cast<size_t>(*d)].product_of.empty()) return std::nullopt;
+      factors.push_back(*d);
+    }
+    if (factors.empty() || factor < 1 || factor > INT32_MAX) return std::nullopt;
+    return ProductDim(std::move(factors), factor);
   }
 
   std::optional<Shape> ReshapeTo(const Shape& in, const std::vector<Dim>& target,
@@ -798,7 +954,7 @@ class Importer {
       if (d.is_static()) {
         static_in *= d.value;
       } else {
-        Factors(d.dynamic, left);
+        Factors(d.dynamic, left, static_in);
       }
     }
     size_t infer = SIZE_MAX;
@@ -819,7 +975,7 @@ class Importer {
         static_out *= d.value;
       } else {
         std::vector<int32_t> factors;
-        Factors(d.dynamic, factors);
+        Factors(d.dynamic, factors, static_out);
         for (int32_t f : factors) {
           auto it = std::find(left.begin(), left.end(), f);
           if (it == left.end()) return std::nullopt;
@@ -835,6 +991,8 @@ class Importer {
         out[infer] = Dim::Dynamic(left[0]);
       } else if (left.size() > 1 && static_in == static_out) {
         out[infer] = ProductDim(left);
+      } else if (!left.empty() && static_out != 0 && static_in % static_out == 0) {
+        out[infer] = ProductDim(left, static_in / static_out);
       } else {
         return std::nullopt;
       }
@@ -1109,6 +1267,14 @@ class Importer {
       sizes = IntsAttr(node, "split");
     }
     const auto n = static_cast<int64_t>(node.output_size());
+    if (sizes.empty() && IntAttr(node, "num_outputs", 0) == n && n > 0) {
+      // Split-18's num_outputs: equal parts, the last one smaller.
+      const int64_t part = (d.value + n - 1) / n;
+      for (int64_t i = 0; i < n; ++i) {
+        sizes.push_back(std::max<int64_t>(0, std::min(part, d.value - i * part)));
+      }
+      if (sizes.back() == 0) return false;  // an empty part: left opaque
+    }
     if (sizes.empty()) {  // equal parts
       if (n == 0 || d.value % n != 0) return false;
       sizes.assign(static_cast<size_t>(n), d.value / n);
@@ -1349,8 +1515,36 @@ class Importer {
     static const std::set<std::string> kSame = {
         "Relu", "Sigmoid", "Tanh", "Sqrt", "Exp", "Log", "Neg", "Abs", "Erf", "Reciprocal",
         "Softplus", "LeakyRelu", "Clip", "Softmax", "LogSoftmax", "BatchNormalization",
-        "Dropout", "Identity", "Not", "Floor", "Ceil", "Gelu", "Elu", "Sign"};
+        "Dropout", "Identity", "Not", "Floor", "Ceil", "Gelu", "Elu", "Sign", "Swish", "Mish"};
     if (kSame.count(type)) return std::pair(x->dtype, x->shape);
+    if (type == "Einsum") {
+      // An explicit output ("ij,jk->ik"): each output letter's dim from an
+      // input that has it (libonnx 1.12 infers no Einsum; "..." is not read).
+      auto eq = kept.strings.find("equation");
+      if (eq == kept.strings.end()) return std::nullopt;
+      std::string e;
+      for (char c : eq->second) {
+        if (c != ' ') e += c;
+      }
+      const size_t arrow = e.find("->");
+      if (arrow == std::string::npos || e.find('.') != std::string::npos) return std::nullopt;
+      std::map<char, Dim> dims;
+      size_t slot = 0, begin = 0;
+      for (size_t end = 0; end <= arrow; ++end) {
+        if (end < arrow && e[end] != ',') continue;
+        const Tensor* in = input(slot++);
+        if (!in || in->shape.size() != end - begin) return std::nullopt;
+        for (size_t i = begin; i < end; ++i) dims.emplace(e[i], in->shape[i - begin]);
+        begin = end + 1;
+      }
+      Shape out;
+      for (char c : e.substr(arrow + 2)) {
+        auto it = dims.find(c);
+        if (it == dims.end()) return std::nullopt;
+        out.push_back(it->second);
+      }
+      return std::pair(x->dtype, out);
+    }
     if (type == "Cast") {
       auto dtype = onnx_util::AnyDTypeOf(static_cast<int32_t>(IntAttr(node, "to", 0)));
       if (!dtype) return std::nullopt;
@@ -1402,16 +1596,10 @@ class Importer {
           if (dim.is_static()) {
             product *= dim.value;
           } else {
-            Factors(dim.dynamic, named);
+            Factors(dim.dynamic, named, product);
           }
         }
-        if (named.empty()) {
-          out.push_back(Dim::Static(product));
-        } else if (product != 1) {
-          return std::nullopt;
-        } else {
-          out.push_back(named.size() == 1 ? Dim::Dynamic(named[0]) : ProductDim(named));
-        }
+        out.push_back(named.empty() ? Dim::Static(product) : ProductDim(named, product));
       }
       return std::pair(x->dtype, out);
     }
@@ -1463,6 +1651,9 @@ class Importer {
       std::vector<int64_t> axes = IntsAttr(node, "axes");
       if (auto c = constant_ints(1)) axes = *c;
       const bool keep = IntAttr(node, "keepdims", 1) != 0;
+      if (axes.empty() && IntAttr(node, "noop_with_empty_axes", 0) != 0) {
+        return std::pair(x->dtype, x->shape);  // opset 18's identity
+      }
       Shape out;
       for (int64_t d = 0; d < rank; ++d) {
         const bool reduced = axes.empty() || std::any_of(axes.begin(), axes.end(), [&](int64_t a) {
@@ -1485,6 +1676,12 @@ class Importer {
         })) {
       // Its subgraphs may read values of this graph that its inputs do not
       // name, so the pass could not see what it depends on.
+      if (node.op_type() == "If") {
+        Error(
+            "If node '{}': its condition '{}' is computed at run time; hfuse folds an If only "
+            "when its condition is a constant (control flow is not supported)",
+            node.name(), node.input_size() > 0 ? node.input(0) : "");
+      }
       Error("node '{}' ({}) has subgraphs; control flow is not supported", node.name(),
             node.op_type());
     }
@@ -1571,22 +1768,45 @@ OnnxModel ImportOnnx(std::string_view bytes, const std::string& source,
   if (!opset) Fail(source, "the model imports no opset of the default ONNX domain");
   if (*opset < kMinOnnxOpset || *opset > kMaxOnnxOpset) {
     Fail(source,
-         "the model uses opset {} of the default ONNX domain; hfuse (with ONNX 1.12) "
-         "reads opsets {} to {}",
+         "the model uses opset {} of the default ONNX domain; hfuse reads opsets {} to {} "
+         "(ONNX 1.23's newest)",
          *opset, kMinOnnxOpset, kMaxOnnxOpset);
   }
-  LoadExternalData(model, source, model_dir);
-  try {
-    onnx::checker::check_model(model);
-  } catch (const std::exception& e) {
-    Fail(source, "ONNX checker: {}", onnx_util::OneLine(e.what()));
+  if (model.ir_version() > kMaxOnnxIrVersion) {
+    Fail(source, "the model has IR version {}; hfuse reads IR versions up to {} (ONNX 1.23's)",
+         model.ir_version(), kMaxOnnxIrVersion);
   }
-  CheckConstantData(model.graph(), source);
+  LoadExternalData(model, source, model_dir);
+  FoldConstantIfs(model, source);
+  ForgetMadeUpDims(*model.mutable_graph());
+  // ONNX 1.12 checks and infers shapes on the model itself, or on its
+  // opset-17 copy (opset_compat.h) whose inferred types are read back.
+  ModelProto linked;
+  const bool copy = onnx_compat::NeedsLinkedCopy(model, *opset);
+  if (copy) linked = onnx_compat::ForLinkedOnnx(model, *opset, source);
+  ModelProto& checked = copy ? linked : model;
   try {
-    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(),
+    onnx::checker::check_model(checked);
+  } catch (const std::exception& e) {
+    Fail(source, "ONNX checker{}: {}",
+         copy ? fmt::format(" (on the model read as opset {})", onnx_compat::kLinkedOpset) : "",
+         onnx_util::OneLine(e.what()));
+  }
+  CheckConstantData(checked.graph(), source);
+  try {
+    onnx::shape_inference::InferShapes(checked, onnx::OpSchemaRegistry::Instance(),
                                        onnx::ShapeInferenceOptions(true, 1, true));
   } catch (const std::exception& e) {
-    Fail(source, "ONNX shape inference: {}", onnx_util::OneLine(e.what()));
+    Fail(source, "ONNX shape inference{}: {}",
+         copy ? fmt::format(" (on the model read as opset {})", onnx_compat::kLinkedOpset) : "",
+         onnx_util::OneLine(e.what()));
+  }
+  if (copy) {
+    onnx::GraphProto& g = *model.mutable_graph();
+    *g.mutable_value_info() = linked.graph().value_info();
+    for (int i = 0; i < g.output_size() && i < linked.graph().output_size(); ++i) {
+      *g.mutable_output(i)->mutable_type() = linked.graph().output(i).type();
+    }
   }
   return Importer(model, source, options).Run();
 }

@@ -36,6 +36,13 @@ ModelFormat FormatOf(const std::string& path, const std::string& forced) {
 LoadedModel LoadModel(const std::string& path, const std::string& forced_format) {
   LoadedModel model;
   model.format = FormatOf(path, forced_format);
+  if (model.format == ModelFormat::kJson && std::filesystem::path(path).extension() == ".onnx") {
+    // A JSON parse of a protobuf says nothing useful ("invalid literal").
+    ThrowInputError(
+        "{}: --format json reads graph JSON, and this file is named as an ONNX model; leave "
+        "--format out (a file named .onnx is read as ONNX)",
+        path);
+  }
   if (model.format == ModelFormat::kJson) {
     model.graph = ReadGraphJsonFile(path);
     return model;

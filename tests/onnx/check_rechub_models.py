@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Real ranking models from torch-rechub 0.9.0 through hfuse.
 
-    check_rechub_models.py HFUSE_BINARY MODEL_DIR NAME
+    check_rechub_models.py HFUSE_BINARY MODEL_DIR NAME [OPSET]
 
 MODEL_DIR holds what scripts/make_rechub_models.py writes (NAME.static.onnx,
 NAME.dynamic.onnx, NAME.json: the inputs and their id ranges). For each of
@@ -10,15 +10,23 @@ the two exports of model NAME:
   - `hfuse check` accepts it;
   - `hfuse fuse` with the seed rules forms exactly the groups listed in
     GROUPS below, by member op names: experts of one level, gates, per-task
-    towers (with a dynamic batch the seed rules group no GEMM: AITemplate's
-    static-A rule); with `--rules hfuse` every seed group lies inside one of
-    its groups, and the dynamic-batch export forms exactly the groups of the
-    fixed-batch one; every fused model passes onnx.checker;
+    towers, cross layers (with a dynamic batch the seed rules group no GEMM:
+    AITemplate's static-A rule; `--dim` fixing the batch gives GROUPS);
+    with `--rules hfuse` exactly those of HFUSE_GROUPS, and the
+    dynamic-batch export forms exactly the groups of the fixed-batch one;
+    every fused model passes onnx.checker;
   - all that follows, under both rule sets:
   - `hfuse verify` passes (fused vs unfused on the CPU, random inputs);
   - `hfuse run` on the fused model matches onnxruntime on the original, on
     inputs with ids inside every vocabulary (max|a - b| / max|ref| <= 1e-5);
   - onnxruntime on `hfuse fuse --export standard` matches it too.
+
+With OPSET, the two exports are first converted to that default-domain
+opset by the installed onnx's version_converter (IR version 10, or 14 from
+opset 23 on: what current exporters write), the closest stand-in here for
+PyTorch 2.x's dynamo exports; the same checks run on the converted models,
+and the fused and standard exports must keep the model's opset and IR
+version.
 """
 import json
 import os
@@ -85,7 +93,11 @@ GROUPS = {
     "DeepFM": [("group_gemm_rcr_bias", ["/model/linear/fc/Gemm", "/model/mlp/mlp/mlp.8/Gemm"])],
     "WideDeep": [],
     "DCN": [],
-    "DCNv2": [],
+    # DCN-Mix cross layers (DCNv2 with 4 experts of rank 32): per layer the
+    # experts' C (32x32) and U (429x32) projections; V and the gates read
+    # K = 429 (odd), which only the hfuse rules group.
+    "DCNv2": [("group_gemm_rcr", [f"/model/crossnet/MatMul_{13 * l + 3 * e + j}"
+                                  for e in range(4)]) for l in range(3) for j in (1, 2)],
     "AutoInt": [
         ("group_gemm_rcr", [f"/model/interacting_layers.{i}/W_{p}/MatMul" for p in ("Q", "K", "V", "Res")])
         for i in range(3)
@@ -107,9 +119,40 @@ GROUPS = {
 }
 
 
-# Models whose 3-D GEMMs (AITM's and AutoInt's Q/K/V, FiBiNet's bilinear
-# MatMuls) group under --rules hfuse at a fixed batch only: see one().
-DYNAMIC_GAPS = {"AITM", "AutoInt", "FiBiNet"}
+# The groups the hfuse rules form, at a fixed and at a dynamic batch alike:
+# the seed's and every GEMM the seed's alignment rule left out (K = 429 or
+# 13·16 + ... odd), and the 3-D GEMMs flattened with a named batch.
+B, G = "group_gemm_rcr_bias", "group_gemm_rcr"
+HFUSE_GROUPS = {
+    "MMOE": [
+        layers(R, "/model/experts.{}/mlp/mlp.0/", range(8)),  # every expert's first layer
+        layers(B, "/model/gates.{}/mlp/mlp.0/", range(3)),    # the gates
+    ] + GROUPS["MMOE"],
+    "PLE": [
+        (B, ["/model/cgc_layers.0/gate_shared/mlp/mlp.0/Gemm"]
+         + [f"/model/cgc_layers.0/gates_specific.{t}/mlp/mlp.0/Gemm" for t in range(3)]),
+        (R, [f"/model/cgc_layers.0/{e}/mlp/mlp.0/Gemm" for e in SHARED + SPECIFIC]),
+    ] + GROUPS["PLE"],
+    "ESMM": GROUPS["ESMM"],
+    "AITM": [layers(R, "/model/bottoms.{}/mlp/mlp.0/", range(3))] + GROUPS["AITM"],
+    "SharedBottom": GROUPS["SharedBottom"],
+    "DeepFM": GROUPS["DeepFM"],
+    "WideDeep": [(B, ["/model/linear/fc/Gemm", "/model/mlp/mlp/mlp.8/Gemm"])],
+    "DCN": [],
+    # per cross layer l: the 4 experts' V (MatMul_{13l + 3e}, W @ x made a
+    # gemm_rcr by left-matmul-to-gemm) with the 4 gates, then C, then U.
+    "DCNv2": [(G, [f"/model/crossnet/MatMul_{13 * l + 3 * e}".replace("MatMul_0", "MatMul")
+                   for e in range(4)]
+               + [f"/model/crossnet/gating.{e}{'_' + str(l) if l else ''}/MatMul" for e in range(4)])
+              for l in range(3)] + GROUPS["DCNv2"],
+    "AutoInt": [(G, [f"/model/I{i}/MatMul" for i in range(1, 14)])] + GROUPS["AutoInt"],
+    "FiBiNet": [
+        (G, [f"/model/bilinear_interaction/bilinear_layer.{i}/MatMul" for i in range(325)]
+         + ["/model/senet_layer/mlp/mlp.0/MatMul"]),
+        (G, [f"/model/bilinear_interaction/bilinear_layer.{i}_1/MatMul" for i in range(325)]),
+    ],
+    "DIN": GROUPS["DIN"],
+}
 
 
 def hfuse(*args):
@@ -154,9 +197,30 @@ def feeds_for(info, seed):
     return feeds
 
 
+def convert(work, name, mode, opset):
+    """NAME.MODE.onnx at `opset` (see the module's doc), in `work`."""
+    from onnx import version_converter
+    model = version_converter.convert_version(
+        onnx.load(os.path.join(MODEL_DIR, f"{name}.{mode}.onnx")), opset)
+    model.ir_version = 14 if opset >= 23 else 10
+    onnx.checker.check_model(model, full_check=True)
+    path = os.path.join(work, f"{name}.{mode}.opset{opset}.onnx")
+    onnx.save(model, path)
+    return path
+
+
+def keeps_versions(path, model, label):
+    """The export at `path` has the opset and IR version of `model`."""
+    def versions(m):
+        return m.ir_version, [o.version for o in m.opset_import if o.domain in ("", "ai.onnx")]
+    want, got = versions(onnx.load(model, load_external_data=False)), \
+        versions(onnx.load(path, load_external_data=False))
+    check(got == want, f"{label}: IR version and opset {got}, as the model's {want}")
+
+
 def one(work, name, mode, info, rules, hfuse_groups):
-    label = f"{name}.{mode} --rules {rules}"
-    model = os.path.join(MODEL_DIR, f"{name}.{mode}.onnx")
+    label = f"{name}.{mode} --rules {rules}" + (f" (opset {OPSET})" if OPSET else "")
+    model = MODELS[mode]
     if rules == "seed":
         r = hfuse("check", model)
         check(r.returncode == 0, f"{label}: hfuse check (exit {r.returncode}) {r.stderr.strip()}")
@@ -197,23 +261,15 @@ def one(work, name, mode, info, rules, hfuse_groups):
         # dynamic batch groups exactly as a fixed one.
         if mode == "static":
             hfuse_groups.extend(groups)
-            seed_members = sum(len(m) for _, m in GROUPS[name])
-            members = sum(len(m) for _, m in groups)
-            check(members >= seed_members,
-                  f"{label}: {len(groups)} groups of {members} members (seed: {seed_members})")
-        elif name in DYNAMIC_GAPS:
-            # Known gap: GEMMs on a 3-D activation are flattened to 2-D
-            # (flatten-gemm-inputs) only with static dims, so with a dynamic
-            # batch those stay apart; every group that forms is one of the
-            # fixed batch's.
-            check(all(g in hfuse_groups for g in groups),
-                  f"{label}: {len(groups)} of the fixed batch's {len(hfuse_groups)} groups "
-                  f"(known gap: 3-D GEMMs with a dynamic batch)")
+            want = sorted((op, sorted(m)) for op, m in HFUSE_GROUPS[name])
+            check(groups == want, f"{label}: {len(groups)} groups as expected ({len(want)})"
+                  + ("" if groups == want else f": got {groups}"))
         else:
             check(groups == hfuse_groups,
                   f"{label}: the same {len(groups)} groups as the fixed batch"
                   + ("" if groups == hfuse_groups else f": got {groups}, static {hfuse_groups}"))
     full_check(fused, f"{label}: fused (ai.hfuse)")
+    keeps_versions(fused, model, f"{label}: fused")
 
     r = hfuse("verify", model, "--rules", rules)
     check(r.returncode == 0 and r.stdout.strip().endswith("PASS"),
@@ -242,14 +298,18 @@ def one(work, name, mode, info, rules, hfuse_groups):
     if r.returncode != 0:
         return
     full_check(standard, f"{label}: standard")
+    keeps_versions(standard, model, f"{label}: standard")
     compare(f"{label}: onnxruntime on standard vs original", want_out, ort_run(standard, feeds))
 
 
 def main():
-    global HFUSE, MODEL_DIR
+    global HFUSE, MODEL_DIR, OPSET, MODELS
     HFUSE, MODEL_DIR, name = sys.argv[1], sys.argv[2], sys.argv[3]
+    OPSET = int(sys.argv[4]) if len(sys.argv) > 4 else None
     info = json.load(open(os.path.join(MODEL_DIR, f"{name}.json")))
     with tempfile.TemporaryDirectory() as work:
+        MODELS = {mode: convert(work, name, mode, OPSET) if OPSET else
+                  os.path.join(MODEL_DIR, f"{name}.{mode}.onnx") for mode in ("static", "dynamic")}
         for rules in ("seed", "hfuse"):
             hfuse_groups = []
             for mode in ("static", "dynamic"):

@@ -70,33 +70,62 @@ bool PrintComparisons(const TensorMap& want, const TensorMap& got) {
 
 }  // namespace
 
+namespace {
+
+// Runs `body`, with the model's path before any message of bad input that
+// does not name a file already, like the other commands' messages.
+template <typename F>
+int ForModel(const std::string& path, F&& body) {
+  try {
+    return body();
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    if (what.starts_with(path + ":")) throw;
+    ThrowInputError("{}: {}", path, what);
+  }
+}
+
+}  // namespace
+
 int RunGraphCommand(const std::string& path, const RunOptions& options) {
-  SessionOptions session_options = SessionOptionsFor(options.device, options.rules, options.dims);
-  session_options.fuse = options.fuse;
-  session_options.cuda_graph = options.cuda_graph;
-  Session session = Session::FromFile(path, session_options);
-  const Graph& graph = session.graph();
-  const DimValues dims = BindDims(graph, options.dims);
-  TensorMap all;
-  if (options.inputs_npz.empty()) {
-    all = RandomFeeds(graph, dims, options.seed);
-  } else {
-    std::map<std::string, DType> want;
-    for (TensorId id = 0; id < graph.num_tensor_ids(); ++id) {
-      if (graph.tensor(id).alive) want[graph.tensor(id).name] = graph.tensor(id).dtype;
+  return ForModel(path, [&] {
+    SessionOptions session_options =
+        SessionOptionsFor(options.device, options.rules, options.dims);
+    session_options.fuse = options.fuse;
+    session_options.cuda_graph = options.cuda_graph;
+    Session session = Session::FromFile(path, session_options);
+    const Graph& graph = session.graph();
+    const DimValues dims = BindDims(graph, options.dims);
+    TensorMap all;
+    if (options.inputs_npz.empty()) {
+      all = RandomFeeds(graph, dims, options.seed);
+    } else {
+      std::map<std::string, DType> want;
+      for (TensorId id = 0; id < graph.num_tensor_ids(); ++id) {
+        if (graph.tensor(id).alive) want[graph.tensor(id).name] = graph.tensor(id).dtype;
+      }
+      all = ReadNpz(options.inputs_npz, want);
     }
-    all = ReadNpz(options.inputs_npz, want);
-  }
-  const TensorMap outputs = session.Run(FeedsOf(session, all));
-  fmt::print("{}: {}: {}\n", path, DeviceName(session_options.device), Summary(session));
-  for (TensorId id : graph.outputs()) {
-    const HostTensor& t = outputs.at(graph.tensor(id).name);
-    fmt::print("{}: {} [{}] sum={:.6g} hash={:016x}\n", graph.tensor(id).name, DTypeName(t.dtype),
-               fmt::join(t.shape, ", "), Checksum(t), BytesHash(t));
-  }
-  if (!options.save_inputs.empty()) WriteNpz(options.save_inputs, all);
-  if (!options.output_npz.empty()) WriteNpz(options.output_npz, outputs);
-  return 0;
+    const TensorMap outputs = session.Run(FeedsOf(session, all));
+    // Files first: a write that fails leaves nothing that looks like a result.
+    if (!options.save_inputs.empty()) {
+      // The model's inputs by their names, what --inputs (and onnxruntime)
+      // take; params keep the values the model holds.
+      TensorMap inputs;
+      for (const TensorInfo& info : session.inputs()) {
+        if (auto it = all.find(info.name); it != all.end()) inputs[info.name] = it->second;
+      }
+      WriteNpz(options.save_inputs, inputs);
+    }
+    if (!options.output_npz.empty()) WriteNpz(options.output_npz, outputs);
+    fmt::print("{}: {}: {}\n", path, DeviceName(session_options.device), Summary(session));
+    for (TensorId id : graph.outputs()) {
+      const HostTensor& t = outputs.at(graph.tensor(id).name);
+      fmt::print("{}: {} [{}] sum={:.6g} hash={:016x}\n", graph.tensor(id).name,
+                 DTypeName(t.dtype), fmt::join(t.shape, ", "), Checksum(t), BytesHash(t));
+    }
+    return 0;
+  });
 }
 
 int VerifyGraphs(const Graph& original, const Graph& fused, uint64_t seed,
@@ -109,20 +138,25 @@ int VerifyGraphs(const Graph& original, const Graph& fused, uint64_t seed,
 }
 
 int VerifyCommand(const std::string& path, const VerifyOptions& options) {
-  SessionOptions session_options = SessionOptionsFor(options.device, options.rules, options.dims);
-  session_options.group_gemm = options.group_gemm;
-  session_options.passes = options.flags.passes;
-  session_options.pass_manager = options.flags.manager;
-  const Graph original = LoadGraph(path);
-  const std::string& model = options.fused_path.empty() ? path : options.fused_path;
-  session_options.fuse = options.fused_path.empty();
-  Session session = Session::FromFile(model, session_options);
-  fmt::print("{}: {} on {}, against the CPU reference of {}\n", model, Summary(session),
-             DeviceName(session_options.device), path);
-  const DimValues dims = BindDims(original, options.dims);
-  const TensorMap feeds = RandomFeeds(original, dims, options.seed);
-  const TensorMap want = RunOnCpu(original, feeds, dims);
-  return PrintComparisons(want, session.Run(FeedsOf(session, feeds))) ? 0 : 1;
+  return ForModel(path, [&] {
+    SessionOptions session_options =
+        SessionOptionsFor(options.device, options.rules, options.dims);
+    session_options.group_gemm = options.group_gemm;
+    session_options.passes = options.flags.passes;
+    session_options.pass_manager = options.flags.manager;
+    const Graph original = LoadGraph(path);
+    const std::string& model = options.fused_path.empty() ? path : options.fused_path;
+    session_options.fuse = options.fused_path.empty();
+    Session session = Session::FromFile(model, session_options);
+    const DimValues dims = BindDims(original, options.dims);
+    const TensorMap feeds = RandomFeeds(original, dims, options.seed);
+    const TensorMap want = RunOnCpu(original, feeds, dims);
+    const TensorMap got = session.Run(FeedsOf(session, feeds));
+    // Printed once both have run: a failure on the way prints nothing.
+    fmt::print("{}: {} on {}, against the CPU reference of {}\n", model, Summary(session),
+               DeviceName(session_options.device), path);
+    return PrintComparisons(want, got) ? 0 : 1;
+  });
 }
 
 }  // namespace hfuse

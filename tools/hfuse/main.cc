@@ -15,8 +15,12 @@
 #include <malloc.h>
 
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <iostream>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "exec_commands.h"
@@ -143,7 +147,21 @@ int RunFuse(const std::string& input, const std::string& output, const std::stri
   // Held by globals, so that LeakSanitizer sees them reachable, not leaked.
   static LoadedModel* kept_model = nullptr;
   static PassState* kept_state = nullptr;
-  LoadedModel& model = *(kept_model = new LoadedModel(LoadModel(input, format)));
+  // --format is the output's: the input is ONNX when named so, graph JSON
+  // when it starts with '{' (no ONNX protobuf does), else what --format
+  // says; so `fuse m.onnx --format json` and `fuse g.json --format onnx`
+  // convert.
+  std::string in_format = "json";
+  if (std::filesystem::path(input).extension() == ".onnx") {
+    in_format = "onnx";
+  } else if (format == "onnx") {
+    std::ifstream in(input, std::ios::binary);
+    char c = ' ';
+    while (in.get(c) && std::isspace(static_cast<unsigned char>(c))) {
+    }
+    if (in && c != '{') in_format = "onnx";
+  }
+  LoadedModel& model = *(kept_model = new LoadedModel(LoadModel(input, in_format)));
   Graph& graph = model.graph;
   if (!dim_specs.empty()) {
     try {
@@ -197,9 +215,23 @@ int RunPrint(const std::string& input, const std::string& format, const PassFlag
 int RunCheck(const std::string& input) {
   Graph graph = LoadGraph(input);
   int64_t tensors = 0;
-  for (TensorId t = 0; t < graph.num_tensor_ids(); ++t) tensors += graph.tensor(t).alive;
+  // The dims a live tensor has (a derived dim, batch·seq, counts through its
+  // factors): a dim declared but unused, or one --dim fixed, is not dynamic.
+  std::set<int32_t> dynamic;
+  std::function<void(int32_t)> use = [&](int32_t d) {
+    const auto& product = graph.dims()[static_cast<size_t>(d)].product_of;
+    if (product.empty()) dynamic.insert(d);
+    for (int32_t f : product) use(f);
+  };
+  for (TensorId t = 0; t < graph.num_tensor_ids(); ++t) {
+    if (!graph.tensor(t).alive) continue;
+    ++tensors;
+    for (const Dim& d : graph.tensor(t).shape) {
+      if (!d.is_static()) use(d.dynamic);
+    }
+  }
   fmt::print("{}: ok: {} ops, {} tensors, {} outputs, {} dynamic dims\n", input,
-             graph.NumLiveOps(), tensors, graph.outputs().size(), graph.dims().size());
+             graph.NumLiveOps(), tensors, graph.outputs().size(), dynamic.size());
   return 0;
 }
 
@@ -225,7 +257,8 @@ int Main(int argc, char** argv) {
                    "write the pass's debug dumps (dependency graph, groups per op type) here");
   std::string format, export_mode = "hfuse";
   fuse->add_option("--format", format,
-                   "json or onnx, for input and output (default: by extension, .onnx is ONNX)")
+                   "json or onnx: the output's format (default: by its extension, .onnx is "
+                   "ONNX); an input named .onnx is read as ONNX, another as this format")
       ->check(CLI::IsMember({"json", "onnx"}));
   fuse->add_option("--export", export_mode,
                    "ONNX output: hfuse (group ops in domain ai.hfuse) or standard (standard ONNX "

@@ -2,7 +2,9 @@
 //
 // The model is first checked by ONNX itself (ONNX 1.12's checker, then its
 // shape inference, strict), so an invalid model is rejected with ONNX's own
-// message. Then each node becomes IR ops:
+// message; a model of opset 18 to 28 or IR version 9 to 14 is checked on its
+// opset-17 copy (src/onnx/opset_compat.h), and an If with a constant
+// condition is replaced by its branch first. Then each node becomes IR ops:
 //
 //   Gemm(A, B, C)     transB=1, or transB=0 with a constant B (transposed
 //                     here) -> gemm_rcr_bias(A, B', C) [alpha] when C is a
@@ -34,7 +36,9 @@
 // "ONNX", says which ops).
 //
 // Problems with the input throw InputError: a file that does not parse,
-// an opset outside 11..17, the checker's or shape inference's complaints,
+// an opset outside 11..28 or an IR version above 14, an operator version
+// hfuse does not read (all such nodes named), the checker's or shape
+// inference's complaints, an If on a computed condition,
 // a tensor of a type hfuse lacks (double, string, ...), external data that
 // cannot be read, a dim of unknown size.
 #pragma once
@@ -48,16 +52,20 @@
 namespace hfuse {
 
 inline constexpr int64_t kMinOnnxOpset = 11;
-inline constexpr int64_t kMaxOnnxOpset = 17;  // ONNX 1.12's newest
+// Opsets above 17 (ONNX 1.12's newest, which hfuse links) are read through
+// an opset-17 copy (src/onnx/opset_compat.h); 28 and IR 14 are ONNX 1.23's.
+inline constexpr int64_t kMaxOnnxOpset = 28;
+inline constexpr int64_t kMaxOnnxIrVersion = 14;
 
 struct OnnxImportOptions {
   // ONNX gives symbolic dims no bounds; each becomes a dim of this range
   // (the max is what the canonical order sizes tensors by), which `hfuse
-  // run` and `verify` bind to dim_run unless --dim says otherwise. 2^20
-  // covers any batch; a larger max would overflow the byte count of a
-  // tensor with two named dims (batch x seq_length) that the verifier checks.
+  // run` and `verify` bind to dim_run unless --dim says otherwise: a small
+  // batch, so that a run without --dim is quick and small. 2^31 - 1 covers
+  // any batch; the sizes at the bound values are what is counted and held
+  // to the memory budget before a run allocates.
   int64_t dim_min = 1;
-  int64_t dim_max = int64_t{1} << 20;
+  int64_t dim_max = INT32_MAX;
   int64_t dim_run = 64;
 };
 
