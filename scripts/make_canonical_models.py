@@ -10,9 +10,11 @@ TensorFlow):
 
   TensordotAutoInt  AutoInt's InteractingLayer, whose Q/K/V/Res projections
                     are torch.tensordot(x, W, dims=([-1], [0])) (exported as
-                    Reshape -> Einsum "ij,jk->ik" -> Reshape), two of them,
-                    with a vector CrossNet (tensordot of x_l [B, D, 1] with a
-                    [D, 1] kernel over dim 1) and a DNN beside them;
+                    Reshape -> Einsum "ij,jk->ik" -> Reshape), with a vector
+                    CrossNet (tensordot of x_l [B, D] with a [D, 1] kernel)
+                    and a DNN beside it (one interacting layer: libonnx 1.12
+                    infers no Einsum, and with a dynamic batch a second
+                    layer's shape arithmetic is left to made-up dims);
   ConvHeads         three kernel-1 Conv1d heads on a length-1 input (a Linear
                     in Conv clothing, as 1x1-conv towers export) and xDeepFM's
                     CIN (a kernel-1 Conv1d over the embedding dim, which needs
@@ -56,33 +58,34 @@ class InteractingLayer(nn.Module):
         q = torch.tensordot(x, self.W_Query, dims=([-1], [0]))
         k = torch.tensordot(x, self.W_key, dims=([-1], [0]))
         v = torch.tensordot(x, self.W_Value, dims=([-1], [0]))
-        q, k, v = (torch.stack(torch.split(t, t.shape[-1] // self.heads, dim=2)) for t in (q, k, v))
-        att = torch.softmax(torch.einsum("bnik,bnjk->bnij", q, k), dim=-1)
-        out = torch.matmul(att, v)
-        out = torch.cat(torch.split(out, 1), dim=-1).squeeze(0)
+        b, f, e = x.shape
+        q, k, v = (t.reshape(b, f, self.heads, e // self.heads).transpose(1, 2) for t in (q, k, v))
+        att = torch.softmax(torch.matmul(q, k.transpose(-1, -2)), dim=-1)
+        out = torch.matmul(att, v).transpose(1, 2).reshape(b, f, e)
         return torch.relu(out + torch.tensordot(x, self.W_Res, dims=([-1], [0])))
 
 
 class CrossNetVector(nn.Module):
+    """x_{l+1} = x_0 · (x_l · w_l) + b_l + x_l, with x_l · w_l a tensordot."""
+
     def __init__(self, dim, layers=2):
         super().__init__()
         self.kernels = nn.Parameter(torch.randn(layers, dim, 1) / dim ** 0.5)
-        self.bias = nn.Parameter(torch.randn(layers, dim, 1) * 0.1)
+        self.bias = nn.Parameter(torch.randn(layers, dim) * 0.1)
 
     def forward(self, x):  # [B, D]
-        x0 = x.unsqueeze(2)
-        xl = x0
+        xl = x
         for i in range(self.kernels.shape[0]):
-            xl_w = torch.tensordot(xl, self.kernels[i], dims=([1], [0]))
-            xl = torch.matmul(x0, xl_w) + self.bias[i] + xl
-        return xl.squeeze(2)
+            xl_w = torch.tensordot(xl, self.kernels[i], dims=([1], [0]))  # [B, 1]
+            xl = x * xl_w + self.bias[i] + xl
+        return xl
 
 
 class TensordotAutoInt(nn.Module):
     def __init__(self):
         super().__init__()
         self.embedding = Embeddings()
-        self.interacting = nn.Sequential(InteractingLayer(EMBED), InteractingLayer(EMBED))
+        self.interacting = InteractingLayer(EMBED)
         d = N_FIELDS * EMBED + N_DENSE
         self.cross = CrossNetVector(d)
         self.dnn = nn.Sequential(nn.Linear(d, 64), nn.ReLU(), nn.Linear(64, 32), nn.ReLU())

@@ -116,6 +116,13 @@ GROUPS = {
         layers("group_gemm_rcr_bias", "/model/attention_layers.{}/attention/mlp/mlp." + str(l) + "/",
                range(2)) for l in (0, 4, 8)
     ],
+    # scripts/make_canonical_models.py: the interacting layer's tensordot
+    # Q, K, V and Res (Einsums made gemm_rcr); the kernel-1 Conv heads read
+    # K = 429, for the hfuse rules only.
+    "TensordotAutoInt": [
+        ("group_gemm_rcr", [f"/interacting/Einsum{s}" for s in ("", "_1", "_2", "_3")])
+    ],
+    "ConvHeads": [],
 }
 
 
@@ -152,6 +159,8 @@ HFUSE_GROUPS = {
         (G, [f"/model/bilinear_interaction/bilinear_layer.{i}_1/MatMul" for i in range(325)]),
     ],
     "DIN": GROUPS["DIN"],
+    "TensordotAutoInt": GROUPS["TensordotAutoInt"],
+    "ConvHeads": [("group_gemm_rcr_bias", [f"/heads.{i}/Conv" for i in range(3)])],
 }
 
 
