@@ -790,7 +790,9 @@ TEST(OnnxOpsetTest, NewerOpsetForms) {
       ASSERT_EQ(op.outputs.size(), 3u);
       EXPECT_EQ(g.tensor(op.outputs[2]).shape, (Shape{Dim::Static(4), Dim::Static(2)}));
     }
-    if (op.name == "mean") EXPECT_EQ(op.attrs.onnx->opset, 18);
+    if (op.name == "mean") {
+      EXPECT_EQ(op.attrs.onnx->opset, 18);
+    }
   }
 }
 
