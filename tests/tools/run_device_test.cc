@@ -22,7 +22,8 @@ using test::TempDir;
 using test::ToolRun;
 
 const std::string kTowers = Quote(test::ExamplePath("towers_small.json"));
-const std::string kRanking = Quote(test::ExamplePath("ranking_small.onnx"));
+const std::string kRankingPath = test::ExamplePath("ranking_small.onnx");
+const std::string kRanking = Quote(kRankingPath);
 
 // The output lines ("name: dtype [shape] sum=... hash=...") of a run.
 std::string OutputLines(const std::string& out) {
@@ -70,7 +71,8 @@ TEST(RunCommand, DimsAreBoundBeforeFusion) {
   EXPECT_THAT(bound.out, HasSubstr("fc0_y: float32 [8, 16]"));
   const ToolRun bad = RunTool("run " + Quote(dir.Str("g.json")) + " --dim batch=65");
   EXPECT_EQ(bad.code(), 2);
-  EXPECT_THAT(bad.err, StartsWith("hfuse: error: --dim batch=65: outside [1, 64]"));
+  EXPECT_THAT(bad.err, StartsWith("hfuse: error: " + dir.Str("g.json") +
+                                  ": --dim batch=65: outside [1, 64]"));
 }
 
 TEST(RunCommand, AFeedOfTheWrongShapeIsAnInputError) {
@@ -79,8 +81,8 @@ TEST(RunCommand, AFeedOfTheWrongShapeIsAnInputError) {
   WriteNpz(dir.Str("in.npz"), feeds);
   const ToolRun run = RunTool("run " + kRanking + " --inputs " + Quote(dir.Str("in.npz")));
   EXPECT_EQ(run.code(), 2);
-  EXPECT_EQ(run.err,
-            "hfuse: error: input 'features': shape [64, 128], the model wants [64, 256]\n");
+  EXPECT_EQ(run.err, "hfuse: error: " + kRankingPath +
+                         ": input 'features': shape [64, 128], the model wants [64, 256]\n");
 }
 
 // ---- --device cuda ------------------------------------------------------------

@@ -73,14 +73,16 @@ bool PrintComparisons(const TensorMap& want, const TensorMap& got) {
 namespace {
 
 // Runs `body`, with the model's path before any message of bad input that
-// does not name a file already, like the other commands' messages.
+// does not name it already, like the other commands' messages; a missing
+// device is the machine's, not the model's, and says so alike for every
+// command (bench too).
 template <typename F>
 int ForModel(const std::string& path, F&& body) {
   try {
     return body();
   } catch (const InputError& e) {
     const std::string what = e.what();
-    if (what.starts_with(path + ":")) throw;
+    if (what.starts_with(path + ":") || what.starts_with("--device ")) throw;
     ThrowInputError("{}: {}", path, what);
   }
 }
