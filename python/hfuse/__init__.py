@@ -70,6 +70,7 @@ def get_available_providers() -> List[str]:
 
 
 def _device_of(providers: Optional[Sequence[Any]], device: Optional[str]) -> str:
+    """The device a session runs on, from onnxruntime-style providers or device."""
     if device is not None:
         if providers is not None:
             raise ValueError("give providers or device, not both")
@@ -88,6 +89,8 @@ def _device_of(providers: Optional[Sequence[Any]], device: Optional[str]) -> str
 
 
 def _format_of(model: PathOrBytes, format: Optional[str]) -> str:
+    """The model's format as the extension takes it: given, guessed from the
+    bytes, or "" (the extension goes by the file's extension)."""
     if format is not None:
         return format
     if isinstance(model, bytes):

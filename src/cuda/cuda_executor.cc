@@ -1,4 +1,8 @@
-// The CUDA backend. See cuda_executor.h.
+// The CUDA backend (cuda_executor.h): the executor's lifetime and buffers
+// (the memory plan is memory_plan.h's), the per-op dispatch of launch plans,
+// the LayerNorm, copy and elementwise launches, and running them (on the
+// stream, or replayed from a CUDA graph). GEMM launches are gemm_launches.cc;
+// both fill CudaExecutor::Impl (cuda_executor_impl.h).
 #include "hfuse/cuda/cuda_executor.h"
 
 #include <cublasLt.h>
@@ -10,7 +14,7 @@
 #include <functional>
 #include <map>
 
-#include "cutlass_grouped_gemm.h"
+#include "cuda_executor_impl.h"
 #include "hfuse/ir/analysis.h"
 #include "hfuse/ir/op_members.h"
 #include "hfuse/support/checked.h"
@@ -23,14 +27,6 @@ static_assert(static_cast<int>(EwFunc::kRelu) == 0 && static_cast<int>(EwFunc::k
               static_cast<int>(EwFunc::kTanh) == 2 && static_cast<int>(EwFunc::kGelu) == 3 &&
               static_cast<int>(EwFunc::kSilu) == 4 && static_cast<int>(EwFunc::kAdd) == 5 &&
               static_cast<int>(EwFunc::kDiv) == 8);
-
-namespace {
-
-#define HFUSE_CUDA(call) ::hfuse::CheckCuda((call), #call, __FILE__, __LINE__)
-#define HFUSE_CUBLAS(call) ::hfuse::CheckCublas((call), #call, __FILE__, __LINE__)
-#define HFUSE_LAUNCHED() ::hfuse::CheckCuda(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
-
-}  // namespace
 
 void CheckCuda(cudaError_t e, const char* what, const char* file, int line) {
   if (e != cudaSuccess) {
@@ -56,707 +52,201 @@ bool CudaDeviceAvailable(std::string* why) {
   return true;
 }
 
-namespace {
-
-constexpr int64_t kAlign = 256;
-constexpr size_t kWorkspaceBytes = 32 << 20;
-
-int64_t AlignUp(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
-
-cudaDataType_t CudaType(DType d) {
-  switch (d) {
-    case DType::kFloat16: return CUDA_R_16F;
-    case DType::kBFloat16: return CUDA_R_16BF;
-    case DType::kFloat32: return CUDA_R_32F;
-    case DType::kInt64:  // data of ONNX models, which no GEMM reads
-    case DType::kInt32:
-    case DType::kBool: break;
-  }
-  return CUDA_R_32F;
+CudaExecutor::Impl::Impl(const Graph& graph_in, const DimValues& d, CudaOptions o) : g(graph_in), dims(d), options(o) {
+  HFUSE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  // Handles and the workspace are made once per process: creating them
+  // costs milliseconds, and tests build thousands of executors.
+  static const Shared shared = MakeShared();
+  blas = shared.blas;
+  lt = shared.lt;
+  workspace_ptr = shared.workspace;
+  PlanMemory();
+  for (OpId id : order) PlanOp(g.op(id));
 }
 
-int KernelType(DType d) { return d == DType::kFloat16 ? 0 : d == DType::kBFloat16 ? 1 : 2; }
+CudaExecutor::Impl::~Impl() {
+  if (graph_exec) cudaGraphExecDestroy(graph_exec);
+  if (graph) cudaGraphDestroy(graph);
+  for (auto d : lt_descs) cublasLtMatmulDescDestroy(d);
+  for (auto l : lt_layouts) cublasLtMatrixLayoutDestroy(l);
+  if (stream) cudaStreamDestroy(stream);
+}
 
-// A device buffer freed on destruction.
-struct DeviceBuffer {
-  void* ptr = nullptr;
-  int64_t bytes = 0;
-  void Allocate(int64_t n) {
-    bytes = n;
-    if (n > 0) HFUSE_CUDA(cudaMalloc(&ptr, static_cast<size_t>(n)));
+void CudaExecutor::Impl::PlanMemory() {
+  cuda::MemoryPlan plan = cuda::PlanDeviceMemory(g, dims);
+  order = std::move(plan.order);
+  offset = std::move(plan.offset);
+  region = std::move(plan.region);
+  stats.tensor_bytes = plan.tensor_bytes;
+  stats.arena_bytes = plan.arena_bytes;
+  inputs_arena.Allocate(plan.input_bytes);
+  params_arena.Allocate(plan.param_bytes);
+  outputs_arena.Allocate(plan.output_bytes);
+  arena.Allocate(plan.arena_bytes);
+}
+
+char* CudaExecutor::Impl::BufferOf(TensorId s) const {
+  switch (region[static_cast<size_t>(s)]) {
+    case 'i': return static_cast<char*>(inputs_arena.ptr) + offset[static_cast<size_t>(s)];
+    case 'p': return static_cast<char*>(params_arena.ptr) + offset[static_cast<size_t>(s)];
+    case 'o': return static_cast<char*>(outputs_arena.ptr) + offset[static_cast<size_t>(s)];
+    case 'a': return static_cast<char*>(arena.ptr) + offset[static_cast<size_t>(s)];
+    default: HFUSE_CHECK(false && "tensor has no buffer");
   }
-  template <typename T>
-  void Upload(const std::vector<T>& v) {
-    Allocate(static_cast<int64_t>(v.size() * sizeof(T)));
-    if (!v.empty()) HFUSE_CUDA(cudaMemcpy(ptr, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  ~DeviceBuffer() {
-    if (ptr) cudaFree(ptr);
-  }
-};
+  return nullptr;
+}
 
-// Where a tensor's elements are: a base pointer plus a row stride.
-struct Place {
-  char* base = nullptr;
-  int64_t row_stride = 0;  // elements between rows (a row = the last dim)
-};
+cuda::Place CudaExecutor::Impl::PlaceOf(TensorId t) const {
+  const Tensor& tensor = g.tensor(t);
+  const TensorId s = StorageOf(t);
+  const std::vector<int64_t> shape = ConcreteShape(g.tensor(s).shape, dims);
+  cuda::Place p;
+  p.row_stride = shape.empty() ? 1 : shape.back();
+  p.base = BufferOf(s) + (tensor.storage == kNone ? 0 : tensor.storage_offset * DTypeBytes(tensor.dtype));
+  return p;
+}
 
-}  // namespace
-
-struct CudaExecutor::Impl {
-  const Graph& g;
-  DimValues dims;
-  cudaStream_t stream = nullptr;
-  cublasHandle_t blas = nullptr;
-  cublasLtHandle_t lt = nullptr;
-  DeviceBuffer inputs_arena, params_arena, outputs_arena, arena;
-  std::vector<std::unique_ptr<DeviceBuffer>> descriptors;  // device arrays read by launches
-  std::vector<std::unique_ptr<cuda::CutlassGroupedGemm>> cutlass_gemms;
-  std::vector<cublasLtMatmulDesc_t> lt_descs;
-  std::vector<cublasLtMatrixLayout_t> lt_layouts;
-  std::vector<int64_t> offset;     // per tensor id: byte offset in its buffer, or -1
-  std::vector<char> region;        // per tensor id: 'i'nput, 'p'aram, 'o'utput, 'a'rena
-  std::vector<std::function<void(cudaStream_t)>> launches;
-  std::vector<std::string> labels;  // per launch: "<op name> (<what>)"
-  std::vector<double> op_bytes;     // per launch: its op's inputs and outputs, once each
-  std::string current;              // the op being planned
-  double current_bytes = 0;
-  void Add(const std::string& what, std::function<void(cudaStream_t)> f) {
-    launches.push_back(std::move(f));
-    labels.push_back(fmt::format("{} ({})", current, what));
-    op_bytes.push_back(current_bytes);
-  }
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t graph_exec = nullptr;
-  CudaRunStats stats;
-
-  CudaOptions options;
-
-  Impl(const Graph& graph_in, const DimValues& d, CudaOptions o) : g(graph_in), dims(d), options(o) {
-    HFUSE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    // Handles and the workspace are made once per process: creating them
-    // costs milliseconds, and tests build thousands of executors.
-    static const Shared shared = MakeShared();
-    blas = shared.blas;
-    lt = shared.lt;
-    workspace_ptr = shared.workspace;
-    PlanMemory();
-    for (OpId id : order) PlanOp(g.op(id));
-  }
-
-  ~Impl() {
-    if (graph_exec) cudaGraphExecDestroy(graph_exec);
-    if (graph) cudaGraphDestroy(graph);
-    for (auto d : lt_descs) cublasLtMatmulDescDestroy(d);
-    for (auto l : lt_layouts) cublasLtMatrixLayoutDestroy(l);
-    if (stream) cudaStreamDestroy(stream);
-  }
-
-  struct Shared {
-    cublasHandle_t blas;
-    cublasLtHandle_t lt;
-    void* workspace;
-  };
-  static Shared MakeShared() {
-    Shared s{};
-    HFUSE_CUBLAS(cublasCreate(&s.blas));
-    HFUSE_CUBLAS(cublasLtCreate(&s.lt));
-    HFUSE_CUDA(cudaMalloc(&s.workspace, kWorkspaceBytes));
-    return s;
-  }
-  void* workspace_ptr = nullptr;
-
-  std::vector<OpId> order;
-
-  // ---- memory plan -----------------------------------------------------------
-
-  int64_t Bytes(TensorId t) const {
-    // Checked (support/checked.h): a wrapped size would plan a buffer too small.
-    return ByteCountOf(ConcreteShape(g.tensor(t).shape, dims), DTypeBytes(g.tensor(t).dtype),
-                       fmt::format("tensor '{}'", g.tensor(t).name));
-  }
-  TensorId StorageOf(TensorId t) const {
-    return g.tensor(t).storage == kNone ? t : g.tensor(t).storage;
-  }
-
-  void PlanMemory() {
-    order = StableTopologicalOrder(g);
-    const auto n = static_cast<size_t>(g.num_tensor_ids());
-    offset.assign(n, -1);
-    region.assign(n, 0);
-    // Inputs and params in order of first use (a group's members' weights
-    // then sit at a constant stride), outputs, then the arena.
-    int64_t in_bytes = 0, param_bytes = 0, out_bytes = 0;
-    auto place = [&](TensorId t, char r, int64_t& top) {
-      if (region[static_cast<size_t>(t)]) return;
-      region[static_cast<size_t>(t)] = r;
-      offset[static_cast<size_t>(t)] = top;
-      top += AlignUp(Bytes(t));
-    };
-    for (OpId id : order) {
-      for (TensorId in : g.op(id).inputs) {
-        const TensorId s = StorageOf(in);
-        if (g.tensor(s).role == Role::kInput) place(s, 'i', in_bytes);
-        if (g.tensor(s).role == Role::kParam) place(s, 'p', param_bytes);
-      }
+void CudaExecutor::Impl::PlanOp(const Op& op) {
+  if (op.elided) return;
+  current = op.name;
+  std::vector<TensorId> touched = op.inputs;
+  touched.insert(touched.end(), op.outputs.begin(), op.outputs.end());
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  current_bytes = 0;
+  for (TensorId t : touched) current_bytes += static_cast<double>(Bytes(t));
+  switch (FamilyOf(op.type)) {
+    case OpFamily::kGemm:
+    case OpFamily::kGroupGemm: PlanGemm(op); break;
+    case OpFamily::kLayerNorm:
+    case OpFamily::kGroupLayerNorm: PlanLayerNorm(op); break;
+    case OpFamily::kSplit:
+    case OpFamily::kConcatenate: PlanCopies(op); break;
+    case OpFamily::kElementwise: PlanElementwise(op); break;
+    case OpFamily::kReshape: {
+      char* dst = PlaceOf(op.outputs[0]).base;
+      const char* src = PlaceOf(op.inputs[0]).base;
+      const auto bytes = static_cast<size_t>(Bytes(op.outputs[0]));
+      Add("copy", [=](cudaStream_t s) {
+        HFUSE_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+      });
+      break;
     }
-    for (TensorId t = 0; t < g.num_tensor_ids(); ++t) {
-      if (g.tensor(t).alive && g.tensor(t).role == Role::kInput) place(t, 'i', in_bytes);
-      if (g.tensor(t).alive && g.tensor(t).role == Role::kParam) place(t, 'p', param_bytes);
-    }
-    for (TensorId t : g.outputs()) place(StorageOf(t), 'o', out_bytes);
+    default:
+      throw CudaError(fmt::format("op '{}': {} cannot run on the GPU", op.name, OpTypeName(op.type)));
+  }
+}
 
-    // Intermediates: one unit per op (its non-view outputs, together), alive
-    // from the first op writing into it to the last op reading it.
-    std::vector<int64_t> pos(static_cast<size_t>(g.num_op_ids()), -1);
-    for (size_t i = 0; i < order.size(); ++i) pos[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
-    std::vector<int64_t> first(n, INT64_MAX), last(n, -1);
-    for (OpId id : order) {
-      const Op& op = g.op(id);
-      if (op.elided) continue;
-      for (TensorId out : op.outputs) {
-        const auto s = static_cast<size_t>(StorageOf(out));
-        first[s] = std::min(first[s], pos[static_cast<size_t>(id)]);
-      }
-      for (TensorId in : op.inputs) {
-        const auto s = static_cast<size_t>(StorageOf(in));
-        last[s] = std::max(last[s], pos[static_cast<size_t>(id)]);
-      }
+void CudaExecutor::Impl::PlanLayerNorm(const Op& op) {
+  const size_t members = op.outputs.size();
+  std::vector<cuda::LayerNormDesc> descs;
+  std::vector<cuda::LayerNormTile> tiles;
+  const DType dtype = g.tensor(op.inputs[0]).dtype;
+  const int esize = static_cast<int>(DTypeBytes(dtype));
+  const int vec = 16 / esize;
+  for (size_t m = 0; m < members; ++m) {
+    const auto [x, gamma, beta, y, normalized] = LayerNormMemberOf(op, m);
+    int64_t n = 1;
+    for (int64_t d : *normalized) n *= d;
+    const cuda::Place px = PlaceOf(x), py = PlaceOf(y);
+    const int64_t numel = Bytes(x) / DTypeBytes(dtype);
+    const int64_t rows = n > 0 ? numel / n : 0;
+    // Views are rows of the last dim; a normalized size spanning several
+    // dims needs the tensor contiguous, which a view is only if it is whole.
+    const int64_t last = ConcreteShape(g.tensor(x).shape, dims).back();
+    const int64_t xs = n == last ? px.row_stride : n, ys = n == last ? py.row_stride : n;
+    cuda::LayerNormDesc d{px.base, py.base,
+                          gamma != kNone ? PlaceOf(gamma).base : nullptr,
+                          beta != kNone ? PlaceOf(beta).base : nullptr,
+                          rows, n, xs, ys, 0, 32};
+    auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+    d.vec = n % vec == 0 && xs % vec == 0 && ys % vec == 0 && aligned(d.x) && aligned(d.y) &&
+                    (!d.gamma || aligned(d.gamma)) && (!d.beta || aligned(d.beta))
+                ? 1
+                : 0;
+    d.lanes = cuda::LayerNormLanes(n, esize, d.vec != 0);
+    if (rows == 0 || n == 0) continue;
+    const int64_t per_tile = cuda::kLayerNormThreads / d.lanes;
+    for (int64_t r = 0; r < rows; r += per_tile) {
+      tiles.push_back({static_cast<int32_t>(descs.size()), static_cast<int32_t>(std::min(per_tile, rows - r)), r});
     }
-    struct Unit {
-      std::vector<TensorId> tensors;
-      int64_t start, end, bytes;
-    };
-    std::vector<Unit> units;
-    std::vector<bool> taken(n, false);
-    for (OpId id : order) {
-      Unit u{{}, pos[static_cast<size_t>(id)], pos[static_cast<size_t>(id)], 0};
-      for (TensorId out : g.op(id).outputs) {
-        const TensorId s = StorageOf(out);
-        if (region[static_cast<size_t>(s)] || taken[static_cast<size_t>(s)]) continue;
-        taken[static_cast<size_t>(s)] = true;
-        u.tensors.push_back(s);
-        u.start = std::min(u.start, first[static_cast<size_t>(s)]);
-        u.end = std::max(u.end, last[static_cast<size_t>(s)]);
-        u.bytes += AlignUp(Bytes(s));
-      }
-      if (!u.tensors.empty()) units.push_back(std::move(u));
-    }
-    // Best-fit free list over the arena, in execution order.
-    std::sort(units.begin(), units.end(), [](const Unit& a, const Unit& b) { return a.start < b.start; });
-    std::vector<std::pair<int64_t, int64_t>> free_list;  // (offset, bytes)
-    std::vector<std::pair<int64_t, size_t>> live;        // (end, unit index)
-    std::vector<int64_t> unit_offset(units.size());
-    int64_t top = 0;
-    for (size_t i = 0; i < units.size(); ++i) {
-      // Free units that ended before this one starts.
-      std::sort(live.begin(), live.end());
-      while (!live.empty() && live.front().first < units[i].start) {
-        const size_t j = live.front().second;
-        free_list.emplace_back(unit_offset[j], units[j].bytes);
-        live.erase(live.begin());
-      }
-      std::sort(free_list.begin(), free_list.end());
-      for (size_t k = 1; k < free_list.size();) {  // merge neighbours
-        if (free_list[k - 1].first + free_list[k - 1].second == free_list[k].first) {
-          free_list[k - 1].second += free_list[k].second;
-          free_list.erase(free_list.begin() + static_cast<ptrdiff_t>(k));
+    descs.push_back(d);
+  }
+  if (tiles.empty()) return;
+  const cuda::LayerNormDesc* dd = Device(descs);
+  const cuda::LayerNormTile* tt = Device(tiles);
+  const int num_tiles = static_cast<int>(tiles.size());
+  const float eps = static_cast<float>(op.attrs.Eps());
+  const bool lsm = ActivationOf(op.type) == EwFunc::kSigmoid;  // y = x * sigmoid(layernorm(x))
+  const int type = cuda::KernelType(dtype);
+  Add(fmt::format("layernorm kernel, {} member{}", members, members == 1 ? "" : "s"), [=](cudaStream_t s) {
+    cuda::LaunchGroupLayerNorm(type, dd, tt, num_tiles, eps, lsm, s);
+    HFUSE_LAUNCHED();
+  });
+}
+
+void CudaExecutor::Impl::PlanCopies(const Op& op) {
+  const bool split = op.type == OpType::kSplit;
+  const TensorId whole = split ? op.inputs[0] : op.outputs[0];
+  const std::vector<int64_t> shape = ConcreteShape(g.tensor(whole).shape, dims);
+  const auto rank = static_cast<int64_t>(shape.size());
+  const auto axis = static_cast<size_t>(op.attrs.dim < 0 ? op.attrs.dim + rank : op.attrs.dim);
+  int64_t outer = 1, inner = DTypeBytes(g.tensor(whole).dtype);
+  for (size_t d = 0; d < axis; ++d) outer *= shape[d];
+  for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+  const std::vector<TensorId>& parts = split ? op.outputs : op.inputs;
+  const cuda::Place pw = PlaceOf(whole);
+  int64_t at = 0;
+  for (TensorId part : parts) {
+    const int64_t size = ConcreteShape(g.tensor(part).shape, dims)[axis];
+    const cuda::Place pp = PlaceOf(part);
+    const auto width = static_cast<size_t>(size * inner);
+    const auto whole_pitch = static_cast<size_t>(shape[axis] * inner);
+    char* whole_ptr = pw.base + at * inner;
+    char* part_ptr = pp.base;
+    const auto rows = static_cast<size_t>(outer);
+    if (width > 0 && rows > 0) {
+      Add("copy 2D", [=](cudaStream_t s) {
+        if (split) {
+          HFUSE_CUDA(cudaMemcpy2DAsync(part_ptr, width, whole_ptr, whole_pitch, width, rows, cudaMemcpyDeviceToDevice, s));
         } else {
-          ++k;
+          HFUSE_CUDA(cudaMemcpy2DAsync(whole_ptr, whole_pitch, part_ptr, width, width, rows, cudaMemcpyDeviceToDevice, s));
         }
-      }
-      int best = -1;
-      for (size_t k = 0; k < free_list.size(); ++k) {
-        if (free_list[k].second >= units[i].bytes &&
-            (best < 0 || free_list[k].second < free_list[static_cast<size_t>(best)].second)) {
-          best = static_cast<int>(k);
-        }
-      }
-      if (best >= 0) {
-        auto& f = free_list[static_cast<size_t>(best)];
-        unit_offset[i] = f.first;
-        f.first += units[i].bytes;
-        f.second -= units[i].bytes;
-      } else {
-        unit_offset[i] = top;
-        top += units[i].bytes;
-      }
-      live.emplace_back(units[i].end, i);
-      int64_t at = unit_offset[i];
-      for (TensorId t : units[i].tensors) {
-        region[static_cast<size_t>(t)] = 'a';
-        offset[static_cast<size_t>(t)] = at;
-        at += AlignUp(Bytes(t));
-      }
-      stats.tensor_bytes += units[i].bytes;
-    }
-    stats.arena_bytes = top;
-    inputs_arena.Allocate(in_bytes);
-    params_arena.Allocate(param_bytes);
-    outputs_arena.Allocate(out_bytes);
-    arena.Allocate(top);
-  }
-
-  char* BufferOf(TensorId s) const {
-    switch (region[static_cast<size_t>(s)]) {
-      case 'i': return static_cast<char*>(inputs_arena.ptr) + offset[static_cast<size_t>(s)];
-      case 'p': return static_cast<char*>(params_arena.ptr) + offset[static_cast<size_t>(s)];
-      case 'o': return static_cast<char*>(outputs_arena.ptr) + offset[static_cast<size_t>(s)];
-      case 'a': return static_cast<char*>(arena.ptr) + offset[static_cast<size_t>(s)];
-      default: HFUSE_CHECK(false && "tensor has no buffer");
-    }
-    return nullptr;
-  }
-
-  Place PlaceOf(TensorId t) const {
-    const Tensor& tensor = g.tensor(t);
-    const TensorId s = StorageOf(t);
-    const std::vector<int64_t> shape = ConcreteShape(g.tensor(s).shape, dims);
-    Place p;
-    p.row_stride = shape.empty() ? 1 : shape.back();
-    p.base = BufferOf(s) + (tensor.storage == kNone ? 0 : tensor.storage_offset * DTypeBytes(tensor.dtype));
-    return p;
-  }
-
-  template <typename T>
-  const T* Device(const std::vector<T>& host) {
-    descriptors.push_back(std::make_unique<DeviceBuffer>());
-    descriptors.back()->Upload(host);
-    return static_cast<const T*>(descriptors.back()->ptr);
-  }
-
-  // ---- per-op launch plans -----------------------------------------------------
-
-  void PlanOp(const Op& op) {
-    if (op.elided) return;
-    current = op.name;
-    std::vector<TensorId> touched = op.inputs;
-    touched.insert(touched.end(), op.outputs.begin(), op.outputs.end());
-    std::sort(touched.begin(), touched.end());
-    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-    current_bytes = 0;
-    for (TensorId t : touched) current_bytes += static_cast<double>(Bytes(t));
-    switch (FamilyOf(op.type)) {
-      case OpFamily::kGemm:
-      case OpFamily::kGroupGemm: PlanGemm(op); break;
-      case OpFamily::kLayerNorm:
-      case OpFamily::kGroupLayerNorm: PlanLayerNorm(op); break;
-      case OpFamily::kSplit:
-      case OpFamily::kConcatenate: PlanCopies(op); break;
-      case OpFamily::kElementwise: PlanElementwise(op); break;
-      case OpFamily::kReshape: {
-        char* dst = PlaceOf(op.outputs[0]).base;
-        const char* src = PlaceOf(op.inputs[0]).base;
-        const auto bytes = static_cast<size_t>(Bytes(op.outputs[0]));
-        Add("copy", [=](cudaStream_t s) {
-          HFUSE_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
-        });
-        break;
-      }
-      default:
-        throw CudaError(fmt::format("op '{}': {} cannot run on the GPU", op.name, OpTypeName(op.type)));
-    }
-  }
-
-  struct GemmMember {
-    const char* a;
-    const char* w;
-    const char* bias;
-    char* y;
-    int64_t m, n, k, lda, ldy;
-  };
-
-  void PlanGemm(const Op& op) {
-    const bool group = IsGroupGemm(op.type);
-    const OpType member_type = group ? MemberOf(op.type) : op.type;
-    const DType dtype = g.tensor(op.inputs[0]).dtype;
-    const std::optional<EwFunc> activation = ActivationOf(member_type);
-    const int act = activation ? static_cast<int>(*activation) : cuda::kNoActivation;
-    std::vector<GemmMember> ms;
-    for (size_t i = 0; i < op.outputs.size(); ++i) {
-      const hfuse::GemmMember member = GemmMemberOf(op, i);
-      const std::vector<int64_t> a_shape = ConcreteShape(g.tensor(member.a).shape, dims);
-      const Place a = PlaceOf(member.a), y = PlaceOf(member.y);
-      GemmMember m;
-      m.a = a.base;
-      m.w = PlaceOf(member.w).base;
-      m.bias = member.bias != kNone ? PlaceOf(member.bias).base : nullptr;
-      m.y = y.base;
-      m.k = a_shape.back();
-      m.m = NumRows(a_shape);
-      m.n = ConcreteShape(g.tensor(member.w).shape, dims)[0];
-      m.lda = a.row_stride;
-      m.ldy = y.row_stride;
-      ms.push_back(m);
-    }
-    const float alpha = static_cast<float>(op.attrs.Alpha());
-    if (!group || (options.strided_batched && Strided(ms))) {
-      PlanLtGemm(ms, dtype, alpha, act);
-      return;
-    }
-    std::string why = !options.cutlass ? "CUTLASS off" : alpha != 1.0f ? "alpha is not 1" : "";
-    if (why.empty() && PlanCutlassGemm(ms, dtype, act, why)) return;
-    PlanGroupedGemm(ms, dtype, alpha, act, why);
-  }
-
-  // One CUTLASS grouped GEMM, bias and activation in its epilogue; false
-  // (and why) when CUTLASS cannot take the members.
-  bool PlanCutlassGemm(const std::vector<GemmMember>& ms, DType dtype, int act, std::string& why) {
-    std::vector<cuda::GroupedGemmMember> members;
-    std::vector<GemmMember> empty_k;
-    for (const GemmMember& m : ms) {
-      if (m.m == 0 || m.n == 0) continue;
-      if (m.k == 0) {
-        empty_k.push_back(m);
-        continue;
-      }
-      members.push_back({m.a, m.w, m.bias, m.y, m.m, m.n, m.k, m.lda, m.ldy});
-    }
-    const int type = KernelType(dtype);
-    why = cuda::CutlassCannotTake(type, members, act);
-    if (!why.empty()) return false;
-    if (!empty_k.empty()) PlanEpilogue(empty_k, dtype, act, true);
-    if (members.empty()) return true;
-    static const int num_sms = [] {
-      int device = 0, sms = 0;
-      HFUSE_CUDA(cudaGetDevice(&device));
-      HFUSE_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-      return sms;
-    }();
-    const cuda::GemmKernel kernel =
-        options.gemm_kernel == GemmKernelChoice::k128x128 || type != 0 ? cuda::GemmKernel::kTile128x128
-        : options.gemm_kernel == GemmKernelChoice::k128x64             ? cuda::GemmKernel::kTile128x64
-                                                                       : cuda::ChooseGemmKernel(type, members, num_sms);
-    cutlass_gemms.push_back(cuda::MakeCutlassGroupedGemm(type, kernel, members, act));
-    cuda::CutlassGroupedGemm* gemm = cutlass_gemms.back().get();
-    std::string epi = ms[0].bias ? "bias" : "";
-    if (act != cuda::kNoActivation) {
-      epi += std::string(epi.empty() ? "" : "+") + std::string(EwFuncName(static_cast<EwFunc>(act)));
-    }
-    Add(fmt::format("CUTLASS grouped {}{}", cuda::GemmKernelName(kernel), epi.empty() ? "" : ", " + epi + " in epilogue"),
-        [gemm](cudaStream_t s) {
-          gemm->Run(s);
-          HFUSE_LAUNCHED();
-        });
-    return true;
-  }
-
-  static int64_t NumRows(const std::vector<int64_t>& shape) {
-    int64_t r = 1;
-    for (size_t i = 0; i + 1 < shape.size(); ++i) r *= shape[i];
-    return r;
-  }
-
-  // Members of one shape at constant strides: one strided-batched call.
-  static bool Strided(const std::vector<GemmMember>& ms) {
-    if (ms.size() < 2) return true;
-    const GemmMember& a = ms[0];
-    const GemmMember& b = ms[1];
-    for (size_t i = 1; i < ms.size(); ++i) {
-      const GemmMember& c = ms[i];
-      const auto step = static_cast<int64_t>(i);
-      if (c.m != a.m || c.n != a.n || c.k != a.k || c.lda != a.lda || c.ldy != a.ldy) return false;
-      if (c.a - a.a != step * (b.a - a.a) || c.w - a.w != step * (b.w - a.w) ||
-          c.y - a.y != step * (b.y - a.y)) {
-        return false;
-      }
-      if (a.bias && c.bias - a.bias != step * (b.bias - a.bias)) return false;
-    }
-    return true;
-  }
-
-  void PlanLtGemm(const std::vector<GemmMember>& ms, DType dtype, float alpha, int act) {
-    const GemmMember& m = ms[0];
-    const int64_t batch = static_cast<int64_t>(ms.size());
-    const int64_t esize = DTypeBytes(dtype);
-    if (m.m == 0 || m.n == 0) return;
-    if (m.k == 0) {  // no products: y = bias, then the activation
-      PlanEpilogue(ms, dtype, act, /*zero_first=*/true);
-      return;
-    }
-    cublasLtMatmulDesc_t desc;
-    HFUSE_CUBLAS(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    lt_descs.push_back(desc);
-    const cublasOperation_t t = CUBLAS_OP_T, nt = CUBLAS_OP_N;
-    HFUSE_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t)));
-    HFUSE_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &nt, sizeof(nt)));
-    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
-    const bool relu = act == static_cast<int>(EwFunc::kRelu);
-    if (m.bias) epi = relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
-    HFUSE_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
-    if (m.bias) {
-      const void* bias = m.bias;
-      HFUSE_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-      const cudaDataType_t bt = CudaType(dtype);
-      HFUSE_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
-      if (batch > 1) {
-        const int64_t stride = (ms[1].bias - m.bias) / esize;
-        HFUSE_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &stride, sizeof(stride)));
-      }
-    }
-    // Column-major view: D (n x m, ld ldy) = op(W) (n x k) . A^T (k x m).
-    auto layout = [&](uint64_t rows, uint64_t cols, int64_t ld, int64_t stride) {
-      cublasLtMatrixLayout_t l;
-      HFUSE_CUBLAS(cublasLtMatrixLayoutCreate(&l, CudaType(dtype), rows, cols, ld));
-      if (batch > 1) {
-        const int32_t count = static_cast<int32_t>(batch);
-        HFUSE_CUBLAS(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
-        HFUSE_CUBLAS(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
-      }
-      lt_layouts.push_back(l);
-      return l;
-    };
-    auto stride_of = [&](auto member_ptr) -> int64_t {
-      return batch > 1 ? (ms[1].*member_ptr - m.*member_ptr) / esize : 0;
-    };
-    const cublasLtMatrixLayout_t lw = layout(static_cast<uint64_t>(m.k), static_cast<uint64_t>(m.n), m.k, stride_of(&GemmMember::w));
-    const cublasLtMatrixLayout_t la = layout(static_cast<uint64_t>(m.k), static_cast<uint64_t>(m.m), m.lda, stride_of(&GemmMember::a));
-    const cublasLtMatrixLayout_t ly = layout(static_cast<uint64_t>(m.n), static_cast<uint64_t>(m.m), m.ldy, stride_of(&GemmMember::y));
-    cublasLtMatmulPreference_t pref;
-    HFUSE_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
-    const size_t ws = kWorkspaceBytes;
-    HFUSE_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-    // The heuristic assumes 256-byte aligned operands unless told otherwise;
-    // views and packed params can sit at any element offset.
-    auto alignment = [&](auto member_ptr) {
-      uint32_t a = 256;
-      for (const GemmMember& mm : ms) {
-        while (a > 1 && reinterpret_cast<uintptr_t>(mm.*member_ptr) % a != 0) a /= 2;
-      }
-      return a;
-    };
-    const uint32_t align_w = alignment(&GemmMember::w), align_a = alignment(&GemmMember::a),
-                   align_y = alignment(&GemmMember::y);
-    HFUSE_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_w, sizeof(align_w)));
-    HFUSE_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_a, sizeof(align_a)));
-    HFUSE_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_y, sizeof(align_y)));
-    HFUSE_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_y, sizeof(align_y)));
-    cublasLtMatmulHeuristicResult_t heur{};
-    int found = 0;
-    const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(lt, desc, lw, la, ly, ly, pref, 1, &heur, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
-    HFUSE_CUBLAS(hs);
-    if (found == 0) throw CudaError("cuBLASLt found no algorithm for a GEMM");
-    const cublasLtMatmulAlgo_t algo = heur.algo;
-    const void *w = m.w, *a = m.a;
-    void* y = m.y;
-    void* wsp = workspace_ptr;
-    const float beta = 0.0f;
-    cublasLtHandle_t handle = lt;
-    Add(batch > 1 ? "cublasLt strided batched" : "cublasLt", [=](cudaStream_t s) {
-      HFUSE_CUBLAS(cublasLtMatmul(handle, desc, &alpha, w, lw, a, la, &beta, y, ly, y, ly, &algo, wsp, ws, s));
-    });
-    if (act != cuda::kNoActivation && !relu) {  // cuBLASLt's only activation epilogue is relu
-      std::vector<GemmMember> no_bias = ms;
-      for (auto& mm : no_bias) mm.bias = nullptr;
-      PlanEpilogue(no_bias, dtype, act, false);
-    }
-  }
-
-  void PlanGroupedGemm(const std::vector<GemmMember>& ms, DType dtype, float alpha, int act,
-                       const std::string& why) {
-    std::vector<cublasOperation_t> ta, tb;
-    std::vector<int> m_arr, n_arr, k_arr, lda, ldb, ldc, sizes;
-    std::vector<float> alphas, betas;
-    std::vector<const void*> a_ptrs, b_ptrs;
-    std::vector<void*> c_ptrs;
-    std::vector<GemmMember> empty_k;
-    for (const GemmMember& m : ms) {
-      if (m.m == 0 || m.n == 0) continue;
-      if (m.k == 0) {
-        empty_k.push_back(m);
-        continue;
-      }
-      ta.push_back(CUBLAS_OP_T);
-      tb.push_back(CUBLAS_OP_N);
-      m_arr.push_back(static_cast<int>(m.n));
-      n_arr.push_back(static_cast<int>(m.m));
-      k_arr.push_back(static_cast<int>(m.k));
-      lda.push_back(static_cast<int>(m.k));
-      ldb.push_back(static_cast<int>(m.lda));
-      ldc.push_back(static_cast<int>(m.ldy));
-      alphas.push_back(alpha);
-      betas.push_back(0.0f);
-      a_ptrs.push_back(m.w);
-      b_ptrs.push_back(m.a);
-      c_ptrs.push_back(m.y);
-      sizes.push_back(1);
-    }
-    if (!empty_k.empty()) PlanEpilogue(empty_k, dtype, act, true);
-    if (!ta.empty()) {
-      const void* const* da = Device(a_ptrs);
-      const void* const* db = Device(b_ptrs);
-      void* const* dc = const_cast<void* const*>(Device(c_ptrs));
-      const cudaDataType_t type = CudaType(dtype);
-      cublasHandle_t handle = blas;
-      const int count = static_cast<int>(ta.size());
-      Add(why.empty() ? std::string("cublasGemmGroupedBatchedEx")
-                      : fmt::format("cublasGemmGroupedBatchedEx, not CUTLASS: {}", why),
-          [=](cudaStream_t s) {
-        HFUSE_CUBLAS(cublasSetStream(handle, s));
-        HFUSE_CUBLAS(cublasGemmGroupedBatchedEx(handle, ta.data(), tb.data(), m_arr.data(), n_arr.data(),
-                                                k_arr.data(), alphas.data(), da, type, lda.data(), db, type,
-                                                ldb.data(), betas.data(), dc, type, ldc.data(), count,
-                                                sizes.data(), CUBLAS_COMPUTE_32F));
       });
     }
-    std::vector<GemmMember> rest;
-    for (const GemmMember& m : ms) {
-      if (m.m > 0 && m.n > 0 && m.k > 0) rest.push_back(m);
-    }
-    if (!rest.empty() && (rest[0].bias || act != cuda::kNoActivation)) PlanEpilogue(rest, dtype, act, false);
+    at += size;
   }
+}
 
-  // Bias + activation over each member's output, in one launch. With
-  // zero_first, the outputs are cleared first (GEMMs with K = 0).
-  void PlanEpilogue(const std::vector<GemmMember>& ms, DType dtype, int act, bool zero_first) {
-    std::vector<cuda::EpilogueDesc> descs;
-    std::vector<cuda::EpilogueTile> tiles;
-    const int vec = 16 / DTypeBytes(dtype);
-    for (const GemmMember& m : ms) {
-      auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-      const int32_t v = m.n % vec == 0 && m.ldy % vec == 0 && aligned(m.y) && (!m.bias || aligned(m.bias));
-      descs.push_back({m.y, m.bias, m.m, m.n, m.ldy, v});
-      // About 16K elements a tile.
-      const int64_t rows_per_tile = std::max<int64_t>(1, 16384 / std::max<int64_t>(m.n, 1));
-      for (int64_t r = 0; r < m.m; r += rows_per_tile) {
-        tiles.push_back({static_cast<int32_t>(descs.size() - 1), static_cast<int32_t>(r),
-                         static_cast<int32_t>(std::min(rows_per_tile, m.m - r))});
-      }
-      if (zero_first) {
-        char* y = m.y;
-        const size_t pitch = static_cast<size_t>(m.ldy * DTypeBytes(dtype));
-        const size_t width = static_cast<size_t>(m.n * DTypeBytes(dtype));
-        const size_t rows = static_cast<size_t>(m.m);
-        Add("clear", [=](cudaStream_t s) { HFUSE_CUDA(cudaMemset2DAsync(y, pitch, 0, width, rows, s)); });
-      }
-    }
-    const cuda::EpilogueDesc* d = Device(descs);
-    const cuda::EpilogueTile* t = Device(tiles);
-    const int num_tiles = static_cast<int>(tiles.size());
-    const int type = KernelType(dtype);
-    const int a = act;
-    Add("epilogue kernel", [=](cudaStream_t s) {
-      cuda::LaunchGroupEpilogue(type, d, t, num_tiles, a, s);
-      HFUSE_LAUNCHED();
-    });
+void CudaExecutor::Impl::PlanElementwise(const Op& op) {
+  if (op.inputs.size() > 4) throw CudaError(fmt::format("op '{}': more than 4 elementwise inputs", op.name));
+  const std::vector<int64_t> out = ConcreteShape(g.tensor(op.outputs[0]).shape, dims);
+  if (out.size() > 6) throw CudaError(fmt::format("op '{}': rank above 6", op.name));
+  cuda::ElementwiseArgs args{};
+  args.rank = static_cast<int32_t>(out.size());
+  args.num_inputs = static_cast<int32_t>(op.inputs.size());
+  args.func = static_cast<int32_t>(op.attrs.func);
+  args.numel = 1;
+  for (size_t d = 0; d < out.size(); ++d) {
+    args.shape[d] = out[d];
+    args.numel *= out[d];
   }
-
-  void PlanLayerNorm(const Op& op) {
-    const size_t members = op.outputs.size();
-    std::vector<cuda::LayerNormDesc> descs;
-    std::vector<cuda::LayerNormTile> tiles;
-    const DType dtype = g.tensor(op.inputs[0]).dtype;
-    const int esize = static_cast<int>(DTypeBytes(dtype));
-    const int vec = 16 / esize;
-    for (size_t m = 0; m < members; ++m) {
-      const auto [x, gamma, beta, y, normalized] = LayerNormMemberOf(op, m);
-      int64_t n = 1;
-      for (int64_t d : *normalized) n *= d;
-      const Place px = PlaceOf(x), py = PlaceOf(y);
-      const int64_t numel = Bytes(x) / DTypeBytes(dtype);
-      const int64_t rows = n > 0 ? numel / n : 0;
-      // Views are rows of the last dim; a normalized size spanning several
-      // dims needs the tensor contiguous, which a view is only if it is whole.
-      const int64_t last = ConcreteShape(g.tensor(x).shape, dims).back();
-      const int64_t xs = n == last ? px.row_stride : n, ys = n == last ? py.row_stride : n;
-      cuda::LayerNormDesc d{px.base, py.base,
-                            gamma != kNone ? PlaceOf(gamma).base : nullptr,
-                            beta != kNone ? PlaceOf(beta).base : nullptr,
-                            rows, n, xs, ys, 0, 32};
-      auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-      d.vec = n % vec == 0 && xs % vec == 0 && ys % vec == 0 && aligned(d.x) && aligned(d.y) &&
-                      (!d.gamma || aligned(d.gamma)) && (!d.beta || aligned(d.beta))
-                  ? 1
-                  : 0;
-      d.lanes = cuda::LayerNormLanes(n, esize, d.vec != 0);
-      if (rows == 0 || n == 0) continue;
-      const int64_t per_tile = cuda::kLayerNormThreads / d.lanes;
-      for (int64_t r = 0; r < rows; r += per_tile) {
-        tiles.push_back({static_cast<int32_t>(descs.size()), static_cast<int32_t>(std::min(per_tile, rows - r)), r});
-      }
-      descs.push_back(d);
-    }
-    if (tiles.empty()) return;
-    const cuda::LayerNormDesc* dd = Device(descs);
-    const cuda::LayerNormTile* tt = Device(tiles);
-    const int num_tiles = static_cast<int>(tiles.size());
-    const float eps = static_cast<float>(op.attrs.Eps());
-    const bool lsm = ActivationOf(op.type) == EwFunc::kSigmoid;  // y = x * sigmoid(layernorm(x))
-    const int type = KernelType(dtype);
-    Add(fmt::format("layernorm kernel, {} member{}", members, members == 1 ? "" : "s"), [=](cudaStream_t s) {
-      cuda::LaunchGroupLayerNorm(type, dd, tt, num_tiles, eps, lsm, s);
-      HFUSE_LAUNCHED();
-    });
-  }
-
-  void PlanCopies(const Op& op) {
-    const bool split = op.type == OpType::kSplit;
-    const TensorId whole = split ? op.inputs[0] : op.outputs[0];
-    const std::vector<int64_t> shape = ConcreteShape(g.tensor(whole).shape, dims);
-    const auto rank = static_cast<int64_t>(shape.size());
-    const auto axis = static_cast<size_t>(op.attrs.dim < 0 ? op.attrs.dim + rank : op.attrs.dim);
-    int64_t outer = 1, inner = DTypeBytes(g.tensor(whole).dtype);
-    for (size_t d = 0; d < axis; ++d) outer *= shape[d];
-    for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
-    const std::vector<TensorId>& parts = split ? op.outputs : op.inputs;
-    const Place pw = PlaceOf(whole);
-    int64_t at = 0;
-    for (TensorId part : parts) {
-      const int64_t size = ConcreteShape(g.tensor(part).shape, dims)[axis];
-      const Place pp = PlaceOf(part);
-      const auto width = static_cast<size_t>(size * inner);
-      const auto whole_pitch = static_cast<size_t>(shape[axis] * inner);
-      char* whole_ptr = pw.base + at * inner;
-      char* part_ptr = pp.base;
-      const auto rows = static_cast<size_t>(outer);
-      if (width > 0 && rows > 0) {
-        Add("copy 2D", [=](cudaStream_t s) {
-          if (split) {
-            HFUSE_CUDA(cudaMemcpy2DAsync(part_ptr, width, whole_ptr, whole_pitch, width, rows, cudaMemcpyDeviceToDevice, s));
-          } else {
-            HFUSE_CUDA(cudaMemcpy2DAsync(whole_ptr, whole_pitch, part_ptr, width, width, rows, cudaMemcpyDeviceToDevice, s));
-          }
-        });
-      }
-      at += size;
+  for (size_t k = 0; k < op.inputs.size(); ++k) {
+    args.in[k] = PlaceOf(op.inputs[k]).base;
+    const std::vector<int64_t> s = ConcreteShape(g.tensor(op.inputs[k]).shape, dims);
+    int64_t stride = 1;
+    for (size_t d = s.size(); d-- > 0;) {
+      args.in_strides[k][out.size() - s.size() + d] = s[d] == 1 ? 0 : stride;
+      stride *= s[d];
     }
   }
-
-  void PlanElementwise(const Op& op) {
-    if (op.inputs.size() > 4) throw CudaError(fmt::format("op '{}': more than 4 elementwise inputs", op.name));
-    const std::vector<int64_t> out = ConcreteShape(g.tensor(op.outputs[0]).shape, dims);
-    if (out.size() > 6) throw CudaError(fmt::format("op '{}': rank above 6", op.name));
-    cuda::ElementwiseArgs args{};
-    args.rank = static_cast<int32_t>(out.size());
-    args.num_inputs = static_cast<int32_t>(op.inputs.size());
-    args.func = static_cast<int32_t>(op.attrs.func);
-    args.numel = 1;
-    for (size_t d = 0; d < out.size(); ++d) {
-      args.shape[d] = out[d];
-      args.numel *= out[d];
-    }
-    for (size_t k = 0; k < op.inputs.size(); ++k) {
-      args.in[k] = PlaceOf(op.inputs[k]).base;
-      const std::vector<int64_t> s = ConcreteShape(g.tensor(op.inputs[k]).shape, dims);
-      int64_t stride = 1;
-      for (size_t d = s.size(); d-- > 0;) {
-        args.in_strides[k][out.size() - s.size() + d] = s[d] == 1 ? 0 : stride;
-        stride *= s[d];
-      }
-    }
-    args.out = PlaceOf(op.outputs[0]).base;
-    const int type = KernelType(g.tensor(op.outputs[0]).dtype);
-    Add("elementwise kernel", [=](cudaStream_t s) {
-      cuda::LaunchElementwise(type, args, s);
-      HFUSE_LAUNCHED();
-    });
-  }
-
-  void Enqueue() {
-    for (auto& launch : launches) launch(stream);
-  }
-};
+  args.out = PlaceOf(op.outputs[0]).base;
+  const int type = cuda::KernelType(g.tensor(op.outputs[0]).dtype);
+  Add("elementwise kernel", [=](cudaStream_t s) {
+    cuda::LaunchElementwise(type, args, s);
+    HFUSE_LAUNCHED();
+  });
+}
 
 CudaExecutor::CudaExecutor(const Graph& graph, const DimValues& dims, CudaOptions options)
     : impl_(std::make_unique<Impl>(graph, dims, options)) {
@@ -785,7 +275,7 @@ void CudaExecutor::SetFeeds(const TensorMap& feeds) {
 void CudaExecutor::Poison() {
   // On the executor's stream: a plain cudaMemset runs on the legacy default
   // stream, which does not order against a non-blocking stream.
-  for (DeviceBuffer* b : {&impl_->outputs_arena, &impl_->arena}) {
+  for (cuda::DeviceBuffer* b : {&impl_->outputs_arena, &impl_->arena}) {
     if (b->bytes) HFUSE_CUDA(cudaMemsetAsync(b->ptr, 0xFF, static_cast<size_t>(b->bytes), impl_->stream));
   }
   HFUSE_CUDA(cudaStreamSynchronize(impl_->stream));

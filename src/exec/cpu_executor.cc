@@ -238,9 +238,10 @@ class CpuRun {
       }
       strides.push_back(std::move(s));
     }
-    std::vector<float> yf(static_cast<size_t>(y.numel()));
+    const int64_t n = y.numel();
+    std::vector<float> yf(static_cast<size_t>(n));
     std::vector<int64_t> index(rank, 0);
-    for (int64_t i = 0; i < y.numel(); ++i) {
+    for (int64_t i = 0; i < n; ++i) {
       float acc = 0;
       for (size_t k = 0; k < xs.size(); ++k) {
         int64_t off = 0;
@@ -315,11 +316,13 @@ TensorMap RandomFeeds(const Graph& graph, const DimValues& dims, uint64_t seed) 
     HostTensor v(t.dtype, ConcreteShape(t.shape, dims), 
                  fmt::format("{} '{}'", t.role == Role::kInput ? "input" : "param", t.name));
     const float low = is_gamma[static_cast<size_t>(id)] ? 0.5f : -1.0f;
-    for (int64_t i = 0; i < v.numel(); ++i) {
+    std::vector<float> values(static_cast<size_t>(v.numel()));
+    for (float& x : values) {
       // 24 random bits -> [0, 1): the same on every platform.
       const float u = static_cast<float>(rng() >> 40) * (1.0f / 16777216.0f);
-      v.Set(i, low + 2.0f * u * (is_gamma[static_cast<size_t>(id)] ? 0.5f : 1.0f));
+      x = low + 2.0f * u * (is_gamma[static_cast<size_t>(id)] ? 0.5f : 1.0f);
     }
+    v.FromFloat(values.data());
     feeds[t.name] = std::move(v);
   }
   return feeds;

@@ -459,7 +459,7 @@ void SpecializeDims(Graph& graph, const std::map<std::string, int64_t>& values) 
   }
   for (size_t i = 0; i < dims.size(); ++i) {  // derived dims follow their factors
     if (dims[i].product_of.empty()) continue;
-    int64_t v = 1;
+    int64_t v = dims[i].factor;
     for (int32_t f : dims[i].product_of) {
       if (!fixed[static_cast<size_t>(f)]) {
         v = -1;

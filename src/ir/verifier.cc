@@ -304,12 +304,26 @@ class OpChecker {
     // Same number of elements: equal products of static dims, same dynamic dims.
     // The products are checked (a wrapped one could match and pass); a zero
     // dim makes the product 0 whatever the others are.
-    auto split = [](const Shape& s, std::vector<int32_t>& dyn) -> std::optional<int64_t> {
+    // A derived dim counts as its factors (graph.h), so that [batch, 39, 16]
+    // -> [batch*39, 16] keeps the number of elements.
+    auto split = [&](const Shape& s, std::vector<int32_t>& dyn) -> std::optional<int64_t> {
       int64_t p = 1;
       bool zero = false, overflow = false;
+      std::vector<int32_t> todo;
       for (const Dim& d : s) {
         if (!d.is_static()) {
-          dyn.push_back(d.dynamic);
+          todo.assign(1, d.dynamic);
+          while (!todo.empty()) {
+            const int32_t i = todo.back();
+            todo.pop_back();
+            const DynamicDim& dd = g_.dims()[static_cast<size_t>(i)];
+            if (dd.product_of.empty()) {
+              dyn.push_back(i);
+              continue;
+            }
+            if (!overflow) overflow = __builtin_mul_overflow(p, dd.factor, &p);
+            todo.insert(todo.end(), dd.product_of.begin(), dd.product_of.end());
+          }
         } else if (d.value == 0) {
           zero = true;
         } else if (!overflow) {

@@ -403,6 +403,7 @@ class Importer {
 
   Dim NamedDim(const std::string& name) {
     if (auto d = g_.FindDim(name)) return Dim::Dynamic(*d);
+    if (auto d = ProductNamed(name)) return *d;
     return Dim::Dynamic(
         g_.AddDim({name, options_.dim_min, options_.dim_max, {}, options_.dim_run}));
   }
@@ -884,33 +885,64 @@ class Importer {
   }
 
   // The shape a Reshape to `target` gives `in`: 0 copies the input's dim
-  // (unless allowzero), -1 stands for what is left over (static, or the one
-  // named dim the target does not place).
+  // (unless allowzero), -1 stands for what is left over (static, or the
+  // named dims the target does not place, times a static factor).
   // Named dims are taken apart into their factors (a derived dim is a
   // product, see DynamicDim), so that [batch · seq, 1] -> [-1, seq] gives
-  // [batch, seq]; a -1 that is left with several factors becomes their
-  // derived dim.
-  void Factors(int32_t dim, std::vector<int32_t>& out) const {
+  // [batch, seq]; a -1 that is left with several factors, or with a static
+  // factor ([batch, 39, 16] -> [-1, 16]), becomes their derived dim.
+  // Factors multiplies `factor` by the static factors met on the way.
+  void Factors(int32_t dim, std::vector<int32_t>& out, int64_t& factor) const {
     const DynamicDim& d = g_.dims()[static_cast<size_t>(dim)];
     if (d.product_of.empty()) {
       out.push_back(dim);
       return;
     }
-    for (int32_t f : d.product_of) Factors(f, out);
+    factor = std::min<int64_t>(factor * d.factor, INT32_MAX);
+    for (int32_t f : d.product_of) Factors(f, out, factor);
   }
-  Dim ProductDim(std::vector<int32_t> factors) {
+  Dim ProductDim(std::vector<int32_t> factors, int64_t factor = 1) {
+    if (factors.size() == 1 && factor == 1) return Dim::Dynamic(factors[0]);
     std::sort(factors.begin(), factors.end());
     std::string name;
-    int64_t lo = 1, hi = 1;
+    int64_t lo = factor, hi = factor;
     for (int32_t f : factors) {
       const DynamicDim& d = g_.dims()[static_cast<size_t>(f)];
       name += (name.empty() ? "" : "*") + d.name;
       lo = std::min<int64_t>(lo * d.min, INT32_MAX);
       hi = std::min<int64_t>(hi * d.max, INT32_MAX);
     }
+    if (factor != 1) name += fmt::format("*{}", factor);  // as flatten-gemm-inputs names it
     if (auto d = g_.FindDim(name)) return Dim::Dynamic(*d);
-    DynamicDim dim{name, lo, hi, factors, 0};  // bound through its factors
+    DynamicDim dim{name, lo, hi, factors, 0, factor};  // bound through its factors
     return Dim::Dynamic(g_.AddDim(std::move(dim)));
+  }
+
+  // A dim name that spells a product of dims the model has declared and
+  // static sizes, as hfuse writes a derived dim (flatten-gemm-inputs:
+  // "batch_size*2"): that derived dim, so that a fused model reads back with
+  // the dims it was written with. Nothing for any other name.
+  std::optional<Dim> ProductNamed(const std::string& name) {
+    if (name.find('*') == std::string::npos) return std::nullopt;
+    std::vector<int32_t> factors;
+    int64_t factor = 1;
+    for (size_t begin = 0; begin <= name.size();) {
+      size_t end = name.find('*', begin);
+      if (end == std::string::npos) end = name.size();
+      const std::string part = name.substr(begin, end - begin);
+      begin = end + 1;
+      if (part.empty()) return std::nullopt;
+      if (std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        if (part.size() > 9) return std::nullopt;
+        factor *= std::stoll(part);
+        continue;
+      }
+      const auto d = g_.FindDim(part);
+      if (!d || !g_.dims()[static_cast<size_t>(*d)].product_of.empty()) return std::nullopt;
+      factors.push_back(*d);
+    }
+    if (factors.empty() || factor < 1 || factor > INT32_MAX) return std::nullopt;
+    return ProductDim(std::move(factors), factor);
   }
 
   std::optional<Shape> ReshapeTo(const Shape& in, const std::vector<Dim>& target,
@@ -922,7 +954,7 @@ class Importer {
       if (d.is_static()) {
         static_in *= d.value;
       } else {
-        Factors(d.dynamic, left);
+        Factors(d.dynamic, left, static_in);
       }
     }
     size_t infer = SIZE_MAX;
@@ -943,7 +975,7 @@ class Importer {
         static_out *= d.value;
       } else {
         std::vector<int32_t> factors;
-        Factors(d.dynamic, factors);
+        Factors(d.dynamic, factors, static_out);
         for (int32_t f : factors) {
           auto it = std::find(left.begin(), left.end(), f);
           if (it == left.end()) return std::nullopt;
@@ -959,6 +991,8 @@ class Importer {
         out[infer] = Dim::Dynamic(left[0]);
       } else if (left.size() > 1 && static_in == static_out) {
         out[infer] = ProductDim(left);
+      } else if (!left.empty() && static_out != 0 && static_in % static_out == 0) {
+        out[infer] = ProductDim(left, static_in / static_out);
       } else {
         return std::nullopt;
       }
@@ -1483,6 +1517,51 @@ class Importer {
         "Softplus", "LeakyRelu", "Clip", "Softmax", "LogSoftmax", "BatchNormalization",
         "Dropout", "Identity", "Not", "Floor", "Ceil", "Gelu", "Elu", "Sign", "Swish", "Mish"};
     if (kSame.count(type)) return std::pair(x->dtype, x->shape);
+    if (type == "MatMul") {  // numpy's matmul, both operands at least 2-D
+      const Tensor* y = input(1);
+      if (!y || x->shape.size() < 2 || y->shape.size() < 2) return std::nullopt;
+      Shape a(x->shape.begin(), x->shape.end() - 2), b(y->shape.begin(), y->shape.end() - 2);
+      if (a.size() < b.size()) a.insert(a.begin(), b.size() - a.size(), Dim::Static(1));
+      if (b.size() < a.size()) b.insert(b.begin(), a.size() - b.size(), Dim::Static(1));
+      Shape out;
+      for (size_t d = 0; d < a.size(); ++d) {
+        const bool a1 = a[d].is_static() && a[d].value == 1;
+        const bool b1 = b[d].is_static() && b[d].value == 1;
+        if (!(a[d] == b[d]) && !a1 && !b1) return std::nullopt;
+        out.push_back(a1 ? b[d] : a[d]);
+      }
+      out.push_back(x->shape[x->shape.size() - 2]);
+      out.push_back(y->shape.back());
+      return std::pair(x->dtype, out);
+    }
+    if (type == "Einsum") {
+      // An explicit output ("ij,jk->ik"): each output letter's dim from an
+      // input that has it (libonnx 1.12 infers no Einsum; "..." is not read).
+      auto eq = kept.strings.find("equation");
+      if (eq == kept.strings.end()) return std::nullopt;
+      std::string e;
+      for (char c : eq->second) {
+        if (c != ' ') e += c;
+      }
+      const size_t arrow = e.find("->");
+      if (arrow == std::string::npos || e.find('.') != std::string::npos) return std::nullopt;
+      std::map<char, Dim> dims;
+      size_t slot = 0, begin = 0;
+      for (size_t end = 0; end <= arrow; ++end) {
+        if (end < arrow && e[end] != ',') continue;
+        const Tensor* in = input(slot++);
+        if (!in || in->shape.size() != end - begin) return std::nullopt;
+        for (size_t i = begin; i < end; ++i) dims.emplace(e[i], in->shape[i - begin]);
+        begin = end + 1;
+      }
+      Shape out;
+      for (char c : e.substr(arrow + 2)) {
+        auto it = dims.find(c);
+        if (it == dims.end()) return std::nullopt;
+        out.push_back(it->second);
+      }
+      return std::pair(x->dtype, out);
+    }
     if (type == "Cast") {
       auto dtype = onnx_util::AnyDTypeOf(static_cast<int32_t>(IntAttr(node, "to", 0)));
       if (!dtype) return std::nullopt;
@@ -1534,16 +1613,10 @@ class Importer {
           if (dim.is_static()) {
             product *= dim.value;
           } else {
-            Factors(dim.dynamic, named);
+            Factors(dim.dynamic, named, product);
           }
         }
-        if (named.empty()) {
-          out.push_back(Dim::Static(product));
-        } else if (product != 1) {
-          return std::nullopt;
-        } else {
-          out.push_back(named.size() == 1 ? Dim::Dynamic(named[0]) : ProductDim(named));
-        }
+        out.push_back(named.empty() ? Dim::Static(product) : ProductDim(named, product));
       }
       return std::pair(x->dtype, out);
     }

@@ -4,9 +4,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <climits>
 #include <map>
 #include <optional>
 #include <tuple>
+
+#include "hfuse/passes/rewrite_helpers.h"
 
 namespace hfuse {
 namespace {
@@ -15,62 +18,100 @@ bool AllStatic(const Shape& shape) {
   return std::all_of(shape.begin(), shape.end(), [](const Dim& d) { return d.is_static(); });
 }
 
+// M of a flattened A: the static leading dims' product and the named ones
+// (sorted; a derived dim taken apart into its factors).
+struct FlatM {
+  int64_t factor = 1;
+  std::vector<int32_t> dims;
+  friend bool operator<(const FlatM& a, const FlatM& b) {
+    return std::tie(a.factor, a.dims) < std::tie(b.factor, b.dims);
+  }
+};
+
 // What must agree for two GEMMs to group, as far as this pass can tell.
-using Key = std::tuple<OpType, DType, int64_t>;
+using Key = std::tuple<OpType, DType, FlatM>;
+
+void AddFactors(const Graph& graph, int32_t dim, FlatM& m) {
+  const DynamicDim& d = graph.dims()[static_cast<size_t>(dim)];
+  if (d.product_of.empty()) {
+    m.dims.push_back(dim);
+    return;
+  }
+  m.factor *= d.factor;
+  for (int32_t f : d.product_of) AddFactors(graph, f, m);
+}
 
 // The GEMM's key once flattened, or nothing when it cannot be.
-std::optional<Key> KeyOf(const Graph& graph, const Op& op) {
+std::optional<Key> KeyOf(const Graph& graph, const Op& op, bool dynamic_m) {
   if (!IsGemm(op.type)) return std::nullopt;
   const Tensor& a = graph.tensor(op.inputs[0]);
-  if (a.shape.size() < 2 || !AllStatic(a.shape)) return std::nullopt;
+  if (a.shape.size() < 2 || !a.shape.back().is_static()) return std::nullopt;
+  if (!dynamic_m && !AllStatic(a.shape)) return std::nullopt;
   for (size_t i = 1; i < op.inputs.size(); ++i) {
     if (!AllStatic(graph.tensor(op.inputs[i]).shape)) return std::nullopt;
   }
-  int64_t m = 1;
-  for (size_t d = 0; d + 1 < a.shape.size(); ++d) m *= a.shape[d].value;
+  FlatM m;
+  for (size_t d = 0; d + 1 < a.shape.size(); ++d) {
+    if (a.shape[d].is_static()) {
+      if (__builtin_mul_overflow(m.factor, a.shape[d].value, &m.factor)) return std::nullopt;
+    } else {
+      AddFactors(graph, a.shape[d].dynamic, m);
+    }
+  }
+  std::sort(m.dims.begin(), m.dims.end());
   return Key{op.type, a.dtype, m};
 }
 
-TensorId AddFreshTensor(Graph& graph, const std::string& base, Shape shape, DType dtype) {
-  Tensor t;
-  t.shape = std::move(shape);
-  t.dtype = dtype;
-  for (int n = 0;; ++n) {
-    t.name = n == 0 ? base : fmt::format("{}_{}", base, n);
-    const TensorId id = graph.AddTensor(t);
-    if (id != kNone) return id;
+// M as a dim: static, one named dim, or the derived dim of the product.
+Dim MDim(Graph& graph, const FlatM& m) {
+  if (m.dims.empty()) return Dim::Static(m.factor);
+  if (m.dims.size() == 1 && m.factor == 1) return Dim::Dynamic(m.dims[0]);
+  std::string name;
+  int64_t lo = m.factor, hi = m.factor;
+  for (int32_t f : m.dims) {
+    const DynamicDim& d = graph.dims()[static_cast<size_t>(f)];
+    name += (name.empty() ? "" : "*") + d.name;
+    lo = std::min<int64_t>(lo * d.min, INT32_MAX);
+    hi = std::min<int64_t>(hi * d.max, INT32_MAX);
   }
+  if (m.factor != 1) name += fmt::format("*{}", m.factor);
+  if (auto d = graph.FindDim(name)) return Dim::Dynamic(*d);
+  DynamicDim dim;
+  dim.name = name;
+  dim.min = lo;
+  dim.max = hi;
+  dim.product_of = m.dims;
+  dim.factor = m.factor;
+  return Dim::Dynamic(graph.AddDim(std::move(dim)));
 }
 
-OpId AddReshape(Graph& graph, const std::string& base, TensorId in, TensorId out) {
-  Op op;
-  op.type = OpType::kReshape;
-  op.inputs = {in};
-  op.outputs = {out};
-  for (const Dim& d : graph.tensor(out).shape) op.attrs.shape.push_back(d.value);
-  for (int n = 0;; ++n) {
-    op.name = n == 0 ? base : fmt::format("{}_{}", base, n);
-    const OpId id = graph.AddOp(op);
-    if (id != kNone) return id;
-  }
+// Whether a reshape to `shape` can be written: the IR's shape attribute
+// holds one -1 at most.
+bool OneNamedDim(const Shape& shape) {
+  return std::count_if(shape.begin(), shape.end(), [](const Dim& d) { return !d.is_static(); }) <=
+         1;
 }
 
 }  // namespace
 
-int64_t FlattenGemmInputs(Graph& graph) {
+int64_t FlattenGemmInputs(Graph& graph, const FlattenGemmInputsOptions& options) {
   std::map<Key, int> count;
   std::vector<OpId> wanted;
   for (OpId id : graph.LiveOps()) {
     const Op& op = graph.op(id);
-    if (auto key = KeyOf(graph, op)) {
+    if (auto key = KeyOf(graph, op, options.dynamic_m)) {
       ++count[*key];
-      if (graph.tensor(op.inputs[0]).shape.size() > 2) wanted.push_back(id);
+      const Shape& a = graph.tensor(op.inputs[0]).shape;
+      if (a.size() > 2 && OneNamedDim(a) && OneNamedDim(graph.tensor(op.outputs[0]).shape)) {
+        wanted.push_back(id);
+      }
     }
   }
   std::map<TensorId, TensorId> flat;  // A -> its 2-D form
   int64_t flattened = 0;
   for (OpId id : wanted) {
-    if (count[*KeyOf(graph, graph.op(id))] < 2) continue;
+    const Key key = *KeyOf(graph, graph.op(id), options.dynamic_m);
+    if (count[key] < 2) continue;
     const TensorId a = graph.op(id).inputs[0];
     const TensorId y = graph.op(id).outputs[0];
     auto it = flat.find(a);
@@ -78,9 +119,7 @@ int64_t FlattenGemmInputs(Graph& graph) {
       // Copies: adding tensors moves the graph's tensor storage.
       const std::string name = graph.tensor(a).name;
       const Shape shape = graph.tensor(a).shape;
-      int64_t m = 1;
-      for (size_t d = 0; d + 1 < shape.size(); ++d) m *= shape[d].value;
-      const TensorId a2 = AddFreshTensor(graph, name + "_2d", {Dim::Static(m), shape.back()},
+      const TensorId a2 = AddFreshTensor(graph, name + "_2d", {MDim(graph, std::get<2>(key)), shape.back()},
                                          graph.tensor(a).dtype);
       AddReshape(graph, name + "/flatten", a, a2);
       it = flat.emplace(a, a2).first;

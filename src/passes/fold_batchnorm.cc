@@ -10,6 +10,8 @@
 #include <optional>
 #include <vector>
 
+#include "hfuse/passes/rewrite_helpers.h"
+
 namespace hfuse {
 namespace {
 
@@ -26,18 +28,9 @@ std::optional<std::vector<float>> Values(const Graph& g, TensorId id, int64_t n)
 }
 
 TensorId NewParam(Graph& g, const std::string& base, Shape shape, const std::vector<float>& v) {
-  Tensor t;
-  t.role = Role::kParam;
-  t.dtype = DType::kFloat32;
-  t.shape = std::move(shape);
-  auto bytes = std::make_shared<std::vector<uint8_t>>(v.size() * 4);
-  std::memcpy(bytes->data(), v.data(), bytes->size());
-  t.data = std::move(bytes);
-  for (int n = 0;; ++n) {
-    t.name = n == 0 ? base : fmt::format("{}_{}", base, n);
-    if (!g.FindTensor(t.name)) break;
-  }
-  return g.AddTensor(std::move(t));
+  std::vector<uint8_t> bytes(v.size() * 4);
+  std::memcpy(bytes.data(), v.data(), bytes.size());
+  return AddParamTensor(g, base, std::move(shape), DType::kFloat32, std::move(bytes));
 }
 
 bool IsInferenceBatchNorm(const Op& op) {

@@ -7,6 +7,7 @@
 
 #include "hfuse/ir/printer.h"
 #include "hfuse/ir/verifier.h"
+#include "hfuse/passes/canonical_gemms.h"
 #include "hfuse/passes/flatten_gemm.h"
 #include "hfuse/passes/fold_batchnorm.h"
 #include "hfuse/passes/strided_views.h"
@@ -16,6 +17,21 @@ namespace hfuse {
 namespace {
 
 // The wrappers: each runs its pass and says what it did.
+
+PassResult RunEinsumToGemmPass(PassState& state, const PassOptions&) {
+  const int64_t n = EinsumToGemm(state.graph);
+  return {n > 0, {{"Einsums rewritten", n}}};
+}
+
+PassResult RunLeftMatMulToGemmPass(PassState& state, const PassOptions&) {
+  const int64_t n = LeftMatMulToGemm(state.graph);
+  return {n > 0, {{"MatMuls rewritten", n}}};
+}
+
+PassResult RunConv1x1ToGemmPass(PassState& state, const PassOptions&) {
+  const int64_t n = Conv1x1ToGemm(state.graph);
+  return {n > 0, {{"Convs rewritten", n}}};
+}
 
 PassResult RunFoldBatchNormPass(PassState& state, const PassOptions&) {
   const int64_t folded = FoldBatchNorm(state.graph);
@@ -27,8 +43,11 @@ PassResult RunFuseMmElementwisePass(PassState& state, const PassOptions& options
   return {absorbed > 0, {{"ops absorbed", absorbed}}};
 }
 
-PassResult RunFlattenGemmInputsPass(PassState& state, const PassOptions&) {
-  const int64_t flattened = FlattenGemmInputs(state.graph);
+PassResult RunFlattenGemmInputsPass(PassState& state, const PassOptions& options) {
+  // A named M groups only under the hfuse rules; under the seed's the model keeps its shape.
+  FlattenGemmInputsOptions flatten;
+  flatten.dynamic_m = options.fuse_group_ops.rules == RuleSet::kHfuse;
+  const int64_t flattened = FlattenGemmInputs(state.graph, flatten);
   return {flattened > 0, {{"GEMMs flattened", flattened}}};
 }
 
@@ -78,7 +97,8 @@ const std::vector<NamedPipeline>& NamedPipelines() {
   static const std::vector<NamedPipeline> pipelines = {
       {"seed", {"fuse-group-ops"}, "AITemplate's pass: what `hfuse fuse` runs on graph JSON"},
       {"onnx-import",
-       {"fold-batchnorm", "fuse-mm-elementwise", "flatten-gemm-inputs"},
+       {"einsum-to-gemm", "left-matmul-to-gemm", "conv1x1-to-gemm", "fold-batchnorm",
+        "fuse-mm-elementwise", "flatten-gemm-inputs"},
        "what ONNX input goes through before seed"},
       {"gpu", {"fuse-group-ops", "elide-split-concat"}, "what the CUDA backend runs"},
   };

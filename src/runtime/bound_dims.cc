@@ -20,15 +20,19 @@ DimValues BindDims(const Graph& graph, const std::map<std::string, int64_t>& ove
     }
     values[static_cast<size_t>(*index)] = value;
   }
+  DeriveDims(graph, values);
+  return values;
+}
+
+void DeriveDims(const Graph& graph, DimValues& values) {
   // Derived dims (graph.h) follow the ones they are products of.
   for (size_t i = 0; i < graph.dims().size(); ++i) {
     const DynamicDim& d = graph.dims()[i];
     if (d.product_of.empty()) continue;
-    int64_t v = 1;
+    int64_t v = d.factor;
     for (int32_t f : d.product_of) v *= values[static_cast<size_t>(f)];
     values[i] = v;
   }
-  return values;
 }
 
 std::vector<int64_t> ConcreteShape(const Shape& shape, const DimValues& dims) {

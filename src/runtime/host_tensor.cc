@@ -52,22 +52,52 @@ void HostTensor::Set(int64_t i, float v) {
   std::memcpy(p, &h, 2);
 }
 
+// Whole-tensor conversions switch on the dtype once, not once per element,
+// and count the shape (checked arithmetic) once: the CPU executor converts
+// every operand this way.
 std::vector<float> HostTensor::ToFloat() const {
-  std::vector<float> out(static_cast<size_t>(numel()));
-  if (dtype == DType::kFloat32) {
-    // An empty vector's data() may be null, which memcpy must not get.
-    if (!bytes.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
-  } else {
-    for (int64_t i = 0; i < numel(); ++i) out[static_cast<size_t>(i)] = Get(i);
+  const auto n = static_cast<size_t>(numel());
+  std::vector<float> out(n);
+  const uint8_t* p = bytes.data();
+  switch (dtype) {
+    case DType::kFloat32:
+      // An empty vector's data() may be null, which memcpy must not get.
+      if (!bytes.empty()) std::memcpy(out.data(), p, bytes.size());
+      break;
+    case DType::kFloat16:
+    case DType::kBFloat16: {
+      const bool half = dtype == DType::kFloat16;
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        out[i] = half ? HalfToFloat(h) : BFloat16ToFloat(h);
+      }
+      break;
+    }
+    default:
+      for (size_t i = 0; i < n; ++i) out[i] = Get(static_cast<int64_t>(i));
   }
   return out;
 }
 
 void HostTensor::FromFloat(const float* values) {
-  if (dtype == DType::kFloat32) {
-    if (!bytes.empty()) std::memcpy(bytes.data(), values, bytes.size());
-  } else {
-    for (int64_t i = 0; i < numel(); ++i) Set(i, values[i]);
+  const auto n = static_cast<size_t>(numel());
+  uint8_t* p = bytes.data();
+  switch (dtype) {
+    case DType::kFloat32:
+      if (!bytes.empty()) std::memcpy(p, values, bytes.size());
+      break;
+    case DType::kFloat16:
+    case DType::kBFloat16: {
+      const bool half = dtype == DType::kFloat16;
+      for (size_t i = 0; i < n; ++i) {
+        const uint16_t h = half ? FloatToHalf(values[i]) : FloatToBFloat16(values[i]);
+        std::memcpy(p + 2 * i, &h, 2);
+      }
+      break;
+    }
+    default:
+      for (size_t i = 0; i < n; ++i) Set(static_cast<int64_t>(i), values[i]);
   }
 }
 
@@ -105,7 +135,8 @@ void HostTensor::SetInt(int64_t i, int64_t v) {
 
 double Checksum(const HostTensor& t) {
   double sum = 0;
-  for (int64_t i = 0; i < t.numel(); ++i) sum += t.Get(i);
+  const int64_t n = t.numel();
+  for (int64_t i = 0; i < n; ++i) sum += t.Get(i);
   return sum;
 }
 

@@ -230,6 +230,7 @@ struct Session::Impl {
         ThrowInputError("input '{}' is not fed (inputs: {})", info.name, NamesOf(inputs));
       }
     }
+    DeriveDims(fused, dims);  // a derived dim follows the feeds' values of its factors
     return dims;
   }
 

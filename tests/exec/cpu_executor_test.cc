@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <sys/wait.h>
 
 #include "hfuse/exec/compare.h"
 #include "hfuse/exec/cpu_executor.h"
@@ -18,6 +17,7 @@
 #include "hfuse/support/error.h"
 #include "hfuse/support/file.h"
 #include "hfuse/support/half.h"
+#include "testing/tool_runner.h"
 
 namespace hfuse {
 namespace {
@@ -219,7 +219,7 @@ TEST(Elementwise, UnaryFunctions) {
 // ---- inputs ------------------------------------------------------------------
 
 TEST(RandomFeeds, AreSeededNonZeroAndKeyedByName) {
-  const Graph g = ReadGraphJsonFile(std::string(HFUSE_SOURCE_DIR) + "/examples/towers_small.json");
+  const Graph g = ReadGraphJsonFile(test::ExamplePath("towers_small.json"));
   const DimValues d = BindDims(g);
   const TensorMap a = RandomFeeds(g, d, 1), b = RandomFeeds(g, d, 1), c = RandomFeeds(g, d, 2);
   EXPECT_EQ(a.at("x").bytes, b.at("x").bytes);
@@ -304,25 +304,18 @@ TEST(Npz, RejectsGarbage) {
 
 // ---- verify catches a wrong rewrite ----------------------------------------------
 
-int RunTool(const std::string& args) {
-  const int status = std::system((std::string(HFUSE_TOOL) + " " + args + " > /dev/null 2>&1").c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 TEST(Verify, CatchesSwappedGroupOutputs) {
   // Four towers of identical shapes: the grouped GEMM's outputs all have one
   // shape, so swapping two of them still verifies as a graph but computes
   // something else.
-  const fs::path dir = fs::temp_directory_path() / "hfuse_verify_test";
-  fs::create_directories(dir);
-  const std::string graph = (dir / "g.json").string(), fused = (dir / "f.json").string(),
-                    broken = (dir / "b.json").string();
+  const test::TempDir dir;
+  const std::string graph = dir.Str("g.json"), fused = dir.Str("f.json"), broken = dir.Str("b.json");
   ASSERT_EQ(std::system(("/usr/bin/python3 " + std::string(HFUSE_SOURCE_DIR) +
                          "/scripts/gen_towers.py --towers 4 --rows 16 -o " + graph).c_str()),
             0);
-  ASSERT_EQ(RunTool("fuse " + graph + " -o " + fused), 0);
-  EXPECT_EQ(RunTool("verify " + graph + " --fused " + fused), 0);
-  EXPECT_EQ(RunTool("fuse " + graph + " -o " + fused + " --verify"), 0);
+  ASSERT_EQ(test::RunTool("fuse " + graph + " -o " + fused).code(), 0);
+  EXPECT_EQ(test::RunTool("verify " + graph + " --fused " + fused).code(), 0);
+  EXPECT_EQ(test::RunTool("fuse " + graph + " -o " + fused + " --verify").code(), 0);
 
   Graph g = ReadGraphJsonFile(fused);
   bool swapped = false;
@@ -336,9 +329,8 @@ TEST(Verify, CatchesSwappedGroupOutputs) {
   }
   ASSERT_TRUE(swapped);
   WriteFileAtomic(broken, WriteGraphJson(g));
-  EXPECT_EQ(RunTool("check " + broken), 0);  // still a well-formed graph
-  EXPECT_EQ(RunTool("verify " + graph + " --fused " + broken), 1);
-  fs::remove_all(dir);
+  EXPECT_EQ(test::RunTool("check " + broken).code(), 0);  // still a well-formed graph
+  EXPECT_EQ(test::RunTool("verify " + graph + " --fused " + broken).code(), 1);
 }
 
 }  // namespace

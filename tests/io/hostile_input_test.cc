@@ -30,9 +30,11 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
-using ::testing::StartsWith;
+using test::ExpectInputError;
 using test::Quote;
+using test::RunShell;
 using test::RunTool;
+using test::Tool;
 using test::Spit;
 using test::TempDir;
 using test::ToolRun;
@@ -49,19 +51,6 @@ constexpr bool kAsan = false;
 constexpr bool kAsan = false;
 #endif
 
-void ExpectInputError(const ToolRun& run, const std::vector<std::string>& needles) {
-  ASSERT_TRUE(WIFEXITED(run.status)) << "signal " << WTERMSIG(run.status) << "; " << run.err;
-  EXPECT_EQ(run.code(), 2) << run.err;
-  EXPECT_THAT(run.err, StartsWith("hfuse: error: "));
-  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
-  for (const std::string& n : needles) EXPECT_THAT(run.err, HasSubstr(n));
-}
-
-// A shell command line (ulimit, environment, timeout) with its output
-// captured: RunTool runs "hfuse ARGS >out 2>err", so the tool's --version
-// goes first and the command's own output is captured.
-ToolRun Shell(const std::string& command) { return RunTool("--version >/dev/null; " + command); }
-std::string Tool() { return Quote(HFUSE_TOOL); }
 
 // One relu on x: the smallest graph a shape can be tried on.
 std::string Relu(const std::string& shape, const std::string& dtype = "float32") {
@@ -100,7 +89,7 @@ TEST(HostileInput, MemoryBudgetIsConfigurable) {
   EXPECT_TRUE(RunTool("run " + g).ok());
   ExpectInputError(RunTool("--memory-budget 1K run " + g),
                    {"tensor 'x'", "16384 bytes", "memory budget of 1024 bytes"});
-  ExpectInputError(Shell("HFUSE_MEMORY_BUDGET=4K " + Tool() + " run " + g),
+  ExpectInputError(RunShell("HFUSE_MEMORY_BUDGET=4K " + Tool() + " run " + g),
                    {"memory budget of 4096 bytes"});
   ExpectInputError(RunTool("--memory-budget 12Q run " + g), {"--memory-budget 12Q"});
 }
@@ -111,7 +100,7 @@ TEST(HostileInput, AllocationFailureIsAnInputErrorNamingTheTensor) {
   // room for the CUDA libraries a CUDA build maps).
   TempDir dir;
   Spit(dir / "g.json", Relu("[2147483648, 1]"));
-  const ToolRun run = Shell("ulimit -v 4194304; " + Tool() + " run " + Quote(dir.Str("g.json")));
+  const ToolRun run = RunShell("ulimit -v 4194304; " + Tool() + " run " + Quote(dir.Str("g.json")));
   ExpectInputError(run, {"'x'", "cannot allocate 8589934592 bytes", "out of memory"});
   EXPECT_THAT(run.err, Not(HasSubstr("hfuse: error: out of memory\n")));
 }
@@ -367,12 +356,12 @@ TEST(HostileInput, NpzEntryDeclaring4GBIsRefusedBeforeAllocating) {
   const std::string limit = kAsan ? "" : "ulimit -v 1048576; ";
   Spit(dir / "deflate.npz", Zip("x.npy", std::string(16, '\x03'), 8, 16, 4000000000u));
   ASSERT_LT(test::Slurp(dir / "deflate.npz").size(), 200u);
-  ExpectInputError(Shell(limit + Tool() + " run " +
+  ExpectInputError(RunShell(limit + Tool() + " run " +
                            Quote(dir.Str("g.json")) + " --inputs " + Quote(dir.Str("deflate.npz"))),
                    {"entry 'x.npy'", "4000000000 bytes", "more than deflate can give"});
   Spit(dir / "stored.npz",
        StoredNpz("x", Npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000,), }\n", "abcd")));
-  ExpectInputError(Shell(limit + Tool() + " run " +
+  ExpectInputError(RunShell(limit + Tool() + " run " +
                            Quote(dir.Str("g.json")) + " --inputs " + Quote(dir.Str("stored.npz"))),
                    {"'x'", "truncated"});
 }
@@ -383,9 +372,9 @@ TEST(HostileInput, FifoOrDeviceAsInputIsRefusedWithoutWaiting) {
   TempDir dir;
   ASSERT_EQ(::mkfifo(dir.Str("g.json").c_str(), 0600), 0);
   // `timeout` turns a hang into exit 124.
-  const ToolRun fifo = Shell("timeout 60 " + Tool() + " check " + Quote(dir.Str("g.json")));
+  const ToolRun fifo = RunShell("timeout 60 " + Tool() + " check " + Quote(dir.Str("g.json")));
   ExpectInputError(fifo, {"g.json", "not a regular file"});
-  const ToolRun zero = Shell("timeout 60 " + Tool() + " check /dev/zero");
+  const ToolRun zero = RunShell("timeout 60 " + Tool() + " check /dev/zero");
   ExpectInputError(zero, {"/dev/zero", "not a regular file"});
 }
 

@@ -20,6 +20,7 @@
 #include "hfuse/ir/analysis.h"
 #include "hfuse/ir/verifier.h"
 #include "hfuse/support/error.h"
+#include "testing/tool_runner.h"
 
 namespace hfuse {
 namespace {
@@ -27,6 +28,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using test::ErrorOf;
 
 // Builds small graphs of float16 tensors; every Add checks that it worked.
 class Builder {
@@ -69,17 +71,6 @@ class Builder {
 
   Graph g;
 };
-
-// The message of the InputError that `f` throws, or "" if it throws none.
-template <typename F>
-std::string ErrorOf(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(GraphTest, AddOpSetsProducerAndAppendsUsersInOrder) {
   Builder b;

@@ -10,10 +10,11 @@ the two exports of model NAME:
   - `hfuse check` accepts it;
   - `hfuse fuse` with the seed rules forms exactly the groups listed in
     GROUPS below, by member op names: experts of one level, gates, per-task
-    towers (with a dynamic batch the seed rules group no GEMM: AITemplate's
-    static-A rule); with `--rules hfuse` every seed group lies inside one of
-    its groups, and the dynamic-batch export forms exactly the groups of the
-    fixed-batch one; every fused model passes onnx.checker;
+    towers, cross layers (with a dynamic batch the seed rules group no GEMM:
+    AITemplate's static-A rule; `--dim` fixing the batch gives GROUPS);
+    with `--rules hfuse` exactly those of HFUSE_GROUPS, and the
+    dynamic-batch export forms exactly the groups of the fixed-batch one;
+    every fused model passes onnx.checker;
   - all that follows, under both rule sets:
   - `hfuse verify` passes (fused vs unfused on the CPU, random inputs);
   - `hfuse run` on the fused model matches onnxruntime on the original, on
@@ -92,7 +93,11 @@ GROUPS = {
     "DeepFM": [("group_gemm_rcr_bias", ["/model/linear/fc/Gemm", "/model/mlp/mlp/mlp.8/Gemm"])],
     "WideDeep": [],
     "DCN": [],
-    "DCNv2": [],
+    # DCN-Mix cross layers (DCNv2 with 4 experts of rank 32): per layer the
+    # experts' C (32x32) and U (429x32) projections; V and the gates read
+    # K = 429 (odd), which only the hfuse rules group.
+    "DCNv2": [("group_gemm_rcr", [f"/model/crossnet/MatMul_{13 * l + 3 * e + j}"
+                                  for e in range(4)]) for l in range(3) for j in (1, 2)],
     "AutoInt": [
         ("group_gemm_rcr", [f"/model/interacting_layers.{i}/W_{p}/MatMul" for p in ("Q", "K", "V", "Res")])
         for i in range(3)
@@ -114,9 +119,40 @@ GROUPS = {
 }
 
 
-# Models whose 3-D GEMMs (AITM's and AutoInt's Q/K/V, FiBiNet's bilinear
-# MatMuls) group under --rules hfuse at a fixed batch only: see one().
-DYNAMIC_GAPS = {"AITM", "AutoInt", "FiBiNet"}
+# The groups the hfuse rules form, at a fixed and at a dynamic batch alike:
+# the seed's and every GEMM the seed's alignment rule left out (K = 429 or
+# 13·16 + ... odd), and the 3-D GEMMs flattened with a named batch.
+B, G = "group_gemm_rcr_bias", "group_gemm_rcr"
+HFUSE_GROUPS = {
+    "MMOE": [
+        layers(R, "/model/experts.{}/mlp/mlp.0/", range(8)),  # every expert's first layer
+        layers(B, "/model/gates.{}/mlp/mlp.0/", range(3)),    # the gates
+    ] + GROUPS["MMOE"],
+    "PLE": [
+        (B, ["/model/cgc_layers.0/gate_shared/mlp/mlp.0/Gemm"]
+         + [f"/model/cgc_layers.0/gates_specific.{t}/mlp/mlp.0/Gemm" for t in range(3)]),
+        (R, [f"/model/cgc_layers.0/{e}/mlp/mlp.0/Gemm" for e in SHARED + SPECIFIC]),
+    ] + GROUPS["PLE"],
+    "ESMM": GROUPS["ESMM"],
+    "AITM": [layers(R, "/model/bottoms.{}/mlp/mlp.0/", range(3))] + GROUPS["AITM"],
+    "SharedBottom": GROUPS["SharedBottom"],
+    "DeepFM": GROUPS["DeepFM"],
+    "WideDeep": [(B, ["/model/linear/fc/Gemm", "/model/mlp/mlp/mlp.8/Gemm"])],
+    "DCN": [],
+    # per cross layer l: the 4 experts' V (MatMul_{13l + 3e}, W @ x made a
+    # gemm_rcr by left-matmul-to-gemm) with the 4 gates, then C, then U.
+    "DCNv2": [(G, [f"/model/crossnet/MatMul_{13 * l + 3 * e}".replace("MatMul_0", "MatMul")
+                   for e in range(4)]
+               + [f"/model/crossnet/gating.{e}{'_' + str(l) if l else ''}/MatMul" for e in range(4)])
+              for l in range(3)] + GROUPS["DCNv2"],
+    "AutoInt": [(G, [f"/model/I{i}/MatMul" for i in range(1, 14)])] + GROUPS["AutoInt"],
+    "FiBiNet": [
+        (G, [f"/model/bilinear_interaction/bilinear_layer.{i}/MatMul" for i in range(325)]
+         + ["/model/senet_layer/mlp/mlp.0/MatMul"]),
+        (G, [f"/model/bilinear_interaction/bilinear_layer.{i}_1/MatMul" for i in range(325)]),
+    ],
+    "DIN": GROUPS["DIN"],
+}
 
 
 def hfuse(*args):
@@ -225,18 +261,9 @@ def one(work, name, mode, info, rules, hfuse_groups):
         # dynamic batch groups exactly as a fixed one.
         if mode == "static":
             hfuse_groups.extend(groups)
-            seed_members = sum(len(m) for _, m in GROUPS[name])
-            members = sum(len(m) for _, m in groups)
-            check(members >= seed_members,
-                  f"{label}: {len(groups)} groups of {members} members (seed: {seed_members})")
-        elif name in DYNAMIC_GAPS:
-            # Known gap: GEMMs on a 3-D activation are flattened to 2-D
-            # (flatten-gemm-inputs) only with static dims, so with a dynamic
-            # batch those stay apart; every group that forms is one of the
-            # fixed batch's.
-            check(all(g in hfuse_groups for g in groups),
-                  f"{label}: {len(groups)} of the fixed batch's {len(hfuse_groups)} groups "
-                  f"(known gap: 3-D GEMMs with a dynamic batch)")
+            want = sorted((op, sorted(m)) for op, m in HFUSE_GROUPS[name])
+            check(groups == want, f"{label}: {len(groups)} groups as expected ({len(want)})"
+                  + ("" if groups == want else f": got {groups}"))
         else:
             check(groups == hfuse_groups,
                   f"{label}: the same {len(groups)} groups as the fixed batch"

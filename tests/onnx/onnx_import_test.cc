@@ -26,6 +26,7 @@
 #include "hfuse/io/graph_json.h"
 #include "hfuse/ir/verifier.h"
 #include "hfuse/onnx/onnx_export.h"
+#include "hfuse/passes/canonical_gemms.h"
 #include "hfuse/passes/flatten_gemm.h"
 #include "hfuse/passes/fuse_group_ops.h"
 #include "hfuse/passes/fuse_mm_elementwise.h"
@@ -558,6 +559,155 @@ TEST(OnnxImportTest, FlattenMakesParallel3dProjectionsGroupable) {
   const FuseGroupOpsResult r = FuseGroupOps(model.graph);
   ASSERT_EQ(r.groups.size(), 1u);
   EXPECT_THAT(r.groups[0].members, ElementsAre("/k/MatMul", "/q/MatMul", "/v/MatMul"));
+}
+
+// ---- canonical GEMMs (passes/canonical_gemms.h) --------------------------
+
+// The largest |a - b| over the float32 output `name` of two runs.
+float MaxDiff(const TensorMap& a, const TensorMap& b, const std::string& name) {
+  const HostTensor& x = a.at(name);
+  const HostTensor& y = b.at(name);
+  EXPECT_EQ(x.shape, y.shape) << name;
+  EXPECT_EQ(x.bytes.size(), y.bytes.size()) << name;
+  std::vector<float> u(x.bytes.size() / 4), v(y.bytes.size() / 4);
+  std::memcpy(u.data(), x.bytes.data(), x.bytes.size());
+  std::memcpy(v.data(), y.bytes.data(), std::min(x.bytes.size(), y.bytes.size()));
+  float d = 0;
+  for (size_t i = 0; i < u.size(); ++i) d = std::max(d, std::abs(u[i] - v[i]));
+  return d;
+}
+
+// Runs `before` (as imported) and `after` (rewritten) on the same random
+// feeds, with every dim at `dim_value`, and expects the outputs to agree.
+void ExpectSameOutputs(const Graph& before, const Graph& after,
+                       const std::vector<std::string>& outputs, int64_t dim_value = 3) {
+  std::map<std::string, int64_t> bound;
+  for (const DynamicDim& d : before.dims()) {
+    if (d.product_of.empty()) bound[d.name] = dim_value;
+  }
+  const TensorMap feeds = RandomFeeds(before, BindDims(before, bound), 9);
+  const TensorMap want = RunOnCpu(before, feeds, BindDims(before, bound));
+  const TensorMap got = RunOnCpu(after, feeds, BindDims(after, bound));
+  for (const std::string& y : outputs) EXPECT_LE(MaxDiff(want, got, y), 1e-5f) << y;
+}
+
+// tensordot(x, W, dims=([-1], [0])) as PyTorch exports it (after the shape
+// arithmetic folds): Einsum "ij,jk->ik"; also a 3-D "bij,kj->bik" (no
+// transpose needed) and the constant first; a contraction that is no
+// matrix product over x's last axis stays opaque.
+TEST(CanonicalGemmsTest, EinsumMatrixProductsBecomeGemms) {
+  ModelBuilder m;
+  m.Input("x", {std::string("N"), int64_t{16}});
+  m.Input("x3", {std::string("N"), int64_t{5}, int64_t{16}});
+  m.Init("W", {16, 8});
+  m.Init("Wt", {8, 16});
+  auto einsum = [&](const char* name, std::vector<std::string> in, const char* eq) {
+    auto* n = m.Node("Einsum", name, in, {std::string(name) + "_y"});
+    auto* a = n->add_attribute();
+    a->set_name("equation");
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(eq);
+  };
+  einsum("e1", {"x", "W"}, "ij,jk->ik");
+  einsum("e2", {"x3", "Wt"}, "bij, kj -> bik");
+  einsum("e3", {"W", "x"}, "jk,ij->ik");
+  einsum("e4", {"x", "W"}, "ij,jk->ki");  // y transposed: not gemm_rcr
+  m.Output("e1_y", {std::string("N"), int64_t{8}});
+  m.Output("e2_y", {std::string("N"), int64_t{5}, int64_t{8}});
+  m.Output("e3_y", {std::string("N"), int64_t{8}});
+  m.Output("e4_y", {int64_t{8}, std::string("N")});
+  OnnxModel model = m.Import();
+  const Graph before = model.graph;
+  EXPECT_EQ(EinsumToGemm(model.graph), 3);
+  VerifyGraph(model.graph);
+  EXPECT_THAT(Ops(model.graph), ElementsAre("e1:gemm_rcr", "e2:gemm_rcr", "e3:gemm_rcr",
+                                            "e4:opaque.Einsum"));
+  // W is read transposed (one new param for both readers); Wt as it is.
+  const Op& e1 = OpNamed(model.graph, "e1");
+  EXPECT_EQ(model.graph.tensor(e1.inputs[1]).name, "W_t");
+  EXPECT_EQ(OpNamed(model.graph, "e3").inputs[1], e1.inputs[1]);
+  EXPECT_EQ(model.graph.tensor(OpNamed(model.graph, "e2").inputs[1]).name, "Wt");
+  ExpectSameOutputs(before, model.graph, {"e1_y", "e2_y", "e3_y", "e4_y"});
+  // And flatten-gemm-inputs plus the hfuse rules group all three.
+  FlattenGemmInputs(model.graph, {.dynamic_m = true});
+  const FuseGroupOpsResult r = FuseGroupOps(model.graph, {.rules = RuleSet::kHfuse});
+  ASSERT_EQ(r.groups.size(), 1u);
+  EXPECT_THAT(r.groups[0].members, ::testing::UnorderedElementsAre("e1", "e3"));
+}
+
+// DCN-Mix's experts: V_e @ x on x = unsqueeze(h) [N, 16, 1]; the GEMMs read
+// h itself, and with the 2-D gate on h they form one group of M = N.
+TEST(CanonicalGemmsTest, ConstantLeftMatMulOnAColumnBecomesAGemm) {
+  ModelBuilder m;
+  m.Input("h", {std::string("N"), int64_t{16}});
+  m.Input("wide", {std::string("N"), int64_t{16}, int64_t{3}});
+  m.Ints("axes", {2});
+  m.Node("Unsqueeze", "/Unsqueeze", {"h", "axes"}, {"x"});
+  for (int e = 0; e < 3; ++e) {
+    m.Init(fmt::format("V{}", e), {8, 16});
+    m.Node("MatMul", fmt::format("/V{}/MatMul", e), {fmt::format("V{}", e), "x"},
+           {fmt::format("v{}", e)});
+    m.Output(fmt::format("v{}", e), {std::string("N"), int64_t{8}, int64_t{1}});
+  }
+  m.Init("G", {16, 1});
+  m.Node("MatMul", "/gate/MatMul", {"h", "G"}, {"g"});
+  m.Output("g", {std::string("N"), int64_t{1}});
+  m.Node("MatMul", "/wide/MatMul", {"V0", "wide"}, {"w"});  // 3 columns: stays
+  m.Output("w", {std::string("N"), int64_t{8}, int64_t{3}});
+  OnnxModel model = m.Import();
+  const Graph before = model.graph;
+  EXPECT_EQ(LeftMatMulToGemm(model.graph), 3);
+  VerifyGraph(model.graph);
+  const Op& v0 = OpNamed(model.graph, "/V0/MatMul");
+  EXPECT_EQ(v0.type, OpType::kGemmRcr);
+  EXPECT_EQ(model.graph.tensor(v0.inputs[0]).name, "h");  // through the Unsqueeze
+  EXPECT_EQ(model.graph.tensor(v0.inputs[1]).name, "V0");  // [N, K] as it is
+  EXPECT_EQ(OpNamed(model.graph, "/wide/MatMul").type, OpType::kOpaque);
+  ExpectSameOutputs(before, model.graph, {"v0", "v1", "v2", "g", "w"}, 5);
+  const FuseGroupOpsResult r = FuseGroupOps(model.graph, {.rules = RuleSet::kHfuse});
+  ASSERT_EQ(r.groups.size(), 1u);
+  EXPECT_THAT(r.groups[0].members, ::testing::UnorderedElementsAre(
+                                       "/V0/MatMul", "/V1/MatMul", "/V2/MatMul", "/gate/MatMul"));
+}
+
+// Conv1d(16, 8, kernel 1) on a length-1 input is a Linear layer; on a longer
+// one (xDeepFM's CIN), with a stride, or with kernel 3 it stays a Conv.
+TEST(CanonicalGemmsTest, KernelOneConvOnLengthOneBecomesAGemm) {
+  ModelBuilder m;
+  m.Input("x", {std::string("N"), int64_t{16}, int64_t{1}});
+  m.Input("long", {std::string("N"), int64_t{16}, int64_t{4}});
+  m.Init("W", {8, 16, 1});
+  m.Init("b", {8});
+  m.Init("W3", {8, 16, 3});
+  auto* c = m.Node("Conv", "/c1/Conv", {"x", "W", "b"}, {"y1"});
+  ModelBuilder::IntList(c, "kernel_shape", {1});
+  ModelBuilder::IntList(c, "pads", {0, 0});
+  ModelBuilder::IntList(c, "strides", {1});
+  m.Node("Conv", "/c2/Conv", {"x", "W"}, {"y2"});
+  m.Node("Conv", "/cin/Conv", {"long", "W", "b"}, {"y3"});
+  ModelBuilder::IntList(m.Node("Conv", "/s/Conv", {"long", "W"}, {"y4"}), "strides", {2});
+  ModelBuilder::IntList(m.Node("Conv", "/k3/Conv", {"long", "W3"}, {"y5"}), "pads", {1, 1});
+  m.Output("y1", {std::string("N"), int64_t{8}, int64_t{1}});
+  m.Output("y2", {std::string("N"), int64_t{8}, int64_t{1}});
+  m.Output("y3", {std::string("N"), int64_t{8}, int64_t{4}});
+  m.Output("y4", {std::string("N"), int64_t{8}, int64_t{2}});
+  m.Output("y5", {std::string("N"), int64_t{8}, int64_t{4}});
+  OnnxModel model = m.Import();
+  const Graph before = model.graph;
+  EXPECT_EQ(Conv1x1ToGemm(model.graph), 2);
+  VerifyGraph(model.graph);
+  EXPECT_EQ(OpNamed(model.graph, "/c1/Conv").type, OpType::kGemmRcrBias);
+  EXPECT_EQ(OpNamed(model.graph, "/c2/Conv").type, OpType::kGemmRcr);
+  for (const char* n : {"/cin/Conv", "/s/Conv", "/k3/Conv"}) {
+    EXPECT_EQ(OpNamed(model.graph, n).type, OpType::kOpaque) << n;
+  }
+  EXPECT_EQ(ShapeString(model.graph, model.graph.tensor(OpNamed(model.graph, "/c1/Conv").inputs[1]).shape),
+            "[8, 16]");
+  ExpectSameOutputs(before, model.graph, {"y1", "y2", "y3", "y4", "y5"});
+  // Written back to ONNX and read again, the GEMMs compute the same.
+  const OnnxExportResult out = ExportOnnx(model.graph, model.shell);
+  OnnxModel back = ImportOnnx(out.bytes, "back.onnx", "");
+  ExpectSameOutputs(before, back.graph, {"y1", "y2", "y3"});
 }
 
 TEST(OnnxImportTest, ModelWithNothingToFuseRoundTrips) {

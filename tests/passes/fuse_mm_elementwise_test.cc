@@ -163,5 +163,41 @@ TEST(FlattenGemmInputsTest, DynamicLeadingDimIsNotFlattened) {
   EXPECT_EQ(FlattenGemmInputs(g), 0);
 }
 
+// With dynamic_m (the hfuse rules) M is the derived dim batch*8, shared by
+// both GEMMs and bound through batch; a 2-D GEMM of M = batch (a lone
+// [batch, 1, 64] GEMM flattens to M = batch itself) joins them.
+TEST(FlattenGemmInputsTest, DynamicLeadingDimBecomesADerivedM) {
+  GraphBuilder b;
+  b.Dim("batch", 1, 16);
+  const std::string x = b.Input("x", {"batch", 8, 64}, DType::kFloat32);
+  const std::string u = b.Input("u", {"batch", 1, 64}, DType::kFloat32);
+  const std::string v = b.Input("v", {"batch", 64}, DType::kFloat32);
+  b.Outputs({b.Fc("q", x, 64), b.Fc("k", x, 32), b.Fc("p", u, 64), b.Fc("r", v, 64)});
+  Graph g = b.Build();
+  const Graph original = g;
+  EXPECT_EQ(FlattenGemmInputs(g, {.dynamic_m = true}), 3);
+  VerifyGraph(g);
+  const Op& q = g.op(OpNamed(g, "q"));
+  EXPECT_EQ(ShapeString(g, g.tensor(q.inputs[0]).shape), "[batch*8, 64]");
+  EXPECT_EQ(g.tensor(g.op(OpNamed(g, "k")).inputs[0]).shape, g.tensor(q.inputs[0]).shape);
+  EXPECT_EQ(ShapeString(g, g.tensor(g.op(OpNamed(g, "p")).inputs[0]).shape), "[batch, 64]");
+  const DynamicDim& m = g.dims()[static_cast<size_t>(g.tensor(q.inputs[0]).shape[0].dynamic)];
+  EXPECT_EQ(m.factor, 8);
+  EXPECT_EQ(m.max, 128);
+  for (int64_t batch : {3, 16}) {
+    const DimValues dims = BindDims(g, {{"batch", batch}});
+    EXPECT_EQ(ConcreteShape(g.tensor(q.inputs[0]).shape, dims)[0], 8 * batch);
+    const TensorMap feeds = RandomFeeds(original, BindDims(original, {{"batch", batch}}), 5);
+    for (const char* y : {"q_y", "k_y", "p_y"}) {
+      EXPECT_EQ(RunOnCpu(g, feeds, dims).at(y).bytes,
+                RunOnCpu(original, feeds, BindDims(original, {{"batch", batch}})).at(y).bytes);
+    }
+  }
+  // --dim batch=4 makes every M static again.
+  SpecializeDims(g, {{"batch", 4}});
+  EXPECT_EQ(ShapeString(g, g.tensor(q.inputs[0]).shape), "[32, 64]");
+  VerifyGraph(g);
+}
+
 }  // namespace
 }  // namespace hfuse

@@ -7,12 +7,13 @@
 #include "hfuse/passes/fuse_group_ops.h"
 #include "hfuse/passes/strided_views.h"
 #include "testing/graph_builder.h"
+#include "testing/tool_runner.h"
 
 namespace hfuse {
 namespace {
 
 Graph Towers() {
-  return ReadGraphJsonFile(std::string(HFUSE_SOURCE_DIR) + "/examples/towers_small.json");
+  return ReadGraphJsonFile(test::ExamplePath("towers_small.json"));
 }
 
 bool Elided(const Graph& g, const std::string& name) { return g.op(*g.FindOp(name)).elided; }

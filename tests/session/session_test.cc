@@ -13,6 +13,7 @@
 #include "hfuse/io/graph_json.h"
 #include "hfuse/support/error.h"
 #include "testing/graph_builder.h"
+#include "testing/require_gpu.h"
 #include "testing/tool_runner.h"
 
 #if HFUSE_HAVE_CUDA
@@ -22,10 +23,11 @@
 namespace hfuse {
 namespace {
 
+using test::ErrorOf;
 using test::GraphBuilder;
 
-const std::string kTowers = std::string(HFUSE_SOURCE_DIR) + "/examples/towers_small.json";
-const std::string kRanking = std::string(HFUSE_SOURCE_DIR) + "/examples/ranking_small.onnx";
+const std::string kTowers = test::ExamplePath("towers_small.json");
+const std::string kRanking = test::ExamplePath("ranking_small.onnx");
 
 // The feeds a session's inputs need, from RandomFeeds on its graph.
 TensorMap FeedsFor(const Session& s, const DimValues& dims, uint64_t seed = 1) {
@@ -176,17 +178,6 @@ TEST(Session, PicksTheNamedOutputs) {
   EXPECT_EQ(got.begin()->first, s.outputs()[1].name);
 }
 
-// The message of the InputError that `f` throws ("" if none).
-template <typename F>
-std::string ErrorOf(F f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
-
 TEST(Session, BadFeedsAreInputErrorsNamingTheTensor) {
   SessionOptions options;
   options.format = "json";
@@ -246,12 +237,6 @@ TEST(CudaSession, WithoutADeviceCreationIsOneInputError) {
   const std::string message = ErrorOf([&] { Session::FromFile(kTowers, options); });
   EXPECT_EQ(message, "--device cuda: no usable CUDA device: " + why);
 }
-
-#define REQUIRE_GPU()                                                    \
-  do {                                                                   \
-    std::string why;                                                     \
-    if (!CudaAvailable(&why)) GTEST_SKIP() << "no CUDA device: " << why; \
-  } while (0)
 
 TEST(CudaSession, RunsTheFusedGraphLikeTheCpuReference) {
   REQUIRE_GPU();

@@ -134,7 +134,8 @@ class Generator {
     op_style_ = rng_.Int(0, 3);
     main_dtype_ = rng_.Pick({"float16", "float16", "float16", "float32", "bfloat16"});
     mixed_dtypes_ = rng_.Chance(0.3);
-    main_m_ = rng_.Pick<int64_t>({1, 2, 8, 16, 32, 64, 100, 128, 256});
+    main_m_ = opt_.small_shapes ? rng_.Pick<int64_t>({1, 2, 8, 16})
+                                : rng_.Pick<int64_t>({1, 2, 8, 16, 32, 64, 100, 128, 256});
     main_rows_ = {S(main_m_)};
     if (rng_.Chance(0.15)) main_rows_ = RandomRows();
     main_eps_ = rng_.Pick<int>({0, 0, 1, 2, 3});
@@ -154,6 +155,14 @@ class Generator {
   int64_t FeatureSize() {
     // Wide graphs keep to one alignment class, so that more GEMMs can meet.
     if (opt_.wide && rng_.Chance(0.8)) return AlignedSize(main_align_);
+    if (opt_.small_shapes) {  // the same four classes, the largest sizes left out
+      switch (rng_.Weighted({55, 20, 13, 12})) {
+        case 0: return rng_.Pick<int64_t>({8, 16, 32, 48, 64});
+        case 1: return rng_.Pick<int64_t>({4, 12, 20, 36, 44});
+        case 2: return rng_.Pick<int64_t>({2, 6, 10, 34});
+        default: return rng_.Pick<int64_t>({1, 3, 5, 7});
+      }
+    }
     switch (rng_.Weighted({55, 20, 13, 12})) {
       case 0: return rng_.Pick<int64_t>({8, 16, 32, 48, 64, 96, 128, 192, 256, 320, 384, 512});
       case 1: return rng_.Pick<int64_t>({4, 12, 20, 36, 44, 100, 132, 260, 500});
@@ -163,6 +172,14 @@ class Generator {
   }
   // Sizes with one alignment class, as the members of a fusable group have.
   int64_t AlignedSize(int64_t align) {
+    if (opt_.small_shapes) {
+      switch (align) {
+        case 8: return rng_.Pick<int64_t>({8, 16, 32});
+        case 4: return rng_.Pick<int64_t>({4, 12, 20});
+        case 2: return rng_.Pick<int64_t>({2, 6, 10});
+        default: return rng_.Pick<int64_t>({1, 3, 5, 7});
+      }
+    }
     switch (align) {
       case 8: return rng_.Pick<int64_t>({8, 16, 32, 64, 128, 256});
       case 4: return rng_.Pick<int64_t>({4, 12, 20, 36, 44, 100, 132});
@@ -172,9 +189,9 @@ class Generator {
   }
 
   int64_t M() {
-    return rng_.Chance(opt_.wide ? 0.92 : 0.7)
-               ? main_m_
-               : rng_.Pick<int64_t>({1, 2, 8, 16, 32, 64, 100, 128, 256});
+    if (rng_.Chance(opt_.wide ? 0.92 : 0.7)) return main_m_;
+    return opt_.small_shapes ? rng_.Pick<int64_t>({1, 2, 8, 16})
+                             : rng_.Pick<int64_t>({1, 2, 8, 16, 32, 64, 100, 128, 256});
   }
 
   Dim DynDim(int which) {
@@ -908,7 +925,11 @@ class Generator {
     const bool big = rng_.Chance(0.2);  // rank 3, two normalized dims, sizes past 4096
     Shape rows =
         big ? Shape{S(rng_.Pick<int64_t>({1, 2})), S(rng_.Pick<int64_t>({8, 16}))} : Rows();
-    if (!big && rows.size() == 1 && rows[0].is_static() && rows[0].size > 64) rows[0] = S(64);
+    // Many rows add nothing to the size rules, which look at the normalized dims.
+    const int64_t max_rows = opt_.small_shapes ? 2 : 64;
+    if (!big && rows.size() == 1 && rows[0].is_static() && rows[0].size > max_rows) {
+      rows[0] = S(max_rows);
+    }
     std::vector<int64_t> sizes;
     for (int i = rng_.Int(1, 4); i > 0; --i) {
       sizes.push_back(

@@ -9,7 +9,8 @@
 // dead ops and no-op splits and concatenates. The same seed and options give
 // the same bytes on every platform (own PRNG helpers, no std distributions).
 // Shapes stay moderate (static dims <= 512, GEMM rows <= 256, dynamic dims at
-// most 256) so that the graphs can also be run by a CPU executor.
+// most 256) so that the graphs can also be run by a CPU executor; small_shapes
+// makes them smaller still.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,11 @@ struct RandomGraphOptions {
   bool wide = false;
   // Named dynamic dims ("batch", "seq", "fixed"); off gives static graphs.
   bool dynamic_dims = true;
+  // Row counts of at most 16 and feature sizes of at most 64 (the same
+  // alignment classes), and at most 2 rows for a bunch of layernorms (their
+  // normalized sizes keep the whole range the size rules look at): graphs a
+  // CPU executor runs in well under a millisecond, for the pipeline fuzzer.
+  bool small_shapes = false;
 };
 
 std::string RandomGraphJson(uint64_t seed, const RandomGraphOptions& options = {});

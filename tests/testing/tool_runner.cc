@@ -2,6 +2,7 @@
 #include "testing/tool_runner.h"
 
 #include <fmt/format.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -50,15 +51,42 @@ std::vector<std::string> TempDir::Listing(const std::string& sub) const {
   return names;
 }
 
-ToolRun RunTool(const std::string& args) {
+ToolRun RunShell(const std::string& command) {
   TempDir capture;
-  const std::string command = fmt::format("{} {} >{} 2>{}", Quote(HFUSE_TOOL), args,
-                                          Quote(capture.Str("out")), Quote(capture.Str("err")));
+  // A group, so that redirections apply to the whole command line.
+  const std::string line = fmt::format("{{ {}\n}} >{} 2>{}", command, Quote(capture.Str("out")),
+                                       Quote(capture.Str("err")));
   ToolRun run;
-  run.status = std::system(command.c_str());
+  run.status = std::system(line.c_str());
   run.out = Slurp(capture / "out");
   run.err = Slurp(capture / "err");
   return run;
+}
+
+ToolRun RunTool(const std::string& args) { return RunShell(Tool() + " " + args); }
+
+std::string Tool() { return Quote(HFUSE_TOOL); }
+
+std::string Describe(const ToolRun& run) {
+  const std::string how = WIFEXITED(run.status) ? fmt::format("exit {}", WEXITSTATUS(run.status))
+                          : WIFSIGNALED(run.status)
+                              ? fmt::format("signal {}", WTERMSIG(run.status))
+                              : fmt::format("status {}", run.status);
+  return fmt::format("{}; stderr: [{}]", how, run.err);
+}
+
+void ExpectInputError(const ToolRun& run, const std::vector<std::string>& needles) {
+  ASSERT_TRUE(WIFEXITED(run.status)) << Describe(run);
+  EXPECT_EQ(WEXITSTATUS(run.status), 2) << Describe(run);
+  EXPECT_THAT(run.err, ::testing::StartsWith("hfuse: error: "));
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+  EXPECT_TRUE(run.err.ends_with("\n")) << run.err;
+  for (const std::string& n : needles) EXPECT_THAT(run.err, ::testing::HasSubstr(n));
+  EXPECT_EQ(run.out, "") << "nothing on stdout on failure";
+}
+
+std::string ExamplePath(const std::string& name) {
+  return std::string(HFUSE_SOURCE_DIR) + "/examples/" + name;
 }
 
 }  // namespace hfuse::test

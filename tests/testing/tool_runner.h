@@ -1,6 +1,8 @@
 // Running the hfuse binary from tests: temporary directories, whole-file
-// reads and writes, shell quoting, and a run that captures the exit status,
-// stdout and stderr.
+// reads and writes, shell quoting, a run (of the tool or of any shell command)
+// that captures the exit status, stdout and stderr, the expectation every
+// bad-input test makes of a run (and of a call, ErrorOf), and the paths of
+// the bundled examples.
 #pragma once
 
 #include <sys/wait.h>
@@ -9,6 +11,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "hfuse/support/error.h"
 
 namespace hfuse::test {
 
@@ -39,8 +43,35 @@ struct ToolRun {
   int code() const { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
 };
 
-// Runs the tool (HFUSE_TOOL) with `args`, already quoted; stdout and stderr
-// are captured in a directory of their own, so directories under test stay clean.
+// Runs a shell command line (ulimit, environment, timeout, pipes: the tool
+// is Tool()); stdout and stderr are captured in a directory of their own, so
+// directories under test stay clean.
+ToolRun RunShell(const std::string& command);
+// Runs the tool (HFUSE_TOOL) with `args`, already quoted.
 ToolRun RunTool(const std::string& args);
+std::string Tool();  // HFUSE_TOOL, quoted
+
+// "exit 2; stderr: [...]" (or "signal 11; ..."), for failure messages.
+std::string Describe(const ToolRun& run);
+
+// What bad input must give: a normal exit with status 2 and exactly one
+// line on stderr, "hfuse: error: ...\n", containing each of `needles`, and
+// nothing on stdout.
+void ExpectInputError(const ToolRun& run, const std::vector<std::string>& needles = {});
+
+// The message of the InputError that `f` throws, or "" if it throws none:
+// the in-process form of the bad-input expectation.
+template <typename F>
+std::string ErrorOf(F&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// examples/NAME in the source tree.
+std::string ExamplePath(const std::string& name);
 
 }  // namespace hfuse::test

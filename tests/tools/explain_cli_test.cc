@@ -21,23 +21,13 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using Json = nlohmann::json;
 using test::Quote;
+using test::RunShell;
 using test::RunTool;
 using test::Slurp;
 using test::Spit;
 using test::TempDir;
 
-const std::string kTowers = std::string(HFUSE_SOURCE_DIR) + "/examples/towers_small.json";
-
-// Runs a shell command, returning its exit status and stdout.
-test::ToolRun Shell(const std::string& command) {
-  TempDir dir;
-  test::ToolRun run;
-  run.status = std::system(
-      (command + " >" + Quote(dir.Str("out")) + " 2>" + Quote(dir.Str("err"))).c_str());
-  run.out = Slurp(dir / "out");
-  run.err = Slurp(dir / "err");
-  return run;
-}
+const std::string kTowers = test::ExamplePath("towers_small.json");
 
 // Two GEMMs and two LayerNorms on a dynamic batch, as a model exported with
 // a dynamic batch arrives.
@@ -202,11 +192,11 @@ TEST(ExplainCliTest, GraphvizAcceptsDotOfEveryConformanceGraph) {
   }
   std::string all;
   for (const auto& [what, dot] : files) all += " " + Quote(dot);
-  const test::ToolRun svg = Shell("dot -Tsvg -O" + all);
+  const test::ToolRun svg = RunShell("dot -Tsvg -O" + all);
   for (const auto& [what, dot] : files) {
     const std::string out = Slurp(dot + ".svg");
     if (out.find("</svg>") != std::string::npos) continue;
-    const test::ToolRun alone = Shell("dot -Tsvg " + Quote(dot));
+    const test::ToolRun alone = RunShell("dot -Tsvg " + Quote(dot));
     ADD_FAILURE() << what << ": dot -Tsvg: " << alone.err;
   }
   EXPECT_TRUE(svg.ok()) << svg.err;
@@ -237,7 +227,7 @@ TEST(ExplainCliTest, ReportOpensInHeadlessChromiumWithOneClusterPerGroup) {
   const std::string html = Slurp(dir / "r.html");
   EXPECT_THAT(html, Not(HasSubstr("<script")));
   EXPECT_THAT(html, Not(HasSubstr("http://www.w3.org/Graphics")));  // no external DTD
-  const test::ToolRun dom = Shell("chromium --headless --no-sandbox --disable-gpu --dump-dom " +
+  const test::ToolRun dom = RunShell("chromium --headless --no-sandbox --disable-gpu --dump-dom " +
                                   Quote("file://" + dir.Str("r.html")));
   ASSERT_TRUE(dom.ok()) << dom.err;
   EXPECT_THAT(dom.out, HasSubstr("<table id=\"groups\">"));

@@ -8,6 +8,7 @@
 #include "hfuse/exec/npz.h"
 #include "hfuse/session/session.h"
 #include "testing/graph_builder.h"
+#include "testing/require_gpu.h"
 #include "testing/tool_runner.h"
 
 namespace hfuse {
@@ -20,8 +21,8 @@ using test::RunTool;
 using test::TempDir;
 using test::ToolRun;
 
-const std::string kTowers = Quote(std::string(HFUSE_SOURCE_DIR) + "/examples/towers_small.json");
-const std::string kRankingPath = std::string(HFUSE_SOURCE_DIR) + "/examples/ranking_small.onnx";
+const std::string kTowers = Quote(test::ExamplePath("towers_small.json"));
+const std::string kRankingPath = test::ExamplePath("ranking_small.onnx");
 const std::string kRanking = Quote(kRankingPath);
 
 // The output lines ("name: dtype [shape] sum=... hash=...") of a run.
@@ -107,12 +108,6 @@ TEST(DeviceCuda, AnUnknownDeviceIsAUsageError) {
   EXPECT_EQ(run.code(), 2);
   EXPECT_THAT(run.err, HasSubstr("--device: tpu not in {cpu,cuda}"));
 }
-
-#define REQUIRE_GPU()                                                    \
-  do {                                                                   \
-    std::string why;                                                     \
-    if (!CudaAvailable(&why)) GTEST_SKIP() << "no CUDA device: " << why; \
-  } while (0)
 
 TEST(DeviceCuda, VerifyRunsTheFusedModelOnTheGpuAgainstTheCpuReference) {
   REQUIRE_GPU();

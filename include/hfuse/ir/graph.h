@@ -40,13 +40,15 @@ struct DynamicDim {
   int64_t min = 0;
   int64_t max = 0;
   // A derived dim (ONNX import: a Reshape that merges two named dims, such
-  // as batch · seq_length): its value is the product of these dims', never
-  // bound on its own. Empty for a dim of its own (all graph JSON dims).
+  // as batch · seq_length; flatten-gemm-inputs: batch · 39): its value is
+  // `factor` times the product of these dims', never bound on its own.
+  // Empty for a dim of its own (all graph JSON dims).
   std::vector<int32_t> product_of;
   // What `run` and `verify` bind the dim to when no --dim does: 0 means its
   // max. ONNX's symbolic dims range up to 2^31 - 1 and bind to a small batch
   // (OnnxImportOptions::dim_run).
   int64_t run_value = 0;
+  int64_t factor = 1;  // of a derived dim (product_of)
 };
 
 // One dimension of a shape: a static size, or a reference to a DynamicDim.

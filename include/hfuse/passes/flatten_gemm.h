@@ -13,9 +13,13 @@
 // dims folded into M they are 2-D GEMMs of one M, and the reshapes around
 // them cost nothing (same data, new shape).
 //
-// Preconditions: every dim of A is static (a dynamic batch would make M a
-// product of dims, which a shape cannot name), and so are the weight and
-// bias. A GEMM is flattened only when another GEMM of its type and dtype
+// Preconditions: the weight and bias are static, and so is A's last dim (K).
+// The leading dims of A are static, or with `dynamic_m` (the hfuse rules,
+// which group GEMMs of one named M) may hold named dims: then M is a
+// derived dim, their product times the static ones' (DynamicDim::factor),
+// such as batch*39 for A = [batch, 39, 16], shared by every GEMM of that M;
+// with the seed's rules a GEMM of dynamic M never groups, so it keeps its
+// shape. A GEMM is flattened only when another GEMM of its type and dtype
 // has, or would then have, the same M: alone it could not group, and the
 // model keeps its shape. GEMMs reading the same tensor share one reshape.
 #pragma once
@@ -26,7 +30,11 @@
 
 namespace hfuse {
 
+struct FlattenGemmInputsOptions {
+  bool dynamic_m = false;  // leading dims of A may be named dims (above)
+};
+
 // Returns the number of GEMMs flattened (0: the graph is unchanged).
-int64_t FlattenGemmInputs(Graph& graph);
+int64_t FlattenGemmInputs(Graph& graph, const FlattenGemmInputsOptions& options = {});
 
 }  // namespace hfuse

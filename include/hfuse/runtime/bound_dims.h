@@ -19,6 +19,10 @@ using DimValues = std::vector<int64_t>;
 // throws InputError for an unknown name or a value outside [min, max].
 DimValues BindDims(const Graph& graph, const std::map<std::string, int64_t>& overrides = {});
 
+// Recomputes every derived dim (DynamicDim::product_of) from its factors'
+// values, after a caller bound dims of their own (BindDims does this).
+void DeriveDims(const Graph& graph, DimValues& values);
+
 std::vector<int64_t> ConcreteShape(const Shape& shape, const DimValues& dims);
 
 }  // namespace hfuse

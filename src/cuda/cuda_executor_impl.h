@@ -1,0 +1,179 @@
+// The CUDA executor's inside (CudaExecutor::Impl, cuda_executor.h), shared
+// by the two files that fill it: cuda_executor.cc (the executor's lifetime,
+// its buffers, the per-op dispatch, and the LayerNorm, copy and elementwise
+// launches) and gemm_launches.cc (every GEMM: cuBLASLt, CUTLASS grouped,
+// cuBLAS grouped, and the bias/activation epilogue kernel). Internal to
+// src/cuda; the host-only planning beneath it is memory_plan.h and
+// gemm_plan.h.
+#pragma once
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cutlass_grouped_gemm.h"
+#include "gemm_plan.h"
+#include "hfuse/cuda/cuda_executor.h"
+#include "memory_plan.h"
+
+#define HFUSE_CUDA(call) ::hfuse::CheckCuda((call), #call, __FILE__, __LINE__)
+#define HFUSE_CUBLAS(call) ::hfuse::CheckCublas((call), #call, __FILE__, __LINE__)
+#define HFUSE_LAUNCHED() ::hfuse::CheckCuda(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
+
+namespace hfuse {
+
+// Throw CudaError naming the call, file and line when a call failed.
+void CheckCuda(cudaError_t e, const char* what, const char* file, int line);
+void CheckCublas(cublasStatus_t s, const char* what, const char* file, int line);
+
+namespace cuda {
+
+// cuBLASLt's workspace, one per process.
+inline constexpr size_t kWorkspaceBytes = 32 << 20;
+
+// A dtype as cuBLAS names it.
+inline cudaDataType_t CudaType(DType d) {
+  switch (d) {
+    case DType::kFloat16: return CUDA_R_16F;
+    case DType::kBFloat16: return CUDA_R_16BF;
+    case DType::kFloat32: return CUDA_R_32F;
+    case DType::kInt64:  // data of ONNX models, which no GEMM reads
+    case DType::kInt32:
+    case DType::kBool: break;
+  }
+  return CUDA_R_32F;
+}
+
+// A dtype as the kernels take it (kernels.h): 0 float16, 1 bfloat16, 2 float32.
+inline int KernelType(DType d) { return d == DType::kFloat16 ? 0 : d == DType::kBFloat16 ? 1 : 2; }
+
+// A device buffer freed on destruction.
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  int64_t bytes = 0;
+  void Allocate(int64_t n) {
+    bytes = n;
+    if (n > 0) HFUSE_CUDA(cudaMalloc(&ptr, static_cast<size_t>(n)));
+  }
+  template <typename T>
+  void Upload(const std::vector<T>& v) {
+    Allocate(static_cast<int64_t>(v.size() * sizeof(T)));
+    if (!v.empty()) HFUSE_CUDA(cudaMemcpy(ptr, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  ~DeviceBuffer() {
+    if (ptr) cudaFree(ptr);
+  }
+};
+
+// Where a tensor's elements are: a base pointer plus a row stride.
+struct Place {
+  char* base = nullptr;
+  int64_t row_stride = 0;  // elements between rows (a row = the last dim)
+};
+
+}  // namespace cuda
+
+struct CudaExecutor::Impl {
+  const Graph& g;
+  DimValues dims;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  cuda::DeviceBuffer inputs_arena, params_arena, outputs_arena, arena;
+  std::vector<std::unique_ptr<cuda::DeviceBuffer>> descriptors;  // device arrays read by launches
+  std::vector<std::unique_ptr<cuda::CutlassGroupedGemm>> cutlass_gemms;
+  std::vector<cublasLtMatmulDesc_t> lt_descs;
+  std::vector<cublasLtMatrixLayout_t> lt_layouts;
+  std::vector<int64_t> offset;     // per tensor id: byte offset in its buffer, or -1
+  std::vector<char> region;        // per tensor id: 'i'nput, 'p'aram, 'o'utput, 'a'rena
+  std::vector<std::function<void(cudaStream_t)>> launches;
+  std::vector<std::string> labels;  // per launch: "<op name> (<what>)"
+  std::vector<double> op_bytes;     // per launch: its op's inputs and outputs, once each
+  std::string current;              // the op being planned
+  double current_bytes = 0;
+  void Add(const std::string& what, std::function<void(cudaStream_t)> f) {
+    launches.push_back(std::move(f));
+    labels.push_back(fmt::format("{} ({})", current, what));
+    op_bytes.push_back(current_bytes);
+  }
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t graph_exec = nullptr;
+  CudaRunStats stats;
+
+  CudaOptions options;
+
+  Impl(const Graph& graph_in, const DimValues& d, CudaOptions o);  // plans everything
+  ~Impl();
+
+  // cuBLAS handles and the cuBLASLt workspace, made once per process.
+  struct Shared {
+    cublasHandle_t blas;
+    cublasLtHandle_t lt;
+    void* workspace;
+  };
+  static Shared MakeShared() {
+    Shared s{};
+    HFUSE_CUBLAS(cublasCreate(&s.blas));
+    HFUSE_CUBLAS(cublasLtCreate(&s.lt));
+    HFUSE_CUDA(cudaMalloc(&s.workspace, cuda::kWorkspaceBytes));
+    return s;
+  }
+  void* workspace_ptr = nullptr;
+
+  std::vector<OpId> order;
+
+  // ---- memory (cuda_executor.cc) -----------------------------------------------
+
+  int64_t Bytes(TensorId t) const { return cuda::DeviceTensorBytes(g, dims, t); }
+  TensorId StorageOf(TensorId t) const { return cuda::StorageOf(g, t); }
+  void PlanMemory();  // memory_plan.h's plan, then the buffers
+  char* BufferOf(TensorId s) const;
+  cuda::Place PlaceOf(TensorId t) const;
+  // A copy of `host` on the device, alive as long as the executor.
+  template <typename T>
+  const T* Device(const std::vector<T>& host) {
+    descriptors.push_back(std::make_unique<cuda::DeviceBuffer>());
+    descriptors.back()->Upload(host);
+    return static_cast<const T*>(descriptors.back()->ptr);
+  }
+
+  // ---- per-op launch plans (cuda_executor.cc) --------------------------------------
+
+  void PlanOp(const Op& op);  // by the op's family, one of the Plan* below
+  void PlanLayerNorm(const Op& op);
+  void PlanCopies(const Op& op);
+  void PlanElementwise(const Op& op);
+
+  // ---- GEMM launch plans (gemm_launches.cc) ----------------------------------------
+
+  void PlanGemm(const Op& op);  // picks one of the three below
+  static int64_t NumRows(const std::vector<int64_t>& shape);
+  // One cuBLASLt call: one member, or members at constant strides (strided batched).
+  void PlanLtGemm(const std::vector<cuda::DeviceGemm>& ms, DType dtype, float alpha, int act);
+  // One CUTLASS grouped GEMM, bias and activation in its epilogue; false
+  // (and why) when CUTLASS cannot take the members.
+  bool PlanCutlassGemm(const std::vector<cuda::DeviceGemm>& ms, DType dtype, int act, std::string& why);
+  // One cublasGemmGroupedBatchedEx, then the epilogue kernel for bias and
+  // activation; `why` says why not CUTLASS.
+  void PlanGroupedGemm(const std::vector<cuda::DeviceGemm>& ms, DType dtype, float alpha, int act,
+                       const std::string& why);
+  // Bias + activation over each member's output, in one launch. With
+  // zero_first, the outputs are cleared first (GEMMs with K = 0).
+  void PlanEpilogue(const std::vector<cuda::DeviceGemm>& ms, DType dtype, int act, bool zero_first);
+
+  // ---- running -----------------------------------------------------------------------
+
+  void Enqueue() {
+    for (auto& launch : launches) launch(stream);
+  }
+};
+
+}  // namespace hfuse

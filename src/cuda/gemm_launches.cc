@@ -1,0 +1,260 @@
+// The CUDA executor's GEMM launches (CudaExecutor::Impl, cuda_executor_impl.h):
+// a GEMM or group GEMM op becomes one cuBLASLt call (one member, or members
+// of one shape at constant strides: strided batched), else one CUTLASS SM90
+// grouped GEMM with bias and activation in its epilogue, else one
+// cublasGemmGroupedBatchedEx plus one grouped bias/activation kernel. Which
+// members take part is gemm_plan.h's rule, for every path.
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cuda_executor_impl.h"
+#include "hfuse/ir/op_members.h"
+#include "kernels.h"
+
+namespace hfuse {
+
+void CudaExecutor::Impl::PlanGemm(const Op& op) {
+  const bool group = IsGroupGemm(op.type);
+  const OpType member_type = group ? MemberOf(op.type) : op.type;
+  const DType dtype = g.tensor(op.inputs[0]).dtype;
+  const std::optional<EwFunc> activation = ActivationOf(member_type);
+  const int act = activation ? static_cast<int>(*activation) : cuda::kNoActivation;
+  std::vector<cuda::DeviceGemm> ms;
+  for (size_t i = 0; i < op.outputs.size(); ++i) {
+    const hfuse::GemmMember member = GemmMemberOf(op, i);
+    const std::vector<int64_t> a_shape = ConcreteShape(g.tensor(member.a).shape, dims);
+    const cuda::Place a = PlaceOf(member.a), y = PlaceOf(member.y);
+    cuda::DeviceGemm m;
+    m.a = a.base;
+    m.w = PlaceOf(member.w).base;
+    m.bias = member.bias != kNone ? PlaceOf(member.bias).base : nullptr;
+    m.y = y.base;
+    m.k = a_shape.back();
+    m.m = NumRows(a_shape);
+    m.n = ConcreteShape(g.tensor(member.w).shape, dims)[0];
+    m.lda = a.row_stride;
+    m.ldy = y.row_stride;
+    ms.push_back(m);
+  }
+  const float alpha = static_cast<float>(op.attrs.Alpha());
+  if (!group || (options.strided_batched && cuda::IsStridedBatch(ms))) {
+    PlanLtGemm(ms, dtype, alpha, act);
+    return;
+  }
+  std::string why = !options.cutlass ? "CUTLASS off" : alpha != 1.0f ? "alpha is not 1" : "";
+  if (why.empty() && PlanCutlassGemm(ms, dtype, act, why)) return;
+  PlanGroupedGemm(ms, dtype, alpha, act, why);
+}
+
+int64_t CudaExecutor::Impl::NumRows(const std::vector<int64_t>& shape) {
+  int64_t r = 1;
+  for (size_t i = 0; i + 1 < shape.size(); ++i) r *= shape[i];
+  return r;
+}
+
+bool CudaExecutor::Impl::PlanCutlassGemm(const std::vector<cuda::DeviceGemm>& ms, DType dtype, int act, std::string& why) {
+  const cuda::GemmMemberSplit split = cuda::SplitGemmMembers(ms);
+  std::vector<cuda::GroupedGemmMember> members;
+  for (const cuda::DeviceGemm& m : split.products) {
+    members.push_back({m.a, m.w, m.bias, m.y, m.m, m.n, m.k, m.lda, m.ldy});
+  }
+  const int type = cuda::KernelType(dtype);
+  why = cuda::CutlassCannotTake(type, members, act);
+  if (!why.empty()) return false;
+  if (!split.bias_only.empty()) PlanEpilogue(split.bias_only, dtype, act, true);
+  if (members.empty()) return true;
+  static const int num_sms = [] {
+    int device = 0, sms = 0;
+    HFUSE_CUDA(cudaGetDevice(&device));
+    HFUSE_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    return sms;
+  }();
+  const cuda::GemmKernel kernel =
+      options.gemm_kernel == GemmKernelChoice::k128x128 || type != 0 ? cuda::GemmKernel::kTile128x128
+      : options.gemm_kernel == GemmKernelChoice::k128x64             ? cuda::GemmKernel::kTile128x64
+                                                                     : cuda::ChooseGemmKernel(type, members, num_sms);
+  cutlass_gemms.push_back(cuda::MakeCutlassGroupedGemm(type, kernel, members, act));
+  cuda::CutlassGroupedGemm* gemm = cutlass_gemms.back().get();
+  std::string epi = ms[0].bias ? "bias" : "";
+  if (act != cuda::kNoActivation) {
+    epi += std::string(epi.empty() ? "" : "+") + std::string(EwFuncName(static_cast<EwFunc>(act)));
+  }
+  Add(fmt::format("CUTLASS grouped {}{}", cuda::GemmKernelName(kernel), epi.empty() ? "" : ", " + epi + " in epilogue"),
+      [gemm](cudaStream_t s) {
+        gemm->Run(s);
+        HFUSE_LAUNCHED();
+      });
+  return true;
+}
+
+void CudaExecutor::Impl::PlanLtGemm(const std::vector<cuda::DeviceGemm>& ms, DType dtype, float alpha, int act) {
+  const cuda::DeviceGemm& m = ms[0];
+  const int64_t batch = static_cast<int64_t>(ms.size());
+  const int64_t esize = DTypeBytes(dtype);
+  if (m.m == 0 || m.n == 0) return;
+  if (m.k == 0) {  // no products: y = bias, then the activation
+    PlanEpilogue(ms, dtype, act, /*zero_first=*/true);
+    return;
+  }
+  cublasLtMatmulDesc_t desc;
+  HFUSE_CUBLAS(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  lt_descs.push_back(desc);
+  const cublasOperation_t t = CUBLAS_OP_T, nt = CUBLAS_OP_N;
+  HFUSE_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t)));
+  HFUSE_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &nt, sizeof(nt)));
+  cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
+  const bool relu = act == static_cast<int>(EwFunc::kRelu);
+  if (m.bias) epi = relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+  HFUSE_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+  if (m.bias) {
+    const void* bias = m.bias;
+    HFUSE_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    const cudaDataType_t bt = cuda::CudaType(dtype);
+    HFUSE_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
+    if (batch > 1) {
+      const int64_t stride = (ms[1].bias - m.bias) / esize;
+      HFUSE_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &stride, sizeof(stride)));
+    }
+  }
+  // Column-major view: D (n x m, ld ldy) = op(W) (n x k) . A^T (k x m).
+  auto layout = [&](uint64_t rows, uint64_t cols, int64_t ld, int64_t stride) {
+    cublasLtMatrixLayout_t l;
+    HFUSE_CUBLAS(cublasLtMatrixLayoutCreate(&l, cuda::CudaType(dtype), rows, cols, ld));
+    if (batch > 1) {
+      const int32_t count = static_cast<int32_t>(batch);
+      HFUSE_CUBLAS(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+      HFUSE_CUBLAS(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+    }
+    lt_layouts.push_back(l);
+    return l;
+  };
+  auto stride_of = [&](auto member_ptr) -> int64_t {
+    return batch > 1 ? (ms[1].*member_ptr - m.*member_ptr) / esize : 0;
+  };
+  const cublasLtMatrixLayout_t lw = layout(static_cast<uint64_t>(m.k), static_cast<uint64_t>(m.n), m.k, stride_of(&cuda::DeviceGemm::w));
+  const cublasLtMatrixLayout_t la = layout(static_cast<uint64_t>(m.k), static_cast<uint64_t>(m.m), m.lda, stride_of(&cuda::DeviceGemm::a));
+  const cublasLtMatrixLayout_t ly = layout(static_cast<uint64_t>(m.n), static_cast<uint64_t>(m.m), m.ldy, stride_of(&cuda::DeviceGemm::y));
+  cublasLtMatmulPreference_t pref;
+  HFUSE_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+  const size_t ws = cuda::kWorkspaceBytes;
+  HFUSE_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  // The heuristic assumes 256-byte aligned operands unless told otherwise;
+  // views and packed params can sit at any element offset.
+  auto alignment = [&](auto member_ptr) {
+    uint32_t a = 256;
+    for (const cuda::DeviceGemm& mm : ms) {
+      while (a > 1 && reinterpret_cast<uintptr_t>(mm.*member_ptr) % a != 0) a /= 2;
+    }
+    return a;
+  };
+  const uint32_t align_w = alignment(&cuda::DeviceGemm::w), align_a = alignment(&cuda::DeviceGemm::a),
+                 align_y = alignment(&cuda::DeviceGemm::y);
+  HFUSE_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_w, sizeof(align_w)));
+  HFUSE_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_a, sizeof(align_a)));
+  HFUSE_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_y, sizeof(align_y)));
+  HFUSE_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_y, sizeof(align_y)));
+  cublasLtMatmulHeuristicResult_t heur{};
+  int found = 0;
+  const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(lt, desc, lw, la, ly, ly, pref, 1, &heur, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  HFUSE_CUBLAS(hs);
+  if (found == 0) throw CudaError("cuBLASLt found no algorithm for a GEMM");
+  const cublasLtMatmulAlgo_t algo = heur.algo;
+  const void *w = m.w, *a = m.a;
+  void* y = m.y;
+  void* wsp = workspace_ptr;
+  const float beta = 0.0f;
+  cublasLtHandle_t handle = lt;
+  Add(batch > 1 ? "cublasLt strided batched" : "cublasLt", [=](cudaStream_t s) {
+    HFUSE_CUBLAS(cublasLtMatmul(handle, desc, &alpha, w, lw, a, la, &beta, y, ly, y, ly, &algo, wsp, ws, s));
+  });
+  if (act != cuda::kNoActivation && !relu) {  // cuBLASLt's only activation epilogue is relu
+    std::vector<cuda::DeviceGemm> no_bias = ms;
+    for (auto& mm : no_bias) mm.bias = nullptr;
+    PlanEpilogue(no_bias, dtype, act, false);
+  }
+}
+
+void CudaExecutor::Impl::PlanGroupedGemm(const std::vector<cuda::DeviceGemm>& ms, DType dtype, float alpha, int act,
+                                         const std::string& why) {
+  std::vector<cublasOperation_t> ta, tb;
+  std::vector<int> m_arr, n_arr, k_arr, lda, ldb, ldc, sizes;
+  std::vector<float> alphas, betas;
+  std::vector<const void*> a_ptrs, b_ptrs;
+  std::vector<void*> c_ptrs;
+  const cuda::GemmMemberSplit split = cuda::SplitGemmMembers(ms);
+  for (const cuda::DeviceGemm& m : split.products) {
+    ta.push_back(CUBLAS_OP_T);
+    tb.push_back(CUBLAS_OP_N);
+    m_arr.push_back(static_cast<int>(m.n));
+    n_arr.push_back(static_cast<int>(m.m));
+    k_arr.push_back(static_cast<int>(m.k));
+    lda.push_back(static_cast<int>(m.k));
+    ldb.push_back(static_cast<int>(m.lda));
+    ldc.push_back(static_cast<int>(m.ldy));
+    alphas.push_back(alpha);
+    betas.push_back(0.0f);
+    a_ptrs.push_back(m.w);
+    b_ptrs.push_back(m.a);
+    c_ptrs.push_back(m.y);
+    sizes.push_back(1);
+  }
+  if (!split.bias_only.empty()) PlanEpilogue(split.bias_only, dtype, act, true);
+  if (!ta.empty()) {
+    const void* const* da = Device(a_ptrs);
+    const void* const* db = Device(b_ptrs);
+    void* const* dc = const_cast<void* const*>(Device(c_ptrs));
+    const cudaDataType_t type = cuda::CudaType(dtype);
+    cublasHandle_t handle = blas;
+    const int count = static_cast<int>(ta.size());
+    Add(why.empty() ? std::string("cublasGemmGroupedBatchedEx")
+                    : fmt::format("cublasGemmGroupedBatchedEx, not CUTLASS: {}", why),
+        [=](cudaStream_t s) {
+      HFUSE_CUBLAS(cublasSetStream(handle, s));
+      HFUSE_CUBLAS(cublasGemmGroupedBatchedEx(handle, ta.data(), tb.data(), m_arr.data(), n_arr.data(),
+                                              k_arr.data(), alphas.data(), da, type, lda.data(), db, type,
+                                              ldb.data(), betas.data(), dc, type, ldc.data(), count,
+                                              sizes.data(), CUBLAS_COMPUTE_32F));
+    });
+  }
+  const std::vector<cuda::DeviceGemm>& rest = split.products;
+  if (!rest.empty() && (rest[0].bias || act != cuda::kNoActivation)) PlanEpilogue(rest, dtype, act, false);
+}
+
+void CudaExecutor::Impl::PlanEpilogue(const std::vector<cuda::DeviceGemm>& ms, DType dtype, int act, bool zero_first) {
+  std::vector<cuda::EpilogueDesc> descs;
+  std::vector<cuda::EpilogueTile> tiles;
+  const int vec = 16 / DTypeBytes(dtype);
+  for (const cuda::DeviceGemm& m : ms) {
+    auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+    const int32_t v = m.n % vec == 0 && m.ldy % vec == 0 && aligned(m.y) && (!m.bias || aligned(m.bias));
+    descs.push_back({m.y, m.bias, m.m, m.n, m.ldy, v});
+    // About 16K elements a tile.
+    const int64_t rows_per_tile = std::max<int64_t>(1, 16384 / std::max<int64_t>(m.n, 1));
+    for (int64_t r = 0; r < m.m; r += rows_per_tile) {
+      tiles.push_back({static_cast<int32_t>(descs.size() - 1), static_cast<int32_t>(r),
+                       static_cast<int32_t>(std::min(rows_per_tile, m.m - r))});
+    }
+    if (zero_first) {
+      char* y = m.y;
+      const size_t pitch = static_cast<size_t>(m.ldy * DTypeBytes(dtype));
+      const size_t width = static_cast<size_t>(m.n * DTypeBytes(dtype));
+      const size_t rows = static_cast<size_t>(m.m);
+      Add("clear", [=](cudaStream_t s) { HFUSE_CUDA(cudaMemset2DAsync(y, pitch, 0, width, rows, s)); });
+    }
+  }
+  const cuda::EpilogueDesc* d = Device(descs);
+  const cuda::EpilogueTile* t = Device(tiles);
+  const int num_tiles = static_cast<int>(tiles.size());
+  const int type = cuda::KernelType(dtype);
+  const int a = act;
+  Add("epilogue kernel", [=](cudaStream_t s) {
+    cuda::LaunchGroupEpilogue(type, d, t, num_tiles, a, s);
+    HFUSE_LAUNCHED();
+  });
+}
+
+}  // namespace hfuse

@@ -1,0 +1,34 @@
+// The CUDA backend's GEMM member rules (gemm_plan.h): host code only.
+#include "gemm_plan.h"
+
+#include <cstddef>
+
+namespace hfuse::cuda {
+
+GemmMemberSplit SplitGemmMembers(const std::vector<DeviceGemm>& members) {
+  GemmMemberSplit split;
+  for (const DeviceGemm& m : members) {
+    if (m.m == 0 || m.n == 0) continue;
+    (m.k == 0 ? split.bias_only : split.products).push_back(m);
+  }
+  return split;
+}
+
+bool IsStridedBatch(const std::vector<DeviceGemm>& ms) {
+  if (ms.size() < 2) return true;
+  const DeviceGemm& a = ms[0];
+  const DeviceGemm& b = ms[1];
+  for (std::size_t i = 1; i < ms.size(); ++i) {
+    const DeviceGemm& c = ms[i];
+    const auto step = static_cast<int64_t>(i);
+    if (c.m != a.m || c.n != a.n || c.k != a.k || c.lda != a.lda || c.ldy != a.ldy) return false;
+    if (c.a - a.a != step * (b.a - a.a) || c.w - a.w != step * (b.w - a.w) ||
+        c.y - a.y != step * (b.y - a.y)) {
+      return false;
+    }
+    if (a.bias && c.bias - a.bias != step * (b.bias - a.bias)) return false;
+  }
+  return true;
+}
+
+}  // namespace hfuse::cuda

@@ -1,0 +1,39 @@
+// How the CUDA backend sorts the members of a GEMM op before it picks a
+// library call: plain C++ over operand addresses and sizes (no CUDA
+// runtime), so that the rules are unit-tested on any machine
+// (tests/cuda/cuda_plan_test.cc) and written once for every planner in
+// cuda_executor.cc (strided-batched cuBLASLt, CUTLASS grouped, cuBLAS
+// grouped).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace hfuse::cuda {
+
+// One member GEMM as the device runs it, Y = A . W^T (+ bias): byte
+// addresses in the session's buffers (so that strides between members are
+// differences) and sizes in elements.
+struct DeviceGemm {
+  const char* a;     // [m, k], row stride lda
+  const char* w;     // [n, k], packed
+  const char* bias;  // [n], or null
+  char* y;           // [m, n], row stride ldy
+  int64_t m, n, k, lda, ldy;
+};
+
+// The members of a group by what they need. A member whose output is empty
+// (M or N is 0) needs nothing and is in neither list; one with K = 0 has no
+// products (y = bias, then the activation: the epilogue alone, on a cleared
+// output); the rest run as GEMMs. Each list keeps the members' order.
+struct GemmMemberSplit {
+  std::vector<DeviceGemm> products;   // M, N, K all non-zero
+  std::vector<DeviceGemm> bias_only;  // K = 0, M and N non-zero
+};
+GemmMemberSplit SplitGemmMembers(const std::vector<DeviceGemm>& members);
+
+// Members of one shape at constant strides between their A, W, Y (and bias)
+// addresses, which one strided-batched call can run; true for one member.
+bool IsStridedBatch(const std::vector<DeviceGemm>& members);
+
+}  // namespace hfuse::cuda

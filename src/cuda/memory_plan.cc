@@ -1,0 +1,152 @@
+// The CUDA backend's memory plan (memory_plan.h): host code only.
+#include "memory_plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+
+#include "hfuse/ir/analysis.h"
+#include "hfuse/support/checked.h"
+
+namespace hfuse::cuda {
+namespace {
+
+int64_t AlignUp(int64_t v) { return (v + kBufferAlign - 1) / kBufferAlign * kBufferAlign; }
+
+}  // namespace
+
+int64_t DeviceTensorBytes(const Graph& g, const DimValues& dims, TensorId t) {
+  // Checked (support/checked.h): a wrapped size would plan a buffer too small.
+  return ByteCountOf(ConcreteShape(g.tensor(t).shape, dims), DTypeBytes(g.tensor(t).dtype),
+                     fmt::format("tensor '{}'", g.tensor(t).name));
+}
+
+TensorId StorageOf(const Graph& g, TensorId t) {
+  return g.tensor(t).storage == kNone ? t : g.tensor(t).storage;
+}
+
+MemoryPlan PlanDeviceMemory(const Graph& g, const DimValues& dims) {
+  MemoryPlan plan;
+  std::vector<OpId>& order = plan.order;
+  std::vector<int64_t>& offset = plan.offset;
+  std::vector<char>& region = plan.region;
+  order = StableTopologicalOrder(g);
+  const auto n = static_cast<size_t>(g.num_tensor_ids());
+  offset.assign(n, -1);
+  region.assign(n, 0);
+  // Inputs and params in order of first use (a group's members' weights
+  // then sit at a constant stride), outputs, then the arena.
+  int64_t in_bytes = 0, param_bytes = 0, out_bytes = 0;
+  auto place = [&](TensorId t, char r, int64_t& top) {
+    if (region[static_cast<size_t>(t)]) return;
+    region[static_cast<size_t>(t)] = r;
+    offset[static_cast<size_t>(t)] = top;
+    top += AlignUp(DeviceTensorBytes(g, dims, t));
+  };
+  for (OpId id : order) {
+    for (TensorId in : g.op(id).inputs) {
+      const TensorId s = StorageOf(g, in);
+      if (g.tensor(s).role == Role::kInput) place(s, 'i', in_bytes);
+      if (g.tensor(s).role == Role::kParam) place(s, 'p', param_bytes);
+    }
+  }
+  for (TensorId t = 0; t < g.num_tensor_ids(); ++t) {
+    if (g.tensor(t).alive && g.tensor(t).role == Role::kInput) place(t, 'i', in_bytes);
+    if (g.tensor(t).alive && g.tensor(t).role == Role::kParam) place(t, 'p', param_bytes);
+  }
+  for (TensorId t : g.outputs()) place(StorageOf(g, t), 'o', out_bytes);
+
+  // Intermediates: one unit per op (its non-view outputs, together), alive
+  // from the first op writing into it to the last op reading it.
+  std::vector<int64_t> pos(static_cast<size_t>(g.num_op_ids()), -1);
+  for (size_t i = 0; i < order.size(); ++i) pos[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+  std::vector<int64_t> first(n, INT64_MAX), last(n, -1);
+  for (OpId id : order) {
+    const Op& op = g.op(id);
+    if (op.elided) continue;
+    for (TensorId out : op.outputs) {
+      const auto s = static_cast<size_t>(StorageOf(g, out));
+      first[s] = std::min(first[s], pos[static_cast<size_t>(id)]);
+    }
+    for (TensorId in : op.inputs) {
+      const auto s = static_cast<size_t>(StorageOf(g, in));
+      last[s] = std::max(last[s], pos[static_cast<size_t>(id)]);
+    }
+  }
+  struct Unit {
+    std::vector<TensorId> tensors;
+    int64_t start, end, bytes;
+  };
+  std::vector<Unit> units;
+  std::vector<bool> taken(n, false);
+  for (OpId id : order) {
+    Unit u{{}, pos[static_cast<size_t>(id)], pos[static_cast<size_t>(id)], 0};
+    for (TensorId out : g.op(id).outputs) {
+      const TensorId s = StorageOf(g, out);
+      if (region[static_cast<size_t>(s)] || taken[static_cast<size_t>(s)]) continue;
+      taken[static_cast<size_t>(s)] = true;
+      u.tensors.push_back(s);
+      u.start = std::min(u.start, first[static_cast<size_t>(s)]);
+      u.end = std::max(u.end, last[static_cast<size_t>(s)]);
+      u.bytes += AlignUp(DeviceTensorBytes(g, dims, s));
+    }
+    if (!u.tensors.empty()) units.push_back(std::move(u));
+  }
+  // Best-fit free list over the arena, in execution order.
+  std::sort(units.begin(), units.end(), [](const Unit& a, const Unit& b) { return a.start < b.start; });
+  std::vector<std::pair<int64_t, int64_t>> free_list;  // (offset, bytes)
+  std::vector<std::pair<int64_t, size_t>> live;        // (end, unit index)
+  std::vector<int64_t> unit_offset(units.size());
+  int64_t top = 0;
+  for (size_t i = 0; i < units.size(); ++i) {
+    // Free units that ended before this one starts.
+    std::sort(live.begin(), live.end());
+    while (!live.empty() && live.front().first < units[i].start) {
+      const size_t j = live.front().second;
+      free_list.emplace_back(unit_offset[j], units[j].bytes);
+      live.erase(live.begin());
+    }
+    std::sort(free_list.begin(), free_list.end());
+    for (size_t k = 1; k < free_list.size();) {  // merge neighbours
+      if (free_list[k - 1].first + free_list[k - 1].second == free_list[k].first) {
+        free_list[k - 1].second += free_list[k].second;
+        free_list.erase(free_list.begin() + static_cast<ptrdiff_t>(k));
+      } else {
+        ++k;
+      }
+    }
+    int best = -1;
+    for (size_t k = 0; k < free_list.size(); ++k) {
+      if (free_list[k].second >= units[i].bytes &&
+          (best < 0 || free_list[k].second < free_list[static_cast<size_t>(best)].second)) {
+        best = static_cast<int>(k);
+      }
+    }
+    if (best >= 0) {
+      auto& f = free_list[static_cast<size_t>(best)];
+      unit_offset[i] = f.first;
+      f.first += units[i].bytes;
+      f.second -= units[i].bytes;
+    } else {
+      unit_offset[i] = top;
+      top += units[i].bytes;
+    }
+    live.emplace_back(units[i].end, i);
+    int64_t at = unit_offset[i];
+    for (TensorId t : units[i].tensors) {
+      region[static_cast<size_t>(t)] = 'a';
+      offset[static_cast<size_t>(t)] = at;
+      at += AlignUp(DeviceTensorBytes(g, dims, t));
+    }
+    plan.tensor_bytes += units[i].bytes;
+  }
+  plan.input_bytes = in_bytes;
+  plan.param_bytes = param_bytes;
+  plan.output_bytes = out_bytes;
+  plan.arena_bytes = top;
+  return plan;
+}
+
+}  // namespace hfuse::cuda

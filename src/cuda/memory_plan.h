@@ -1,0 +1,40 @@
+// The CUDA backend's memory plan: where each tensor of a graph lives for one
+// set of bound dims, made once when the executor is built. Inputs, params
+// and outputs get a buffer each (inputs and params in order of first use, so
+// that a group's members' weights often sit at a constant stride);
+// intermediates share one arena: the non-view outputs of one op form a unit,
+// alive from the first op writing into it to the last op reading it, and
+// units take the best-fitting free space of units that have ended, in
+// execution order. Views (a tensor with `storage`) live in their storage's
+// place. Plain C++ (no CUDA runtime): cuda_executor.cc allocates the buffers
+// and tests/cuda/cuda_plan_test.cc checks the plan on any machine.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "hfuse/ir/graph.h"
+#include "hfuse/runtime/bound_dims.h"
+
+namespace hfuse::cuda {
+
+// Every tensor's place in its buffer starts at a multiple of this (bytes).
+inline constexpr int64_t kBufferAlign = 256;
+
+struct MemoryPlan {
+  std::vector<OpId> order;      // the execution order (StableTopologicalOrder)
+  std::vector<int64_t> offset;  // per tensor id: byte offset in its buffer, or -1
+  std::vector<char> region;     // per tensor id: 'i'nput, 'p'aram, 'o'utput, 'a'rena, or 0
+  int64_t input_bytes = 0, param_bytes = 0, output_bytes = 0;
+  int64_t arena_bytes = 0;   // the intermediates' arena
+  int64_t tensor_bytes = 0;  // what the intermediates would take unshared
+};
+
+MemoryPlan PlanDeviceMemory(const Graph& graph, const DimValues& dims);
+
+// A tensor's bytes at these dims; throws InputError when the size wraps.
+int64_t DeviceTensorBytes(const Graph& graph, const DimValues& dims, TensorId t);
+// The tensor whose buffer holds t: its storage for a view, else t itself.
+TensorId StorageOf(const Graph& graph, TensorId t);
+
+}  // namespace hfuse::cuda

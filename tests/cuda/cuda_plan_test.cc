@@ -1,0 +1,225 @@
+// The CUDA backend's host-side planning, on the CPU (no GPU, no CUDA
+// runtime): the GEMM member rules every planner shares
+// (src/cuda/gemm_plan.h) and the device memory plan (src/cuda/memory_plan.h).
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <vector>
+
+#include "gemm_plan.h"
+#include "hfuse/runtime/bound_dims.h"
+#include "memory_plan.h"
+#include "testing/graph_builder.h"
+
+namespace hfuse::cuda {
+namespace {
+
+// A member of m x n x k whose operands sit at `at` bytes into each of four
+// buffers (A, W, bias, Y).
+struct Buffers {
+  std::array<char, 4096> a{}, w{}, bias{}, y{};
+  DeviceGemm At(int64_t m, int64_t n, int64_t k, int64_t at, bool with_bias = true) {
+    return {a.data() + at, w.data() + at, with_bias ? bias.data() + at : nullptr, y.data() + at,
+            m, n, k, k, n};
+  }
+};
+
+std::vector<int64_t> Ms(const std::vector<DeviceGemm>& ms) {
+  std::vector<int64_t> out;
+  for (const DeviceGemm& m : ms) out.push_back(m.m);
+  return out;
+}
+
+TEST(GemmMemberSplit, DropsEmptyOutputsAndSetsAsideEmptyK) {
+  Buffers b;
+  // m tells the members apart.
+  const std::vector<DeviceGemm> ms = {b.At(1, 8, 16, 0),  b.At(0, 8, 16, 0), b.At(3, 0, 16, 0),
+                                      b.At(4, 8, 0, 0),   b.At(5, 3, 5, 0),  b.At(0, 0, 0, 0),
+                                      b.At(7, 2, 0, 0)};
+  const GemmMemberSplit split = SplitGemmMembers(ms);
+  EXPECT_EQ(Ms(split.products), (std::vector<int64_t>{1, 5}));
+  EXPECT_EQ(Ms(split.bias_only), (std::vector<int64_t>{4, 7}));
+}
+
+TEST(GemmMemberSplit, KeepsTheMembersAsTheyAre) {
+  Buffers b;
+  const std::vector<DeviceGemm> ms = {b.At(2, 8, 16, 64), b.At(2, 8, 0, 128, false)};
+  const GemmMemberSplit split = SplitGemmMembers(ms);
+  ASSERT_EQ(split.products.size(), 1u);
+  ASSERT_EQ(split.bias_only.size(), 1u);
+  EXPECT_EQ(split.products[0].a, b.a.data() + 64);
+  EXPECT_EQ(split.products[0].bias, b.bias.data() + 64);
+  EXPECT_EQ(split.products[0].lda, 16);
+  EXPECT_EQ(split.bias_only[0].y, b.y.data() + 128);
+  EXPECT_EQ(split.bias_only[0].bias, nullptr);
+}
+
+TEST(GemmMemberSplit, NothingToDo) {
+  Buffers b;
+  EXPECT_TRUE(SplitGemmMembers({}).products.empty());
+  const GemmMemberSplit split = SplitGemmMembers({b.At(0, 8, 16, 0), b.At(4, 0, 0, 0)});
+  EXPECT_TRUE(split.products.empty());
+  EXPECT_TRUE(split.bias_only.empty());
+}
+
+TEST(IsStridedBatch, OneShapeAtConstantStrides) {
+  Buffers b;
+  EXPECT_TRUE(IsStridedBatch({}));
+  EXPECT_TRUE(IsStridedBatch({b.At(4, 8, 16, 0)}));
+  EXPECT_TRUE(IsStridedBatch({b.At(4, 8, 16, 0), b.At(4, 8, 16, 256), b.At(4, 8, 16, 512)}));
+  EXPECT_TRUE(IsStridedBatch({b.At(4, 8, 16, 0, false), b.At(4, 8, 16, 256, false)}));
+}
+
+TEST(IsStridedBatch, NotWhenAStrideOrShapeDiffers) {
+  Buffers b;
+  EXPECT_FALSE(IsStridedBatch({b.At(4, 8, 16, 0), b.At(4, 8, 16, 256), b.At(4, 8, 16, 768)}));
+  EXPECT_FALSE(IsStridedBatch({b.At(4, 8, 16, 0), b.At(4, 8, 32, 256)}));
+  DeviceGemm other_ldy = b.At(4, 8, 16, 256);
+  other_ldy.ldy = 16;
+  EXPECT_FALSE(IsStridedBatch({b.At(4, 8, 16, 0), other_ldy}));
+  // Every stride counts: A, W and Y at 256, the bias at 128.
+  std::vector<DeviceGemm> ms = {b.At(4, 8, 16, 0), b.At(4, 8, 16, 256), b.At(4, 8, 16, 512)};
+  ms[1].bias = b.bias.data() + 128;
+  ms[2].bias = b.bias.data() + 256;
+  EXPECT_TRUE(IsStridedBatch(ms));  // the bias at its own constant stride
+  ms[2].bias = b.bias.data() + 384;
+  EXPECT_FALSE(IsStridedBatch(ms));
+  ms = {b.At(4, 8, 16, 0), b.At(4, 8, 16, 256), b.At(4, 8, 16, 512)};
+  ms[2].w = b.w.data() + 1024;
+  EXPECT_FALSE(IsStridedBatch(ms));
+}
+
+// ---- memory plan ---------------------------------------------------------------
+
+struct Lifetime {
+  int64_t first = INT64_MAX, last = -1;
+};
+
+// Checks what any plan must hold: every tensor an op touches has a place,
+// aligned, inside its buffer; two tensors of one buffer overlap only in the
+// arena and only when their lifetimes (in the plan's order) do not.
+void ExpectSound(const Graph& g, const DimValues& dims, const MemoryPlan& plan) {
+  ASSERT_EQ(plan.order.size(), g.LiveOps().size());
+  const std::map<char, int64_t> size = {{'i', plan.input_bytes},
+                                        {'p', plan.param_bytes},
+                                        {'o', plan.output_bytes},
+                                        {'a', plan.arena_bytes}};
+  std::vector<Lifetime> life(static_cast<size_t>(g.num_tensor_ids()));
+  for (size_t pos = 0; pos < plan.order.size(); ++pos) {
+    const Op& op = g.op(plan.order[pos]);
+    for (TensorId t : op.outputs) {
+      auto& l = life[static_cast<size_t>(StorageOf(g, t))];
+      l.first = std::min(l.first, static_cast<int64_t>(pos));
+    }
+    for (TensorId t : op.inputs) {
+      auto& l = life[static_cast<size_t>(StorageOf(g, t))];
+      l.last = std::max(l.last, static_cast<int64_t>(pos));
+    }
+  }
+  std::vector<TensorId> placed;
+  for (OpId id : plan.order) {
+    for (const auto* list : {&g.op(id).inputs, &g.op(id).outputs}) {
+      for (TensorId t : *list) {
+        const TensorId s = StorageOf(g, t);
+        const char r = plan.region[static_cast<size_t>(s)];
+        const Tensor& tensor = g.tensor(s);
+        const char want = tensor.role == Role::kInput   ? 'i'
+                          : tensor.role == Role::kParam ? 'p'
+                          : std::find(g.outputs().begin(), g.outputs().end(), s) != g.outputs().end()
+                              ? 'o'
+                              : 'a';
+        ASSERT_EQ(r, want) << tensor.name;
+        const int64_t off = plan.offset[static_cast<size_t>(s)];
+        EXPECT_EQ(off % kBufferAlign, 0) << tensor.name;
+        EXPECT_LE(off + DeviceTensorBytes(g, dims, s), size.at(r)) << tensor.name;
+        placed.push_back(s);
+      }
+    }
+  }
+  std::sort(placed.begin(), placed.end());
+  placed.erase(std::unique(placed.begin(), placed.end()), placed.end());
+  for (size_t i = 0; i < placed.size(); ++i) {
+    for (size_t j = i + 1; j < placed.size(); ++j) {
+      const TensorId s = placed[i], t = placed[j];
+      if (plan.region[static_cast<size_t>(s)] != plan.region[static_cast<size_t>(t)]) continue;
+      const int64_t a0 = plan.offset[static_cast<size_t>(s)], b0 = plan.offset[static_cast<size_t>(t)];
+      const bool bytes_overlap = a0 < b0 + DeviceTensorBytes(g, dims, t) &&
+                                 b0 < a0 + DeviceTensorBytes(g, dims, s);
+      if (!bytes_overlap) continue;
+      const Lifetime& x = life[static_cast<size_t>(s)];
+      const Lifetime& y = life[static_cast<size_t>(t)];
+      ASSERT_EQ(plan.region[static_cast<size_t>(s)], 'a')
+          << g.tensor(s).name << " and " << g.tensor(t).name << " share bytes outside the arena";
+      EXPECT_TRUE(x.last < y.first || y.last < x.first)
+          << g.tensor(s).name << " and " << g.tensor(t).name << " share bytes while both live";
+    }
+  }
+}
+
+TEST(MemoryPlan, AChainReusesTheArena) {
+  test::GraphBuilder b;
+  b.Dim("batch", 1, 1024);
+  std::string x = b.Input("x", {"batch", 64});
+  for (int i = 0; i < 5; ++i) x = b.Fc(fmt::format("fc{}", i), x, 64);
+  b.Outputs({x});
+  const Graph g = b.Build();
+  const DimValues dims = BindDims(g, {{"batch", 32}});
+  const MemoryPlan plan = PlanDeviceMemory(g, dims);
+  ExpectSound(g, dims, plan);
+  // Four intermediates of 32 x 64 float16 (4 KiB each): two are ever alive
+  // at once, so the arena holds two.
+  EXPECT_EQ(plan.tensor_bytes, 4 * 4096);
+  EXPECT_EQ(plan.arena_bytes, 2 * 4096);
+  EXPECT_EQ(plan.input_bytes, 4096);
+  EXPECT_EQ(plan.output_bytes, 4096);
+  // Weights [64, 64] (8 KiB) and biases [64] (128 bytes, aligned to 256),
+  // in order of first use: fc0's weight, then its bias, then fc1's.
+  EXPECT_EQ(plan.param_bytes, 5 * (8192 + 256));
+  EXPECT_EQ(plan.offset[static_cast<size_t>(test::TensorNamed(g, "w_fc0"))], 0);
+  EXPECT_EQ(plan.offset[static_cast<size_t>(test::TensorNamed(g, "b_fc0"))], 8192);
+  EXPECT_EQ(plan.offset[static_cast<size_t>(test::TensorNamed(g, "w_fc1"))], 8192 + 256);
+}
+
+TEST(MemoryPlan, TowersAndAFusedGroup) {
+  test::GraphBuilder b;
+  const std::string x = b.Input("x", {48, 32});
+  std::vector<std::string> outs;
+  for (int t = 0; t < 4; ++t) {
+    std::string y = b.Fc(fmt::format("t{}a", t), x, 16 + 8 * t, {.type = OpType::kGemmRcrBiasRelu});
+    y = b.LayerNorm(fmt::format("t{}ln", t), y);
+    outs.push_back(b.Fc(fmt::format("t{}b", t), y, 8));
+  }
+  outs.push_back(b.Concat("cat", outs, 1));
+  b.Outputs({outs.back()});
+  for (bool fused : {false, true}) {
+    SCOPED_TRACE(fused ? "fused" : "unfused");
+    Graph g = b.Build();
+    if (fused) {
+      ASSERT_FALSE(test::FuseAndGetGroups(g).empty());
+    }
+    const DimValues dims = BindDims(g);
+    const MemoryPlan plan = PlanDeviceMemory(g, dims);
+    ExpectSound(g, dims, plan);
+    EXPECT_LT(plan.arena_bytes, plan.tensor_bytes);
+    EXPECT_GT(plan.arena_bytes, 0);
+  }
+}
+
+TEST(MemoryPlan, SameGraphSamePlan) {
+  test::GraphBuilder b;
+  const std::string x = b.Input("x", {8, 16});
+  b.Outputs({b.Fc("a", x, 16), b.Fc("b", b.Fc("c", x, 16), 4)});
+  const Graph g = b.Build();
+  const DimValues dims = BindDims(g);
+  const MemoryPlan p = PlanDeviceMemory(g, dims), q = PlanDeviceMemory(g, dims);
+  EXPECT_EQ(p.order, q.order);
+  EXPECT_EQ(p.offset, q.offset);
+  EXPECT_EQ(p.region, q.region);
+  EXPECT_EQ(p.arena_bytes, q.arena_bytes);
+}
+
+}  // namespace
+}  // namespace hfuse::cuda
