@@ -29,30 +29,17 @@ onnx.checker with full_check. Runs with the venv scripts/setup.sh makes
 import json
 import math
 import os
-import subprocess
 import sys
 import tempfile
 import warnings
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
-TOL = 1e-5
-HFUSE = None
-failures = []
+from onnx_checks import check, compare, error, failures, full_check, hfuse, ort_run, set_tool
 
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        failures.append(what)
-
-
-def hfuse(*args):
-    return subprocess.run([HFUSE, *args], capture_output=True, text=True)
 
 
 def export(module, args, path, **kwargs):
@@ -60,37 +47,6 @@ def export(module, args, path, **kwargs):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(module.eval(), args, path, opset_version=17, **kwargs)
-
-
-def ort_run(path, feeds):
-    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    names = [o.name for o in session.get_outputs()]
-    return dict(zip(names, session.run(None, feeds)))
-
-
-def error(want, got):
-    scale = max(float(np.max(np.abs(want))), 1e-30)
-    return float(np.max(np.abs(want.astype(np.float64) - got.astype(np.float64)))) / scale
-
-
-def compare(label, want, got):
-    for name, ref in want.items():
-        if name not in got:
-            check(False, f"{label}: output {name} missing")
-            continue
-        if ref.shape != got[name].shape:
-            check(False, f"{label}: output {name} has shape {got[name].shape}, want {ref.shape}")
-            continue
-        e = error(ref, got[name])
-        check(e <= TOL, f"{label}: output {name} {list(ref.shape)} error {e:.2e}")
-
-
-def full_check(path, label):
-    try:
-        onnx.checker.check_model(onnx.load(path), full_check=True)
-        check(True, f"{label}: onnx.checker full_check")
-    except Exception as e:  # noqa: BLE001 - report any checker failure
-        check(False, f"{label}: onnx.checker full_check: {e}")
 
 
 def pytorch_case(work, module, inputs, expected_groups, dynamic=None, dims=()):
@@ -344,10 +300,10 @@ def case_bad_input(work):
 
 
 def main():
-    global HFUSE
     if len(sys.argv) != 3:
         sys.exit(__doc__)
-    HFUSE, case = sys.argv[1], sys.argv[2]
+    set_tool(sys.argv[1])
+    case = sys.argv[2]
     cases = {"towers": case_towers, "layernorms": case_layernorms,
              "transformer": case_transformer, "round_trip": case_round_trip,
              "bad_input": case_bad_input}

@@ -32,24 +32,16 @@ named in one error.
 """
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-TOL = 1e-5
-failures = []
+from onnx_checks import check, compare, failures, hfuse, ort_run, set_tool
+
 rng = np.random.default_rng(5)
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what.replace("\n", " | "))
-    if not ok:
-        failures.append(what)
 
 
 def const(name, array):
@@ -169,25 +161,6 @@ def refused():
     yield m, ["opset 29 of the default ONNX domain; hfuse reads opsets 11 to 28"]
     yield (model("ir15", 28, [N("Relu", ["h"], ["y"])], [("y", F)], ir=15),
            ["IR version 15; hfuse reads IR versions up to 14"])
-
-
-def hfuse(*args):
-    return subprocess.run([HFUSE, *args], capture_output=True, text=True)
-
-
-def ort_run(path, feeds):
-    s = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    return dict(zip([o.name for o in s.get_outputs()], s.run(None, feeds)))
-
-
-def compare(label, want, got):
-    for name, ref in want.items():
-        if name not in got or got[name].shape != ref.shape:
-            check(False, f"{label}: output {name} missing or of another shape")
-            continue
-        scale = max(float(np.max(np.abs(ref))), 1e-30)
-        e = float(np.max(np.abs(ref.astype(np.float64) - got[name].astype(np.float64)))) / scale
-        check(e <= TOL, f"{label}: output {name} {list(ref.shape)} error {e:.2e}")
 
 
 def versions(path):
@@ -315,8 +288,7 @@ def messages(work):
 
 
 def main():
-    global HFUSE
-    HFUSE = sys.argv[1]
+    set_tool(sys.argv[1])
     with tempfile.TemporaryDirectory() as tmp:
         work = sys.argv[2] if len(sys.argv) > 2 else tmp
         os.makedirs(work, exist_ok=True)

@@ -30,22 +30,14 @@ version.
 """
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 
-TOL = 1e-5
-failures = []
+from onnx_checks import check, compare, failures, full_check, hfuse, ort_run, set_tool
 
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        failures.append(what)
 
 
 def layers(op, prefix_format, indices, suffix="Gemm"):
@@ -162,37 +154,6 @@ HFUSE_GROUPS = {
     "TensordotAutoInt": GROUPS["TensordotAutoInt"],
     "ConvHeads": [("group_gemm_rcr_bias", [f"/heads.{i}/Conv" for i in range(3)])],
 }
-
-
-def hfuse(*args):
-    return subprocess.run([HFUSE, *args], capture_output=True, text=True)
-
-
-def ort_run(path, feeds):
-    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    names = [o.name for o in session.get_outputs()]
-    return dict(zip(names, session.run(None, feeds)))
-
-
-def compare(label, want, got):
-    for name, ref in want.items():
-        if name not in got:
-            check(False, f"{label}: output {name} missing")
-            continue
-        if ref.shape != got[name].shape:
-            check(False, f"{label}: output {name} has shape {got[name].shape}, want {ref.shape}")
-            continue
-        scale = max(float(np.max(np.abs(ref))), 1e-30)
-        e = float(np.max(np.abs(ref.astype(np.float64) - got[name].astype(np.float64)))) / scale
-        check(e <= TOL, f"{label}: output {name} {list(ref.shape)} error {e:.2e}")
-
-
-def full_check(path, label):
-    try:
-        onnx.checker.check_model(onnx.load(path), full_check=True)
-        check(True, f"{label}: onnx.checker full_check")
-    except Exception as e:  # noqa: BLE001 - report any checker failure
-        check(False, f"{label}: onnx.checker full_check: {e}")
 
 
 def feeds_for(info, seed):
@@ -312,8 +273,9 @@ def one(work, name, mode, info, rules, hfuse_groups):
 
 
 def main():
-    global HFUSE, MODEL_DIR, OPSET, MODELS
-    HFUSE, MODEL_DIR, name = sys.argv[1], sys.argv[2], sys.argv[3]
+    global MODEL_DIR, OPSET, MODELS
+    set_tool(sys.argv[1])
+    MODEL_DIR, name = sys.argv[2], sys.argv[3]
     OPSET = int(sys.argv[4]) if len(sys.argv) > 4 else None
     info = json.load(open(os.path.join(MODEL_DIR, f"{name}.json")))
     with tempfile.TemporaryDirectory() as work:
