@@ -14,6 +14,7 @@
 #include "cpu_kernels.h"
 #include "hfuse/support/checked.h"
 #include "hfuse/support/error.h"
+#include "hfuse/support/permute.h"
 
 namespace hfuse::cpu {
 namespace {
@@ -221,13 +222,9 @@ class OnnxOp {
     if (perm.size() != rank) Unsupported("perm does not match the input's rank");
     // A permutation of 0..rank-1: each index once, none out of range (an
     // index past the rank would read past the input's strides).
-    std::vector<bool> seen(rank, false);
-    for (int64_t p : perm) {
-      if (p < 0 || p >= static_cast<int64_t>(rank) || seen[static_cast<size_t>(p)]) {
-        Unsupported(fmt::format("perm [{}] is not a permutation of the input's {} dims",
-                                fmt::join(perm, ", "), rank));
-      }
-      seen[static_cast<size_t>(p)] = true;
+    if (!IsPermutation(perm, rank)) {
+      Unsupported(fmt::format("perm [{}] is not a permutation of the input's {} dims",
+                              fmt::join(perm, ", "), rank));
     }
     // The output's shape is the input's, permuted.
     if (y.shape.size() != rank) Unsupported("the output's rank is not the input's");
@@ -236,18 +233,8 @@ class OnnxOp {
         Unsupported("the output's shape is not the input's permuted by perm");
       }
     }
-    // in_stride[d]: the input stride of output dim d.
-    std::vector<int64_t> stride = Strides(x.shape), in_stride(rank);
-    for (size_t d = 0; d < rank; ++d) in_stride[d] = stride[static_cast<size_t>(perm[d])];
-    const auto bytes = static_cast<size_t>(DTypeBytes(x.dtype));
-    std::vector<int64_t> index(rank, 0);
-    for (int64_t i = 0; i < y.numel(); ++i) {
-      int64_t src = 0;
-      for (size_t d = 0; d < rank; ++d) src += index[d] * in_stride[d];
-      std::memcpy(y.bytes.data() + static_cast<size_t>(i) * bytes,
-                  x.bytes.data() + static_cast<size_t>(src) * bytes, bytes);
-      Next(index, y.shape);
-    }
+    PermuteBytes(x.bytes.data(), y.bytes.data(), x.shape, perm,
+                 static_cast<size_t>(DTypeBytes(x.dtype)));
   }
 
   // numpy.matmul: rank-1 operands are promoted and their dim dropped again,

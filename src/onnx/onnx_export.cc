@@ -12,6 +12,7 @@
 #include "hfuse/ir/analysis.h"
 #include "hfuse/ir/op_members.h"
 #include "hfuse/support/error.h"
+#include "hfuse/support/permute.h"
 #include "hfuse/support/half.h"
 #include "onnx_util.h"
 
@@ -349,12 +350,7 @@ class Exporter {
       const int64_t n = w.shape[0].value, k = w.shape[1].value;
       const auto bytes = static_cast<size_t>(DTypeBytes(w.dtype));
       std::vector<uint8_t> t(w.data->size());
-      for (int64_t i = 0; i < n; ++i) {
-        for (int64_t j = 0; j < k; ++j) {
-          std::memcpy(t.data() + static_cast<size_t>(j * n + i) * bytes,
-                      w.data->data() + static_cast<size_t>(i * k + j) * bytes, bytes);
-        }
-      }
+      PermuteBytes(w.data->data(), t.data(), {n, k}, {1, 0}, bytes);
       out = AddInitializer(w.name + "_kn", onnx_util::MakeTensor("", onnx_util::ElemTypeOf(w.dtype),
                                                                  {k, n}, t.data(), t.size()));
     } else {

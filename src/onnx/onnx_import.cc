@@ -22,6 +22,7 @@
 #include "hfuse/support/error.h"
 #include "hfuse/support/file.h"
 #include "hfuse/support/half.h"
+#include "hfuse/support/permute.h"
 #include "import_patterns.h"
 #include "onnx_util.h"
 #include "opset_compat.h"
@@ -591,8 +592,81 @@ class Importer {
         // PyTorch writes one for every shared weight; its readers read the source.
         alias_[out] = node.input(0);
         folded_[static_cast<size_t>(i)] = true;
+      } else if ((node.op_type() == "Transpose" || node.op_type() == "Gather") &&
+                 !graph_outputs.count(out)) {
+        // PyTorch's dynamo exporter leaves a weight read as `w.t()` or
+        // `param_list[i][j]` as a Transpose or a Gather of the initializer
+        // (DCNv2's experts); the TorchScript exporter folds them.
+        std::optional<TensorProto> t =
+            node.op_type() == "Transpose" ? TransposedConstant(node) : GatheredConstant(node);
+        if (t) {
+          owned_.push_back(std::move(*t));
+          constants_[out] = &owned_.back();
+          folded_[static_cast<size_t>(i)] = true;
+        }
       }
     }
+  }
+
+  // The value of a Gather of a constant at constant indices, when it is no
+  // larger than the constant (the indices no more than the axis's size), or
+  // nothing: the node is then imported as any Gather.
+  std::optional<TensorProto> GatheredConstant(const NodeProto& node) const {
+    if (node.input_size() != 2) return std::nullopt;
+    const TensorProto* c = Constant(node.input(0));
+    const TensorProto* at = Constant(node.input(1));
+    if (!c || !at || c->dims_size() == 0) return std::nullopt;
+    const int bytes = onnx_util::ElemTypeBytes(c->data_type());
+    std::optional<std::vector<uint8_t>> data = onnx_util::TensorData(*c);
+    std::optional<std::vector<int64_t>> indices = onnx_util::TensorInts(*at);
+    if (bytes == 0 || !data || !indices) return std::nullopt;
+    const std::vector<int64_t> dims(c->dims().begin(), c->dims().end());
+    const auto rank = static_cast<int64_t>(dims.size());
+    int64_t axis = IntAttr(node, "axis", 0);
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) return std::nullopt;
+    const int64_t size = dims[static_cast<size_t>(axis)];
+    if (static_cast<int64_t>(indices->size()) > size) return std::nullopt;
+    // The data fits its dims, so these products do too.
+    int64_t outer = 1, inner = bytes;
+    for (int64_t d = 0; d < axis; ++d) outer *= dims[static_cast<size_t>(d)];
+    for (int64_t d = axis + 1; d < rank; ++d) inner *= dims[static_cast<size_t>(d)];
+    std::vector<uint8_t> out;
+    out.reserve(static_cast<size_t>(outer) * indices->size() * static_cast<size_t>(inner));
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t index : *indices) {
+        if (index < 0) index += size;
+        if (index < 0 || index >= size) return std::nullopt;
+        const uint8_t* from = data->data() + static_cast<size_t>((o * size + index) * inner);
+        out.insert(out.end(), from, from + inner);
+      }
+    }
+    std::vector<int64_t> out_dims(dims.begin(), dims.begin() + axis);
+    out_dims.insert(out_dims.end(), at->dims().begin(), at->dims().end());
+    out_dims.insert(out_dims.end(), dims.begin() + axis + 1, dims.end());
+    return onnx_util::MakeTensor(node.output(0), c->data_type(), out_dims, out.data(), out.size());
+  }
+
+  // The value of a Transpose whose input is a constant, or nothing (an input
+  // computed at run time, a perm that is not one, data that does not fit its
+  // dims: the node is then imported as any Transpose, and any error named there).
+  std::optional<TensorProto> TransposedConstant(const NodeProto& node) const {
+    const TensorProto* c = Constant(node.input(0));
+    if (!c) return std::nullopt;
+    const int bytes = onnx_util::ElemTypeBytes(c->data_type());
+    std::optional<std::vector<uint8_t>> data = onnx_util::TensorData(*c);
+    if (bytes == 0 || !data) return std::nullopt;
+    const std::vector<int64_t> dims(c->dims().begin(), c->dims().end());
+    std::vector<int64_t> perm = IntsAttr(node, "perm");
+    if (perm.empty()) {
+      for (size_t d = dims.size(); d-- > 0;) perm.push_back(static_cast<int64_t>(d));
+    }
+    if (!IsPermutation(perm, dims.size())) return std::nullopt;
+    std::vector<int64_t> out_dims;
+    for (int64_t p : perm) out_dims.push_back(dims[static_cast<size_t>(p)]);
+    std::vector<uint8_t> out(data->size());
+    PermuteBytes(data->data(), out.data(), dims, perm, static_cast<size_t>(bytes));
+    return onnx_util::MakeTensor(node.output(0), c->data_type(), out_dims, out.data(), out.size());
   }
 
   TensorProto ConstantValue(const NodeProto& node) {
@@ -1100,12 +1174,7 @@ class Importer {
     const int64_t k = c.dims(0), n = c.dims(1);
     const auto w = static_cast<size_t>(DTypeBytes(dtype));
     std::vector<uint8_t> t(data.size());
-    for (int64_t i = 0; i < k; ++i) {
-      for (int64_t j = 0; j < n; ++j) {
-        std::memcpy(t.data() + static_cast<size_t>(j * k + i) * w,
-                    data.data() + static_cast<size_t>(i * n + j) * w, w);
-      }
-    }
+    PermuteBytes(data.data(), t.data(), {k, n}, {1, 0}, w);
     const TensorId id =
         NewParam(name + "_t", {Dim::Static(n), Dim::Static(k)}, dtype, std::move(t));
     transposed_[name] = id;

@@ -2,7 +2,6 @@
 #include "hfuse/passes/canonical_gemms.h"
 
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <optional>
 #include <string>
@@ -10,6 +9,7 @@
 
 #include "hfuse/passes/rewrite_helpers.h"
 #include "hfuse/support/error.h"
+#include "hfuse/support/permute.h"
 
 namespace hfuse {
 namespace {
@@ -111,12 +111,7 @@ TensorId Transposed(Graph& g, TensorId w, std::map<TensorId, TensorId>& done) {
   const int64_t k = t.shape[0].value, n = t.shape[1].value;
   const auto e = static_cast<size_t>(DTypeBytes(t.dtype));
   std::vector<uint8_t> out(t.data->size());
-  for (int64_t i = 0; i < k; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      std::memcpy(out.data() + static_cast<size_t>(j * k + i) * e,
-                  t.data->data() + static_cast<size_t>(i * n + j) * e, e);
-    }
-  }
+  PermuteBytes(t.data->data(), out.data(), {k, n}, {1, 0}, e);
   const std::string name = t.name + "_t";
   const DType dtype = t.dtype;
   const TensorId id =

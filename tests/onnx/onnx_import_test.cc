@@ -436,6 +436,63 @@ TEST(OnnxImportTest, ConstantAndIdentityAreFoldedAway) {
   EXPECT_THAT(OpNamed(model.graph, "r").attrs.shape, ElementsAre(6, 4));
 }
 
+// PyTorch 2.x's dynamo exporter leaves `param_list[e].t()` (DCNv2's
+// experts) as a Gather of the initializer at a constant index, then a
+// Transpose; both are folded into a constant, which the MatMul then reads
+// as a weight. A Gather at run-time indices (an embedding) or at an index
+// out of range is imported as the Gather it is.
+TEST(OnnxImportTest, GatherAndTransposeOfAConstantAreFolded) {
+  ModelBuilder m;
+  m.Input("x", {std::string("N"), int64_t{4}, int64_t{1}});
+  m.Input("ids", {std::string("N")}, onnx::TensorProto::INT64);
+  std::vector<float> v(24);
+  for (int i = 0; i < 24; ++i) v[static_cast<size_t>(i)] = static_cast<float>(i);
+  m.Init("V", {3, 4, 2}, v);  // [experts, in, rank]
+  for (auto [name, index] : {std::pair<std::string, int64_t>{"one", 1}, {"minus_one", -1}}) {
+    auto* t = m.model().mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_int64_data(index);  // a scalar: no dims
+  }
+  m.Node("Gather", "/select", {"V", "one"}, {"V1"});              // [4, 2]
+  ModelBuilder::IntList(m.Node("Transpose", "/t", {"V1"}, {"V1t"}), "perm", {1, 0});
+  m.Node("MatMul", "/matmul", {"V1t", "x"}, {"y"});               // [N, 2, 1]
+  m.Output("y", {std::string("N"), int64_t{2}, int64_t{1}});
+  m.Node("Gather", "/last", {"V", "minus_one"}, {"V2"});          // V[2], perm by default
+  m.Node("Transpose", "/t_default", {"V2"}, {"V2t"});
+  m.Node("MatMul", "/matmul_last", {"V2t", "x"}, {"z"});
+  m.Output("z", {std::string("N"), int64_t{2}, int64_t{1}});
+  m.Node("Gather", "/embedding", {"V", "ids"}, {"e"});             // run-time indices
+  m.Output("e", {std::string("N"), int64_t{4}, int64_t{2}});
+  OnnxModel model = m.Import();
+  EXPECT_THAT(Ops(model.graph), ElementsAre("/matmul:opaque.MatMul", "/matmul_last:opaque.MatMul",
+                                            "/embedding:opaque.Gather"));
+  VerifyGraph(model.graph);
+  auto values = [&](const std::string& op) {
+    const Tensor& w = model.graph.tensor(OpNamed(model.graph, op).inputs[0]);
+    EXPECT_EQ(ShapeString(model.graph, w.shape), "[2, 4]");
+    std::vector<float> out(8);
+    if (w.data && w.data->size() == 32) std::memcpy(out.data(), w.data->data(), 32);
+    return out;
+  };
+  EXPECT_THAT(values("/matmul"), ElementsAre(8, 10, 12, 14, 9, 11, 13, 15));        // V[1]^T
+  EXPECT_THAT(values("/matmul_last"), ElementsAre(16, 18, 20, 22, 17, 19, 21, 23));  // V[2]^T
+  EXPECT_EQ(LeftMatMulToGemm(model.graph), 2);
+
+  ModelBuilder out_of_range;
+  out_of_range.Input("x", {int64_t{2}, int64_t{4}});
+  out_of_range.Init("V", {3, 4, 2}, v);
+  auto* t = out_of_range.model().mutable_graph()->add_initializer();
+  t->set_name("three");
+  t->set_data_type(onnx::TensorProto::INT64);
+  t->add_int64_data(3);
+  out_of_range.Node("Gather", "/select", {"V", "three"}, {"V3"});
+  out_of_range.Node("MatMul", "/matmul", {"x", "V3"}, {"y"});
+  out_of_range.Output("y", {int64_t{2}, int64_t{2}});
+  EXPECT_THAT(Ops(out_of_range.Import().graph), ElementsAre("/select:opaque.Gather",
+                                                            "/matmul:opaque.MatMul"));
+}
+
 TEST(OnnxImportTest, ReshapeMinusOneStandsForTheNamedDim) {
   ModelBuilder m;
   m.Input("x", {std::string("N"), int64_t{4}, int64_t{8}});
