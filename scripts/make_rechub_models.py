@@ -21,9 +21,12 @@ and BatchNorm at identity). OUT_DIR/NAME.json records each model's inputs
 
 With Debian's PyTorch 1.13 the exporter is TorchScript-based (opset 17).
 Run with PyTorch >= 2.5 and `--opset 20` the library's exporter takes the
-dynamo path, which is what PyTorch 2.11 writes by default.
+dynamo path, which is what PyTorch 2.11 writes by default; it falls back to
+TorchScript without a word where dynamo fails, so `--exporter dynamo` asks
+for dynamo or an error (NAME.json records the PyTorch version and exporter).
 """
 import argparse
+import inspect
 import json
 import os
 import sys
@@ -209,9 +212,17 @@ def main():
     ap.add_argument("--batch", type=int, default=512)
     ap.add_argument("--opset", type=int, default=17)
     ap.add_argument("--modes", default="static,dynamic")
+    ap.add_argument("--exporter", choices=("auto", "dynamo", "torchscript"), default="auto",
+                    help="auto: the library's choice, which falls back to TorchScript silently; "
+                         "dynamo/torchscript: that exporter or an error")
     args = ap.parse_args()
     os.makedirs(args.out_dir, exist_ok=True)
     torch.set_num_threads(1)
+    kwargs = {}
+    if args.exporter == "dynamo" and "dynamo" not in inspect.signature(torch.onnx.export).parameters:
+        sys.exit(f"make_rechub_models: --exporter dynamo: PyTorch {torch.__version__} has no dynamo exporter")
+    if args.exporter != "auto":
+        kwargs["onnx_export_kwargs"] = {"dynamo": args.exporter == "dynamo"}
     for index, name in enumerate(args.models.split(",")):
         if name not in MODELS:
             sys.exit(f"make_rechub_models: unknown model '{name}' (known: {', '.join(MODELS)})")
@@ -230,10 +241,11 @@ def main():
                 exporter.feature_info["features"] = features
                 exporter.export(path, dummy_input=dummy, batch_size=args.batch,
                                            seq_length=SEQ_LEN, opset_version=args.opset,
-                                           dynamic_batch=(mode == "dynamic"))
+                                           dynamic_batch=(mode == "dynamic"), **kwargs)
             print(f"wrote {path} ({os.path.getsize(path) // 1024} KB)")
         with open(os.path.join(args.out_dir, f"{name}.json"), "w") as f:
-            json.dump({"model": name, "batch": args.batch, "inputs": info,
+            json.dump({"model": name, "batch": args.batch, "torch": torch.__version__,
+                       "exporter": args.exporter, "inputs": info,
                        "output": "output", "groups": groups}, f, indent=1)
 
 

@@ -21,6 +21,17 @@ the two exports of model NAME:
     inputs with ids inside every vocabulary (max|a - b| / max|ref| <= 1e-5);
   - onnxruntime on `hfuse fuse --export standard` matches it too.
 
+A MODEL_DIR whose NAME.json says "exporter": "dynamo" holds PyTorch 2.11's
+dynamo exports (tests/onnx/dynamo/, made on the GPU machine, the only one
+with that PyTorch, and kept without their weights: scripts/onnx_skeleton.py).
+Their weights are refilled from a seed first; their op names are the
+exporter's own ("node_linear_4"), so the groups are checked by shape: the
+same number of groups of each op type and size as GROUPS and HFUSE_GROUPS
+name for the TorchScript export of the same model. The dynamic batch must
+still form exactly the fixed batch's groups, their members named by the
+module and FX node each was exported from (the exporter numbers the nodes
+it makes differently in the two).
+
 With OPSET, the two exports are first converted to that default-domain
 opset by the installed onnx's version_converter (IR version 10, or 14 from
 opset 23 on: what current exporters write), the closest stand-in here for
@@ -30,6 +41,7 @@ version.
 """
 import json
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -156,6 +168,41 @@ HFUSE_GROUPS = {
 }
 
 
+def expected(groups):
+    """A group list as the checks compare it: by member names, or for a
+    dynamo export (op names of the exporter's own) by op type and size."""
+    if DYNAMO:
+        return sorted((op, len(members)) for op, members in groups)
+    return sorted((op, sorted(members)) for op, members in groups)
+
+
+def report_groups(path):
+    return [(g["op"], g["members"]) for g in json.load(open(path))["groups"]]
+
+
+def by_scope(groups, model):
+    """Each member named by the module path and FX node it was exported
+    from (the dynamo exporter's `pkg.torch.onnx.name_scopes` metadata): the
+    exporter numbers the nodes and constants its rewriter makes
+    ("node_Gemm_185", "val_45") differently in the fixed- and the
+    dynamic-batch export."""
+    m = onnx.load(model, load_external_data=False)
+    scope = {n.name: next((p.value for p in n.metadata_props
+                           if p.key == "pkg.torch.onnx.name_scopes"), n.name)
+             for n in m.graph.node}
+    return sorted((op, sorted(scope.get(x, x) for x in members)) for op, members in groups)
+
+
+def refill(work, name, mode):
+    """A dynamo skeleton with seeded weights, in `work`."""
+    path = os.path.join(work, f"{name}.{mode}.refilled.onnx")
+    tool = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
+                        "onnx_skeleton.py")
+    subprocess.run([sys.executable, tool, "refill", os.path.join(MODEL_DIR, f"{name}.{mode}.onnx"),
+                    path, "--seed", "5"], check=True)
+    return path
+
+
 def feeds_for(info, seed):
     rng = np.random.default_rng(seed)
     feeds = {}
@@ -189,7 +236,8 @@ def keeps_versions(path, model, label):
 
 
 def one(work, name, mode, info, rules, hfuse_groups):
-    label = f"{name}.{mode} --rules {rules}" + (f" (opset {OPSET})" if OPSET else "")
+    label = f"{name}.{mode} --rules {rules}" + (f" (opset {OPSET})" if OPSET else "") \
+        + (" (dynamo)" if DYNAMO else "")
     model = MODELS[mode]
     if rules == "seed":
         r = hfuse("check", model)
@@ -205,9 +253,11 @@ def one(work, name, mode, info, rules, hfuse_groups):
     if r.returncode != 0:
         return
     print(r.stdout.splitlines()[0])
-    groups = sorted((g["op"], sorted(g["members"])) for g in json.load(open(report))["groups"])
+    named = by_scope(report_groups(report), model) if DYNAMO else \
+        sorted((op, sorted(m)) for op, m in report_groups(report))
+    groups = expected(report_groups(report))
     if rules == "seed":
-        want = [] if mode == "dynamic" else sorted((op, sorted(m)) for op, m in GROUPS[name])
+        want = [] if mode == "dynamic" else expected(GROUPS[name])
         check(groups == want, f"{label}: {len(groups)} groups as expected ({len(want)})"
               + ("" if groups == want else f": got {groups}"))
         if mode == "dynamic":  # --dim fixes the batch: the fixed-batch groups
@@ -220,9 +270,8 @@ def one(work, name, mode, info, rules, hfuse_groups):
                         bound[d.dim_param] = size
             args = [a for k, v in sorted(bound.items()) for a in ("--dim", f"{k}={v}")]
             r = hfuse("fuse", model, "--report", fixed, *args)
-            got = sorted((g["op"], sorted(g["members"])) for g in json.load(open(fixed))["groups"]) \
-                if r.returncode == 0 else None
-            want = sorted((op, sorted(m)) for op, m in GROUPS[name])
+            got = expected(report_groups(fixed)) if r.returncode == 0 else None
+            want = expected(GROUPS[name])
             check(got == want, f"{label}: {' '.join(args)} gives the fixed-batch groups "
                   f"(exit {r.returncode}) {r.stderr.strip()}")
     else:
@@ -230,14 +279,15 @@ def one(work, name, mode, info, rules, hfuse_groups):
         # odd-K layers; the greedy pass may pick other partners), and a
         # dynamic batch groups exactly as a fixed one.
         if mode == "static":
-            hfuse_groups.extend(groups)
-            want = sorted((op, sorted(m)) for op, m in HFUSE_GROUPS[name])
+            hfuse_groups.extend(named)
+            want = expected(HFUSE_GROUPS[name])
             check(groups == want, f"{label}: {len(groups)} groups as expected ({len(want)})"
                   + ("" if groups == want else f": got {groups}"))
         else:
-            check(groups == hfuse_groups,
-                  f"{label}: the same {len(groups)} groups as the fixed batch"
-                  + ("" if groups == hfuse_groups else f": got {groups}, static {hfuse_groups}"))
+            check(named == hfuse_groups,
+                  f"{label}: the same {len(named)} groups as the fixed batch, by "
+                  + ("the modules their members come from" if DYNAMO else "name")
+                  + ("" if named == hfuse_groups else f": got {named}, static {hfuse_groups}"))
     full_check(fused, f"{label}: fused (ai.hfuse)")
     keeps_versions(fused, model, f"{label}: fused")
 
@@ -273,14 +323,22 @@ def one(work, name, mode, info, rules, hfuse_groups):
 
 
 def main():
-    global MODEL_DIR, OPSET, MODELS
+    global MODEL_DIR, OPSET, MODELS, DYNAMO
     set_tool(sys.argv[1])
     MODEL_DIR, name = sys.argv[2], sys.argv[3]
     OPSET = int(sys.argv[4]) if len(sys.argv) > 4 else None
     info = json.load(open(os.path.join(MODEL_DIR, f"{name}.json")))
+    DYNAMO = info.get("exporter") == "dynamo"
     with tempfile.TemporaryDirectory() as work:
-        MODELS = {mode: convert(work, name, mode, OPSET) if OPSET else
-                  os.path.join(MODEL_DIR, f"{name}.{mode}.onnx") for mode in ("static", "dynamic")}
+        def model(mode):
+            if DYNAMO:
+                return refill(work, name, mode)
+            if OPSET:
+                return convert(work, name, mode, OPSET)
+            return os.path.join(MODEL_DIR, f"{name}.{mode}.onnx")
+        MODELS = {mode: model(mode) for mode in ("static", "dynamic")}
+        if DYNAMO:
+            print(f"{name}: exported by PyTorch {info['torch']}'s dynamo exporter")
         for rules in ("seed", "hfuse"):
             hfuse_groups = []
             for mode in ("static", "dynamic"):
