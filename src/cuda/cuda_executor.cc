@@ -11,9 +11,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <map>
+#include <set>
 
+#include "cpu_onnx_ops.h"
 #include "cuda_executor_impl.h"
 #include "hfuse/ir/analysis.h"
 #include "hfuse/ir/op_members.h"
@@ -123,17 +126,251 @@ void CudaExecutor::Impl::PlanOp(const Op& op) {
     case OpFamily::kSplit:
     case OpFamily::kConcatenate: PlanCopies(op); break;
     case OpFamily::kElementwise: PlanElementwise(op); break;
-    case OpFamily::kReshape: {
-      char* dst = PlaceOf(op.outputs[0]).base;
-      const char* src = PlaceOf(op.inputs[0]).base;
-      const auto bytes = static_cast<size_t>(Bytes(op.outputs[0]));
-      Add("copy", [=](cudaStream_t s) {
-        HFUSE_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
-      });
-      break;
-    }
+    case OpFamily::kReshape: PlanReshapeCopy(op); break;
+    case OpFamily::kOpaque: PlanOpaque(op); break;
     default:
       throw CudaError(fmt::format("op '{}': {} cannot run on the GPU", op.name, OpTypeName(op.type)));
+  }
+}
+
+void CudaExecutor::Impl::PlanReshapeCopy(const Op& op) {
+  char* dst = PlaceOf(op.outputs[0]).base;
+  const char* src = PlaceOf(op.inputs[0]).base;
+  const auto bytes = static_cast<size_t>(Bytes(op.outputs[0]));
+  if (bytes == 0) return;
+  Add("copy", [=](cudaStream_t s) {
+    HFUSE_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+  });
+}
+
+void CudaExecutor::Impl::PlanOpaque(const Op& op) {
+  static const std::set<std::string> kReshapes = {"Identity", "Reshape", "Flatten", "Squeeze",
+                                                  "Unsqueeze"};
+  const OnnxNode& node = *op.attrs.onnx;
+  const std::string& type = node.op_type;
+  // The kernels below read node input k as op input k, whole tensors (no views) in and out.
+  auto plain = [&](size_t inputs) {
+    if (!(node.domain.empty() || node.domain == "ai.onnx") || op.inputs.size() != inputs ||
+        op.outputs.size() != 1 || g.tensor(op.outputs[0]).storage != kNone) {
+      return false;
+    }
+    for (size_t k = 0; k < inputs; ++k) {
+      if (g.tensor(op.inputs[k]).storage != kNone) return false;
+      if (!node.input_slots.empty() &&
+          (node.input_slots.size() <= k || node.input_slots[k] != static_cast<int32_t>(k))) {
+        return false;
+      }
+    }
+    return true;
+  };
+  if (op.outputs.empty()) {
+    PlanOnHost(op);
+    return;
+  }
+  const Tensor& y = g.tensor(op.outputs[0]);
+  // Same bytes, another shape: the data is input 0.
+  if (kReshapes.count(type) && !op.inputs.empty() && op.outputs.size() == 1 &&
+      g.tensor(op.inputs[0]).storage == kNone && y.storage == kNone &&
+      (node.domain.empty() || node.domain == "ai.onnx") &&
+      Bytes(op.inputs[0]) == Bytes(op.outputs[0])) {
+    PlanReshapeCopy(op);
+    return;
+  }
+  if (type == "Gather" && plain(2) && g.tensor(op.inputs[0]).dtype == y.dtype &&
+      (g.tensor(op.inputs[1]).dtype == DType::kInt64 || g.tensor(op.inputs[1]).dtype == DType::kInt32)) {
+    const std::optional<cpu::AxisView> v = cpu::GatherView(node, ConcreteShape(g.tensor(op.inputs[0]).shape, dims));
+    const int64_t esize = DTypeBytes(y.dtype);
+    const int64_t count = Bytes(op.inputs[1]) / DTypeBytes(g.tensor(op.inputs[1]).dtype);
+    if (v && Bytes(op.outputs[0]) == v->outer * count * v->inner * esize) {
+      descriptors.push_back(std::make_unique<cuda::DeviceBuffer>());
+      descriptors.back()->Upload(std::vector<int>{0});
+      int* bad = static_cast<int*>(descriptors.back()->ptr);
+      index_checks.push_back({op.name, v->len, bad});
+      const void* x = PlaceOf(op.inputs[0]).base;
+      const void* index = PlaceOf(op.inputs[1]).base;
+      void* out = PlaceOf(op.outputs[0]).base;
+      const bool index32 = g.tensor(op.inputs[1]).dtype == DType::kInt32;
+      const auto [outer, len, inner] = *v;
+      Add("gather kernel", [=](cudaStream_t s) {
+        cuda::LaunchGather(x, index, index32, out, outer, len, count, inner * esize, bad, s);
+        HFUSE_LAUNCHED();
+      });
+      return;
+    }
+  }
+  if ((type == "Softmax" || type == "LogSoftmax") && plain(1) && IsFloat(y.dtype) &&
+      g.tensor(op.inputs[0]).dtype == y.dtype) {
+    if (const std::optional<cpu::AxisView> v = cpu::SoftmaxView(node, ConcreteShape(y.shape, dims))) {
+      const void* x = PlaceOf(op.inputs[0]).base;
+      void* out = PlaceOf(op.outputs[0]).base;
+      const int dtype = cuda::KernelType(y.dtype);
+      const bool log = type == "LogSoftmax";
+      const auto [outer, len, inner] = *v;
+      Add(fmt::format("{} kernel", type), [=](cudaStream_t s) {
+        cuda::LaunchSoftmax(dtype, x, out, outer, len, inner, log, s);
+        HFUSE_LAUNCHED();
+      });
+      return;
+    }
+  }
+  static const std::map<std::string, int> kReduces = {
+      {"ReduceSum", 0}, {"ReduceMean", 1}, {"ReduceMax", 2}, {"ReduceMin", 3}};
+  // Axes from the attribute or a constant the node keeps (input 1 computed
+  // at run time goes to the host).
+  const bool axes_known = node.input_slots.size() < 2 || node.input_slots[1] == kNone ||
+                          node.input_slots[1] <= -2;
+  const std::vector<int64_t> xs = op.inputs.empty() ? std::vector<int64_t>()
+                                                    : ConcreteShape(g.tensor(op.inputs[0]).shape, dims);
+  if (kReduces.count(type) && axes_known && plain(1) && IsFloat(y.dtype) &&
+      g.tensor(op.inputs[0]).dtype == y.dtype && xs.size() <= 6) {
+    std::vector<int64_t> axes;
+    const bool from_input = node.input_slots.size() >= 2 && node.input_slots[1] <= -2;
+    if (from_input) {
+      const OnnxNode::Value& c = node.constant_values[static_cast<size_t>(-2 - node.input_slots[1])];
+      HostTensor t(c.dtype, c.dims);
+      if (t.bytes.size() == c.data.size()) t.bytes = c.data;
+      for (int64_t i = 0; i < t.numel(); ++i) axes.push_back(t.GetInt(i));
+    }
+    const std::optional<std::vector<bool>> reduced = cpu::ReducedDims(node, xs.size(), from_input ? &axes : nullptr);
+    if (reduced) {
+      cuda::ReduceArgs a{};
+      a.x = PlaceOf(op.inputs[0]).base;
+      a.y = PlaceOf(op.outputs[0]).base;
+      a.rank = static_cast<int32_t>(xs.size());
+      a.kind = kReduces.at(type);
+      a.out_numel = 1;
+      a.count = 1;
+      for (size_t d = 0; d < xs.size(); ++d) {
+        a.shape[d] = xs[d];
+        a.reduced[d] = (*reduced)[d] ? 1 : 0;
+        ((*reduced)[d] ? a.count : a.out_numel) *= xs[d];
+      }
+      if (a.out_numel * DTypeBytes(y.dtype) == Bytes(op.outputs[0])) {
+        const int dtype = cuda::KernelType(y.dtype);
+        Add(fmt::format("{} kernel", type), [=](cudaStream_t s) {
+          cuda::LaunchReduce(dtype, a, s);
+          HFUSE_LAUNCHED();
+        });
+        return;
+      }
+    }
+  }
+  // A batched MatMul whose batch dims broadcast whole (each operand's batch
+  // is the output's or a single matrix): one strided-batched cuBLAS GEMM,
+  // row-major C = A B computed as C^T = B^T A^T.
+  if (type == "MatMul" && plain(2) && IsFloat(y.dtype) && g.tensor(op.inputs[0]).dtype == y.dtype &&
+      g.tensor(op.inputs[1]).dtype == y.dtype) {
+    const std::vector<int64_t> bs = ConcreteShape(g.tensor(op.inputs[1]).shape, dims);
+    const std::vector<int64_t> ys = ConcreteShape(y.shape, dims);
+    auto batch = [](const std::vector<int64_t>& v) {
+      int64_t n = 1;
+      for (size_t d = 0; d + 2 < v.size(); ++d) n *= v[d];
+      return n;
+    };
+    if (xs.size() >= 2 && bs.size() >= 2 && ys.size() == std::max(xs.size(), bs.size())) {
+      const int64_t m = xs[xs.size() - 2], k = xs.back(), n = bs.back(), batches = batch(ys);
+      const int64_t ba = batch(xs), bb = batch(bs);
+      if (bs[bs.size() - 2] == k && ys[ys.size() - 2] == m && ys.back() == n && batches > 0 &&
+          (ba == batches || ba == 1) && (bb == batches || bb == 1) && m > 0 && n > 0 && k > 0 &&
+          m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX && batches <= INT32_MAX) {
+        const void* a = PlaceOf(op.inputs[0]).base;
+        const void* b = PlaceOf(op.inputs[1]).base;
+        void* c = PlaceOf(op.outputs[0]).base;
+        const long long stride_a = ba == 1 ? 0 : m * k, stride_b = bb == 1 ? 0 : k * n;
+        const cudaDataType_t t = cuda::CudaType(y.dtype);
+        cublasHandle_t handle = blas;
+        Add("cublasGemmStridedBatchedEx", [=](cudaStream_t s) {
+          const float one = 1.0f, zero = 0.0f;
+          HFUSE_CUBLAS(cublasSetStream(handle, s));
+          HFUSE_CUBLAS(cublasGemmStridedBatchedEx(
+              handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k),
+              &one, b, t, static_cast<int>(n), stride_b, a, t, static_cast<int>(k), stride_a, &zero, c, t,
+              static_cast<int>(n), static_cast<long long>(m * n), static_cast<int>(batches), CUBLAS_COMPUTE_32F,
+              CUBLAS_GEMM_DEFAULT));
+        });
+        return;
+      }
+    }
+  }
+  PlanOnHost(op);
+}
+
+void CudaExecutor::Impl::CopyPlace(TensorId t, void* host, bool to_host, cudaStream_t s) const {
+  const std::vector<int64_t> shape = ConcreteShape(g.tensor(t).shape, dims);
+  const int64_t esize = DTypeBytes(g.tensor(t).dtype);
+  const int64_t bytes = Bytes(t);
+  if (bytes == 0) return;
+  const cuda::Place p = PlaceOf(t);
+  const int64_t last = shape.empty() ? 1 : shape.back();
+  const auto width = static_cast<size_t>(last * esize);
+  const auto pitch = static_cast<size_t>(p.row_stride * esize);
+  const auto rows = static_cast<size_t>(bytes / (last * esize));
+  if (to_host) {
+    HFUSE_CUDA(cudaMemcpy2DAsync(host, width, p.base, pitch, width, rows, cudaMemcpyDeviceToHost, s));
+  } else {
+    HFUSE_CUDA(cudaMemcpy2DAsync(p.base, pitch, host, width, width, rows, cudaMemcpyHostToDevice, s));
+  }
+}
+
+namespace {
+// The host function of a HostOp: staged inputs in, the CPU's operator, outputs staged out.
+void CUDART_CB RunHostOp(void* data) {
+  auto* h = static_cast<cuda::HostOp*>(data);
+  try {
+    std::vector<const HostTensor*> in;
+    std::vector<HostTensor*> out;
+    for (size_t k = 0; k < h->in.size(); ++k) {
+      if (!h->in[k].bytes.empty()) std::memcpy(h->in[k].bytes.data(), h->in_staged[k]->ptr, h->in[k].bytes.size());
+      in.push_back(&h->in[k]);
+    }
+    for (HostTensor& t : h->out) out.push_back(&t);
+    cpu::RunOnnxOp(h->name, *h->node, in, out);
+    for (size_t k = 0; k < h->out.size(); ++k) {
+      if (!h->out[k].bytes.empty()) std::memcpy(h->out_staged[k]->ptr, h->out[k].bytes.data(), h->out[k].bytes.size());
+    }
+  } catch (const std::exception& e) {
+    if (h->error.empty()) h->error = e.what();
+  }
+}
+}  // namespace
+
+void CudaExecutor::Impl::PlanOnHost(const Op& op) {
+  auto h = std::make_unique<cuda::HostOp>();
+  h->name = op.name;
+  h->node = op.attrs.onnx;
+  for (TensorId t : op.inputs) {
+    h->in.emplace_back(g.tensor(t).dtype, ConcreteShape(g.tensor(t).shape, dims), g.tensor(t).name);
+    h->in_staged.push_back(std::make_unique<cuda::PinnedBuffer>(Bytes(t)));
+  }
+  for (TensorId t : op.outputs) {
+    h->out.emplace_back(g.tensor(t).dtype, ConcreteShape(g.tensor(t).shape, dims), g.tensor(t).name);
+    h->out_staged.push_back(std::make_unique<cuda::PinnedBuffer>(Bytes(t)));
+  }
+  cuda::HostOp* raw = h.get();
+  host_ops.push_back(std::move(h));
+  const std::vector<TensorId> ins = op.inputs, outs = op.outputs;
+  Add(fmt::format("on the host: ONNX {}", op.attrs.onnx->op_type), [this, raw, ins, outs](cudaStream_t s) {
+    for (size_t k = 0; k < ins.size(); ++k) CopyPlace(ins[k], raw->in_staged[k]->ptr, true, s);
+    HFUSE_CUDA(cudaLaunchHostFunc(s, RunHostOp, raw));
+    for (size_t k = 0; k < outs.size(); ++k) CopyPlace(outs[k], raw->out_staged[k]->ptr, false, s);
+  });
+}
+
+void CudaExecutor::Impl::CheckHostOps() {
+  for (const IndexCheck& c : index_checks) {
+    int bad = 0;
+    HFUSE_CUDA(cudaMemcpy(&bad, c.bad, sizeof(int), cudaMemcpyDeviceToHost));
+    if (bad) {
+      HFUSE_CUDA(cudaMemset(c.bad, 0, sizeof(int)));
+      ThrowInputError("op '{}' (ONNX Gather): an index is out of range for a dim of {}", c.op, c.len);
+    }
+  }
+  for (const auto& h : host_ops) {
+    if (!h->error.empty()) {
+      const std::string error = std::move(h->error);
+      h->error.clear();
+      ThrowInputError("{}", error);
+    }
   }
 }
 
@@ -284,6 +521,7 @@ void CudaExecutor::Poison() {
 void CudaExecutor::Run() {
   impl_->Enqueue();
   HFUSE_CUDA(cudaStreamSynchronize(impl_->stream));
+  impl_->CheckHostOps();
 }
 
 void CudaExecutor::RunGraph() {
@@ -295,6 +533,7 @@ void CudaExecutor::RunGraph() {
   }
   HFUSE_CUDA(cudaGraphLaunch(impl_->graph_exec, impl_->stream));
   HFUSE_CUDA(cudaStreamSynchronize(impl_->stream));
+  impl_->CheckHostOps();
 }
 
 TensorMap CudaExecutor::Outputs() const {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cutlass_grouped_gemm.h"
+#include "hfuse/runtime/host_tensor.h"
 #include "gemm_plan.h"
 #include "hfuse/cuda/cuda_executor.h"
 #include "memory_plan.h"
@@ -73,6 +74,31 @@ struct DeviceBuffer {
   }
 };
 
+// Page-locked host memory freed on destruction: what an asynchronous copy
+// between host and device, and a CUDA graph capturing one, needs.
+struct PinnedBuffer {
+  void* ptr = nullptr;
+  explicit PinnedBuffer(int64_t n) {
+    if (n > 0) HFUSE_CUDA(cudaMallocHost(&ptr, static_cast<size_t>(n)));
+  }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  ~PinnedBuffer() {
+    if (ptr) cudaFreeHost(ptr);
+  }
+};
+
+// An opaque op run on the host (PlanOnHost): the CPU executor's operands,
+// their page-locked copies the stream fills and drains, and the first
+// error the op raised (a host function cannot throw into the stream).
+struct HostOp {
+  std::string name;
+  std::shared_ptr<const OnnxNode> node;
+  std::vector<HostTensor> in, out;
+  std::vector<std::unique_ptr<PinnedBuffer>> in_staged, out_staged;
+  std::string error;
+};
+
 // Where a tensor's elements are: a base pointer plus a row stride.
 struct Place {
   char* base = nullptr;
@@ -90,6 +116,14 @@ struct CudaExecutor::Impl {
   cuda::DeviceBuffer inputs_arena, params_arena, outputs_arena, arena;
   std::vector<std::unique_ptr<cuda::DeviceBuffer>> descriptors;  // device arrays read by launches
   std::vector<std::unique_ptr<cuda::CutlassGroupedGemm>> cutlass_gemms;
+  std::vector<std::unique_ptr<cuda::HostOp>> host_ops;
+  // A Gather kernel's flag: set on the device when an index is out of range.
+  struct IndexCheck {
+    std::string op;
+    int64_t len;
+    int* bad;
+  };
+  std::vector<IndexCheck> index_checks;
   std::vector<cublasLtMatmulDesc_t> lt_descs;
   std::vector<cublasLtMatrixLayout_t> lt_layouts;
   std::vector<int64_t> offset;     // per tensor id: byte offset in its buffer, or -1
@@ -151,6 +185,18 @@ struct CudaExecutor::Impl {
   void PlanLayerNorm(const Op& op);
   void PlanCopies(const Op& op);
   void PlanElementwise(const Op& op);
+  void PlanReshapeCopy(const Op& op);  // output = input's bytes, whole
+  // An opaque ONNX op: a device copy for one that only reshapes, else PlanOnHost.
+  void PlanOpaque(const Op& op);
+  // Runs `op` through the CPU executor's ONNX operators (cpu::RunOnnxOp):
+  // its inputs copied down to page-locked memory, a host function, its
+  // outputs copied up, all on the stream (so a CUDA graph captures it).
+  void PlanOnHost(const Op& op);
+  // Copies tensor `t` between its device place and `host` (contiguous) on `s`.
+  void CopyPlace(TensorId t, void* host, bool to_host, cudaStream_t s) const;
+  // After a run: throws the first error a Gather kernel or a host op raised,
+  // as the CPU would.
+  void CheckHostOps();
 
   // ---- GEMM launch plans (gemm_launches.cc) ----------------------------------------
 

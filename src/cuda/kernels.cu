@@ -9,6 +9,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "kernels.h"
 
@@ -245,6 +246,79 @@ unsigned GridFor(int64_t work, int threads) {
   return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65536 ? 65536 : blocks));
 }
 
+// One thread a word of an output row (4-byte words when rows and pointers
+// allow, else bytes), grid-stride.
+template <typename Word, typename Index>
+__global__ void GatherKernel(const Word* x, const Index* index, Word* y, int64_t outer, int64_t len,
+                             int64_t count, int64_t row_words, int* bad) {
+  const int64_t total = outer * count * row_words;
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t row = e / row_words, w = e % row_words;
+    const int64_t o = row / count, i = row % count;
+    int64_t at = static_cast<int64_t>(index[i]);
+    if (at < 0) at += len;
+    if (at < 0 || at >= len) {
+      *bad = 1;
+      continue;
+    }
+    y[e] = x[(o * len + at) * row_words + w];
+  }
+}
+
+// One thread an output element: its kept coordinates, then every
+// combination of the reduced ones (last dim fastest), accumulated in fp32.
+template <typename T>
+__global__ void ReduceKernel(ReduceArgs a) {
+  int64_t stride[6];
+  int64_t s = 1;
+  for (int d = a.rank - 1; d >= 0; --d) {
+    stride[d] = s;
+    s *= a.shape[d];
+  }
+  const T* x = static_cast<const T*>(a.x);
+  for (int64_t o = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; o < a.out_numel;
+       o += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t base = 0, rest = o;
+    for (int d = a.rank - 1; d >= 0; --d) {
+      if (a.reduced[d]) continue;
+      base += (rest % a.shape[d]) * stride[d];
+      rest /= a.shape[d];
+    }
+    float acc = a.kind == 2 ? -INFINITY : a.kind == 3 ? INFINITY : 0.0f;
+    for (int64_t r = 0; r < a.count; ++r) {
+      int64_t at = base, left = r;
+      for (int d = a.rank - 1; d >= 0; --d) {
+        if (!a.reduced[d]) continue;
+        at += (left % a.shape[d]) * stride[d];
+        left /= a.shape[d];
+      }
+      const float v = ToFloat(x[at]);
+      acc = a.kind == 2 ? fmaxf(acc, v) : a.kind == 3 ? fminf(acc, v) : acc + v;
+    }
+    if (a.kind == 1) acc /= static_cast<float>(a.count > 0 ? a.count : 1);
+    static_cast<T*>(a.y)[o] = FromFloat<T>(acc);
+  }
+}
+
+// One thread a row (o, i): the max, the sum of exponentials, then the outputs.
+template <typename T>
+__global__ void SoftmaxKernel(const T* x, T* y, int64_t outer, int64_t len, int64_t inner, bool log) {
+  for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; r < outer * inner;
+       r += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t base = (r / inner) * len * inner + r % inner;
+    float high = -INFINITY;
+    for (int64_t j = 0; j < len; ++j) high = fmaxf(high, ToFloat(x[base + j * inner]));
+    float sum = 0.0f;
+    for (int64_t j = 0; j < len; ++j) sum += expf(ToFloat(x[base + j * inner]) - high);
+    const float log_sum = logf(sum);
+    for (int64_t j = 0; j < len; ++j) {
+      const float v = ToFloat(x[base + j * inner]) - high;
+      y[base + j * inner] = FromFloat<T>(log ? v - log_sum : expf(v) / sum);
+    }
+  }
+}
+
 }  // namespace
 
 int LayerNormLanes(int64_t n, int elem_bytes, bool vec) {
@@ -272,6 +346,47 @@ void LaunchGroupEpilogue(int dtype, const EpilogueDesc* descs, const EpilogueTil
   if (dtype == 0) GroupEpilogueKernel<__half><<<grid, 256, 0, stream>>>(descs, tiles, a);
   if (dtype == 1) GroupEpilogueKernel<__nv_bfloat16><<<grid, 256, 0, stream>>>(descs, tiles, a);
   if (dtype == 2) GroupEpilogueKernel<float><<<grid, 256, 0, stream>>>(descs, tiles, a);
+}
+
+void LaunchGather(const void* x, const void* index, bool index32, void* y, int64_t outer,
+                  int64_t len, int64_t count, int64_t row_bytes, int* bad, cudaStream_t stream) {
+  if (outer * count * row_bytes == 0) return;
+  const bool words = row_bytes % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 4 == 0 &&
+                     reinterpret_cast<uintptr_t>(y) % 4 == 0;
+  const int64_t row_words = words ? row_bytes / 4 : row_bytes;
+  const unsigned grid = GridFor(outer * count * row_words, 256);
+  auto launch = [&](auto word) {
+    using Word = decltype(word);
+    const auto* xw = static_cast<const Word*>(x);
+    auto* yw = static_cast<Word*>(y);
+    if (index32) {
+      GatherKernel<<<grid, 256, 0, stream>>>(xw, static_cast<const int32_t*>(index), yw, outer, len, count, row_words, bad);
+    } else {
+      GatherKernel<<<grid, 256, 0, stream>>>(xw, static_cast<const int64_t*>(index), yw, outer, len, count, row_words, bad);
+    }
+  };
+  if (words) {
+    launch(uint32_t{});
+  } else {
+    launch(uint8_t{});
+  }
+}
+
+void LaunchReduce(int dtype, const ReduceArgs& args, cudaStream_t stream) {
+  if (args.out_numel == 0) return;
+  const unsigned grid = GridFor(args.out_numel, 128);
+  if (dtype == 0) ReduceKernel<__half><<<grid, 128, 0, stream>>>(args);
+  if (dtype == 1) ReduceKernel<__nv_bfloat16><<<grid, 128, 0, stream>>>(args);
+  if (dtype == 2) ReduceKernel<float><<<grid, 128, 0, stream>>>(args);
+}
+
+void LaunchSoftmax(int dtype, const void* x, void* y, int64_t outer, int64_t len, int64_t inner,
+                   bool log, cudaStream_t stream) {
+  if (outer * inner == 0 || len == 0) return;
+  const unsigned grid = GridFor(outer * inner, 128);
+  if (dtype == 0) SoftmaxKernel<<<grid, 128, 0, stream>>>(static_cast<const __half*>(x), static_cast<__half*>(y), outer, len, inner, log);
+  if (dtype == 1) SoftmaxKernel<<<grid, 128, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), static_cast<__nv_bfloat16*>(y), outer, len, inner, log);
+  if (dtype == 2) SoftmaxKernel<<<grid, 128, 0, stream>>>(static_cast<const float*>(x), static_cast<float*>(y), outer, len, inner, log);
 }
 
 void LaunchElementwise(int dtype, const ElementwiseArgs& args, cudaStream_t stream) {

@@ -82,4 +82,31 @@ struct ElementwiseArgs {
 };
 void LaunchElementwise(int dtype, const ElementwiseArgs& args, cudaStream_t stream);
 
+// ONNX Gather along an axis, data seen as [outer, len, rows of row_bytes]:
+// y[o, i] = x[o, index[i]] for `count` indices (int64, or int32 when
+// index32), a negative index counting from the end. An index outside
+// [-len, len) writes nothing there and sets *bad to 1.
+void LaunchGather(const void* x, const void* index, bool index32, void* y, int64_t outer,
+                  int64_t len, int64_t count, int64_t row_bytes, int* bad, cudaStream_t stream);
+
+// ONNX ReduceSum / ReduceMean / ReduceMax / ReduceMin (kind 0..3) of x
+// (rank <= 6, contiguous) over the dims where reduced[d] != 0, into y of
+// the same rank with those dims 1; fp32 accumulation; dtype as above.
+struct ReduceArgs {
+  const void* x;
+  void* y;
+  int64_t shape[6];
+  int32_t reduced[6];
+  int32_t rank;
+  int32_t kind;
+  int64_t out_numel;
+  int64_t count;  // elements reduced into each output
+};
+void LaunchReduce(int dtype, const ReduceArgs& args, cudaStream_t stream);
+
+// ONNX Softmax (or LogSoftmax) over `len` of x seen as [outer, len, inner],
+// in fp32 (cpu::SoftmaxView gives the view); dtype as above.
+void LaunchSoftmax(int dtype, const void* x, void* y, int64_t outer, int64_t len, int64_t inner,
+                   bool log, cudaStream_t stream);
+
 }  // namespace hfuse::cuda

@@ -316,12 +316,9 @@ class OnnxOp {
   // 2-D at the axis and normalise each row.
   void Softmax(bool log) {
     const HostTensor& x = X(0);
-    const auto rank = static_cast<int64_t>(x.shape.size());
-    const size_t ax = AxisOf(Int("axis", node_.opset >= 13 ? -1 : 1), x.shape.size());
-    (void)rank;
-    const int64_t outer = Product(x.shape, 0, ax);
-    const int64_t len = node_.opset >= 13 ? x.shape[ax] : Product(x.shape, ax, x.shape.size());
-    const int64_t inner = node_.opset >= 13 ? Product(x.shape, ax + 1, x.shape.size()) : 1;
+    const std::optional<AxisView> view = SoftmaxView(node_, x.shape);
+    if (!view) Unsupported(fmt::format("axis {} is out of range", Int("axis", node_.opset >= 13 ? -1 : 1)));
+    const auto [outer, len, inner] = *view;
     const std::vector<float> xf = x.ToFloat();
     std::vector<float> yf(xf.size());
     for (int64_t o = 0; o < outer; ++o) {
@@ -370,9 +367,9 @@ class OnnxOp {
   void Gather() {
     const HostTensor& data = X(0);
     const HostTensor& ind = X(1);
-    const size_t axis = AxisOf(Int("axis", 0), data.shape.size());
-    const int64_t outer = Product(data.shape, 0, axis), len = data.shape[axis];
-    const int64_t inner = Product(data.shape, axis + 1, data.shape.size());
+    const std::optional<AxisView> view = GatherView(node_, data.shape);
+    if (!view) Unsupported(fmt::format("axis {} is out of range", Int("axis", 0)));
+    const auto [outer, len, inner] = *view;
     HostTensor& y = Y(0);
     SameSize(y, outer * ind.numel() * inner);
     const auto width = static_cast<size_t>(inner * DTypeBytes(data.dtype));
@@ -619,22 +616,12 @@ class OnnxOp {
   void Reduce(const std::string& type) {
     const HostTensor& x = X(0);
     const size_t rank = x.shape.size();
-    std::vector<int64_t> axes = Ints("axes");
-    bool from_input = false;
-    if (const HostTensor* a = Input(1)) {
-      axes = IntValues(*a);
-      from_input = true;
-    }
-    (void)from_input;
-    std::vector<bool> reduced(rank, false);
-    if (axes.empty()) {
-      if (Int("noop_with_empty_axes", 0) != 0) {
-        Y(0).bytes = x.bytes;
-        return;
-      }
-      reduced.assign(rank, true);
-    }
-    for (int64_t a : axes) reduced[AxisOf(a, rank)] = true;
+    std::vector<int64_t> axes_input;
+    if (const HostTensor* a = Input(1)) axes_input = IntValues(*a);
+    const std::optional<std::vector<bool>> dims =
+        ReducedDims(node_, rank, Input(1) ? &axes_input : nullptr);
+    if (!dims) Unsupported("an axis is out of range");
+    const std::vector<bool>& reduced = *dims;
     std::vector<int64_t> out_shape(rank);
     for (size_t d = 0; d < rank; ++d) out_shape[d] = reduced[d] ? 1 : x.shape[d];
     HostTensor& y = Y(0);
@@ -994,6 +981,46 @@ class OnnxOp {
 };
 
 }  // namespace
+
+namespace {
+int64_t IntAttr(const OnnxNode& node, const std::string& attr, int64_t fallback) {
+  auto it = node.ints.find(attr);
+  return it == node.ints.end() || it->second.empty() ? fallback : it->second[0];
+}
+std::optional<size_t> Axis(int64_t axis, size_t rank) {
+  const auto r = static_cast<int64_t>(rank);
+  if (axis < -r || axis >= r) return std::nullopt;
+  return static_cast<size_t>(axis < 0 ? axis + r : axis);
+}
+}  // namespace
+
+std::optional<AxisView> SoftmaxView(const OnnxNode& node, const std::vector<int64_t>& x) {
+  const std::optional<size_t> ax = Axis(IntAttr(node, "axis", node.opset >= 13 ? -1 : 1), x.size());
+  if (!ax) return std::nullopt;
+  if (node.opset >= 13) return AxisView{Product(x, 0, *ax), x[*ax], Product(x, *ax + 1, x.size())};
+  return AxisView{Product(x, 0, *ax), Product(x, *ax, x.size()), 1};
+}
+
+std::optional<std::vector<bool>> ReducedDims(const OnnxNode& node, size_t rank,
+                                             const std::vector<int64_t>* axes) {
+  std::vector<int64_t> from_attr;
+  if (auto it = node.ints.find("axes"); it != node.ints.end()) from_attr = it->second;
+  const std::vector<int64_t>& list = axes ? *axes : from_attr;
+  // No axes: every dim, or none (the input as it is) with noop_with_empty_axes.
+  std::vector<bool> reduced(rank, list.empty() && IntAttr(node, "noop_with_empty_axes", 0) == 0);
+  for (int64_t a : list) {
+    const std::optional<size_t> d = Axis(a, rank);
+    if (!d) return std::nullopt;
+    reduced[*d] = true;
+  }
+  return reduced;
+}
+
+std::optional<AxisView> GatherView(const OnnxNode& node, const std::vector<int64_t>& data) {
+  const std::optional<size_t> ax = Axis(IntAttr(node, "axis", 0), data.size());
+  if (!ax) return std::nullopt;
+  return AxisView{Product(data, 0, *ax), data[*ax], Product(data, *ax + 1, data.size())};
+}
 
 void RunOnnxOp(const std::string& op_name, const OnnxNode& node,
                const std::vector<const HostTensor*>& inputs,

@@ -8,6 +8,8 @@
 // for a graph it did not fully compute.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,24 @@
 #include "hfuse/ir/graph.h"
 
 namespace hfuse::cpu {
+
+// A tensor as [outer, len, inner] along an operator's axis: how the CPU
+// operators below and the CUDA kernels of the same operators read it.
+struct AxisView {
+  int64_t outer = 1, len = 1, inner = 1;
+};
+// Softmax and LogSoftmax of an input of shape `x`: over `len` (from opset
+// 13 the axis alone; before, every dim from the axis on). Nothing when the
+// axis is out of range.
+std::optional<AxisView> SoftmaxView(const OnnxNode& node, const std::vector<int64_t>& x);
+// The dims that ReduceSum, ReduceMean, ReduceMax, ReduceMin or ReduceProd
+// of an input of rank `rank` reduces: `axes` (the values of input 1, from
+// opset 13 or 18 on) or the axes attribute; every dim when there are none,
+// or none with noop_with_empty_axes. Nothing when an axis is out of range.
+std::optional<std::vector<bool>> ReducedDims(const OnnxNode& node, size_t rank,
+                                             const std::vector<int64_t>* axes);
+// Gather of `data` along its axis: the output is [outer, indices..., inner].
+std::optional<AxisView> GatherView(const OnnxNode& node, const std::vector<int64_t>& data);
 
 // Computes `node` (an opaque op named `op_name`) from `inputs` into `outputs`,
 // which the caller has allocated with the shapes of the graph. Throws
