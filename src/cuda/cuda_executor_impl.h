@@ -20,9 +20,10 @@
 #include <vector>
 
 #include "cutlass_grouped_gemm.h"
-#include "hfuse/runtime/host_tensor.h"
 #include "gemm_plan.h"
 #include "hfuse/cuda/cuda_executor.h"
+#include "hfuse/runtime/host_tensor.h"
+#include "kernels.h"
 #include "memory_plan.h"
 
 #define HFUSE_CUDA(call) ::hfuse::CheckCuda((call), #call, __FILE__, __LINE__)
@@ -185,6 +186,9 @@ struct CudaExecutor::Impl {
   void PlanLayerNorm(const Op& op);
   void PlanCopies(const Op& op);
   void PlanElementwise(const Op& op);
+  // The inputs, output and numpy broadcast strides of an elementwise op
+  // (at most 4 inputs of rank <= 6, no views); func left 0.
+  cuda::ElementwiseArgs BroadcastArgs(const Op& op) const;
   void PlanReshapeCopy(const Op& op);  // output = input's bytes, whole
   // An opaque ONNX op: a device copy for one that only reshapes, else PlanOnHost.
   void PlanOpaque(const Op& op);

@@ -266,6 +266,49 @@ __global__ void GatherKernel(const Word* x, const Index* index, Word* y, int64_t
   }
 }
 
+__device__ float OnnxMathOf(int func, float a, float b) {
+  switch (func) {
+    case kPow: return powf(a, b);
+    case kMax: return fmaxf(a, b);
+    case kMin: return fminf(a, b);
+    case kSqrt: return sqrtf(a);
+    case kExp: return expf(a);
+    case kLog: return logf(a);
+    case kNeg: return -a;
+    case kAbs: return fabsf(a);
+    default: return 1.0f / a;
+  }
+}
+
+// As ElementwiseKernel, with OnnxMathOf.
+template <typename T>
+__global__ void OnnxMathKernel(ElementwiseArgs args) {
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < args.numel;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t rest = e, a = 0, b = 0;
+    for (int d = args.rank - 1; d >= 0; --d) {
+      const int64_t i = rest % args.shape[d];
+      rest /= args.shape[d];
+      a += i * args.in_strides[0][d];
+      b += i * args.in_strides[1][d];
+    }
+    const float x = ToFloat(static_cast<const T*>(args.in[0])[a]);
+    const float y = args.num_inputs > 1 ? ToFloat(static_cast<const T*>(args.in[1])[b]) : 0.0f;
+    static_cast<T*>(args.out)[e] = FromFloat<T>(OnnxMathOf(args.func, x, y));
+  }
+}
+
+// One thread a word (4 bytes when every row and pointer allows, else a byte).
+template <typename Word>
+__global__ void CopyRowsKernel(const char* src, int64_t src_pitch, char* dst, int64_t dst_pitch,
+                               int64_t row_words, int64_t rows) {
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < rows * row_words;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = e / row_words, w = e % row_words;
+    reinterpret_cast<Word*>(dst + r * dst_pitch)[w] = reinterpret_cast<const Word*>(src + r * src_pitch)[w];
+  }
+}
+
 // One thread an output element: its kept coordinates, then every
 // combination of the reduced ones (last dim fastest), accumulated in fp32.
 template <typename T>
@@ -369,6 +412,30 @@ void LaunchGather(const void* x, const void* index, bool index32, void* y, int64
     launch(uint32_t{});
   } else {
     launch(uint8_t{});
+  }
+}
+
+void LaunchOnnxMath(int dtype, const ElementwiseArgs& args, cudaStream_t stream) {
+  if (args.numel == 0) return;
+  const unsigned grid = GridFor(args.numel, 256);
+  if (dtype == 0) OnnxMathKernel<__half><<<grid, 256, 0, stream>>>(args);
+  if (dtype == 1) OnnxMathKernel<__nv_bfloat16><<<grid, 256, 0, stream>>>(args);
+  if (dtype == 2) OnnxMathKernel<float><<<grid, 256, 0, stream>>>(args);
+}
+
+void LaunchCopyRows(const void* src, int64_t src_pitch, void* dst, int64_t dst_pitch, int64_t width,
+                    int64_t rows, cudaStream_t stream) {
+  if (width == 0 || rows == 0) return;
+  const bool words = width % 4 == 0 && src_pitch % 4 == 0 && dst_pitch % 4 == 0 &&
+                     reinterpret_cast<uintptr_t>(src) % 4 == 0 && reinterpret_cast<uintptr_t>(dst) % 4 == 0;
+  const int64_t row_words = words ? width / 4 : width;
+  const unsigned grid = GridFor(rows * row_words, 256);
+  const auto* s = static_cast<const char*>(src);
+  auto* d = static_cast<char*>(dst);
+  if (words) {
+    CopyRowsKernel<uint32_t><<<grid, 256, 0, stream>>>(s, src_pitch, d, dst_pitch, row_words, rows);
+  } else {
+    CopyRowsKernel<uint8_t><<<grid, 256, 0, stream>>>(s, src_pitch, d, dst_pitch, row_words, rows);
   }
 }
 

@@ -8,7 +8,8 @@ the CUDA backend and compares it with the CPU executor on the original, on
 the same random inputs. Checked here:
 
   - every op kind the CUDA backend runs natively for ONNX (the Gather,
-    Softmax, Reduce* and batched-MatMul kernels and the reshape copies), in
+    Softmax, Reduce*, float-math and batched-MatMul kernels, the reshape
+    copies, concatenates and splits of narrow rows), in
     the forms each one takes and on both sides of its limits (negative and
     int32 indices, an axis other than the last, opset-11 Softmax, several
     reduced axes, keepdims 0, a batch broadcast from one matrix), and an op
@@ -76,6 +77,28 @@ def op_models():
         yield f"matmul_{len(a)}d_{len(b)}d", model(
             "m", [helper.make_node("MatMul", ["a", "b"], ["y"])],
             [("a", F, a), ("b", F, b)], [("y", F, y)])
+    two = helper.make_tensor("two", F, [], [2.0])
+    w = helper.make_tensor("w", F, [6], [0.1 * i - 0.2 for i in range(6)])
+    yield "onnx_math", model("e", [
+        helper.make_node("Pow", ["x", "two"], ["sq"]),           # a scalar exponent, broadcast
+        helper.make_node("Max", ["sq", "w"], ["hi"]),            # a row, broadcast
+        helper.make_node("Abs", ["x"], ["ax"]),
+        helper.make_node("Sqrt", ["ax"], ["rt"]),
+        helper.make_node("Min", ["hi", "rt"], ["lo"]),
+        helper.make_node("Exp", ["lo"], ["ex"]),
+        helper.make_node("Reciprocal", ["ex"], ["re"]),
+        helper.make_node("Neg", ["re"], ["ng"]),
+        helper.make_node("Log", ["ex"], ["y"]),
+    ], [("x", F, ["N", 6])], [("y", F, ["N", 6]), ("ng", F, ["N", 6])], [two, w])
+    # Rows of 4 and 8 bytes: a stack along the last axis, a split along it.
+    yield "narrow_concat_split", model("c", [
+        helper.make_node("Unsqueeze", ["a", "ax2"], ["a3"]),
+        helper.make_node("Unsqueeze", ["b", "ax2"], ["b3"]),
+        helper.make_node("Concat", ["a3", "b3", "a3"], ["y"], axis=2),
+        helper.make_node("Split", ["a", "parts"], ["p0", "p1", "p2"], axis=1),
+    ], [("a", F, ["N", 6]), ("b", F, ["N", 6])],
+        [("y", F, ["N", 6, 3]), ("p0", F, ["N", 2]), ("p1", F, ["N", 1]), ("p2", F, ["N", 3])],
+        [ints("ax2", [2]), ints("parts", [2, 1, 3])])
     yield "host_cast_where_transpose", model("h", [
         helper.make_node("Cast", ["ids"], ["f"], to=F),
         helper.make_node("Greater", ["x", "f"], ["mask"]),
