@@ -465,8 +465,9 @@ void CudaExecutor::Impl::PlanCopies(const Op& op) {
     char* part_ptr = pp.base;
     const auto rows = static_cast<size_t>(outer);
     // Rows narrower than 128 bytes (a stack along the last axis copies one
-    // element a row) go through a kernel: as cudaMemcpy2DAsync, DCNv2's
-    // 67 copies of that kind took 26 us each at batch 2048 on the H200.
+    // element a row) go through a kernel: DCNv2's 64 such copies took 26.7
+    // us each as cudaMemcpy2DAsync, 8.0 as the kernel (batch 2048, H200;
+    // bench/RESULTS.md).
     if (width > 0 && rows > 1 && width < 128) {
       const auto w = static_cast<int64_t>(width), wp = static_cast<int64_t>(whole_pitch);
       Add("copy rows kernel", [=](cudaStream_t s) {
