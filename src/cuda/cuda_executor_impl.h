@@ -1,8 +1,9 @@
 // The CUDA executor's inside (CudaExecutor::Impl, cuda_executor.h), shared
-// by the two files that fill it: cuda_executor.cc (the executor's lifetime,
-// its buffers, the per-op dispatch, and the LayerNorm, copy and elementwise
-// launches) and gemm_launches.cc (every GEMM: cuBLASLt, CUTLASS grouped,
-// cuBLAS grouped, and the bias/activation epilogue kernel). Internal to
+// by the three files that fill it: cuda_executor.cc (the executor's
+// lifetime, its buffers, the per-op dispatch, and the LayerNorm, copy and
+// elementwise launches), gemm_launches.cc (every GEMM: cuBLASLt, CUTLASS
+// grouped, cuBLAS grouped, and the bias/activation epilogue kernel) and
+// onnx_launches.cc (the opaque ONNX ops: their kernels, or the host). Internal to
 // src/cuda; the host-only planning beneath it is memory_plan.h and
 // gemm_plan.h.
 #pragma once
@@ -190,8 +191,21 @@ struct CudaExecutor::Impl {
   // (at most 4 inputs of rank <= 6, no views); func left 0.
   cuda::ElementwiseArgs BroadcastArgs(const Op& op) const;
   void PlanReshapeCopy(const Op& op);  // output = input's bytes, whole
-  // An opaque ONNX op: a device copy for one that only reshapes, else PlanOnHost.
+
+  // ---- opaque ONNX ops (onnx_launches.cc) -----------------------------------------
+
+  // A kernel or a device copy for the operators and forms it lists, else PlanOnHost.
   void PlanOpaque(const Op& op);
+  // Whether node input k is op input k for the op's `inputs` inputs, and
+  // every one and the output are whole tensors (no views).
+  bool Plain(const Op& op, size_t inputs) const;
+  // Each plans its operator's kernel and returns true, or false for a form it does not take.
+  bool PlanOnnxReshape(const Op& op);
+  bool PlanGather(const Op& op);
+  bool PlanSoftmax(const Op& op);
+  bool PlanReduce(const Op& op);
+  bool PlanOnnxMath(const Op& op);
+  bool PlanBatchedMatMul(const Op& op);
   // Runs `op` through the CPU executor's ONNX operators (cpu::RunOnnxOp):
   // its inputs copied down to page-locked memory, a host function, its
   // outputs copied up, all on the stream (so a CUDA graph captures it).

@@ -328,7 +328,7 @@ __global__ void ReduceKernel(ReduceArgs a) {
       base += (rest % a.shape[d]) * stride[d];
       rest /= a.shape[d];
     }
-    float acc = a.kind == 2 ? -INFINITY : a.kind == 3 ? INFINITY : 0.0f;
+    float acc = a.kind == kReduceMax ? -INFINITY : a.kind == kReduceMin ? INFINITY : 0.0f;
     for (int64_t r = 0; r < a.count; ++r) {
       int64_t at = base, left = r;
       for (int d = a.rank - 1; d >= 0; --d) {
@@ -337,9 +337,9 @@ __global__ void ReduceKernel(ReduceArgs a) {
         left /= a.shape[d];
       }
       const float v = ToFloat(x[at]);
-      acc = a.kind == 2 ? fmaxf(acc, v) : a.kind == 3 ? fminf(acc, v) : acc + v;
+      acc = a.kind == kReduceMax ? fmaxf(acc, v) : a.kind == kReduceMin ? fminf(acc, v) : acc + v;
     }
-    if (a.kind == 1) acc /= static_cast<float>(a.count > 0 ? a.count : 1);
+    if (a.kind == kReduceMean) acc /= static_cast<float>(a.count > 0 ? a.count : 1);
     static_cast<T*>(a.y)[o] = FromFloat<T>(acc);
   }
 }

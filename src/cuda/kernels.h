@@ -100,7 +100,8 @@ void LaunchCopyRows(const void* src, int64_t src_pitch, void* dst, int64_t dst_p
 void LaunchGather(const void* x, const void* index, bool index32, void* y, int64_t outer,
                   int64_t len, int64_t count, int64_t row_bytes, int* bad, cudaStream_t stream);
 
-// ONNX ReduceSum / ReduceMean / ReduceMax / ReduceMin (kind 0..3) of x
+enum ReduceKind : int32_t { kReduceSum, kReduceMean, kReduceMax, kReduceMin };
+// ONNX ReduceSum / ReduceMean / ReduceMax / ReduceMin (a ReduceKind) of x
 // (rank <= 6, contiguous) over the dims where reduced[d] != 0, into y of
 // the same rank with those dims 1; fp32 accumulation; dtype as above.
 struct ReduceArgs {

@@ -1016,6 +1016,19 @@ std::optional<std::vector<bool>> ReducedDims(const OnnxNode& node, size_t rank,
   return reduced;
 }
 
+std::optional<std::vector<int64_t>> ConstantInts(const OnnxNode& node, int32_t slot) {
+  const int64_t c = -2 - static_cast<int64_t>(slot);
+  if (c < 0 || c >= static_cast<int64_t>(node.constant_values.size())) return std::nullopt;
+  const OnnxNode::Value& v = node.constant_values[static_cast<size_t>(c)];
+  if (IsFloat(v.dtype)) return std::nullopt;
+  HostTensor t(v.dtype, v.dims);
+  if (t.bytes.size() != v.data.size()) return std::nullopt;
+  t.bytes = v.data;
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < t.numel(); ++i) out.push_back(t.GetInt(i));
+  return out;
+}
+
 std::optional<AxisView> GatherView(const OnnxNode& node, const std::vector<int64_t>& data) {
   const std::optional<size_t> ax = Axis(IntAttr(node, "axis", 0), data.size());
   if (!ax) return std::nullopt;

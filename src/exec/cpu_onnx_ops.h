@@ -33,6 +33,9 @@ std::optional<AxisView> SoftmaxView(const OnnxNode& node, const std::vector<int6
 // or none with noop_with_empty_axes. Nothing when an axis is out of range.
 std::optional<std::vector<bool>> ReducedDims(const OnnxNode& node, size_t rank,
                                              const std::vector<int64_t>* axes);
+// The integer values of a constant the node keeps (input slot `slot`, a
+// value -2 - c of OnnxNode::input_slots), or nothing.
+std::optional<std::vector<int64_t>> ConstantInts(const OnnxNode& node, int32_t slot);
 // Gather of `data` along its axis: the output is [outer, indices..., inner].
 std::optional<AxisView> GatherView(const OnnxNode& node, const std::vector<int64_t>& data);
 
