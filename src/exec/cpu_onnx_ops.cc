@@ -19,6 +19,18 @@
 namespace hfuse::cpu {
 namespace {
 
+// An int attribute's first value, or `fallback`.
+int64_t IntAttr(const OnnxNode& node, const std::string& attr, int64_t fallback) {
+  auto it = node.ints.find(attr);
+  return it == node.ints.end() || it->second.empty() ? fallback : it->second[0];
+}
+// An axis in [-rank, rank) as [0, rank), or nothing.
+std::optional<size_t> Axis(int64_t axis, size_t rank) {
+  const auto r = static_cast<int64_t>(rank);
+  if (axis < -r || axis >= r) return std::nullopt;
+  return static_cast<size_t>(axis < 0 ? axis + r : axis);
+}
+
 // A part of a shape whose tensor was counted whole (HostTensor): it fits.
 int64_t Product(const std::vector<int64_t>& v, size_t begin, size_t end) {
   const std::optional<int64_t> p =
@@ -143,8 +155,7 @@ class OnnxOp {
         why.empty() ? "" : ": ", why);
   }
   int64_t Int(const std::string& attr, int64_t fallback) const {
-    auto it = node_.ints.find(attr);
-    return it == node_.ints.end() || it->second.empty() ? fallback : it->second[0];
+    return IntAttr(node_, attr, fallback);
   }
   double Float(const std::string& attr, double fallback) const {
     auto it = node_.floats.find(attr);
@@ -200,9 +211,9 @@ class OnnxOp {
   }
   // An axis attribute (or value) in [0, rank).
   size_t AxisOf(int64_t axis, size_t rank) {
-    const auto r = static_cast<int64_t>(rank);
-    if (axis < -r || axis >= r) Unsupported(fmt::format("axis {} is out of range", axis));
-    return static_cast<size_t>(axis < 0 ? axis + r : axis);
+    const std::optional<size_t> a = Axis(axis, rank);
+    if (!a) Unsupported(fmt::format("axis {} is out of range", axis));
+    return *a;
   }
   void SameSize(const HostTensor& y, int64_t numel) {
     if (y.numel() != numel) {
@@ -980,18 +991,6 @@ class OnnxOp {
   std::vector<HostTensor> constants_;
 };
 
-}  // namespace
-
-namespace {
-int64_t IntAttr(const OnnxNode& node, const std::string& attr, int64_t fallback) {
-  auto it = node.ints.find(attr);
-  return it == node.ints.end() || it->second.empty() ? fallback : it->second[0];
-}
-std::optional<size_t> Axis(int64_t axis, size_t rank) {
-  const auto r = static_cast<int64_t>(rank);
-  if (axis < -r || axis >= r) return std::nullopt;
-  return static_cast<size_t>(axis < 0 ? axis + r : axis);
-}
 }  // namespace
 
 std::optional<AxisView> SoftmaxView(const OnnxNode& node, const std::vector<int64_t>& x) {
