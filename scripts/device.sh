@@ -3,22 +3,47 @@
 # cores), runs the GPU tests, then the benchmarks, in one call. Results go
 # to $OUT (the device tool's output folder) or out/device.
 #
-#   bash scripts/device.sh [build|tests|bench|all]
+#   bash scripts/device.sh [build|tests|bench|all|models]
 #
 # SHARED= the shared/ folder (default ../shared); BUILD= the build folder
 # (default build-device). The GPU machine reaches no package registry, so
 # CUTLASS's headers come from the nvidia-cutlass 4.2.0.0 wheel brought along
 # with the tree: CUTLASS_WHEEL= its path (default .whl/nvidia_cutlass-4.2.0.0-*.whl),
 # unpacked once into $BUILD/cutlass-wheel (a wheel is a zip: no pip needed).
+# Nor has it libonnx, protobuf or OpenBLAS: Debian's packages brought along in
+# .deb/ (scripts/fetch_device_debs.sh fetches them here) are unpacked into /
+# first, so that hfuse builds with its ONNX frontend and the CPU reference
+# with OpenBLAS, as here; without them the build goes on with neither.
+# `models` exports the models that need PyTorch 2.11 (pytorch-widedeep's,
+# both exporters; its wheel in .whl/) into $OUT/models.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
 SHARED=${SHARED:-$(pwd)/../shared}
 OUT=${OUT:-$(pwd)/out/device}
 BUILD=${BUILD:-build-device}
+[[ $BUILD = /* ]] || BUILD=$(pwd)/$BUILD
 mkdir -p "$OUT" "$BUILD"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 start=$SECONDS
+
+if [[ $what == models ]]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/pytorch_widedeep-*.whl \
+    || { echo "device: cannot install pytorch-widedeep from .whl/"; exit 1; }
+  status=0
+  for e in dynamo torchscript; do
+    PYTHONPATH=/tmp/site python3 scripts/make_widedeep_models.py "$OUT/models/widedeep_$e" --exporter $e \
+      >"$OUT/models_$e.log" 2>&1 || status=1
+    tail -8 "$OUT/models_$e.log"
+  done
+  # Without their weights (seeded ones go back in for the tests), so that they come back and fit the repo.
+  for f in "$OUT"/models/*/*.onnx; do
+    python3 scripts/onnx_skeleton.py strip "$f" "$f.skel" && mv "$f.skel" "$f" || status=1
+  done
+  tar czf "$OUT/models.tgz" -C "$OUT" models && rm -rf "$OUT/models"
+  echo "device: models exported in $((SECONDS - start)) s"
+  exit $status
+fi
 
 cutlass_args=()
 if [[ -z ${CUTLASS_INCLUDE_DIR:-} ]]; then
@@ -26,14 +51,25 @@ if [[ -z ${CUTLASS_INCLUDE_DIR:-} ]]; then
   if [[ -n $wheel && ! -f $BUILD/cutlass-wheel/cutlass_library/source/include/cutlass/cutlass.h ]]; then
     python3 -m zipfile -e "$wheel" "$BUILD/cutlass-wheel" || { echo "device: cannot unpack $wheel"; exit 1; }
   fi
-  CUTLASS_INCLUDE_DIR=$(pwd)/$BUILD/cutlass-wheel/cutlass_library/source/include
-  [[ $BUILD = /* ]] && CUTLASS_INCLUDE_DIR=$BUILD/cutlass-wheel/cutlass_library/source/include
+  CUTLASS_INCLUDE_DIR=$BUILD/cutlass-wheel/cutlass_library/source/include
 fi
 cutlass_args=(-DCUTLASS_INCLUDE_DIR="$CUTLASS_INCLUDE_DIR")
 
-# The GPU machine's image has no OpenBLAS: the CPU reference uses its plain loop there.
+have_debs=OFF
+if compgen -G ".deb/*.deb" >/dev/null; then
+  for f in .deb/*.deb; do
+    # the image's own libgfortran, where it has one, stays
+    [[ $f == *libgfortran5* && -e /usr/lib/x86_64-linux-gnu/libgfortran.so.5 ]] && continue
+    dpkg -x "$f" / || { echo "device: cannot unpack $f"; exit 1; }
+  done
+  echo /usr/lib/x86_64-linux-gnu/openblas-pthread >/etc/ld.so.conf.d/hfuse-openblas.conf
+  ldconfig
+  have_debs=ON
+fi
+
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DHFUSE_WERROR=ON -DHFUSE_CUDA=ON \
-  -DHFUSE_REQUIRE_BLAS=OFF -DHFUSE_REQUIRE_ONNX=OFF -DHFUSE_BUILD_BENCH=OFF -DHFUSE_SHARED_DIR="$SHARED" \
+  -DHFUSE_REQUIRE_BLAS=$have_debs -DHFUSE_REQUIRE_ONNX=$have_debs -DHFUSE_BUILD_BENCH=OFF \
+  -DCMAKE_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread -DHFUSE_SHARED_DIR="$SHARED" \
   "${cutlass_args[@]}" >"$OUT/cmake.log" 2>&1 \
   || { tail -30 "$OUT/cmake.log"; exit 1; }
 cmake --build "$BUILD" -j16 --target hfuse cuda_executor_test >"$OUT/build.log" 2>&1 \
@@ -59,7 +95,7 @@ if [[ $what == bench || $what == all ]]; then
   for g in "$SHARED"/bench/towers_*.json; do
     profile=()
     [[ $g == *towers_mixed_T64_M2048* || -n ${PROFILE:-} ]] && profile=(--profile)
-    ./"$BUILD"/hfuse bench "$g" "${profile[@]}" --gemm-paths --json "$OUT/$(basename "$g" .json).bench.json" >>"$OUT/bench.log" 2>&1 || status=1
+    "$BUILD"/hfuse bench "$g" "${profile[@]}" --gemm-paths --json "$OUT/$(basename "$g" .json).bench.json" >>"$OUT/bench.log" 2>&1 || status=1
   done
   # The grouped-GEMM micro-benchmark, each group GEMM path forced as well
   # (cuBLAS grouped, CUTLASS at either tile: the measurement behind the tile rule).
@@ -68,9 +104,9 @@ if [[ $what == bench || $what == all ]]; then
     python3 scripts/gen_gemm_group.py --members $t --rows 2048 --mixed -o "$tmp/mixed_$t.json"
     python3 scripts/gen_gemm_group.py --members $t --rows 2048 --mixed --op gemm_rcr_bias_relu -o "$tmp/relu_$t.json"
     python3 scripts/gen_gemm_group.py --members $t --rows 256 --k 128 --n 128 -o "$tmp/uniform_$t.json"
-    ./"$BUILD"/hfuse bench "$tmp/mixed_$t.json" --rules hfuse --gemm-paths --json "$OUT/gemm_mixed_T$t.bench.json" >>"$OUT/bench.log" 2>&1 || status=1
-    ./"$BUILD"/hfuse bench "$tmp/relu_$t.json" --rules hfuse --gemm-paths --json "$OUT/gemm_relu_T$t.bench.json" >>"$OUT/bench.log" 2>&1 || status=1
-    ./"$BUILD"/hfuse bench "$tmp/uniform_$t.json" --rules hfuse --grouped-too --json "$OUT/gemm_uniform_T$t.bench.json" >>"$OUT/bench.log" 2>&1 || status=1
+    "$BUILD"/hfuse bench "$tmp/mixed_$t.json" --rules hfuse --gemm-paths --json "$OUT/gemm_mixed_T$t.bench.json" >>"$OUT/bench.log" 2>&1 || status=1
+    "$BUILD"/hfuse bench "$tmp/relu_$t.json" --rules hfuse --gemm-paths --json "$OUT/gemm_relu_T$t.bench.json" >>"$OUT/bench.log" 2>&1 || status=1
+    "$BUILD"/hfuse bench "$tmp/uniform_$t.json" --rules hfuse --grouped-too --json "$OUT/gemm_uniform_T$t.bench.json" >>"$OUT/bench.log" 2>&1 || status=1
   done
   if [[ -f "$SHARED/bench/peer_torch.py" ]]; then
     python3 "$SHARED/bench/peer_torch.py" "$OUT/peers_same_call.json" "$SHARED"/bench/towers_*.json --no-compile >"$OUT/peers.log" 2>&1 || status=1

@@ -80,70 +80,18 @@ class OnnxOp {
     }
   }
 
+  // One kernel per operator of onnx_ops.def (its Cpu column).
   void Run() {
     if (!node_.domain.empty() && node_.domain != "ai.onnx") Unsupported("");
-    const std::string& type = node_.op_type;
-    if (type == "Identity" || type == "Reshape" || type == "Flatten" || type == "Squeeze" ||
-        type == "Unsqueeze" || type == "Dropout") {
-      // Same data, new shape (the output's, from the graph); the shape or
-      // axes operand is a constant the op keeps or an int tensor whose
-      // values the graph's shapes already reflect.
-      if (type == "Dropout" && Output(1)) Unsupported("its mask output is used");
-      HostTensor& y = Y(0);
-      if (X(0).numel() != y.numel()) Unsupported("the sizes differ");
-      y.bytes = X(0).bytes;
-    } else if (type == "Transpose") {
-      Transpose();
-    } else if (type == "MatMul") {
-      MatMul();
-    } else if (type == "Softmax" || type == "LogSoftmax") {
-      Softmax(type == "LogSoftmax");
-    } else if (type == "Cast") {
-      Cast();
-    } else if (type == "Gather") {
-      Gather();
-    } else if (type == "Shape") {
-      Shape();
-    } else if (type == "ConstantOfShape") {
-      HostTensor& y = Y(0);
-      const double v = Float("value", 0.0);
-      for (int64_t i = 0; i < y.numel(); ++i) SetDouble(y, i, v);
-    } else if (type == "Range") {
-      HostTensor& y = Y(0);
-      const double start = GetDouble(X(0), 0), delta = GetDouble(X(2), 0);
-      for (int64_t i = 0; i < y.numel(); ++i) SetDouble(y, i, start + static_cast<double>(i) * delta);
-    } else if (type == "Expand") {
-      Broadcast(X(0), Y(0));
-    } else if (type == "Tile") {
-      Tile();
-    } else if (type == "Slice") {
-      Slice();
-    } else if (type == "Pad" && node_.opset >= 11) {
-      Pad();
-    } else if (type == "Concat") {
-      Concat();
-    } else if (type == "Split") {
-      Split();
-    } else if (type == "ReduceSum" || type == "ReduceMean" || type == "ReduceMax" ||
-               type == "ReduceMin" || type == "ReduceProd") {
-      Reduce(type);
-    } else if (type == "BatchNormalization") {
-      BatchNorm();
-    } else if (type == "Conv") {
-      Conv();
-    } else if (type == "Einsum") {
-      Einsum();
-    } else if (type == "Gemm") {
-      GemmOp();
-    } else if (type == "Where") {
-      Where();
-    } else if (IsBinary(type)) {
-      Binary(type);
-    } else if (IsUnaryOp(type)) {
-      Unary(type);
-    } else {
-      Unsupported("");
-    }
+    using Kernel = void (OnnxOp::*)();
+    static const std::map<std::string_view, Kernel> kKernels = {
+#define HFUSE_ONNX_OP(Name, Shape, Fold, Cpu, Cuda) {#Name, &OnnxOp::Cpu},
+#include "hfuse/ir/onnx_ops.def"
+#undef HFUSE_ONNX_OP
+    };
+    auto it = kKernels.find(node_.op_type);
+    if (it == kKernels.end()) Unsupported("");
+    (this->*it->second)();
   }
 
  private:
@@ -222,6 +170,16 @@ class OnnxOp {
     }
   }
 
+  // Same data, new shape (the output's, from the graph); the shape or axes
+  // operand is a constant the op keeps or an int tensor whose values the
+  // graph's shapes already reflect.
+  void SameBytes() {
+    if (node_.op_type == "Dropout" && Output(1)) Unsupported("its mask output is used");
+    HostTensor& y = Y(0);
+    if (X(0).numel() != y.numel()) Unsupported("the sizes differ");
+    y.bytes = X(0).bytes;
+  }
+
   void Transpose() {
     const HostTensor& x = X(0);
     HostTensor& y = Y(0);
@@ -292,7 +250,7 @@ class OnnxOp {
   }
 
   // Gemm in its general form: Y = alpha · op(A) · op(B) + beta · C.
-  void GemmOp() {
+  void GemmNode() {
     const HostTensor& a = X(0);
     const HostTensor& b = X(1);
     if (a.shape.size() != 2 || b.shape.size() != 2) Unsupported("A and B must be 2-D");
@@ -325,7 +283,8 @@ class OnnxOp {
 
   // Opset 13 normalises along one axis; earlier opsets flatten the input to
   // 2-D at the axis and normalise each row.
-  void Softmax(bool log) {
+  void Softmax() {
+    const bool log = node_.op_type == "LogSoftmax";
     const HostTensor& x = X(0);
     const std::optional<AxisView> view = SoftmaxView(node_, x.shape);
     if (!view) Unsupported(fmt::format("axis {} is out of range", Int("axis", node_.opset >= 13 ? -1 : 1)));
@@ -397,6 +356,133 @@ class OnnxOp {
     }
   }
 
+  // y[i..] = data[i.. with index[i..] on `axis`] (indices the output's shape).
+  void GatherElements() {
+    const HostTensor& data = X(0);
+    const HostTensor& ind = X(1);
+    HostTensor& y = Y(0);
+    const size_t rank = data.shape.size();
+    const size_t axis = AxisOf(Int("axis", 0), rank);
+    if (ind.shape.size() != rank) Unsupported("indices differ in rank from data");
+    SameSize(y, ind.numel());
+    const std::vector<int64_t> stride = Strides(data.shape);
+    const auto bytes = static_cast<size_t>(DTypeBytes(data.dtype));
+    const int64_t len = data.shape[axis];
+    std::vector<int64_t> index(rank, 0);
+    for (int64_t i = 0; i < ind.numel(); ++i) {
+      int64_t at = ind.GetInt(i);
+      if (at < 0) at += len;
+      if (at < 0 || at >= len) {
+        Unsupported(fmt::format("index {} is out of range for a dim of {}", ind.GetInt(i), len));
+      }
+      int64_t src = 0;
+      for (size_t d = 0; d < rank; ++d) {
+        if (d != axis && index[d] >= data.shape[d]) Unsupported("indices exceed data's shape");
+        src += (d == axis ? at : index[d]) * stride[d];
+      }
+      std::memcpy(y.bytes.data() + static_cast<size_t>(i) * bytes,
+                  data.bytes.data() + static_cast<size_t>(src) * bytes, bytes);
+      Next(index, ind.shape);
+    }
+  }
+
+  // indices [..., k]: each last-dim vector of k indices picks a slice of
+  // data's trailing dims (batch_dims leading dims shared).
+  void GatherND() {
+    const HostTensor& data = X(0);
+    const HostTensor& ind = X(1);
+    HostTensor& y = Y(0);
+    const auto batch = static_cast<size_t>(Int("batch_dims", 0));
+    if (ind.shape.empty()) Unsupported("indices are a scalar");
+    const auto k = static_cast<size_t>(ind.shape.back());
+    if (batch + k > data.shape.size() || batch >= ind.shape.size()) {
+      Unsupported("indices do not fit data's rank");
+    }
+    for (size_t d = 0; d < batch; ++d) {
+      if (ind.shape[d] != data.shape[d]) Unsupported("batch dims differ");
+    }
+    const int64_t batches = Product(data.shape, 0, batch);
+    const int64_t per_batch = Product(ind.shape, batch, ind.shape.size() - 1);
+    const int64_t slice = Product(data.shape, batch + k, data.shape.size()) * DTypeBytes(data.dtype);
+    const int64_t data_batch = Product(data.shape, batch, data.shape.size()) * DTypeBytes(data.dtype);
+    SameSize(y, batches * per_batch * (slice / DTypeBytes(data.dtype)));
+    for (int64_t b = 0; b < batches; ++b) {
+      for (int64_t j = 0; j < per_batch; ++j) {
+        int64_t at = 0;
+        for (size_t q = 0; q < k; ++q) {
+          const int64_t dim = data.shape[batch + q];
+          int64_t v = ind.GetInt((b * per_batch + j) * static_cast<int64_t>(k) + static_cast<int64_t>(q));
+          if (v < 0) v += dim;
+          if (v < 0 || v >= dim) Unsupported(fmt::format("index {} is out of range for a dim of {}", v, dim));
+          at = at * dim + v;
+        }
+        std::memcpy(y.bytes.data() + (b * per_batch + j) * slice,
+                    data.bytes.data() + b * data_batch + at * slice, static_cast<size_t>(slice));
+      }
+    }
+  }
+
+  // Running sums along an axis (a scalar input): exclusive and reverse as attributes.
+  void CumSum() {
+    const HostTensor& x = X(0);
+    HostTensor& y = Y(0);
+    SameSize(y, x.numel());
+    const std::vector<int64_t> axis_value = IntValues(X(1));
+    if (axis_value.size() != 1) Unsupported("axis is not a scalar");
+    const size_t axis = AxisOf(axis_value[0], x.shape.size());
+    const bool exclusive = Int("exclusive", 0) != 0, reverse = Int("reverse", 0) != 0;
+    const int64_t outer = Product(x.shape, 0, axis), len = x.shape[axis];
+    const int64_t inner = Product(x.shape, axis + 1, x.shape.size());
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t i = 0; i < inner; ++i) {
+        double acc = 0;
+        for (int64_t j = 0; j < len; ++j) {
+          const int64_t jj = reverse ? len - 1 - j : j;
+          const int64_t at = (o * len + jj) * inner + i;
+          const double v = GetDouble(x, at);
+          if (!exclusive) acc += v;
+          SetDouble(y, at, acc);
+          if (exclusive) acc += v;
+        }
+      }
+    }
+  }
+
+  // LayerNormalization as ONNX writes it (the importer makes the last-axis
+  // float ones layernorm ops): over the dims from `axis` on, statistics in
+  // fp32, two-pass; the mean and inverse-deviation outputs when used.
+  void LayerNorm() {
+    const HostTensor& x = X(0);
+    const size_t rank = x.shape.size();
+    const size_t axis = AxisOf(Int("axis", -1), rank);
+    const int64_t rows = Product(x.shape, 0, axis), n = Product(x.shape, axis, rank);
+    const HostTensor& scale = X(1);
+    const HostTensor* bias = Input(2);
+    if (scale.numel() != n || (bias && bias->numel() != n)) Unsupported("scale or bias does not match");
+    const auto eps = static_cast<float>(Float("epsilon", 1e-5));
+    const std::vector<float> xf = x.ToFloat(), sf = scale.ToFloat();
+    const std::vector<float> bf = bias ? bias->ToFloat() : std::vector<float>(static_cast<size_t>(n), 0.0f);
+    std::vector<float> yf(xf.size());
+    HostTensor* mean_out = Output(1);
+    HostTensor* inv_out = Output(2);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* row = xf.data() + r * n;
+      float mean = 0;
+      for (int64_t j = 0; j < n; ++j) mean += row[j];
+      mean /= static_cast<float>(n);
+      float var = 0;
+      for (int64_t j = 0; j < n; ++j) var += (row[j] - mean) * (row[j] - mean);
+      var /= static_cast<float>(n);
+      const float inv = 1.0f / std::sqrt(var + eps);
+      for (int64_t j = 0; j < n; ++j) {
+        yf[static_cast<size_t>(r * n + j)] = (row[j] - mean) * inv * sf[static_cast<size_t>(j)] + bf[static_cast<size_t>(j)];
+      }
+      if (mean_out && mean_out->numel() == rows) mean_out->Set(r, mean);
+      if (inv_out && inv_out->numel() == rows) inv_out->Set(r, inv);
+    }
+    Y(0).FromFloat(yf.data());
+  }
+
   void Shape() {
     const HostTensor& x = X(0);
     const auto rank = static_cast<int64_t>(x.shape.size());
@@ -409,6 +495,27 @@ class OnnxOp {
     SameSize(y, end - start);
     for (int64_t d = start; d < end; ++d) y.SetInt(d - start, x.shape[static_cast<size_t>(d)]);
   }
+
+  // The number of elements of the input, an int64 scalar.
+  void Size() {
+    HostTensor& y = Y(0);
+    SameSize(y, 1);
+    y.SetInt(0, X(0).numel());
+  }
+
+  void ConstantOfShape() {
+    HostTensor& y = Y(0);
+    const double v = Float("value", 0.0);
+    for (int64_t i = 0; i < y.numel(); ++i) SetDouble(y, i, v);
+  }
+
+  void Range() {
+    HostTensor& y = Y(0);
+    const double start = GetDouble(X(0), 0), delta = GetDouble(X(2), 0);
+    for (int64_t i = 0; i < y.numel(); ++i) SetDouble(y, i, start + static_cast<double>(i) * delta);
+  }
+
+  void Expand() { Broadcast(X(0), Y(0)); }
 
   // Any dtype, element by element (numpy broadcasting to the output's shape).
   void Broadcast(const HostTensor& x, HostTensor& y) {
@@ -444,6 +551,7 @@ class OnnxOp {
   // Pad (opset 11+: pads, constant_value and, from 18, axes as inputs);
   // constant, reflect and edge modes; a negative pad crops.
   void Pad() {
+    if (node_.opset < 11) Unsupported("before opset 11 (pads as an attribute)");
     const HostTensor& x = X(0);
     const size_t rank = x.shape.size();
     const std::vector<int64_t> pads = IntValues(X(1));
@@ -624,7 +732,8 @@ class OnnxOp {
 
   // Reductions: axes as an attribute (ReduceSum before opset 13, the others
   // before 18) or as an input; keepdims; noop_with_empty_axes.
-  void Reduce(const std::string& type) {
+  void Reduce() {
+    const std::string& type = node_.op_type;
     const HostTensor& x = X(0);
     const size_t rank = x.shape.size();
     std::vector<int64_t> axes_input;
@@ -639,13 +748,16 @@ class OnnxOp {
     SameSize(y, Product(out_shape, 0, rank));
     const std::vector<int64_t> ostride = Strides(out_shape);
     const bool max = type == "ReduceMax", min = type == "ReduceMin", prod = type == "ReduceProd";
+    const bool l1 = type == "ReduceL1", squares = type == "ReduceL2" || type == "ReduceSumSquare";
     std::vector<double> acc(static_cast<size_t>(y.numel()),
                             max ? -INFINITY : min ? INFINITY : prod ? 1.0 : 0.0);
     std::vector<int64_t> index(rank, 0);
     for (int64_t i = 0; i < x.numel(); ++i) {
       int64_t o = 0;
       for (size_t d = 0; d < rank; ++d) o += (reduced[d] ? 0 : index[d]) * ostride[d];
-      const double v = GetDouble(x, i);
+      double v = GetDouble(x, i);
+      if (l1) v = std::fabs(v);
+      if (squares) v *= v;
       double& a = acc[static_cast<size_t>(o)];
       a = max ? std::max(a, v) : min ? std::min(a, v) : prod ? a * v : a + v;
       Next(index, x.shape);
@@ -654,6 +766,7 @@ class OnnxOp {
     for (int64_t o = 0; o < y.numel(); ++o) {
       double v = acc[static_cast<size_t>(o)];
       if (type == "ReduceMean") v /= static_cast<double>(std::max<int64_t>(count, 1));
+      if (type == "ReduceL2") v = std::sqrt(v);
       SetDouble(y, o, v);
     }
   }
@@ -848,24 +961,11 @@ class OnnxOp {
     }
   }
 
-  static bool IsBinary(const std::string& t) {
-    static const std::set<std::string> kOps = {
-        "Add",  "Sub",  "Mul",     "Div",  "Pow",           "Max",  "Min", "Mod",  "PRelu",
-        "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor"};
-    return kOps.count(t) != 0;
-  }
-  static bool IsUnaryOp(const std::string& t) {
-    static const std::set<std::string> kOps = {
-        "Relu", "Sigmoid", "Tanh",  "Sqrt",      "Exp",  "Log",   "Neg",   "Abs",
-        "Erf",  "Reciprocal", "Softplus", "LeakyRelu", "Clip", "Not", "Floor", "Ceil",
-        "Elu",  "HardSigmoid", "Sign", "Gelu", "Selu", "Softsign", "Swish", "Mish"};
-    return kOps.count(t) != 0;
-  }
-
   // Elementwise binary ops of any dtype, numpy-broadcast: in double for
   // float operands, in int64 for integer ones (division truncates, as ONNX's
   // integer Div does); comparisons write bool.
-  void Binary(const std::string& type) {
+  void Binary() {
+    const std::string& type = node_.op_type;
     const HostTensor &a = X(0), &b = X(1);
     HostTensor& y = Y(0);
     const std::vector<int64_t> sa = BroadcastStrides(a.shape, y.shape),
@@ -926,7 +1026,8 @@ class OnnxOp {
     }
   }
 
-  void Unary(const std::string& type) {
+  void Unary() {
+    const std::string& type = node_.op_type;
     const HostTensor& x = X(0);
     HostTensor& y = Y(0);
     SameSize(y, x.numel());
