@@ -60,8 +60,27 @@ CudaExecutor::Impl::Impl(const Graph& graph_in, const DimValues& d, CudaOptions 
   blas = shared.blas;
   lt = shared.lt;
   workspace_ptr = shared.workspace;
+  folded = FoldPlanConstants(g, dims);
+  views = cuda::PlanViews(g, dims, folded);
   PlanMemory();
-  for (OpId id : order) PlanOp(g.op(id));
+  // Every op that could check indices gets a flag in one array, so that a
+  // run reads them all back with one copy.
+  int64_t gathers = 0;
+  for (OpId id : order) gathers += FamilyOf(g.op(id).type) == OpFamily::kOpaque ? 1 : 0;
+  index_flags.Allocate(std::max<int64_t>(gathers, 1) * static_cast<int64_t>(sizeof(int)));
+  HFUSE_CUDA(cudaMemset(index_flags.ptr, 0, static_cast<size_t>(index_flags.bytes)));
+  for (OpId id : order) {
+    if (!views.skip[static_cast<size_t>(id)]) PlanOp(g.op(id));
+  }
+  stats.folded_ops = folded.folded_ops;
+  stats.view_ops = views.views;
+}
+
+int* CudaExecutor::Impl::NextIndexFlag(const Op& op, const std::string& what) {
+  const size_t i = index_checks.size();
+  HFUSE_CHECK(static_cast<int64_t>((i + 1) * sizeof(int)) <= index_flags.bytes);
+  index_checks.push_back({op.name, what});
+  return static_cast<int*>(index_flags.ptr) + i;
 }
 
 CudaExecutor::Impl::~Impl() {
@@ -73,16 +92,24 @@ CudaExecutor::Impl::~Impl() {
 }
 
 void CudaExecutor::Impl::PlanMemory() {
-  cuda::MemoryPlan plan = cuda::PlanDeviceMemory(g, dims);
+  cuda::MemoryPlan plan = cuda::PlanDeviceMemory(g, dims, &views);
   order = std::move(plan.order);
   offset = std::move(plan.offset);
   region = std::move(plan.region);
   stats.tensor_bytes = plan.tensor_bytes;
   stats.arena_bytes = plan.arena_bytes;
+  stats.constant_bytes = plan.constant_bytes;
   inputs_arena.Allocate(plan.input_bytes);
   params_arena.Allocate(plan.param_bytes);
   outputs_arena.Allocate(plan.output_bytes);
+  constants_arena.Allocate(plan.constant_bytes);
   arena.Allocate(plan.arena_bytes);
+  // The plan's constants, once.
+  for (TensorId t = 0; t < g.num_tensor_ids(); ++t) {
+    if (region[static_cast<size_t>(t)] != 'c') continue;
+    const HostTensor& v = folded.values.at(t);
+    HFUSE_CUDA(cudaMemcpy(BufferOf(t), v.bytes.data(), v.bytes.size(), cudaMemcpyHostToDevice));
+  }
 }
 
 char* CudaExecutor::Impl::BufferOf(TensorId s) const {
@@ -90,6 +117,7 @@ char* CudaExecutor::Impl::BufferOf(TensorId s) const {
     case 'i': return static_cast<char*>(inputs_arena.ptr) + offset[static_cast<size_t>(s)];
     case 'p': return static_cast<char*>(params_arena.ptr) + offset[static_cast<size_t>(s)];
     case 'o': return static_cast<char*>(outputs_arena.ptr) + offset[static_cast<size_t>(s)];
+    case 'c': return static_cast<char*>(constants_arena.ptr) + offset[static_cast<size_t>(s)];
     case 'a': return static_cast<char*>(arena.ptr) + offset[static_cast<size_t>(s)];
     default: HFUSE_CHECK(false && "tensor has no buffer");
   }
@@ -97,13 +125,35 @@ char* CudaExecutor::Impl::BufferOf(TensorId s) const {
 }
 
 cuda::Place CudaExecutor::Impl::PlaceOf(TensorId t) const {
-  const Tensor& tensor = g.tensor(t);
-  const TensorId s = StorageOf(t);
-  const std::vector<int64_t> shape = ConcreteShape(g.tensor(s).shape, dims);
+  const cuda::Layout& l = views.layout[static_cast<size_t>(t)];
+  HFUSE_CHECK(l.root != kNone);
+  const std::vector<int64_t>& shape = views.shape[static_cast<size_t>(t)];
   cuda::Place p;
-  p.row_stride = shape.empty() ? 1 : shape.back();
-  p.base = BufferOf(s) + (tensor.storage == kNone ? 0 : tensor.storage_offset * DTypeBytes(tensor.dtype));
+  p.base = BufferOf(l.root) + l.offset * DTypeBytes(l.root_dtype);
+  // Readers of rows get a layout of rows (view_plan.h's ReadsOf); others
+  // read it contiguous, one row after another.
+  const std::optional<int64_t> rows = cuda::RowStride(l, shape);
+  p.row_stride = rows ? *rows : (shape.empty() ? 1 : shape.back());
   return p;
+}
+
+cuda::StridedOperand CudaExecutor::Impl::Operand(TensorId t, const std::vector<int64_t>& shape) const {
+  return Operand(t, views.layout[static_cast<size_t>(t)], views.shape[static_cast<size_t>(t)], shape);
+}
+
+cuda::StridedOperand CudaExecutor::Impl::Operand(TensorId t, const cuda::Layout& l,
+                                                 const std::vector<int64_t>& from,
+                                                 const std::vector<int64_t>& shape) const {
+  HFUSE_CHECK(l.root != kNone && from.size() <= shape.size() && shape.size() <= cuda::kMaxOnnxRank);
+  cuda::StridedOperand o{};
+  o.ptr = BufferOf(l.root) + l.offset * DTypeBytes(l.root_dtype);
+  o.type = static_cast<int32_t>(l.root_dtype);
+  o.as = static_cast<int32_t>(g.tensor(t).dtype);
+  for (size_t d = 0; d < from.size(); ++d) {
+    const size_t od = shape.size() - from.size() + d;
+    o.strides[od] = from[d] == 1 ? 0 : l.strides[d];
+  }
+  return o;
 }
 
 void CudaExecutor::Impl::PlanOp(const Op& op) {
@@ -122,22 +172,12 @@ void CudaExecutor::Impl::PlanOp(const Op& op) {
     case OpFamily::kGroupLayerNorm: PlanLayerNorm(op); break;
     case OpFamily::kSplit:
     case OpFamily::kConcatenate: PlanCopies(op); break;
-    case OpFamily::kElementwise: PlanElementwise(op); break;
-    case OpFamily::kReshape: PlanReshapeCopy(op); break;
+    case OpFamily::kElementwise: PlanIrElementwise(op); break;
+    case OpFamily::kReshape: PlanViewCopy(op); break;
     case OpFamily::kOpaque: PlanOpaque(op); break;
     default:
       throw CudaError(fmt::format("op '{}': {} cannot run on the GPU", op.name, OpTypeName(op.type)));
   }
-}
-
-void CudaExecutor::Impl::PlanReshapeCopy(const Op& op) {
-  char* dst = PlaceOf(op.outputs[0]).base;
-  const char* src = PlaceOf(op.inputs[0]).base;
-  const auto bytes = static_cast<size_t>(Bytes(op.outputs[0]));
-  if (bytes == 0) return;
-  Add("copy", [=](cudaStream_t s) {
-    HFUSE_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
-  });
 }
 
 void CudaExecutor::Impl::PlanLayerNorm(const Op& op) {
@@ -235,7 +275,7 @@ void CudaExecutor::Impl::PlanCopies(const Op& op) {
   }
 }
 
-void CudaExecutor::Impl::PlanElementwise(const Op& op) {
+void CudaExecutor::Impl::PlanIrElementwise(const Op& op) {
   if (op.inputs.size() > 4) throw CudaError(fmt::format("op '{}': more than 4 elementwise inputs", op.name));
   if (g.tensor(op.outputs[0]).shape.size() > 6) throw CudaError(fmt::format("op '{}': rank above 6", op.name));
   const cuda::ElementwiseArgs args = BroadcastArgs(op);
@@ -258,13 +298,9 @@ cuda::ElementwiseArgs CudaExecutor::Impl::BroadcastArgs(const Op& op) const {
     args.numel *= out[d];
   }
   for (size_t k = 0; k < op.inputs.size(); ++k) {
-    args.in[k] = PlaceOf(op.inputs[k]).base;
-    const std::vector<int64_t> s = ConcreteShape(g.tensor(op.inputs[k]).shape, dims);
-    int64_t stride = 1;
-    for (size_t d = s.size(); d-- > 0;) {
-      args.in_strides[k][out.size() - s.size() + d] = s[d] == 1 ? 0 : stride;
-      stride *= s[d];
-    }
+    const cuda::StridedOperand in = Operand(op.inputs[k], out);
+    args.in[k] = in.ptr;
+    for (size_t d = 0; d < out.size(); ++d) args.in_strides[k][d] = in.strides[d];
   }
   args.out = PlaceOf(op.outputs[0]).base;
   return args;
@@ -273,6 +309,7 @@ cuda::ElementwiseArgs CudaExecutor::Impl::BroadcastArgs(const Op& op) const {
 CudaExecutor::CudaExecutor(const Graph& graph, const DimValues& dims, CudaOptions options)
     : impl_(std::make_unique<Impl>(graph, dims, options)) {
   impl_->stats.launches = static_cast<int64_t>(impl_->launches.size());
+  impl_->stats.host_launches = static_cast<int64_t>(impl_->host_ops.size());
 }
 
 CudaExecutor::~CudaExecutor() = default;
@@ -335,7 +372,8 @@ TensorMap CudaExecutor::Outputs() const {
 }
 
 void* CudaExecutor::TensorAddress(TensorId id) const {
-  HFUSE_CHECK(impl_->region[static_cast<size_t>(impl_->StorageOf(id))] != 0);
+  const TensorId root = impl_->views.layout[static_cast<size_t>(id)].root;
+  HFUSE_CHECK(root != kNone && impl_->region[static_cast<size_t>(root)] != 0);
   return impl_->PlaceOf(id).base;
 }
 

@@ -17,15 +17,19 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cutlass_grouped_gemm.h"
 #include "gemm_plan.h"
 #include "hfuse/cuda/cuda_executor.h"
+#include "hfuse/exec/plan_constants.h"
 #include "hfuse/runtime/host_tensor.h"
 #include "kernels.h"
 #include "memory_plan.h"
+#include "onnx_kernels.h"
+#include "view_plan.h"
 
 #define HFUSE_CUDA(call) ::hfuse::CheckCuda((call), #call, __FILE__, __LINE__)
 #define HFUSE_CUBLAS(call) ::hfuse::CheckCublas((call), #call, __FILE__, __LINE__)
@@ -115,17 +119,21 @@ struct CudaExecutor::Impl {
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
   cublasLtHandle_t lt = nullptr;
-  cuda::DeviceBuffer inputs_arena, params_arena, outputs_arena, arena;
+  PlanConstants folded;  // what the plan computed once (plan_constants.h)
+  cuda::ViewPlan views;  // where each tensor's elements are (view_plan.h)
+  cuda::DeviceBuffer inputs_arena, params_arena, outputs_arena, constants_arena, arena;
   std::vector<std::unique_ptr<cuda::DeviceBuffer>> descriptors;  // device arrays read by launches
   std::vector<std::unique_ptr<cuda::CutlassGroupedGemm>> cutlass_gemms;
   std::vector<std::unique_ptr<cuda::HostOp>> host_ops;
-  // A Gather kernel's flag: set on the device when an index is out of range.
+  // The gathers' flags, one int each in one device array (index_flags),
+  // set when an index is out of range; read back once after a run.
   struct IndexCheck {
     std::string op;
-    int64_t len;
-    int* bad;
+    std::string what;  // "ONNX Gather", ...
   };
   std::vector<IndexCheck> index_checks;
+  cuda::DeviceBuffer index_flags;
+  int* NextIndexFlag(const Op& op, const std::string& what);
   std::vector<cublasLtMatmulDesc_t> lt_descs;
   std::vector<cublasLtMatrixLayout_t> lt_layouts;
   std::vector<int64_t> offset;     // per tensor id: byte offset in its buffer, or -1
@@ -169,7 +177,6 @@ struct CudaExecutor::Impl {
   // ---- memory (cuda_executor.cc) -----------------------------------------------
 
   int64_t Bytes(TensorId t) const { return cuda::DeviceTensorBytes(g, dims, t); }
-  TensorId StorageOf(TensorId t) const { return cuda::StorageOf(g, t); }
   void PlanMemory();  // memory_plan.h's plan, then the buffers
   char* BufferOf(TensorId s) const;
   cuda::Place PlaceOf(TensorId t) const;
@@ -186,34 +193,72 @@ struct CudaExecutor::Impl {
   void PlanOp(const Op& op);  // by the op's family, one of the Plan* below
   void PlanLayerNorm(const Op& op);
   void PlanCopies(const Op& op);
-  void PlanElementwise(const Op& op);
-  // The inputs, output and numpy broadcast strides of an elementwise op
-  // (at most 4 inputs of rank <= 6, no views); func left 0.
+  void PlanIrElementwise(const Op& op);
+  // The inputs, output and numpy broadcast strides of an IR elementwise op
+  // (at most 4 inputs of rank <= 6, read through their layouts); func left 0.
   cuda::ElementwiseArgs BroadcastArgs(const Op& op) const;
-  void PlanReshapeCopy(const Op& op);  // output = input's bytes, whole
+  // The view-plan's layout of tensor t as the ONNX kernels read it, its
+  // strides over `shape` (numpy broadcasting: t's dims right-aligned, 0 on
+  // the dims t has as 1 or lacks).
+  cuda::StridedOperand Operand(TensorId t, const std::vector<int64_t>& shape) const;
+  cuda::StridedOperand Operand(TensorId t, const cuda::Layout& l, const std::vector<int64_t>& from,
+                               const std::vector<int64_t>& shape) const;
+  // Copies `src` (a layout over `shape`) into `dst` (another, of dtype
+  // `dst_type`), converting; one launch of the elementwise kernel.
+  void PlanStridedCopy(const cuda::StridedOperand& src, void* dst, const std::vector<int64_t>& dst_strides,
+                       DType dst_type, const std::vector<int64_t>& shape, const std::string& what);
 
   // ---- opaque ONNX ops (onnx_launches.cc) -----------------------------------------
 
-  // A kernel or a device copy for the operators and forms it lists, else PlanOnHost.
+  // The planner of onnx_ops.def's Cuda column for the op, else PlanOnHost.
   void PlanOpaque(const Op& op);
-  // Whether node input k is op input k for the op's `inputs` inputs, and
-  // every one and the output are whole tensors (no views).
-  bool Plain(const Op& op, size_t inputs) const;
-  // Each plans its operator's kernel and returns true, or false for a form it does not take.
-  bool PlanOnnxReshape(const Op& op);
-  bool PlanGather(const Op& op);
-  bool PlanSoftmax(const Op& op);
-  bool PlanReduce(const Op& op);
-  bool PlanOnnxMath(const Op& op);
-  bool PlanBatchedMatMul(const Op& op);
+  // One per value of the Cuda column: plans the op's launches and returns
+  // true, or false for a form its kernels do not take (it then runs on the
+  // host, and `why` says why).
+#define HFUSE_ONNX_CUDA_PLANNER(Cuda) bool PlanOnnx##Cuda(const Op& op, std::string& why);
+  HFUSE_ONNX_CUDA_PLANNER(View)
+  HFUSE_ONNX_CUDA_PLANNER(Copy)
+  HFUSE_ONNX_CUDA_PLANNER(Elementwise)
+  HFUSE_ONNX_CUDA_PLANNER(Gather)
+  HFUSE_ONNX_CUDA_PLANNER(GatherElements)
+  HFUSE_ONNX_CUDA_PLANNER(GatherND)
+  HFUSE_ONNX_CUDA_PLANNER(Folded)
+  HFUSE_ONNX_CUDA_PLANNER(Softmax)
+  HFUSE_ONNX_CUDA_PLANNER(Reduce)
+  HFUSE_ONNX_CUDA_PLANNER(CumSum)
+  HFUSE_ONNX_CUDA_PLANNER(LayerNorm)
+  HFUSE_ONNX_CUDA_PLANNER(BatchNorm)
+  HFUSE_ONNX_CUDA_PLANNER(MatMul)
+  HFUSE_ONNX_CUDA_PLANNER(Gemm)
+  HFUSE_ONNX_CUDA_PLANNER(Conv)
+  HFUSE_ONNX_CUDA_PLANNER(Host)
+#undef HFUSE_ONNX_CUDA_PLANNER
+  // A materialized view (view_plan.h): output k's view of the input, copied.
+  void PlanViewCopy(const Op& op);
+  // The op input filling node slot `slot`, or kNone.
+  TensorId NodeInput(const Op& op, size_t slot) const;
+  // The values of node slot `slot` where the plan knows them (a constant the
+  // node keeps, or a tensor computed at plan time).
+  std::optional<std::vector<int64_t>> KnownInts(const Op& op, size_t slot) const;
+  std::optional<std::vector<float>> KnownFloats(const Op& op, size_t slot) const;
+  // One batched GEMM, row-major C[b] = alpha A[b] B[b] (+ beta C[b]) over
+  // `batch` matrices, each operand a layout (per-batch pointers, or one stride).
+  struct MatrixOperand {
+    const char* base;
+    std::vector<int64_t> batch_offsets;  // bytes, per output batch
+    bool transposed;
+    int64_t ld;
+  };
+  void PlanBatchedGemm(const MatrixOperand& a, const MatrixOperand& b, char* c, int64_t ldc,
+                       int64_t c_batch_stride, int64_t m, int64_t n, int64_t k, int64_t batch,
+                       DType dtype, float alpha, float beta);
   // Runs `op` through the CPU executor's ONNX operators (cpu::RunOnnxOp):
   // its inputs copied down to page-locked memory, a host function, its
   // outputs copied up, all on the stream (so a CUDA graph captures it).
-  void PlanOnHost(const Op& op);
+  void PlanOnHost(const Op& op, const std::string& why);
   // Copies tensor `t` between its device place and `host` (contiguous) on `s`.
   void CopyPlace(TensorId t, void* host, bool to_host, cudaStream_t s) const;
-  // After a run: throws the first error a Gather kernel or a host op raised,
-  // as the CPU would.
+  // After a run: throws the first error a gather or a host op raised, as the CPU would.
   void CheckHostOps();
 
   // ---- GEMM launch plans (gemm_launches.cc) ----------------------------------------

@@ -246,58 +246,6 @@ unsigned GridFor(int64_t work, int threads) {
   return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65536 ? 65536 : blocks));
 }
 
-// One thread a word of an output row (4-byte words when rows and pointers
-// allow, else bytes), grid-stride.
-template <typename Word, typename Index>
-__global__ void GatherKernel(const Word* x, const Index* index, Word* y, int64_t outer, int64_t len,
-                             int64_t count, int64_t row_words, int* bad) {
-  const int64_t total = outer * count * row_words;
-  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
-       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t row = e / row_words, w = e % row_words;
-    const int64_t o = row / count, i = row % count;
-    int64_t at = static_cast<int64_t>(index[i]);
-    if (at < 0) at += len;
-    if (at < 0 || at >= len) {
-      *bad = 1;
-      continue;
-    }
-    y[e] = x[(o * len + at) * row_words + w];
-  }
-}
-
-__device__ float OnnxMathOf(int func, float a, float b) {
-  switch (func) {
-    case kPow: return powf(a, b);
-    case kMax: return fmaxf(a, b);
-    case kMin: return fminf(a, b);
-    case kSqrt: return sqrtf(a);
-    case kExp: return expf(a);
-    case kLog: return logf(a);
-    case kNeg: return -a;
-    case kAbs: return fabsf(a);
-    default: return 1.0f / a;
-  }
-}
-
-// As ElementwiseKernel, with OnnxMathOf.
-template <typename T>
-__global__ void OnnxMathKernel(ElementwiseArgs args) {
-  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < args.numel;
-       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int64_t rest = e, a = 0, b = 0;
-    for (int d = args.rank - 1; d >= 0; --d) {
-      const int64_t i = rest % args.shape[d];
-      rest /= args.shape[d];
-      a += i * args.in_strides[0][d];
-      b += i * args.in_strides[1][d];
-    }
-    const float x = ToFloat(static_cast<const T*>(args.in[0])[a]);
-    const float y = args.num_inputs > 1 ? ToFloat(static_cast<const T*>(args.in[1])[b]) : 0.0f;
-    static_cast<T*>(args.out)[e] = FromFloat<T>(OnnxMathOf(args.func, x, y));
-  }
-}
-
 // One thread a word (4 bytes when every row and pointer allows, else a byte).
 template <typename Word>
 __global__ void CopyRowsKernel(const char* src, int64_t src_pitch, char* dst, int64_t dst_pitch,
@@ -328,7 +276,8 @@ __global__ void ReduceKernel(ReduceArgs a) {
       base += (rest % a.shape[d]) * stride[d];
       rest /= a.shape[d];
     }
-    float acc = a.kind == kReduceMax ? -INFINITY : a.kind == kReduceMin ? INFINITY : 0.0f;
+    float acc = a.kind == kReduceMax ? -INFINITY : a.kind == kReduceMin ? INFINITY
+              : a.kind == kReduceProd ? 1.0f : 0.0f;
     for (int64_t r = 0; r < a.count; ++r) {
       int64_t at = base, left = r;
       for (int d = a.rank - 1; d >= 0; --d) {
@@ -337,9 +286,18 @@ __global__ void ReduceKernel(ReduceArgs a) {
         left /= a.shape[d];
       }
       const float v = ToFloat(x[at]);
-      acc = a.kind == kReduceMax ? fmaxf(acc, v) : a.kind == kReduceMin ? fminf(acc, v) : acc + v;
+      switch (a.kind) {
+        case kReduceMax: acc = fmaxf(acc, v); break;
+        case kReduceMin: acc = fminf(acc, v); break;
+        case kReduceProd: acc *= v; break;
+        case kReduceL1: acc += fabsf(v); break;
+        case kReduceL2:
+        case kReduceSumSquare: acc += v * v; break;
+        default: acc += v; break;
+      }
     }
     if (a.kind == kReduceMean) acc /= static_cast<float>(a.count > 0 ? a.count : 1);
+    if (a.kind == kReduceL2) acc = sqrtf(acc);
     static_cast<T*>(a.y)[o] = FromFloat<T>(acc);
   }
 }
@@ -358,6 +316,30 @@ __global__ void SoftmaxKernel(const T* x, T* y, int64_t outer, int64_t len, int6
     for (int64_t j = 0; j < len; ++j) {
       const float v = ToFloat(x[base + j * inner]) - high;
       y[base + j * inner] = FromFloat<T>(log ? v - log_sum : expf(v) / sum);
+    }
+  }
+}
+
+// Rows of a contiguous last axis (inner == 1) at least a warp long: one
+// warp a row, so that long rows (attention over a sequence, or a batch) are
+// read in parallel and coalesced.
+template <typename T>
+__global__ void SoftmaxRowsKernel(const T* x, T* y, int64_t rows, int64_t len, bool log) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / 32;
+  for (int64_t r = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32; r < rows; r += warps) {
+    const T* xr = x + r * len;
+    T* yr = y + r * len;
+    float high = -INFINITY;
+    for (int64_t j = lane; j < len; j += 32) high = fmaxf(high, ToFloat(xr[j]));
+    for (int o = 16; o > 0; o >>= 1) high = fmaxf(high, __shfl_xor_sync(0xffffffffu, high, o));
+    float sum = 0.0f;
+    for (int64_t j = lane; j < len; j += 32) sum += expf(ToFloat(xr[j]) - high);
+    sum = RowSum(sum, 32);
+    const float log_sum = logf(sum);
+    for (int64_t j = lane; j < len; j += 32) {
+      const float v = ToFloat(xr[j]) - high;
+      yr[j] = FromFloat<T>(log ? v - log_sum : expf(v) / sum);
     }
   }
 }
@@ -391,38 +373,6 @@ void LaunchGroupEpilogue(int dtype, const EpilogueDesc* descs, const EpilogueTil
   if (dtype == 2) GroupEpilogueKernel<float><<<grid, 256, 0, stream>>>(descs, tiles, a);
 }
 
-void LaunchGather(const void* x, const void* index, bool index32, void* y, int64_t outer,
-                  int64_t len, int64_t count, int64_t row_bytes, int* bad, cudaStream_t stream) {
-  if (outer * count * row_bytes == 0) return;
-  const bool words = row_bytes % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 4 == 0 &&
-                     reinterpret_cast<uintptr_t>(y) % 4 == 0;
-  const int64_t row_words = words ? row_bytes / 4 : row_bytes;
-  const unsigned grid = GridFor(outer * count * row_words, 256);
-  auto launch = [&](auto word) {
-    using Word = decltype(word);
-    const auto* xw = static_cast<const Word*>(x);
-    auto* yw = static_cast<Word*>(y);
-    if (index32) {
-      GatherKernel<<<grid, 256, 0, stream>>>(xw, static_cast<const int32_t*>(index), yw, outer, len, count, row_words, bad);
-    } else {
-      GatherKernel<<<grid, 256, 0, stream>>>(xw, static_cast<const int64_t*>(index), yw, outer, len, count, row_words, bad);
-    }
-  };
-  if (words) {
-    launch(uint32_t{});
-  } else {
-    launch(uint8_t{});
-  }
-}
-
-void LaunchOnnxMath(int dtype, const ElementwiseArgs& args, cudaStream_t stream) {
-  if (args.numel == 0) return;
-  const unsigned grid = GridFor(args.numel, 256);
-  if (dtype == 0) OnnxMathKernel<__half><<<grid, 256, 0, stream>>>(args);
-  if (dtype == 1) OnnxMathKernel<__nv_bfloat16><<<grid, 256, 0, stream>>>(args);
-  if (dtype == 2) OnnxMathKernel<float><<<grid, 256, 0, stream>>>(args);
-}
-
 void LaunchCopyRows(const void* src, int64_t src_pitch, void* dst, int64_t dst_pitch, int64_t width,
                     int64_t rows, cudaStream_t stream) {
   if (width == 0 || rows == 0) return;
@@ -450,6 +400,13 @@ void LaunchReduce(int dtype, const ReduceArgs& args, cudaStream_t stream) {
 void LaunchSoftmax(int dtype, const void* x, void* y, int64_t outer, int64_t len, int64_t inner,
                    bool log, cudaStream_t stream) {
   if (outer * inner == 0 || len == 0) return;
+  if (inner == 1 && len >= 32) {
+    const unsigned g = GridFor(outer * 32, 256);
+    if (dtype == 0) SoftmaxRowsKernel<<<g, 256, 0, stream>>>(static_cast<const __half*>(x), static_cast<__half*>(y), outer, len, log);
+    if (dtype == 1) SoftmaxRowsKernel<<<g, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), static_cast<__nv_bfloat16*>(y), outer, len, log);
+    if (dtype == 2) SoftmaxRowsKernel<<<g, 256, 0, stream>>>(static_cast<const float*>(x), static_cast<float*>(y), outer, len, log);
+    return;
+  }
   const unsigned grid = GridFor(outer * inner, 128);
   if (dtype == 0) SoftmaxKernel<<<grid, 128, 0, stream>>>(static_cast<const __half*>(x), static_cast<__half*>(y), outer, len, inner, log);
   if (dtype == 1) SoftmaxKernel<<<grid, 128, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), static_cast<__nv_bfloat16*>(y), outer, len, inner, log);

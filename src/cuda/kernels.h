@@ -82,26 +82,16 @@ struct ElementwiseArgs {
 };
 void LaunchElementwise(int dtype, const ElementwiseArgs& args, cudaStream_t stream);
 
-// ONNX float math the IR has no EwFunc for, on args.num_inputs (1 or 2)
-// broadcast inputs: args.func is an OnnxMath code.
-enum OnnxMath : int32_t { kPow, kMax, kMin, kSqrt, kExp, kLog, kNeg, kAbs, kReciprocal };
-void LaunchOnnxMath(int dtype, const ElementwiseArgs& args, cudaStream_t stream);
-
 // `rows` rows of `width` bytes from src (rows `src_pitch` bytes apart) to dst
 // (`dst_pitch` apart): what a concatenate or split along a late axis copies
 // per part, rows too narrow for cudaMemcpy2DAsync to be fast.
 void LaunchCopyRows(const void* src, int64_t src_pitch, void* dst, int64_t dst_pitch, int64_t width,
                     int64_t rows, cudaStream_t stream);
 
-// ONNX Gather along an axis, data seen as [outer, len, rows of row_bytes]:
-// y[o, i] = x[o, index[i]] for `count` indices (int64, or int32 when
-// index32), a negative index counting from the end. An index outside
-// [-len, len) writes nothing there and sets *bad to 1.
-void LaunchGather(const void* x, const void* index, bool index32, void* y, int64_t outer,
-                  int64_t len, int64_t count, int64_t row_bytes, int* bad, cudaStream_t stream);
-
-enum ReduceKind : int32_t { kReduceSum, kReduceMean, kReduceMax, kReduceMin };
-// ONNX ReduceSum / ReduceMean / ReduceMax / ReduceMin (a ReduceKind) of x
+enum ReduceKind : int32_t {
+  kReduceSum, kReduceMean, kReduceMax, kReduceMin, kReduceProd, kReduceL1, kReduceL2, kReduceSumSquare
+};
+// ONNX ReduceSum / Mean / Max / Min / Prod / L1 / L2 / SumSquare (a ReduceKind) of x
 // (rank <= 6, contiguous) over the dims where reduced[d] != 0, into y of
 // the same rank with those dims 1; fp32 accumulation; dtype as above.
 struct ReduceArgs {

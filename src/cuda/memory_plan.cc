@@ -27,8 +27,15 @@ TensorId StorageOf(const Graph& g, TensorId t) {
   return g.tensor(t).storage == kNone ? t : g.tensor(t).storage;
 }
 
-MemoryPlan PlanDeviceMemory(const Graph& g, const DimValues& dims) {
+MemoryPlan PlanDeviceMemory(const Graph& g, const DimValues& dims, const ViewPlan* views) {
   MemoryPlan plan;
+  // Where each tensor's bytes live, and which ops write or read them.
+  auto root = [&](TensorId t) {
+    return views ? views->layout[static_cast<size_t>(t)].root : StorageOf(g, t);
+  };
+  auto runs = [&](OpId id) {
+    return !g.op(id).elided && !(views && views->skip[static_cast<size_t>(id)]);
+  };
   std::vector<OpId>& order = plan.order;
   std::vector<int64_t>& offset = plan.offset;
   std::vector<char>& region = plan.region;
@@ -38,25 +45,29 @@ MemoryPlan PlanDeviceMemory(const Graph& g, const DimValues& dims) {
   region.assign(n, 0);
   // Inputs and params in order of first use (a group's members' weights
   // then sit at a constant stride), outputs, then the arena.
-  int64_t in_bytes = 0, param_bytes = 0, out_bytes = 0;
+  int64_t in_bytes = 0, param_bytes = 0, out_bytes = 0, const_bytes = 0;
   auto place = [&](TensorId t, char r, int64_t& top) {
-    if (region[static_cast<size_t>(t)]) return;
+    if (t == kNone || region[static_cast<size_t>(t)]) return;
     region[static_cast<size_t>(t)] = r;
     offset[static_cast<size_t>(t)] = top;
     top += AlignUp(DeviceTensorBytes(g, dims, t));
   };
   for (OpId id : order) {
+    if (!runs(id)) continue;
     for (TensorId in : g.op(id).inputs) {
-      const TensorId s = StorageOf(g, in);
+      const TensorId s = root(in);
+      if (s == kNone) continue;
       if (g.tensor(s).role == Role::kInput) place(s, 'i', in_bytes);
       if (g.tensor(s).role == Role::kParam) place(s, 'p', param_bytes);
+      if (views && views->constant[static_cast<size_t>(s)]) place(s, 'c', const_bytes);
     }
   }
+  // Every input has a buffer (a feed goes somewhere); a param only where a launch reads it.
   for (TensorId t = 0; t < g.num_tensor_ids(); ++t) {
     if (g.tensor(t).alive && g.tensor(t).role == Role::kInput) place(t, 'i', in_bytes);
-    if (g.tensor(t).alive && g.tensor(t).role == Role::kParam) place(t, 'p', param_bytes);
+    if (!views && g.tensor(t).alive && g.tensor(t).role == Role::kParam) place(t, 'p', param_bytes);
   }
-  for (TensorId t : g.outputs()) place(StorageOf(g, t), 'o', out_bytes);
+  for (TensorId t : g.outputs()) place(root(t), 'o', out_bytes);
 
   // Intermediates: one unit per op (its non-view outputs, together), alive
   // from the first op writing into it to the last op reading it.
@@ -65,13 +76,15 @@ MemoryPlan PlanDeviceMemory(const Graph& g, const DimValues& dims) {
   std::vector<int64_t> first(n, INT64_MAX), last(n, -1);
   for (OpId id : order) {
     const Op& op = g.op(id);
-    if (op.elided) continue;
+    if (!runs(id)) continue;
     for (TensorId out : op.outputs) {
-      const auto s = static_cast<size_t>(StorageOf(g, out));
+      if (root(out) == kNone) continue;
+      const auto s = static_cast<size_t>(root(out));
       first[s] = std::min(first[s], pos[static_cast<size_t>(id)]);
     }
     for (TensorId in : op.inputs) {
-      const auto s = static_cast<size_t>(StorageOf(g, in));
+      if (root(in) == kNone) continue;
+      const auto s = static_cast<size_t>(root(in));
       last[s] = std::max(last[s], pos[static_cast<size_t>(id)]);
     }
   }
@@ -82,10 +95,11 @@ MemoryPlan PlanDeviceMemory(const Graph& g, const DimValues& dims) {
   std::vector<Unit> units;
   std::vector<bool> taken(n, false);
   for (OpId id : order) {
+    if (views && !runs(id) && !g.op(id).elided) continue;
     Unit u{{}, pos[static_cast<size_t>(id)], pos[static_cast<size_t>(id)], 0};
     for (TensorId out : g.op(id).outputs) {
-      const TensorId s = StorageOf(g, out);
-      if (region[static_cast<size_t>(s)] || taken[static_cast<size_t>(s)]) continue;
+      const TensorId s = root(out);
+      if (s == kNone || region[static_cast<size_t>(s)] || taken[static_cast<size_t>(s)]) continue;
       taken[static_cast<size_t>(s)] = true;
       u.tensors.push_back(s);
       u.start = std::min(u.start, first[static_cast<size_t>(s)]);
@@ -145,6 +159,7 @@ MemoryPlan PlanDeviceMemory(const Graph& g, const DimValues& dims) {
   plan.input_bytes = in_bytes;
   plan.param_bytes = param_bytes;
   plan.output_bytes = out_bytes;
+  plan.constant_bytes = const_bytes;
   plan.arena_bytes = top;
   return plan;
 }

@@ -6,7 +6,10 @@
 // alive from the first op writing into it to the last op reading it, and
 // units take the best-fitting free space of units that have ended, in
 // execution order. Views (a tensor with `storage`) live in their storage's
-// place. Plain C++ (no CUDA runtime): cuda_executor.cc allocates the buffers
+// place. With a view plan (view_plan.h), every tensor lives in its root's
+// place, ops the plan skips are no writers or readers, and the plan's
+// constants that a launch reads get a region of their own ('c'), uploaded
+// once. Plain C++ (no CUDA runtime): cuda_executor.cc allocates the buffers
 // and tests/cuda/cuda_plan_test.cc checks the plan on any machine.
 #pragma once
 
@@ -15,6 +18,7 @@
 
 #include "hfuse/ir/graph.h"
 #include "hfuse/runtime/bound_dims.h"
+#include "view_plan.h"
 
 namespace hfuse::cuda {
 
@@ -24,13 +28,13 @@ inline constexpr int64_t kBufferAlign = 256;
 struct MemoryPlan {
   std::vector<OpId> order;      // the execution order (StableTopologicalOrder)
   std::vector<int64_t> offset;  // per tensor id: byte offset in its buffer, or -1
-  std::vector<char> region;     // per tensor id: 'i'nput, 'p'aram, 'o'utput, 'a'rena, or 0
-  int64_t input_bytes = 0, param_bytes = 0, output_bytes = 0;
+  std::vector<char> region;     // per tensor id: 'i'nput, 'p'aram, 'o'utput, 'c'onstant, 'a'rena, or 0
+  int64_t input_bytes = 0, param_bytes = 0, output_bytes = 0, constant_bytes = 0;
   int64_t arena_bytes = 0;   // the intermediates' arena
   int64_t tensor_bytes = 0;  // what the intermediates would take unshared
 };
 
-MemoryPlan PlanDeviceMemory(const Graph& graph, const DimValues& dims);
+MemoryPlan PlanDeviceMemory(const Graph& graph, const DimValues& dims, const ViewPlan* views = nullptr);
 
 // A tensor's bytes at these dims; throws InputError when the size wraps.
 int64_t DeviceTensorBytes(const Graph& graph, const DimValues& dims, TensorId t);

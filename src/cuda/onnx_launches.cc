@@ -1,138 +1,711 @@
 // The CUDA backend's opaque ops: the ONNX operators the importer keeps whole
-// (CudaExecutor::Impl, cuda_executor_impl.h). kNative below lists the ones
-// with a kernel or a device copy, each planned by a function that takes the
-// forms its kernel computes and declines the rest; everything else, and
-// every declined form, runs on the host through the CPU executor's own
-// operator (PlanOnHost). The shape semantics both executors share (the
-// axis views, the reduced dims) are cpu_onnx_ops.h's.
+// (CudaExecutor::Impl, cuda_executor_impl.h). Each operator's planner is the
+// one onnx_ops.def names in its Cuda column (PlanOnnx<Cuda>); a planner
+// takes the forms its kernels compute and declines the rest, saying why,
+// and a declined op, or an operator whose column says Host, runs on the host
+// through the CPU executor's own kernel (PlanOnHost), named in the plan's
+// stats and labelled "on the host" in the profile.
+//
+// Operands are read through the view plan's layouts (view_plan.h), so a
+// transposed, sliced or broadcast operand, or one cast on load, costs no
+// launch of its own; ops that only make views never reach these planners
+// unless a reader needed them copied (PlanViewCopy). Values the plan knows
+// (plan_constants.h: shapes, axes, a BatchNormalization's statistics) are
+// read at plan time.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cpu_onnx_ops.h"
 #include "cuda_executor_impl.h"
 #include "hfuse/support/error.h"
 #include "kernels.h"
+#include "onnx_kernels.h"
 
 namespace hfuse {
+namespace {
 
-void CudaExecutor::Impl::PlanOpaque(const Op& op) {
-  using Planner = bool (Impl::*)(const Op&);
-  static const std::map<std::string, Planner> kNative = {
-      {"Identity", &Impl::PlanOnnxReshape},   {"Reshape", &Impl::PlanOnnxReshape},
-      {"Flatten", &Impl::PlanOnnxReshape},    {"Squeeze", &Impl::PlanOnnxReshape},
-      {"Unsqueeze", &Impl::PlanOnnxReshape},  {"Gather", &Impl::PlanGather},
-      {"Softmax", &Impl::PlanSoftmax},        {"LogSoftmax", &Impl::PlanSoftmax},
-      {"ReduceSum", &Impl::PlanReduce},       {"ReduceMean", &Impl::PlanReduce},
-      {"ReduceMax", &Impl::PlanReduce},       {"ReduceMin", &Impl::PlanReduce},
-      {"Pow", &Impl::PlanOnnxMath},           {"Max", &Impl::PlanOnnxMath},
-      {"Min", &Impl::PlanOnnxMath},           {"Sqrt", &Impl::PlanOnnxMath},
-      {"Exp", &Impl::PlanOnnxMath},           {"Log", &Impl::PlanOnnxMath},
-      {"Neg", &Impl::PlanOnnxMath},           {"Abs", &Impl::PlanOnnxMath},
-      {"Reciprocal", &Impl::PlanOnnxMath},    {"MatMul", &Impl::PlanBatchedMatMul}};
-  const OnnxNode& node = *op.attrs.onnx;
-  const bool default_domain = node.domain.empty() || node.domain == "ai.onnx";
-  if (auto it = kNative.find(node.op_type);
-      default_domain && op.outputs.size() == 1 && it != kNative.end() && (this->*it->second)(op)) {
-    return;
-  }
-  PlanOnHost(op);
+int64_t AttrInt(const OnnxNode& node, const std::string& name, int64_t fallback) {
+  auto it = node.ints.find(name);
+  return it == node.ints.end() || it->second.empty() ? fallback : it->second[0];
+}
+float AttrFloat(const OnnxNode& node, const std::string& name, double fallback) {
+  auto it = node.floats.find(name);
+  return static_cast<float>(it == node.floats.end() || it->second.empty() ? fallback : it->second[0]);
+}
+std::optional<size_t> AxisIn(int64_t axis, size_t rank) {
+  const auto r = static_cast<int64_t>(rank);
+  if (axis < -r || axis >= r) return std::nullopt;
+  return static_cast<size_t>(axis < 0 ? axis + r : axis);
+}
+int64_t Product(const std::vector<int64_t>& v, size_t begin, size_t end) {
+  int64_t p = 1;
+  for (size_t d = begin; d < end; ++d) p *= v[d];
+  return p;
 }
 
-bool CudaExecutor::Impl::Plain(const Op& op, size_t inputs) const {
+// Drops dims of one element and merges neighbours that every operand walks
+// contiguously, so that the kernel decodes as few dims as it can (a
+// contiguous elementwise op runs with rank 1).
+void Coalesce(cuda::OnnxElementwiseArgs& a) {
+  struct Dim {
+    int64_t size;
+    int64_t stride[4];
+  };
+  std::vector<Dim> dims;
+  for (int d = 0; d < a.rank; ++d) {
+    if (a.shape[d] == 1) continue;
+    Dim dim{a.shape[d], {a.out_strides[d], 0, 0, 0}};
+    for (int k = 0; k < a.num_inputs; ++k) dim.stride[k + 1] = a.in[k].strides[d];
+    if (!dims.empty()) {
+      Dim& outer = dims.back();
+      bool merge = true;
+      for (int k = 0; k <= a.num_inputs; ++k) merge = merge && outer.stride[k] == dim.stride[k] * dim.size;
+      if (merge) {
+        outer.size *= dim.size;
+        for (int k = 0; k <= a.num_inputs; ++k) outer.stride[k] = dim.stride[k];
+        continue;
+      }
+    }
+    dims.push_back(dim);
+  }
+  if (dims.empty()) dims.push_back({1, {0, 0, 0, 0}});
+  a.rank = static_cast<int32_t>(dims.size());
+  for (size_t d = 0; d < dims.size(); ++d) {
+    a.shape[d] = dims[d].size;
+    a.out_strides[d] = dims[d].stride[0];
+    for (int k = 0; k < a.num_inputs; ++k) a.in[k].strides[d] = dims[d].stride[k + 1];
+  }
+}
+
+bool IntegerType(DType d) { return !IsFloat(d); }
+
+}  // namespace
+
+void CudaExecutor::Impl::PlanOpaque(const Op& op) {
+  using Planner = bool (Impl::*)(const Op&, std::string&);
+  static const std::map<std::string_view, Planner> kPlanners = {
+#define HFUSE_ONNX_OP(Name, Shape, Fold, Cpu, Cuda) {#Name, &Impl::PlanOnnx##Cuda},
+#include "hfuse/ir/onnx_ops.def"
+#undef HFUSE_ONNX_OP
+  };
   const OnnxNode& node = *op.attrs.onnx;
-  if (op.inputs.size() != inputs || g.tensor(op.outputs[0]).storage != kNone) return false;
+  std::string why;
+  auto it = kPlanners.find(node.op_type);
+  if (!node.domain.empty() && node.domain != "ai.onnx") {
+    why = fmt::format("domain '{}'", node.domain);
+  } else if (it == kPlanners.end()) {
+    why = "not in onnx_ops.def";
+  } else if ((this->*it->second)(op, why)) {
+    return;
+  }
+  PlanOnHost(op, why);
+}
+
+TensorId CudaExecutor::Impl::NodeInput(const Op& op, size_t slot) const {
+  const OnnxNode& node = *op.attrs.onnx;
+  const int32_t s = node.input_slots.empty() ? static_cast<int32_t>(slot)
+                    : slot < node.input_slots.size() ? node.input_slots[slot]
+                                                     : kNone;
+  return s >= 0 && static_cast<size_t>(s) < op.inputs.size() ? op.inputs[static_cast<size_t>(s)] : kNone;
+}
+
+std::optional<std::vector<int64_t>> CudaExecutor::Impl::KnownInts(const Op& op, size_t slot) const {
+  std::vector<const HostTensor*> known;
+  for (TensorId t : op.inputs) {
+    auto it = folded.values.find(t);
+    known.push_back(it == folded.values.end() ? nullptr : &it->second);
+  }
+  return cpu::KnownInts(*op.attrs.onnx, slot, known);
+}
+
+std::optional<std::vector<float>> CudaExecutor::Impl::KnownFloats(const Op& op, size_t slot) const {
+  const OnnxNode& node = *op.attrs.onnx;
+  const HostTensor* t = nullptr;
+  HostTensor constant;
+  const int32_t s = node.input_slots.empty() ? static_cast<int32_t>(slot)
+                    : slot < node.input_slots.size() ? node.input_slots[slot]
+                                                     : kNone;
+  if (s <= -2) {
+    const OnnxNode::Value& v = node.constant_values[static_cast<size_t>(-2 - s)];
+    constant = HostTensor(v.dtype, v.dims);
+    if (constant.bytes.size() != v.data.size()) return std::nullopt;
+    constant.bytes = v.data;
+    t = &constant;
+  } else if (s >= 0 && static_cast<size_t>(s) < op.inputs.size()) {
+    auto it = folded.values.find(op.inputs[static_cast<size_t>(s)]);
+    if (it == folded.values.end()) return std::nullopt;
+    t = &it->second;
+  } else {
+    return std::nullopt;
+  }
+  std::vector<float> out;
+  for (int64_t i = 0; i < t->numel(); ++i) {
+    out.push_back(IsFloat(t->dtype) ? t->Get(i) : static_cast<float>(t->GetInt(i)));
+  }
+  return out;
+}
+
+void CudaExecutor::Impl::PlanStridedCopy(const cuda::StridedOperand& src, void* dst,
+                                         const std::vector<int64_t>& dst_strides, DType dst_type,
+                                         const std::vector<int64_t>& shape, const std::string& what) {
+  cuda::OnnxElementwiseArgs a{};
+  a.in[0] = src;
+  a.num_inputs = 1;
+  a.func = cuda::kCopy;
+  a.out = dst;
+  a.out_type = static_cast<int32_t>(dst_type);
+  a.integer = IntegerType(dst_type) ? 1 : 0;
+  a.rank = static_cast<int32_t>(shape.size());
+  a.numel = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    a.shape[d] = shape[d];
+    a.out_strides[d] = dst_strides[d];
+    a.numel *= shape[d];
+  }
+  if (a.numel == 0) return;
+  Coalesce(a);
+  Add(what, [a](cudaStream_t s) {
+    cuda::LaunchOnnxElementwise(a, s);
+    HFUSE_LAUNCHED();
+  });
+}
+
+// A view op its readers could not read in place: each output's view, copied.
+void CudaExecutor::Impl::PlanViewCopy(const Op& op) {
+  for (TensorId out : op.outputs) {
+    const std::optional<cuda::Layout>& view = views.as_view[static_cast<size_t>(out)];
+    const std::vector<int64_t>& shape = views.shape[static_cast<size_t>(out)];
+    void* dst = PlaceOf(out).base;
+    if (view) {
+      PlanStridedCopy(Operand(out, *view, shape, shape), dst, cuda::RowMajorStrides(shape),
+                      g.tensor(out).dtype, shape, "copy kernel");
+    } else {
+      // A reshape its input's strides do not allow as a view: the elements
+      // in row-major order of the input's shape are the output's.
+      const TensorId in = op.inputs[0];
+      const std::vector<int64_t>& from = views.shape[static_cast<size_t>(in)];
+      HFUSE_CHECK(Bytes(in) == Bytes(out));
+      PlanStridedCopy(Operand(in, from), dst, cuda::RowMajorStrides(from), g.tensor(out).dtype, from,
+                      "copy kernel");
+    }
+  }
+}
+
+bool CudaExecutor::Impl::PlanOnnxView(const Op& op, std::string& why) {
+  if (op.outputs.size() != 1 || NodeInput(op, 0) == kNone || Bytes(NodeInput(op, 0)) != Bytes(op.outputs[0])) {
+    why = "its output is not its input's elements";
+    return false;
+  }
+  PlanViewCopy(op);
+  return true;
+}
+
+bool CudaExecutor::Impl::PlanOnnxCopy(const Op& op, std::string& why) {
+  const OnnxNode& node = *op.attrs.onnx;
+  const std::string& type = node.op_type;
+  const TensorId x = NodeInput(op, 0);
+  if (x == kNone) {
+    why = "no data input";
+    return false;
+  }
+  const std::vector<int64_t>& xs = views.shape[static_cast<size_t>(x)];
+  if (type == "Transpose" || type == "Slice" || type == "Expand" || type == "Split") {
+    for (TensorId out : op.outputs) {
+      if (!views.as_view[static_cast<size_t>(out)]) {
+        why = "its starts, ends, axes or steps are not known when the plan is made";
+        return false;
+      }
+    }
+    PlanViewCopy(op);
+    return true;
+  }
+  const TensorId y = op.outputs[0];
+  const std::vector<int64_t>& ys = views.shape[static_cast<size_t>(y)];
+  if (type == "Tile") {
+    // out[.., r*n + i, ..] = x[.., i, ..]: each dim split into (repeat, n),
+    // the repeat read with stride 0.
+    if (xs.size() != ys.size() || 2 * xs.size() > cuda::kMaxOnnxRank) {
+      why = "rank above 4";
+      return false;
+    }
+    const cuda::StridedOperand in = Operand(x, xs);
+    cuda::StridedOperand src = in;
+    std::vector<int64_t> shape;
+    for (size_t d = 0; d < xs.size(); ++d) {
+      if (xs[d] == 0 || ys[d] % xs[d] != 0) {
+        why = "the output is no multiple of the input";
+        return false;
+      }
+      shape.push_back(ys[d] / xs[d]);
+      shape.push_back(xs[d]);
+      src.strides[2 * d] = 0;
+      src.strides[2 * d + 1] = in.strides[d];
+    }
+    PlanStridedCopy(src, PlaceOf(y).base, cuda::RowMajorStrides(shape), g.tensor(y).dtype, shape, "tile kernel");
+    return true;
+  }
+  if (type == "Concat") {
+    const std::optional<size_t> axis = AxisIn(AttrInt(node, "axis", 0), ys.size());
+    if (!axis) {
+      why = "axis out of range";
+      return false;
+    }
+    const std::vector<int64_t> ystrides = cuda::RowMajorStrides(ys);
+    char* base = PlaceOf(y).base;
+    int64_t at = 0;
+    const size_t slots = node.input_slots.empty() ? op.inputs.size() : node.input_slots.size();
+    for (size_t slot = 0; slot < slots; ++slot) {
+      const TensorId part = NodeInput(op, slot);
+      if (part == kNone) {
+        why = "an input is a constant the node keeps";
+        return false;
+      }
+      const std::vector<int64_t>& ps = views.shape[static_cast<size_t>(part)];
+      PlanStridedCopy(Operand(part, ps), base + at * ystrides[*axis] * DTypeBytes(g.tensor(y).dtype),
+                      ystrides, g.tensor(y).dtype, ps, "concat kernel");
+      at += ps[*axis];
+    }
+    return true;
+  }
+  if (type == "Pad") {
+    const std::optional<std::vector<int64_t>> pads = KnownInts(op, 1);
+    if (!pads) {
+      why = "its pads are not known when the plan is made";
+      return false;
+    }
+    auto mode_it = node.strings.find("mode");
+    const std::string mode = mode_it == node.strings.end() ? "constant" : mode_it->second;
+    if ((mode != "constant" && mode != "edge" && mode != "reflect") || xs.size() > cuda::kMaxOnnxRank) {
+      why = fmt::format("mode '{}'", mode);
+      return false;
+    }
+    cuda::PadArgs a{};
+    a.rank = static_cast<int32_t>(xs.size());
+    std::vector<int64_t> begin(xs.size(), 0);
+    std::optional<std::vector<int64_t>> axes;
+    if (NodeInput(op, 3) != kNone || (node.input_slots.size() > 3 && node.input_slots[3] <= -2)) {
+      axes = KnownInts(op, 3);
+      if (!axes) {
+        why = "its axes are not known when the plan is made";
+        return false;
+      }
+    }
+    const size_t listed = axes ? axes->size() : xs.size();
+    if (pads->size() != 2 * listed) {
+      why = "pads do not match the axes";
+      return false;
+    }
+    for (size_t i = 0; i < listed; ++i) {
+      const std::optional<size_t> ax = axes ? AxisIn((*axes)[i], xs.size()) : std::optional<size_t>(i);
+      if (!ax) {
+        why = "an axis is out of range";
+        return false;
+      }
+      begin[*ax] = (*pads)[i];
+    }
+    if (NodeInput(op, 2) != kNone || (node.input_slots.size() > 2 && node.input_slots[2] <= -2)) {
+      const std::optional<std::vector<float>> v = KnownFloats(op, 2);
+      if (!v) {
+        why = "its constant value is not known when the plan is made";
+        return false;
+      }
+      a.value = v->empty() ? 0.0 : (*v)[0];
+    }
+    for (size_t d = 0; d < xs.size(); ++d) {
+      a.in_shape[d] = xs[d];
+      a.out_shape[d] = ys[d];
+      a.begin[d] = begin[d];
+      if (mode != "constant" && xs[d] == 0 && ys[d] > 0) {
+        why = "padding an empty dim";
+        return false;
+      }
+    }
+    a.mode = mode == "constant" ? 0 : mode == "edge" ? 1 : 2;
+    a.type = static_cast<int32_t>(g.tensor(y).dtype);
+    a.x = PlaceOf(x).base;
+    a.y = PlaceOf(y).base;
+    a.numel = Product(ys, 0, ys.size());
+    Add("pad kernel", [a](cudaStream_t s) {
+      cuda::LaunchPad(a, s);
+      HFUSE_LAUNCHED();
+    });
+    return true;
+  }
+  why = "no kernel for this operator";
+  return false;
+}
+
+bool CudaExecutor::Impl::PlanOnnxElementwise(const Op& op, std::string& why) {
+  const OnnxNode& node = *op.attrs.onnx;
+  const std::string& type = node.op_type;
+  const TensorId y = op.outputs[0];
+  const std::vector<int64_t>& ys = views.shape[static_cast<size_t>(y)];
+  if (op.outputs.size() != 1 || ys.size() > cuda::kMaxOnnxRank) {
+    why = "rank above 8";
+    return false;
+  }
+  if (type == "Cast" && views.as_view[static_cast<size_t>(y)]) {
+    PlanViewCopy(op);
+    return true;
+  }
+  static const std::map<std::string_view, cuda::OnnxFunc> kFuncs = {
+      {"Cast", cuda::kCopy},
+      {"Add", cuda::kAdd}, {"Sub", cuda::kSub}, {"Mul", cuda::kMul}, {"Div", cuda::kDiv},
+      {"Pow", cuda::kPow}, {"Max", cuda::kMax}, {"Min", cuda::kMin}, {"Mod", cuda::kMod},
+      {"PRelu", cuda::kPRelu}, {"Equal", cuda::kEqual}, {"Less", cuda::kLess},
+      {"Greater", cuda::kGreater}, {"LessOrEqual", cuda::kLessOrEqual},
+      {"GreaterOrEqual", cuda::kGreaterOrEqual}, {"And", cuda::kAnd}, {"Or", cuda::kOr},
+      {"Xor", cuda::kXor}, {"Where", cuda::kWhere}, {"Relu", cuda::kRelu},
+      {"Sigmoid", cuda::kSigmoid}, {"Tanh", cuda::kTanh}, {"Sqrt", cuda::kSqrt}, {"Exp", cuda::kExp},
+      {"Log", cuda::kLog}, {"Neg", cuda::kNeg}, {"Abs", cuda::kAbs}, {"Erf", cuda::kErf},
+      {"Reciprocal", cuda::kReciprocal}, {"Softplus", cuda::kSoftplus},
+      {"LeakyRelu", cuda::kLeakyRelu}, {"Clip", cuda::kClip}, {"Not", cuda::kNot},
+      {"Floor", cuda::kFloor}, {"Ceil", cuda::kCeil}, {"Elu", cuda::kElu},
+      {"HardSigmoid", cuda::kHardSigmoid}, {"Sign", cuda::kSign}, {"Gelu", cuda::kGelu},
+      {"Selu", cuda::kSelu}, {"Softsign", cuda::kSoftsign}, {"Swish", cuda::kSwish},
+      {"Mish", cuda::kMish}};
+  auto f = kFuncs.find(type);
+  if (f == kFuncs.end()) {
+    why = "no elementwise function";
+    return false;
+  }
+  cuda::OnnxElementwiseArgs a{};
+  a.func = f->second;
+  const bool ternary = type == "Where";
+  const bool unary = a.func >= cuda::kRelu || type == "Cast";
+  const size_t inputs = ternary ? 3 : unary ? 1 : 2;
+  const size_t slots = node.input_slots.empty() ? op.inputs.size() : node.input_slots.size();
+  if ((type != "Clip" && slots != inputs) || (type == "Clip" && slots > 3)) {
+    why = fmt::format("{} inputs", slots);
+    return false;
+  }
   for (size_t k = 0; k < inputs; ++k) {
-    if (g.tensor(op.inputs[k]).storage != kNone) return false;
-    if (!node.input_slots.empty() &&
-        (node.input_slots.size() <= k || node.input_slots[k] != static_cast<int32_t>(k))) {
+    const TensorId in = NodeInput(op, k);
+    if (in == kNone) {
+      // A constant the node keeps: uploaded once.
+      const OnnxNode::Value* v = nullptr;
+      if (k < node.input_slots.size() && node.input_slots[k] <= -2) {
+        v = &node.constant_values[static_cast<size_t>(-2 - node.input_slots[k])];
+      }
+      if (!v || v->dims.size() > ys.size()) {
+        why = "an input is missing";
+        return false;
+      }
+      const void* p = Device(v->data);
+      a.in[k] = cuda::StridedOperand{};
+      a.in[k].ptr = p;
+      a.in[k].type = a.in[k].as = static_cast<int32_t>(v->dtype);
+      const std::vector<int64_t> s = cuda::RowMajorStrides(v->dims);
+      for (size_t d = 0; d < v->dims.size(); ++d) {
+        a.in[k].strides[ys.size() - v->dims.size() + d] = v->dims[d] == 1 ? 0 : s[d];
+      }
+      continue;
+    }
+    if (views.shape[static_cast<size_t>(in)].size() > ys.size()) {
+      why = "an input has more dims than the output";
+      return false;
+    }
+    a.in[k] = Operand(in, ys);
+  }
+  a.num_inputs = static_cast<int32_t>(inputs);
+  const DType in_type = static_cast<DType>(a.in[ternary ? 1 : 0].as);
+  const bool compare = a.func >= cuda::kEqual && a.func <= cuda::kXor;
+  a.integer = IntegerType(compare ? in_type : g.tensor(y).dtype) ? 1 : 0;
+  if (type == "Mod" && AttrInt(node, "fmod", 0) != 0) a.func = cuda::kFMod;
+  if (a.integer && a.func >= cuda::kRelu &&
+      !(a.func == cuda::kRelu || a.func == cuda::kNeg || a.func == cuda::kAbs || a.func == cuda::kClip ||
+        a.func == cuda::kNot || a.func == cuda::kSign)) {
+    why = "an integer form of a float function";
+    return false;
+  }
+  if (a.integer && (a.func == cuda::kPRelu)) {
+    why = "integer PRelu";
+    return false;
+  }
+  a.alpha = AttrFloat(node, "alpha", type == "LeakyRelu" ? 0.01 : type == "HardSigmoid" ? 0.2
+                                       : type == "Selu"    ? 1.67326319217681884765625
+                                                           : 1.0);
+  a.beta = AttrFloat(node, "beta", 0.5);
+  if (type == "Selu") a.beta = AttrFloat(node, "gamma", 1.05070102214813232421875);
+  if (type == "Gelu") {
+    auto it = node.strings.find("approximate");
+    if (it != node.strings.end() && it->second == "tanh") {
+      a.func = cuda::kGeluTanh;
+    } else if (it != node.strings.end() && it->second != "none") {
+      why = fmt::format("approximate '{}'", it->second);
       return false;
     }
   }
-  return true;
-}
-
-// Same bytes, another shape: the data is input 0 (the shape or axes a constant or an input).
-bool CudaExecutor::Impl::PlanOnnxReshape(const Op& op) {
-  if (op.inputs.empty() || g.tensor(op.inputs[0]).storage != kNone ||
-      g.tensor(op.outputs[0]).storage != kNone || Bytes(op.inputs[0]) != Bytes(op.outputs[0])) {
-    return false;
+  if (type == "Clip") {
+    a.alpha = -INFINITY;
+    a.beta = INFINITY;
+    if (node.opset >= 11) {
+      for (size_t slot = 1; slot < 3; ++slot) {
+        const bool given = slot < slots && (NodeInput(op, slot) != kNone ||
+                                            (slot < node.input_slots.size() && node.input_slots[slot] <= -2));
+        if (!given) continue;
+        const std::optional<std::vector<float>> v = KnownFloats(op, slot);
+        if (!v || v->size() != 1) {
+          why = "its bounds are not known when the plan is made";
+          return false;
+        }
+        (slot == 1 ? a.alpha : a.beta) = (*v)[0];
+      }
+    } else {
+      a.alpha = AttrFloat(node, "min", -INFINITY);
+      a.beta = AttrFloat(node, "max", INFINITY);
+    }
+    if (a.integer) {  // an integer Clip's bounds, as the CPU reads them
+      a.alpha = std::max(a.alpha, -9.2e18f);
+      a.beta = std::min(a.beta, 9.2e18f);
+    }
   }
-  PlanReshapeCopy(op);
-  return true;
-}
-
-bool CudaExecutor::Impl::PlanGather(const Op& op) {
-  if (!Plain(op, 2)) return false;
-  const Tensor& data = g.tensor(op.inputs[0]);
-  const Tensor& at = g.tensor(op.inputs[1]);
-  const Tensor& y = g.tensor(op.outputs[0]);
-  if (data.dtype != y.dtype || (at.dtype != DType::kInt64 && at.dtype != DType::kInt32)) return false;
-  const std::optional<cpu::AxisView> v = cpu::GatherView(*op.attrs.onnx, ConcreteShape(data.shape, dims));
-  const int64_t esize = DTypeBytes(y.dtype);
-  const int64_t count = Bytes(op.inputs[1]) / DTypeBytes(at.dtype);
-  if (!v || Bytes(op.outputs[0]) != v->outer * count * v->inner * esize) return false;
-  descriptors.push_back(std::make_unique<cuda::DeviceBuffer>());
-  descriptors.back()->Upload(std::vector<int>{0});
-  int* bad = static_cast<int*>(descriptors.back()->ptr);
-  index_checks.push_back({op.name, v->len, bad});
-  const void* x = PlaceOf(op.inputs[0]).base;
-  const void* index = PlaceOf(op.inputs[1]).base;
-  void* out = PlaceOf(op.outputs[0]).base;
-  const bool index32 = at.dtype == DType::kInt32;
-  const auto [outer, len, inner] = *v;
-  Add("gather kernel", [=](cudaStream_t s) {
-    cuda::LaunchGather(x, index, index32, out, outer, len, count, inner * esize, bad, s);
+  a.out = PlaceOf(y).base;
+  a.out_type = static_cast<int32_t>(g.tensor(y).dtype);
+  a.rank = static_cast<int32_t>(ys.size());
+  a.numel = 1;
+  const std::vector<int64_t> os = cuda::RowMajorStrides(ys);
+  for (size_t d = 0; d < ys.size(); ++d) {
+    a.shape[d] = ys[d];
+    a.out_strides[d] = os[d];
+    a.numel *= ys[d];
+  }
+  if (a.numel == 0) return true;
+  Coalesce(a);
+  Add(fmt::format("{} kernel", type), [a](cudaStream_t s) {
+    cuda::LaunchOnnxElementwise(a, s);
     HFUSE_LAUNCHED();
   });
   return true;
 }
 
-bool CudaExecutor::Impl::PlanSoftmax(const Op& op) {
-  const Tensor& y = g.tensor(op.outputs[0]);
-  if (!Plain(op, 1) || !IsFloat(y.dtype) || g.tensor(op.inputs[0]).dtype != y.dtype) return false;
-  const std::optional<cpu::AxisView> v = cpu::SoftmaxView(*op.attrs.onnx, ConcreteShape(y.shape, dims));
-  if (!v) return false;
-  const void* x = PlaceOf(op.inputs[0]).base;
-  void* out = PlaceOf(op.outputs[0]).base;
-  const int dtype = cuda::KernelType(y.dtype);
+bool CudaExecutor::Impl::PlanOnnxGather(const Op& op, std::string& why) {
+  const OnnxNode& node = *op.attrs.onnx;
+  const TensorId data = NodeInput(op, 0), index = NodeInput(op, 1);
+  const TensorId y = op.outputs[0];
+  if (data == kNone || op.outputs.size() != 1) {
+    why = "its data is a constant the node keeps";
+    return false;
+  }
+  const std::vector<int64_t>& ds = views.shape[static_cast<size_t>(data)];
+  const std::optional<cpu::AxisView> v = cpu::GatherView(node, ds);
+  if (!v || g.tensor(data).dtype != g.tensor(y).dtype) {
+    why = "axis out of range";
+    return false;
+  }
+  cuda::GatherArgs a{};
+  if (index != kNone) {
+    const std::vector<int64_t>& is = views.shape[static_cast<size_t>(index)];
+    if (is.size() > cuda::kMaxOnnxRank) {
+      why = "indices of rank above 8";
+      return false;
+    }
+    a.index = Operand(index, is);
+    a.index_rank = static_cast<int32_t>(is.size());
+    a.count = 1;
+    for (size_t d = 0; d < is.size(); ++d) {
+      a.index_shape[d] = is[d];
+      a.count *= is[d];
+    }
+  } else {
+    const std::optional<std::vector<int64_t>> ids = KnownInts(op, 1);
+    if (!ids) {
+      why = "no indices";
+      return false;
+    }
+    a.index = cuda::StridedOperand{};
+    a.index.ptr = Device(*ids);
+    a.index.type = a.index.as = static_cast<int32_t>(DType::kInt64);
+    a.index.strides[0] = 1;
+    a.index_rank = 1;
+    a.index_shape[0] = static_cast<int64_t>(ids->size());
+    a.count = static_cast<int64_t>(ids->size());
+  }
+  const int64_t esize = DTypeBytes(g.tensor(y).dtype);
+  if (Bytes(y) != v->outer * a.count * v->inner * esize) {
+    why = "its output's size does not match";
+    return false;
+  }
+  a.data = PlaceOf(data).base;
+  a.y = PlaceOf(y).base;
+  a.outer = v->outer;
+  a.len = v->len;
+  a.inner_bytes = v->inner * esize;
+  a.bad = NextIndexFlag(op, "ONNX Gather");
+  Add("gather kernel", [a](cudaStream_t s) {
+    cuda::LaunchOnnxGather(a, s);
+    HFUSE_LAUNCHED();
+  });
+  return true;
+}
+
+bool CudaExecutor::Impl::PlanOnnxGatherElements(const Op& op, std::string& why) {
+  const TensorId data = NodeInput(op, 0), index = NodeInput(op, 1), y = op.outputs[0];
+  if (data == kNone || index == kNone || IsFloat(g.tensor(index).dtype) || g.tensor(index).dtype == DType::kBool) {
+    why = "indices are no int tensor";
+    return false;
+  }
+  const std::vector<int64_t>& ds = views.shape[static_cast<size_t>(data)];
+  const std::vector<int64_t>& is = views.shape[static_cast<size_t>(index)];
+  const std::optional<size_t> axis = AxisIn(AttrInt(*op.attrs.onnx, "axis", 0), ds.size());
+  if (!axis || is.size() != ds.size() || ds.size() > cuda::kMaxOnnxRank) {
+    why = "axis out of range, or ranks differ";
+    return false;
+  }
+  cuda::GatherElementsArgs a{};
+  const std::vector<int64_t> strides = cuda::RowMajorStrides(ds);
+  for (size_t d = 0; d < ds.size(); ++d) {
+    if (d != *axis && is[d] > ds[d]) {
+      why = "indices exceed data's shape";
+      return false;
+    }
+    a.shape[d] = is[d];
+    a.data_strides[d] = strides[d];
+  }
+  a.data = PlaceOf(data).base;
+  a.index = PlaceOf(index).base;
+  a.index64 = g.tensor(index).dtype == DType::kInt64 ? 1 : 0;
+  a.y = PlaceOf(y).base;
+  a.rank = static_cast<int32_t>(ds.size());
+  a.axis = static_cast<int32_t>(*axis);
+  a.axis_len = ds[*axis];
+  a.numel = Product(is, 0, is.size());
+  a.elem_bytes = DTypeBytes(g.tensor(y).dtype);
+  a.bad = NextIndexFlag(op, "ONNX GatherElements");
+  Add("gather-elements kernel", [a](cudaStream_t s) {
+    cuda::LaunchGatherElements(a, s);
+    HFUSE_LAUNCHED();
+  });
+  return true;
+}
+
+bool CudaExecutor::Impl::PlanOnnxGatherND(const Op& op, std::string& why) {
+  const TensorId data = NodeInput(op, 0), index = NodeInput(op, 1), y = op.outputs[0];
+  cuda::GatherNdArgs a{};
+  const std::vector<int64_t>* is = nullptr;
+  std::vector<int64_t> constant_shape;
+  if (index != kNone) {
+    if (IsFloat(g.tensor(index).dtype) || g.tensor(index).dtype == DType::kBool) {
+      why = "indices are no int tensor";
+      return false;
+    }
+    is = &views.shape[static_cast<size_t>(index)];
+    a.index = PlaceOf(index).base;
+    a.index64 = g.tensor(index).dtype == DType::kInt64 ? 1 : 0;
+  } else {
+    const OnnxNode& node = *op.attrs.onnx;
+    const std::optional<std::vector<int64_t>> ids = KnownInts(op, 1);
+    if (!ids || node.input_slots.size() < 2 || node.input_slots[1] > -2) {
+      why = "no indices";
+      return false;
+    }
+    constant_shape = node.constant_values[static_cast<size_t>(-2 - node.input_slots[1])].dims;
+    is = &constant_shape;
+    a.index = Device(*ids);
+    a.index64 = 1;
+  }
+  if (data == kNone || is->empty()) {
+    why = "indices are a scalar";
+    return false;
+  }
+  const std::vector<int64_t>& ds = views.shape[static_cast<size_t>(data)];
+  const auto batch = static_cast<size_t>(AttrInt(*op.attrs.onnx, "batch_dims", 0));
+  const auto k = static_cast<size_t>(is->back());
+  if (batch + k > ds.size() || batch >= is->size() || k > cuda::kMaxOnnxRank) {
+    why = "indices do not fit data's rank";
+    return false;
+  }
+  const int64_t esize = DTypeBytes(g.tensor(data).dtype);
+  for (size_t q = 0; q < k; ++q) a.dims[q] = ds[batch + q];
+  a.k = static_cast<int32_t>(k);
+  a.batches = Product(ds, 0, batch);
+  a.per_batch = Product(*is, batch, is->size() - 1);
+  a.slice_bytes = Product(ds, batch + k, ds.size()) * esize;
+  a.data_batch_bytes = Product(ds, batch, ds.size()) * esize;
+  if (Bytes(y) != a.batches * a.per_batch * a.slice_bytes) {
+    why = "its output's size does not match";
+    return false;
+  }
+  a.data = PlaceOf(data).base;
+  a.y = PlaceOf(y).base;
+  a.bad = NextIndexFlag(op, "ONNX GatherND");
+  Add("gather-nd kernel", [a](cudaStream_t s) {
+    cuda::LaunchGatherNd(a, s);
+    HFUSE_LAUNCHED();
+  });
+  return true;
+}
+
+// Shape, Size, ConstantOfShape: computed at plan time unless they write a
+// graph output or more than plan_constants.h's bound.
+bool CudaExecutor::Impl::PlanOnnxFolded(const Op&, std::string& why) {
+  why = "not computed at plan time (a graph output, or above the plan's constant bound)";
+  return false;
+}
+
+bool CudaExecutor::Impl::PlanOnnxSoftmax(const Op& op, std::string& why) {
+  const TensorId x = NodeInput(op, 0), y = op.outputs[0];
+  if (x == kNone || !IsFloat(g.tensor(y).dtype) || g.tensor(x).dtype != g.tensor(y).dtype) {
+    why = "not a float tensor";
+    return false;
+  }
+  const std::optional<cpu::AxisView> v = cpu::SoftmaxView(*op.attrs.onnx, views.shape[static_cast<size_t>(x)]);
+  if (!v) {
+    why = "axis out of range";
+    return false;
+  }
+  const void* in = PlaceOf(x).base;
+  void* out = PlaceOf(y).base;
+  const int dtype = cuda::KernelType(g.tensor(y).dtype);
   const bool log = op.attrs.onnx->op_type == "LogSoftmax";
   const auto [outer, len, inner] = *v;
   Add(fmt::format("{} kernel", op.attrs.onnx->op_type), [=](cudaStream_t s) {
-    cuda::LaunchSoftmax(dtype, x, out, outer, len, inner, log, s);
+    cuda::LaunchSoftmax(dtype, in, out, outer, len, inner, log, s);
     HFUSE_LAUNCHED();
   });
   return true;
 }
 
-// Axes from the attribute or a constant the node keeps; axes computed at run time go to the host.
-bool CudaExecutor::Impl::PlanReduce(const Op& op) {
-  static const std::map<std::string, cuda::ReduceKind> kKinds = {
-      {"ReduceSum", cuda::kReduceSum}, {"ReduceMean", cuda::kReduceMean},
-      {"ReduceMax", cuda::kReduceMax}, {"ReduceMin", cuda::kReduceMin}};
+bool CudaExecutor::Impl::PlanOnnxReduce(const Op& op, std::string& why) {
+  static const std::map<std::string_view, cuda::ReduceKind> kKinds = {
+      {"ReduceSum", cuda::kReduceSum},   {"ReduceMean", cuda::kReduceMean},
+      {"ReduceMax", cuda::kReduceMax},   {"ReduceMin", cuda::kReduceMin},
+      {"ReduceProd", cuda::kReduceProd}, {"ReduceL1", cuda::kReduceL1},
+      {"ReduceL2", cuda::kReduceL2},     {"ReduceSumSquare", cuda::kReduceSumSquare}};
   const OnnxNode& node = *op.attrs.onnx;
-  const Tensor& y = g.tensor(op.outputs[0]);
-  if (!Plain(op, 1) || !IsFloat(y.dtype) || g.tensor(op.inputs[0]).dtype != y.dtype) return false;
-  const std::vector<int64_t> xs = ConcreteShape(g.tensor(op.inputs[0]).shape, dims);
-  const int32_t axes_slot = node.input_slots.size() >= 2 ? node.input_slots[1] : kNone;
-  if (xs.size() > 6 || (axes_slot != kNone && axes_slot > -2)) return false;
-  std::optional<std::vector<int64_t>> axes;
-  if (axes_slot != kNone) {
-    axes = cpu::ConstantInts(node, axes_slot);
-    if (!axes) return false;
+  const TensorId x = NodeInput(op, 0), y = op.outputs[0];
+  if (x == kNone || !IsFloat(g.tensor(y).dtype) || g.tensor(x).dtype != g.tensor(y).dtype) {
+    why = "not a float tensor";
+    return false;
   }
-  const std::optional<std::vector<bool>> reduced =
-      cpu::ReducedDims(node, xs.size(), axes ? &*axes : nullptr);
-  if (!reduced) return false;
+  const std::vector<int64_t>& xs = views.shape[static_cast<size_t>(x)];
+  std::optional<std::vector<int64_t>> axes;
+  const bool axes_given = NodeInput(op, 1) != kNone || (node.input_slots.size() > 1 && node.input_slots[1] <= -2);
+  if (axes_given) {
+    axes = KnownInts(op, 1);
+    if (!axes) {
+      why = "its axes are not known when the plan is made";
+      return false;
+    }
+  }
+  const std::optional<std::vector<bool>> reduced = cpu::ReducedDims(node, xs.size(), axes ? &*axes : nullptr);
+  if (!reduced || xs.size() > 6) {
+    why = "an axis is out of range, or rank above 6";
+    return false;
+  }
   cuda::ReduceArgs a{};
-  a.x = PlaceOf(op.inputs[0]).base;
-  a.y = PlaceOf(op.outputs[0]).base;
+  a.x = PlaceOf(x).base;
+  a.y = PlaceOf(y).base;
   a.rank = static_cast<int32_t>(xs.size());
   a.kind = kKinds.at(node.op_type);
   a.out_numel = 1;
@@ -142,8 +715,11 @@ bool CudaExecutor::Impl::PlanReduce(const Op& op) {
     a.reduced[d] = (*reduced)[d] ? 1 : 0;
     ((*reduced)[d] ? a.count : a.out_numel) *= xs[d];
   }
-  if (a.out_numel * DTypeBytes(y.dtype) != Bytes(op.outputs[0])) return false;
-  const int dtype = cuda::KernelType(y.dtype);
+  if (a.out_numel * DTypeBytes(g.tensor(y).dtype) != Bytes(y)) {
+    why = "its output's size does not match";
+    return false;
+  }
+  const int dtype = cuda::KernelType(g.tensor(y).dtype);
   Add(fmt::format("{} kernel", node.op_type), [=](cudaStream_t s) {
     cuda::LaunchReduce(dtype, a, s);
     HFUSE_LAUNCHED();
@@ -151,69 +727,365 @@ bool CudaExecutor::Impl::PlanReduce(const Op& op) {
   return true;
 }
 
-// Float math with numpy broadcasting that the IR has no EwFunc for.
-bool CudaExecutor::Impl::PlanOnnxMath(const Op& op) {
-  static const std::map<std::string, std::pair<cuda::OnnxMath, size_t>> kMath = {
-      {"Pow", {cuda::kPow, 2}},   {"Max", {cuda::kMax, 2}}, {"Min", {cuda::kMin, 2}},
-      {"Sqrt", {cuda::kSqrt, 1}}, {"Exp", {cuda::kExp, 1}}, {"Log", {cuda::kLog, 1}},
-      {"Neg", {cuda::kNeg, 1}},   {"Abs", {cuda::kAbs, 1}}, {"Reciprocal", {cuda::kReciprocal, 1}}};
-  const auto [func, inputs] = kMath.at(op.attrs.onnx->op_type);
-  const Tensor& y = g.tensor(op.outputs[0]);
-  if (!Plain(op, inputs) || !IsFloat(y.dtype) || y.shape.size() > 6) return false;
-  for (TensorId in : op.inputs) {
-    if (g.tensor(in).dtype != y.dtype || g.tensor(in).shape.size() > y.shape.size()) return false;
+bool CudaExecutor::Impl::PlanOnnxCumSum(const Op& op, std::string& why) {
+  const TensorId x = NodeInput(op, 0), y = op.outputs[0];
+  const std::optional<std::vector<int64_t>> axis_value = KnownInts(op, 1);
+  if (x == kNone || !axis_value || axis_value->size() != 1) {
+    why = "its axis is not known when the plan is made";
+    return false;
   }
-  cuda::ElementwiseArgs args = BroadcastArgs(op);
-  args.func = func;
-  const int dtype = cuda::KernelType(y.dtype);
-  Add(fmt::format("{} kernel", op.attrs.onnx->op_type), [=](cudaStream_t s) {
-    cuda::LaunchOnnxMath(dtype, args, s);
+  const std::vector<int64_t>& xs = views.shape[static_cast<size_t>(x)];
+  const std::optional<size_t> axis = AxisIn((*axis_value)[0], xs.size());
+  if (!axis || g.tensor(x).dtype != g.tensor(y).dtype) {
+    why = "axis out of range";
+    return false;
+  }
+  cuda::CumSumArgs a{};
+  a.x = PlaceOf(x).base;
+  a.y = PlaceOf(y).base;
+  a.type = static_cast<int32_t>(g.tensor(y).dtype);
+  a.exclusive = AttrInt(*op.attrs.onnx, "exclusive", 0) != 0;
+  a.reverse = AttrInt(*op.attrs.onnx, "reverse", 0) != 0;
+  a.outer = Product(xs, 0, *axis);
+  a.len = xs[*axis];
+  a.inner = Product(xs, *axis + 1, xs.size());
+  Add("cumsum kernel", [a](cudaStream_t s) {
+    cuda::LaunchCumSum(a, s);
     HFUSE_LAUNCHED();
   });
   return true;
 }
 
-// A batched MatMul whose batch dims broadcast whole (each operand's batch is
-// the output's or a single matrix): one strided-batched cuBLAS GEMM,
-// row-major C = A B computed as C^T = B^T A^T.
-bool CudaExecutor::Impl::PlanBatchedMatMul(const Op& op) {
-  const Tensor& y = g.tensor(op.outputs[0]);
-  if (!Plain(op, 2) || !IsFloat(y.dtype) || g.tensor(op.inputs[0]).dtype != y.dtype ||
-      g.tensor(op.inputs[1]).dtype != y.dtype) {
+// LayerNormalization the importer kept (the ones it did not make layernorm
+// ops): the group LayerNorm kernel with one member.
+bool CudaExecutor::Impl::PlanOnnxLayerNorm(const Op& op, std::string& why) {
+  const OnnxNode& node = *op.attrs.onnx;
+  const TensorId x = NodeInput(op, 0), scale = NodeInput(op, 1), bias = NodeInput(op, 2);
+  const TensorId y = op.outputs[0];
+  const DType dtype = g.tensor(y).dtype;
+  const bool stats_used = node.output_slots.size() > 1 &&
+                          std::any_of(node.output_slots.begin() + 1, node.output_slots.end(),
+                                      [](int32_t s) { return s != kNone; });
+  if (x == kNone || scale == kNone || stats_used || !IsFloat(dtype) || g.tensor(x).dtype != dtype ||
+      g.tensor(scale).dtype != dtype || (bias != kNone && g.tensor(bias).dtype != dtype)) {
+    why = "its mean or deviation output is used, or its operands' types differ";
     return false;
   }
-  const std::vector<int64_t> as = ConcreteShape(g.tensor(op.inputs[0]).shape, dims);
-  const std::vector<int64_t> bs = ConcreteShape(g.tensor(op.inputs[1]).shape, dims);
-  const std::vector<int64_t> ys = ConcreteShape(y.shape, dims);
-  if (as.size() < 2 || bs.size() < 2 || ys.size() != std::max(as.size(), bs.size())) return false;
-  auto batch = [](const std::vector<int64_t>& v) {
-    int64_t n = 1;
-    for (size_t d = 0; d + 2 < v.size(); ++d) n *= v[d];
-    return n;
-  };
-  const int64_t m = as[as.size() - 2], k = as.back(), n = bs.back(), batches = batch(ys);
-  const int64_t ba = batch(as), bb = batch(bs);
-  if (bs[bs.size() - 2] != k || ys[ys.size() - 2] != m || ys.back() != n || batches <= 0 ||
-      (ba != batches && ba != 1) || (bb != batches && bb != 1) || m <= 0 || n <= 0 || k <= 0 ||
-      m > INT32_MAX || n > INT32_MAX || k > INT32_MAX || batches > INT32_MAX) {
+  const std::vector<int64_t>& xs = views.shape[static_cast<size_t>(x)];
+  const std::optional<size_t> axis = AxisIn(AttrInt(node, "axis", -1), xs.size());
+  if (!axis) {
+    why = "axis out of range";
     return false;
   }
-  const void* a = PlaceOf(op.inputs[0]).base;
-  const void* b = PlaceOf(op.inputs[1]).base;
-  void* c = PlaceOf(op.outputs[0]).base;
-  const long long stride_a = ba == 1 ? 0 : m * k, stride_b = bb == 1 ? 0 : k * n, stride_c = m * n;
-  const cudaDataType_t t = cuda::CudaType(y.dtype);
-  cublasHandle_t handle = blas;
-  const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
-  const int count = static_cast<int>(batches);
-  Add("cublasGemmStridedBatchedEx", [=](cudaStream_t s) {
-    const float one = 1.0f, zero = 0.0f;
-    HFUSE_CUBLAS(cublasSetStream(handle, s));
-    HFUSE_CUBLAS(cublasGemmStridedBatchedEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, ni, mi, ki, &one, b, t, ni,
-                                            stride_b, a, t, ki, stride_a, &zero, c, t, ni, stride_c,
-                                            count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  const int64_t n = Product(xs, *axis, xs.size()), rows = Product(xs, 0, *axis);
+  if (rows == 0 || n == 0) return true;
+  const int esize = static_cast<int>(DTypeBytes(dtype));
+  cuda::LayerNormDesc d{PlaceOf(x).base, PlaceOf(y).base, PlaceOf(scale).base,
+                        bias != kNone ? PlaceOf(bias).base : nullptr, rows, n, n, n, 0, 32};
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  d.vec = n % (16 / esize) == 0 && aligned(d.x) && aligned(d.y) && aligned(d.gamma) && (!d.beta || aligned(d.beta));
+  d.lanes = cuda::LayerNormLanes(n, esize, d.vec != 0);
+  std::vector<cuda::LayerNormTile> tiles;
+  const int64_t per_tile = cuda::kLayerNormThreads / d.lanes;
+  for (int64_t r = 0; r < rows; r += per_tile) {
+    tiles.push_back({0, static_cast<int32_t>(std::min(per_tile, rows - r)), r});
+  }
+  const cuda::LayerNormDesc* dd = Device(std::vector<cuda::LayerNormDesc>{d});
+  const cuda::LayerNormTile* tt = Device(tiles);
+  const int num_tiles = static_cast<int>(tiles.size());
+  const float eps = AttrFloat(node, "epsilon", 1e-5);
+  const int type = cuda::KernelType(dtype);
+  Add("layernorm kernel", [=](cudaStream_t s) {
+    cuda::LaunchGroupLayerNorm(type, dd, tt, num_tiles, eps, false, s);
+    HFUSE_LAUNCHED();
   });
   return true;
+}
+
+// Inference BatchNormalization: y = x * a + b per channel (dim 1), with
+// a = scale / sqrt(var + eps) and b = B - mean * a computed at plan time.
+bool CudaExecutor::Impl::PlanOnnxBatchNorm(const Op& op, std::string& why) {
+  const OnnxNode& node = *op.attrs.onnx;
+  const TensorId x = NodeInput(op, 0), y = op.outputs[0];
+  const bool stats_used = node.output_slots.size() > 1 &&
+                          std::any_of(node.output_slots.begin() + 1, node.output_slots.end(),
+                                      [](int32_t s) { return s != kNone; });
+  std::optional<std::vector<float>> stats[4];
+  for (size_t k = 0; k < 4; ++k) stats[k] = KnownFloats(op, k + 1);
+  const std::vector<int64_t>& ys = views.shape[static_cast<size_t>(y)];
+  if (x == kNone || stats_used || ys.size() < 2 || ys.size() > cuda::kMaxOnnxRank ||
+      !IsFloat(g.tensor(y).dtype)) {
+    why = "training outputs are used, or the input is not a float tensor of rank 2 or more";
+    return false;
+  }
+  const int64_t c = ys[1];
+  for (const auto& s : stats) {
+    if (!s || static_cast<int64_t>(s->size()) != c) {
+      why = "its statistics are not known when the plan is made";
+      return false;
+    }
+  }
+  const float eps = AttrFloat(node, "epsilon", 1e-5);
+  std::vector<float> scale(static_cast<size_t>(c)), shift(static_cast<size_t>(c));
+  for (size_t i = 0; i < scale.size(); ++i) {
+    scale[i] = (*stats[0])[i] / std::sqrt((*stats[3])[i] + eps);
+    shift[i] = (*stats[1])[i] - (*stats[2])[i] * scale[i];
+  }
+  cuda::OnnxElementwiseArgs a{};
+  a.func = cuda::kMulAdd;
+  a.num_inputs = 3;
+  a.in[0] = Operand(x, ys);
+  for (int k = 1; k < 3; ++k) {
+    a.in[k] = cuda::StridedOperand{};
+    a.in[k].ptr = Device(k == 1 ? scale : shift);
+    a.in[k].type = a.in[k].as = static_cast<int32_t>(DType::kFloat32);
+    a.in[k].strides[1] = 1;
+  }
+  a.out = PlaceOf(y).base;
+  a.out_type = static_cast<int32_t>(g.tensor(y).dtype);
+  a.rank = static_cast<int32_t>(ys.size());
+  a.numel = 1;
+  const std::vector<int64_t> os = cuda::RowMajorStrides(ys);
+  for (size_t d = 0; d < ys.size(); ++d) {
+    a.shape[d] = ys[d];
+    a.out_strides[d] = os[d];
+    a.numel *= ys[d];
+  }
+  if (a.numel == 0) return true;
+  Coalesce(a);
+  Add("batchnorm kernel", [a](cudaStream_t s) {
+    cuda::LaunchOnnxElementwise(a, s);
+    HFUSE_LAUNCHED();
+  });
+  return true;
+}
+
+void CudaExecutor::Impl::PlanBatchedGemm(const MatrixOperand& a, const MatrixOperand& b, char* c, int64_t ldc,
+                                         int64_t c_batch_stride, int64_t m, int64_t n, int64_t k,
+                                         int64_t batch, DType dtype, float alpha, float beta) {
+  // Row-major C = A B is column-major C^T = B^T A^T: B first.
+  const cublasOperation_t op_b = b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_a = a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cudaDataType_t t = cuda::CudaType(dtype);
+  cublasHandle_t handle = blas;
+  const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
+  const int lda = static_cast<int>(a.ld), ldb = static_cast<int>(b.ld), ldci = static_cast<int>(ldc);
+  const int count = static_cast<int>(batch);
+  auto stride_of = [&](const std::vector<int64_t>& offsets) -> std::optional<long long> {
+    const int64_t s = offsets.size() > 1 ? offsets[1] - offsets[0] : 0;
+    for (size_t i = 0; i < offsets.size(); ++i) {
+      if (offsets[i] != offsets[0] + static_cast<int64_t>(i) * s) return std::nullopt;
+    }
+    return s;
+  };
+  const int64_t esize = DTypeBytes(dtype);
+  const std::optional<long long> sa = stride_of(a.batch_offsets), sb = stride_of(b.batch_offsets);
+  if (sa && sb && *sa % esize == 0 && *sb % esize == 0) {
+    const char* pa = a.base + a.batch_offsets[0];
+    const char* pb = b.base + b.batch_offsets[0];
+    const long long ea = *sa / esize, eb = *sb / esize, ec = c_batch_stride;
+    Add("cublasGemmStridedBatchedEx", [=](cudaStream_t s) {
+      HFUSE_CUBLAS(cublasSetStream(handle, s));
+      HFUSE_CUBLAS(cublasGemmStridedBatchedEx(handle, op_b, op_a, ni, mi, ki, &alpha, pb, t, ldb, eb, pa, t, lda,
+                                              ea, &beta, c, t, ldci, ec, count, CUBLAS_COMPUTE_32F,
+                                              CUBLAS_GEMM_DEFAULT));
+    });
+    return;
+  }
+  // Batch dims at strides one stride cannot describe (a transposed head
+  // dim): a pointer per matrix, made at plan time.
+  std::vector<const void*> pa, pb;
+  std::vector<void*> pc;
+  for (int64_t i = 0; i < batch; ++i) {
+    pa.push_back(a.base + a.batch_offsets[static_cast<size_t>(i)]);
+    pb.push_back(b.base + b.batch_offsets[static_cast<size_t>(i)]);
+    pc.push_back(c + i * c_batch_stride * esize);
+  }
+  const void* const* da = Device(pa);
+  const void* const* db = Device(pb);
+  void* const* dc = Device(pc);
+  Add("cublasGemmBatchedEx", [=](cudaStream_t s) {
+    HFUSE_CUBLAS(cublasSetStream(handle, s));
+    HFUSE_CUBLAS(cublasGemmBatchedEx(handle, op_b, op_a, ni, mi, ki, &alpha, db, t, ldb, da, t, lda, &beta, dc, t,
+                                     ldci, count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  });
+}
+
+// numpy's matmul of operands of rank >= 2: the batch dims broadcast, each
+// operand's matrices read in place through their layout.
+bool CudaExecutor::Impl::PlanOnnxMatMul(const Op& op, std::string& why) {
+  const TensorId ta = NodeInput(op, 0), tb = NodeInput(op, 1), y = op.outputs[0];
+  const DType dtype = g.tensor(y).dtype;
+  if (ta == kNone || tb == kNone || !IsFloat(dtype) || g.tensor(ta).dtype != dtype || g.tensor(tb).dtype != dtype) {
+    why = "not float tensors of one type";
+    return false;
+  }
+  const std::vector<int64_t>& as = views.shape[static_cast<size_t>(ta)];
+  const std::vector<int64_t>& bs = views.shape[static_cast<size_t>(tb)];
+  const std::vector<int64_t>& ys = views.shape[static_cast<size_t>(y)];
+  if (as.size() < 2 || bs.size() < 2 || ys.size() != std::max(as.size(), bs.size())) {
+    why = "an operand of rank 1";
+    return false;
+  }
+  const int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
+  if (bs[bs.size() - 2] != k || ys[ys.size() - 2] != m || ys.back() != n) {
+    why = "shapes do not match";
+    return false;
+  }
+  const std::vector<int64_t> batch_shape(ys.begin(), ys.end() - 2);
+  const int64_t batch = Product(batch_shape, 0, batch_shape.size());
+  if (batch == 0 || m == 0 || n == 0) return true;
+  if (k == 0 || m > INT32_MAX || n > INT32_MAX || k > INT32_MAX || batch > INT32_MAX) {
+    why = "a dim of 0 or above 2^31";
+    return false;
+  }
+  auto operand = [&](TensorId t, const std::vector<int64_t>& s, MatrixOperand& out) {
+    const cuda::Layout& l = views.layout[static_cast<size_t>(t)];
+    const std::optional<cuda::MatrixView> mv = cuda::AsMatrix(l, s);
+    if (!mv) return false;
+    out.base = BufferOf(l.root) + l.offset * DTypeBytes(l.root_dtype);
+    out.transposed = mv->transposed;
+    out.ld = mv->ld;
+    // The byte offset of each output batch's matrix (broadcast dims: 0).
+    const size_t lead = batch_shape.size() - (s.size() - 2);
+    std::vector<int64_t> index(batch_shape.size(), 0);
+    for (int64_t i = 0; i < batch; ++i) {
+      int64_t off = 0;
+      for (size_t d = lead; d < batch_shape.size(); ++d) {
+        const size_t sd = d - lead;
+        if (s[sd] != 1) off += index[d] * l.strides[sd];
+      }
+      out.batch_offsets.push_back(off * DTypeBytes(dtype));
+      for (size_t d = batch_shape.size(); d-- > 0;) {
+        if (++index[d] < batch_shape[d]) break;
+        index[d] = 0;
+      }
+    }
+    return true;
+  };
+  MatrixOperand a, b;
+  if (!operand(ta, as, a) || !operand(tb, bs, b)) {
+    why = "an operand's matrix has no unit stride";
+    return false;
+  }
+  PlanBatchedGemm(a, b, PlaceOf(y).base, n, m * n, m, n, k, batch, dtype, 1.0f, 0.0f);
+  return true;
+}
+
+// Gemm in the forms the importer did not make gemm_rcr ops of:
+// Y = alpha op(A) op(B) + beta C, C broadcast into Y first.
+bool CudaExecutor::Impl::PlanOnnxGemm(const Op& op, std::string& why) {
+  const OnnxNode& node = *op.attrs.onnx;
+  const TensorId ta = NodeInput(op, 0), tb = NodeInput(op, 1), tc = NodeInput(op, 2), y = op.outputs[0];
+  const DType dtype = g.tensor(y).dtype;
+  const bool c_kept = node.input_slots.size() > 2 && node.input_slots[2] <= -2;
+  if (ta == kNone || tb == kNone || c_kept || !IsFloat(dtype) || g.tensor(ta).dtype != dtype ||
+      g.tensor(tb).dtype != dtype) {
+    why = "not float tensors of one type";
+    return false;
+  }
+  const std::vector<int64_t>& as = views.shape[static_cast<size_t>(ta)];
+  const std::vector<int64_t>& bs = views.shape[static_cast<size_t>(tb)];
+  const std::vector<int64_t>& ys = views.shape[static_cast<size_t>(y)];
+  if (as.size() != 2 || bs.size() != 2 || ys.size() != 2) {
+    why = "A or B not 2-D";
+    return false;
+  }
+  const bool trans_a = AttrInt(node, "transA", 0) != 0, trans_b = AttrInt(node, "transB", 0) != 0;
+  const int64_t m = ys[0], n = ys[1], k = trans_a ? as[0] : as[1];
+  if (m == 0 || n == 0) return true;
+  if (k == 0 || (trans_b ? bs[1] : bs[0]) != k) {
+    why = "inner dims differ, or are 0";
+    return false;
+  }
+  float beta = 0.0f;
+  if (tc != kNone) {
+    const std::vector<int64_t>& cs = views.shape[static_cast<size_t>(tc)];
+    if (cs.size() > 2) {
+      why = "C of rank above 2";
+      return false;
+    }
+    PlanStridedCopy(Operand(tc, ys), PlaceOf(y).base, cuda::RowMajorStrides(ys), dtype, ys, "gemm C kernel");
+    beta = AttrFloat(node, "beta", 1.0);
+  }
+  MatrixOperand a{PlaceOf(ta).base, {0}, trans_a, as[1]};
+  MatrixOperand b{PlaceOf(tb).base, {0}, trans_b, bs[1]};
+  PlanBatchedGemm(a, b, PlaceOf(y).base, n, m * n, m, n, k, 1, dtype, AttrFloat(node, "alpha", 1.0), beta);
+  return true;
+}
+
+// A Conv with kernel 1 (stride 1, no padding, one group), such as xDeepFM's
+// CIN: per batch element y[b] = W [O, C] . x[b] [C, L], one strided-batched
+// GEMM with W broadcast, then the bias added in place.
+bool CudaExecutor::Impl::PlanOnnxConv(const Op& op, std::string& why) {
+  const OnnxNode& node = *op.attrs.onnx;
+  const TensorId x = NodeInput(op, 0), w = NodeInput(op, 1), bias = NodeInput(op, 2), y = op.outputs[0];
+  const DType dtype = g.tensor(y).dtype;
+  if (x == kNone || w == kNone || !IsFloat(dtype) || g.tensor(x).dtype != dtype || g.tensor(w).dtype != dtype) {
+    why = "not float tensors of one type";
+    return false;
+  }
+  const std::vector<int64_t>& xs = views.shape[static_cast<size_t>(x)];
+  const std::vector<int64_t>& ws = views.shape[static_cast<size_t>(w)];
+  const std::vector<int64_t>& ys = views.shape[static_cast<size_t>(y)];
+  auto all = [&](const std::string& attr, int64_t v) {
+    auto it = node.ints.find(attr);
+    return it == node.ints.end() || std::all_of(it->second.begin(), it->second.end(), [&](int64_t e) { return e == v; });
+  };
+  auto pad = node.strings.find("auto_pad");
+  const bool pointwise = xs.size() >= 3 && ws.size() == xs.size() &&
+                         std::all_of(ws.begin() + 2, ws.end(), [](int64_t d) { return d == 1; }) &&
+                         all("strides", 1) && all("dilations", 1) && all("pads", 0) && all("group", 1) &&
+                         (pad == node.strings.end() || pad->second == "NOTSET" || pad->second == "VALID");
+  if (!pointwise || ws[1] != xs[1] || ys[0] != xs[0] || ys[1] != ws[0]) {
+    why = "a kernel of more than one element, or strides, padding, dilations or groups";
+    return false;
+  }
+  const int64_t batch = xs[0], c = xs[1], o = ws[0], len = Product(xs, 2, xs.size());
+  if (batch == 0 || o == 0 || len == 0) return true;
+  if (c == 0 || batch > INT32_MAX || len > INT32_MAX) {
+    why = "no channels, or a dim above 2^31";
+    return false;
+  }
+  const int64_t esize = DTypeBytes(dtype);
+  MatrixOperand a{PlaceOf(w).base, std::vector<int64_t>(static_cast<size_t>(batch), 0), false, c};
+  MatrixOperand b{PlaceOf(x).base, {}, false, len};
+  for (int64_t i = 0; i < batch; ++i) b.batch_offsets.push_back(i * c * len * esize);
+  char* out = PlaceOf(y).base;
+  PlanBatchedGemm(a, b, out, len, o * len, o, len, c, batch, dtype, 1.0f, 0.0f);
+  if (bias != kNone) {
+    cuda::OnnxElementwiseArgs e{};
+    e.func = cuda::kAdd;
+    e.num_inputs = 2;
+    e.in[0] = Operand(y, ys);
+    e.in[1] = cuda::StridedOperand{};
+    const cuda::StridedOperand bo = Operand(bias, std::vector<int64_t>{o});
+    e.in[1].ptr = bo.ptr;
+    e.in[1].type = bo.type;
+    e.in[1].as = bo.as;
+    e.in[1].strides[1] = bo.strides[0];
+    e.out = out;
+    e.out_type = static_cast<int32_t>(dtype);
+    e.rank = static_cast<int32_t>(ys.size());
+    e.numel = 1;
+    const std::vector<int64_t> os = cuda::RowMajorStrides(ys);
+    for (size_t d = 0; d < ys.size(); ++d) {
+      e.shape[d] = ys[d];
+      e.out_strides[d] = os[d];
+      e.numel *= ys[d];
+    }
+    Coalesce(e);
+    Add("conv bias kernel", [e](cudaStream_t s) {
+      cuda::LaunchOnnxElementwise(e, s);
+      HFUSE_LAUNCHED();
+    });
+  }
+  return true;
+}
+
+bool CudaExecutor::Impl::PlanOnnxHost(const Op&, std::string& why) {
+  why = "no CUDA kernel (onnx_ops.def)";
+  return false;
 }
 
 void CudaExecutor::Impl::CopyPlace(TensorId t, void* host, bool to_host, cudaStream_t s) const {
@@ -255,7 +1127,8 @@ void CUDART_CB RunHostOp(void* data) {
 }
 }  // namespace
 
-void CudaExecutor::Impl::PlanOnHost(const Op& op) {
+void CudaExecutor::Impl::PlanOnHost(const Op& op, const std::string& why) {
+  stats.host_ops.push_back(fmt::format("{} (ONNX {}): {}", op.name, op.attrs.onnx->op_type, why));
   auto h = std::make_unique<cuda::HostOp>();
   h->name = op.name;
   h->node = op.attrs.onnx;
@@ -278,12 +1151,13 @@ void CudaExecutor::Impl::PlanOnHost(const Op& op) {
 }
 
 void CudaExecutor::Impl::CheckHostOps() {
-  for (const IndexCheck& c : index_checks) {
-    int bad = 0;
-    HFUSE_CUDA(cudaMemcpy(&bad, c.bad, sizeof(int), cudaMemcpyDeviceToHost));
-    if (bad) {
-      HFUSE_CUDA(cudaMemset(c.bad, 0, sizeof(int)));
-      ThrowInputError("op '{}' (ONNX Gather): an index is out of range for a dim of {}", c.op, c.len);
+  if (!index_checks.empty()) {
+    std::vector<int> bad(index_checks.size(), 0);
+    HFUSE_CUDA(cudaMemcpy(bad.data(), index_flags.ptr, bad.size() * sizeof(int), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < bad.size(); ++i) {
+      if (!bad[i]) continue;
+      HFUSE_CUDA(cudaMemset(index_flags.ptr, 0, static_cast<size_t>(index_flags.bytes)));
+      ThrowInputError("op '{}' ({}): an index is out of range", index_checks[i].op, index_checks[i].what);
     }
   }
   for (const auto& h : host_ops) {

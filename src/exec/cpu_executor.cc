@@ -40,6 +40,14 @@ class CpuRun {
   CpuRun(const Graph& graph, const DimValues& dims)
       : g_(graph), dims_(dims), values_(static_cast<size_t>(graph.num_tensor_ids())) {}
 
+  // Every live tensor's value (views gathered from their storage).
+  std::vector<HostTensor> All() {
+    for (TensorId id = 0; id < g_.num_tensor_ids(); ++id) {
+      if (g_.tensor(id).alive && g_.tensor(id).storage != kNone) In(id);
+    }
+    return std::move(values_);
+  }
+
   TensorMap Run(const TensorMap& feeds) {
     CheckTensorSizes(g_, dims_);
     for (TensorId id = 0; id < g_.num_tensor_ids(); ++id) {
@@ -330,6 +338,12 @@ TensorMap RandomFeeds(const Graph& graph, const DimValues& dims, uint64_t seed) 
 
 TensorMap RunOnCpu(const Graph& graph, const TensorMap& feeds, const DimValues& dims) {
   return CpuRun(graph, dims).Run(feeds);
+}
+
+std::vector<HostTensor> RunOnCpuKeepAll(const Graph& graph, const TensorMap& feeds, const DimValues& dims) {
+  CpuRun run(graph, dims);
+  run.Run(feeds);
+  return run.All();
 }
 
 }  // namespace hfuse

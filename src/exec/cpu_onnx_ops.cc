@@ -626,33 +626,9 @@ class OnnxOp {
     std::vector<int64_t> axes, steps;
     if (const HostTensor* a = Input(3)) axes = IntValues(*a);
     if (const HostTensor* s = Input(4)) steps = IntValues(*s);
-    if (axes.empty()) {
-      for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
-    }
-    if (steps.empty()) steps.assign(starts.size(), 1);
-    if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
-      Unsupported("starts, ends, axes and steps differ in length");
-    }
-    std::vector<int64_t> first(rank, 0), step(rank, 1), count = x.shape;
-    for (size_t i = 0; i < starts.size(); ++i) {
-      const size_t ax = AxisOf(axes[i], rank);
-      const int64_t dim = x.shape[ax], st = steps[i];
-      if (st == 0) Unsupported("a step is 0");
-      int64_t b = starts[i], e = ends[i];
-      if (b < 0) b += dim;
-      if (e < 0) e += dim;
-      if (st > 0) {
-        b = std::clamp<int64_t>(b, 0, dim);
-        e = std::clamp<int64_t>(e, 0, dim);
-        count[ax] = e > b ? (e - b + st - 1) / st : 0;
-      } else {
-        b = std::clamp<int64_t>(b, 0, dim - 1);
-        e = std::clamp<int64_t>(e, -1, dim - 1);
-        count[ax] = b > e ? (b - e - st - 1) / -st : 0;
-      }
-      first[ax] = b;
-      step[ax] = st;
-    }
+    const std::optional<SliceRange> range = SliceRanges(x.shape, starts, ends, axes, steps);
+    if (!range) Unsupported("starts, ends, axes and steps do not describe a slice of the input");
+    const auto& [first, step, count] = *range;
     HostTensor& y = Y(0);
     SameSize(y, Product(count, 0, rank));
     const std::vector<int64_t> stride = Strides(x.shape);
@@ -1124,6 +1100,56 @@ std::optional<std::vector<int64_t>> ConstantInts(const OnnxNode& node, int32_t s
   HostTensor t(v.dtype, v.dims);
   if (t.bytes.size() != v.data.size()) return std::nullopt;
   t.bytes = v.data;
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < t.numel(); ++i) out.push_back(t.GetInt(i));
+  return out;
+}
+
+std::optional<SliceRange> SliceRanges(const std::vector<int64_t>& x, const std::vector<int64_t>& starts,
+                                      const std::vector<int64_t>& ends, std::vector<int64_t> axes,
+                                      std::vector<int64_t> steps) {
+  const size_t rank = x.size();
+  if (axes.empty()) {
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  }
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
+    return std::nullopt;
+  }
+  SliceRange r{std::vector<int64_t>(rank, 0), std::vector<int64_t>(rank, 1), x};
+  for (size_t i = 0; i < starts.size(); ++i) {
+    const std::optional<size_t> ax = Axis(axes[i], rank);
+    if (!ax || steps[i] == 0) return std::nullopt;
+    const int64_t dim = x[*ax], st = steps[i];
+    int64_t b = starts[i], e = ends[i];
+    if (b < 0) b += dim;
+    if (e < 0) e += dim;
+    if (st > 0) {
+      b = std::clamp<int64_t>(b, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+      r.count[*ax] = e > b ? (e - b + st - 1) / st : 0;
+    } else {
+      b = std::clamp<int64_t>(b, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+      r.count[*ax] = b > e ? (b - e - st - 1) / -st : 0;
+    }
+    r.first[*ax] = b;
+    r.step[*ax] = st;
+  }
+  return r;
+}
+
+std::optional<std::vector<int64_t>> KnownInts(const OnnxNode& node, size_t slot,
+                                              const std::vector<const HostTensor*>& known) {
+  int32_t s = static_cast<int32_t>(slot);
+  if (!node.input_slots.empty()) {
+    if (slot >= node.input_slots.size()) return std::nullopt;
+    s = node.input_slots[slot];
+  }
+  if (s <= -2) return ConstantInts(node, s);
+  if (s < 0 || static_cast<size_t>(s) >= known.size() || !known[static_cast<size_t>(s)]) return std::nullopt;
+  const HostTensor& t = *known[static_cast<size_t>(s)];
+  if (IsFloat(t.dtype)) return std::nullopt;
   std::vector<int64_t> out;
   for (int64_t i = 0; i < t.numel(); ++i) out.push_back(t.GetInt(i));
   return out;

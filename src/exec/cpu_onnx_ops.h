@@ -36,6 +36,22 @@ std::optional<std::vector<bool>> ReducedDims(const OnnxNode& node, size_t rank,
 // The integer values of a constant the node keeps (input slot `slot`, a
 // value -2 - c of OnnxNode::input_slots), or nothing.
 std::optional<std::vector<int64_t>> ConstantInts(const OnnxNode& node, int32_t slot);
+// Slice of an input of shape `x` (starts, ends, axes, steps as ONNX gives
+// them: negative values count from the end, out-of-range ones clamp; axes
+// empty: 0, 1, ...; steps empty: 1): per dim of x, the first index, the
+// step and the count taken. Nothing when the lists differ in length, an
+// axis is out of range or a step is 0.
+struct SliceRange {
+  std::vector<int64_t> first, step, count;
+};
+std::optional<SliceRange> SliceRanges(const std::vector<int64_t>& x, const std::vector<int64_t>& starts,
+                                      const std::vector<int64_t>& ends, std::vector<int64_t> axes,
+                                      std::vector<int64_t> steps);
+// The integer values of the node's input `slot` where they are known
+// without running the graph: a constant the node keeps, or `known(k)` for
+// the op's input k (null when unknown).
+std::optional<std::vector<int64_t>> KnownInts(const OnnxNode& node, size_t slot,
+                                              const std::vector<const HostTensor*>& known);
 // Gather of `data` along its axis: the output is [outer, indices..., inner].
 std::optional<AxisView> GatherView(const OnnxNode& node, const std::vector<int64_t>& data);
 

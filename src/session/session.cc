@@ -284,6 +284,9 @@ struct Session::Impl {
                             : HostTensor(t.dtype, ConcreteShape(t.shape, dims));
     }
     plan->executor->SetFeeds(initial);
+    // A plan starts with every output and intermediate NaN (0xFF bytes), so
+    // that an element no launch writes shows up in the first run.
+    plan->executor->Poison();
     if (cudaEventCreateWithFlags(&plan->feeds_ready, cudaEventDisableTiming) != cudaSuccess) {
       throw CudaError("cudaEventCreate failed");
     }
@@ -450,6 +453,22 @@ size_t Session::NumPlans() const {
 #else
   return 0;
 #endif
+}
+
+Session::PlanSummary Session::Plan(const DimValues& dims) {
+  PlanSummary summary;
+  if (impl_->options.device != Device::kCuda) ThrowInputError("Plan: a CPU session has no device plan");
+#if HFUSE_HAVE_CUDA
+  const CudaRunStats& stats = impl_->PlanFor(dims).executor->stats();
+  summary.launches = stats.launches;
+  summary.host_launches = stats.host_launches;
+  summary.folded_ops = stats.folded_ops;
+  summary.view_ops = stats.view_ops;
+  summary.host_ops = stats.host_ops;
+#else
+  (void)dims;
+#endif
+  return summary;
 }
 
 }  // namespace hfuse

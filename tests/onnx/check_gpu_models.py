@@ -1,27 +1,34 @@
 #!/usr/bin/env python3
-"""ONNX models on the GPU against the CPU reference: `hfuse verify --device cuda`.
+"""ONNX models on the GPU against the CPU reference, and nothing on the host.
 
-    check_gpu_models.py HFUSE_BINARY DYNAMO_DIR
+    check_gpu_models.py HFUSE_BINARY MODEL_DIR... [--ops-only] [--plan-only-batch B]
 
-`verify --device cuda` fuses the model with the GPU pipeline, runs it on
-the CUDA backend and compares it with the CPU executor on the original, on
-the same random inputs. Checked here:
+`hfuse verify --device cuda` fuses a model with the GPU pipeline, runs it on
+the CUDA backend (every buffer poisoned with NaN first) and compares it with
+the CPU executor on the original, on the same inputs (normalised error at
+most 1e-5 in float32); it also prints the plan: its launches and how many
+run on the host. Checked here:
 
-  - every op kind the CUDA backend runs natively for ONNX (the Gather,
-    Softmax, Reduce*, float-math and batched-MatMul kernels, the reshape
-    copies, concatenates and splits of narrow rows), in
-    the forms each one takes and on both sides of its limits (negative and
-    int32 indices, an axis other than the last, opset-11 Softmax, several
-    reduced axes, keepdims 0, a batch broadcast from one matrix), and an op
-    that runs on the host (Cast, Where, Transpose of a computed tensor),
-    each in a model of its own made with onnx.helper;
-  - the twelve real models of DYNAMO_DIR (PyTorch 2.11 dynamo exports,
-    weights refilled first: scripts/onnx_skeleton.py), at a dynamic batch
-    bound to 1 and to 512, and at the fixed batch.
+  - every ONNX operator form the CUDA backend has a kernel or a view for,
+    each in a small model of its own made with onnx.helper (OP_MODELS:
+    Slice of any axes and steps, Transpose, Expand, Tile, Where, the
+    comparisons and logic, int64 arithmetic with broadcasting, the
+    activations, the reductions, Pad, CumSum, Gather (an embedding, a
+    column of a float input cast on load), GatherElements, GatherND, Concat
+    and Split of any axis and type, a kernel-1 Conv, LayerNormalization,
+    BatchNormalization, batched MatMul of transposed views, Gemm, and shape
+    arithmetic folded at plan time), with no launch on the host;
+  - every model of each MODEL_DIR (NAME.static.onnx, NAME.dynamic.onnx and
+    NAME.json, as scripts/make_rechub_models.py and make_widedeep_models.py
+    write them; weights refilled first, scripts/onnx_skeleton.py): verify
+    at batch 512 and at its fixed batch, on inputs with ids inside every
+    vocabulary (model_inputs.py), and the plan at batch 2048 (hfuse run):
+    no launch on the host at either batch.
 
 Skipped, saying so, when hfuse finds no usable CUDA device.
 """
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -29,9 +36,10 @@ import tempfile
 import onnx
 from onnx import TensorProto, helper
 
+from model_inputs import feeds_for, write_npz
 from onnx_checks import check, failures, hfuse, set_tool
 
-F, I64, I32 = TensorProto.FLOAT, TensorProto.INT64, TensorProto.INT32
+F, I64, I32, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.INT32, TensorProto.BOOL
 
 
 def model(name, nodes, inputs, outputs, inits=(), opset=18):
@@ -46,42 +54,133 @@ def ints(name, values, dtype=I64, dims=None):
     return helper.make_tensor(name, dtype, [len(values)] if dims is None else dims, values)
 
 
+def floats(name, dims, scale=0.1, offset=0.0):
+    n = 1
+    for d in dims:
+        n *= d
+    return helper.make_tensor(name, F, dims, [offset + scale * ((7 * i) % 13 - 6) for i in range(n)])
+
+
 def op_models():
-    """(name, model) for each native form and a few host ops."""
-    table = helper.make_tensor("table", F, [50, 8], [0.01 * i for i in range(400)])
+    """(name, model): one per kernel form, each with a dynamic N (bound to 37)."""
+    N = "N"
+    table = floats("table", [50, 8])
     yield "gather_embedding", model("g", [helper.make_node("Gather", ["table", "ids"], ["y"])],
-                                    [("ids", I64, ["N"])], [("y", F, ["N", 8])], [table])
+                                    [("ids", I64, [N])], [("y", F, [N, 8])], [table])
     yield "gather_int32_axis1_negative", model(
         "g", [helper.make_node("Gather", ["x", "at"], ["y"], axis=1)],
         [("x", F, [4, 6, 3])], [("y", F, [4, 2, 3])], [ints("at", [-1, 2], I32)])
+    # X[:, i].long() -> an embedding, and X[:, 3:5] (ids as floats in a float input)
+    yield "gather_float_column_ids", model("c", [
+        helper.make_node("Gather", ["x", "col"], ["c"], axis=1),
+        helper.make_node("Cast", ["c"], ["ci"], to=I64),
+        helper.make_node("Gather", ["table", "ci"], ["e"]),
+        helper.make_node("Slice", ["x", "s", "e2", "ax1"], ["sl"]),
+        helper.make_node("Cast", ["sl"], ["si"], to=I64),
+        helper.make_node("Gather", ["table", "si"], ["e3"]),
+        helper.make_node("Relu", ["e3"], ["y3"]),
+    ], [("x", F, [N, 6])], [("e", F, [N, 8]), ("y3", F, [N, 2, 8])],
+        [table, ints("col", [1], dims=[]), ints("s", [3]), ints("e2", [5]), ints("ax1", [1])])
     for axis, opset in ((-1, 18), (0, 18), (1, 11)):
         yield f"softmax_axis{axis}_opset{opset}", model(
             "s", [helper.make_node("Softmax", ["x"], ["y"], axis=axis)],
             [("x", F, [3, 5, 7])], [("y", F, [3, 5, 7])], opset=opset)
-    yield "logsoftmax", model("s", [helper.make_node("LogSoftmax", ["x"], ["y"], axis=1)],
-                              [("x", F, ["N", 9])], [("y", F, ["N", 9])])
-    for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"):
-        if op == "ReduceSum":  # axes an input from opset 13
-            node = helper.make_node(op, ["x", "axes"], ["y"], keepdims=1)
-            yield f"{op}_axes_0_2", model("r", [node], [("x", F, [4, 5, 6])], [("y", F, [1, 5, 1])],
-                                          [ints("axes", [0, -1])])
-        else:  # an attribute before opset 18
-            node = helper.make_node(op, ["x"], ["y"], axes=[1], keepdims=0)
-            yield f"{op}_axis1_nokeep", model("r", [node], [("x", F, ["N", 8, 16])],
-                                              [("y", F, ["N", 16])], opset=17)
-    yield "reducesum_all", model("r", [helper.make_node("ReduceSum", ["x"], ["y"], keepdims=0)],
-                                 [("x", F, [7, 9])], [("y", F, [])])
-    for (a, b, y) in ((["N", 5, 4], ["N", 4, 3], ["N", 5, 3]),  # both batched
-                      (["N", 5, 4], [4, 3], ["N", 5, 3]),       # B one matrix (a computed one)
-                      ([5, 4], ["N", 4, 3], ["N", 5, 3])):      # A one matrix
+    yield "softmax_long_rows", model("s", [helper.make_node("LogSoftmax", ["x"], ["y"], axis=-1)],
+                                     [("x", F, [N, 300])], [("y", F, [N, 300])])
+    for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+               "ReduceL2", "ReduceSumSquare"):
+        node = helper.make_node(op, ["x", "axes"], ["y"], keepdims=1)
+        yield f"{op}_axes_0_2", model("r", [node], [("x", F, [4, 5, 6])], [("y", F, [1, 5, 1])],
+                                      [ints("axes", [0, -1])])
+    yield "reducemean_axis1_nokeep_opset17", model(
+        "r", [helper.make_node("ReduceMean", ["x"], ["y"], axes=[1], keepdims=0)],
+        [("x", F, [N, 8, 16])], [("y", F, [N, 16])], opset=17)
+    for (a, b, y) in ((["N", 5, 4], ["N", 4, 3], ["N", 5, 3]),
+                      (["N", 5, 4], [4, 3], ["N", 5, 3]),
+                      ([5, 4], ["N", 4, 3], ["N", 5, 3])):
         yield f"matmul_{len(a)}d_{len(b)}d", model(
             "m", [helper.make_node("MatMul", ["a", "b"], ["y"])],
             [("a", F, a), ("b", F, b)], [("y", F, y)])
+    # Attention as exporters write it: heads transposed out of [N, S, H, D]
+    # (batch dims at strides no single stride describes), K transposed.
+    yield "matmul_attention_views", model("att", [
+        helper.make_node("Reshape", ["q", "shape"], ["q4"]),
+        helper.make_node("Transpose", ["q4"], ["qh"], perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["k", "shape"], ["k4"]),
+        helper.make_node("Transpose", ["k4"], ["kt"], perm=[0, 2, 3, 1]),
+        helper.make_node("MatMul", ["qh", "kt"], ["s"]),
+        helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+        helper.make_node("MatMul", ["p", "qh"], ["o"]),
+        helper.make_node("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["ot", "flat"], ["y"]),
+    ], [("q", F, [N, 7, 12]), ("k", F, [N, 7, 12])], [("y", F, [N, 7, 12])],
+        [ints("shape", [0, 7, 3, 4]), ints("flat", [0, 7, 12])])
+    yield "gemm_transposed_with_c", model("gm", [
+        helper.make_node("Gemm", ["a", "b", "c"], ["y"], transA=1, alpha=0.5, beta=2.0)],
+        [("a", F, [6, N]), ("b", F, [6, 5]), ("c", F, [N, 1])], [("y", F, [N, 5])])
+    yield "slice_axes_steps", model("sl", [
+        helper.make_node("Slice", ["x", "st", "en", "ax", "sp"], ["s"]),
+        helper.make_node("Tanh", ["s"], ["t"]),
+        helper.make_node("Slice", ["x", "st2", "en2", "ax2"], ["y2"]),
+    ], [("x", F, [N, 8, 6])], [("t", F, [N, 4, 5]), ("y2", F, [N, 8, 2])],
+        [ints("st", [1, -1]), ints("en", [8, 0]), ints("ax", [1, 2]), ints("sp", [2, -1]),
+         ints("st2", [2]), ints("en2", [4]), ints("ax2", [-1])])
+    yield "transpose_expand_tile", model("te", [
+        helper.make_node("Transpose", ["x"], ["xt"], perm=[2, 0, 1]),
+        helper.make_node("Relu", ["xt"], ["r"]),
+        helper.make_node("Shape", ["z"], ["shape"]),
+        helper.make_node("Expand", ["row", "shape"], ["ex"]),
+        helper.make_node("Add", ["ex", "z"], ["ea"]),
+        helper.make_node("Tile", ["z", "reps"], ["tl"]),
+    ], [("x", F, [N, 4, 3]), ("z", F, [N, 6])],
+        [("r", F, [3, N, 4]), ("ea", F, [N, 6]), ("tl", F, [N, 18])],
+        [floats("row", [1, 6]), ints("reps", [1, 3])])
+    yield "where_compare_logic", model("w", [
+        helper.make_node("Greater", ["x", "y"], ["gt"]),
+        helper.make_node("Less", ["x", "zero"], ["lt"]),
+        helper.make_node("Equal", ["ids", "two"], ["eq"]),
+        helper.make_node("Not", ["lt"], ["nl"]),
+        helper.make_node("And", ["gt", "nl"], ["a"]),
+        helper.make_node("Or", ["a", "eq"], ["o"]),
+        helper.make_node("Where", ["o", "x", "y"], ["w"]),
+        helper.make_node("LessOrEqual", ["x", "y"], ["le"]),
+        helper.make_node("Cast", ["le"], ["lef"], to=F),
+    ], [("x", F, [N, 6]), ("y", F, [6]), ("ids", I64, [N, 1])],
+        [("w", F, [N, 6]), ("lef", F, [N, 6])],
+        [helper.make_tensor("zero", F, [], [0.0]), ints("two", [0], dims=[])])
+    yield "int64_arithmetic", model("i", [
+        helper.make_node("Cast", ["x"], ["xi"], to=I64),
+        helper.make_node("Add", ["xi", "k"], ["a"]),
+        helper.make_node("Mul", ["a", "k"], ["m"]),
+        helper.make_node("Sub", ["m", "ids"], ["s"]),
+        helper.make_node("Div", ["s", "k"], ["d"]),
+        helper.make_node("Mod", ["s", "k"], ["md"]),
+        helper.make_node("Add", ["d", "md"], ["dm"]),
+        helper.make_node("Cast", ["dm"], ["y"], to=F),
+        helper.make_node("Cast", ["ids"], ["i32"], to=I32),
+        helper.make_node("Cast", ["i32"], ["y32"], to=F),
+    ], [("x", F, [N, 5]), ("ids", I64, [N, 1])], [("y", F, [N, 5]), ("y32", F, [N, 1])],
+        [ints("k", [3, -2, 5, 7, -4], dims=[5])])
+    acts = [("Sigmoid", {}), ("Tanh", {}), ("Relu", {}), ("LeakyRelu", {"alpha": 0.2}), ("Erf", {}),
+            ("Softplus", {}), ("Elu", {"alpha": 0.7}), ("HardSigmoid", {}), ("Neg", {}),
+            ("Floor", {}), ("Sign", {}), ("Softsign", {}), ("Exp", {}), ("Abs", {})]
+    nodes, outs = [], []
+    for i, (op, attrs) in enumerate(acts):
+        nodes.append(helper.make_node(op, ["x"], [f"y{i}"], **attrs))
+        outs.append((f"y{i}", F, [N, 6]))
+    nodes.append(helper.make_node("Clip", ["x", "lo", "hi"], ["clip"]))
+    outs.append(("clip", F, [N, 6]))
+    nodes.append(helper.make_node("Gelu", ["x"], ["gelu"]))
+    nodes.append(helper.make_node("Gelu", ["x"], ["gelut"], approximate="tanh"))
+    outs += [("gelu", F, [N, 6]), ("gelut", F, [N, 6])]
+    yield "activations", model("a", nodes, [("x", F, [N, 6])], outs,
+                               [helper.make_tensor("lo", F, [], [-0.3]),
+                                helper.make_tensor("hi", F, [], [0.4])], opset=20)
     two = helper.make_tensor("two", F, [], [2.0])
-    w = helper.make_tensor("w", F, [6], [0.1 * i - 0.2 for i in range(6)])
+    w = floats("w", [6])
     yield "onnx_math", model("e", [
-        helper.make_node("Pow", ["x", "two"], ["sq"]),           # a scalar exponent, broadcast
-        helper.make_node("Max", ["sq", "w"], ["hi"]),            # a row, broadcast
+        helper.make_node("Pow", ["x", "two"], ["sq"]),
+        helper.make_node("Max", ["sq", "w"], ["hi"]),
         helper.make_node("Abs", ["x"], ["ax"]),
         helper.make_node("Sqrt", ["ax"], ["rt"]),
         helper.make_node("Min", ["hi", "rt"], ["lo"]),
@@ -89,34 +188,107 @@ def op_models():
         helper.make_node("Reciprocal", ["ex"], ["re"]),
         helper.make_node("Neg", ["re"], ["ng"]),
         helper.make_node("Log", ["ex"], ["y"]),
-    ], [("x", F, ["N", 6])], [("y", F, ["N", 6]), ("ng", F, ["N", 6])], [two, w])
-    # Rows of 4 and 8 bytes: a stack along the last axis, a split along it.
-    yield "narrow_concat_split", model("c", [
+    ], [("x", F, [N, 6])], [("y", F, [N, 6]), ("ng", F, [N, 6])], [two, w])
+    for mode in ("constant", "edge", "reflect"):
+        yield f"pad_{mode}", model("p", [helper.make_node("Pad", ["x", "pads", "v"], ["y"], mode=mode)],
+                                   [("x", F, [N, 4, 5])], [("y", F, [N, 6, 8])],
+                                   [ints("pads", [0, 1, 2, 0, 1, 1]), helper.make_tensor("v", F, [], [0.25])])
+    yield "cumsum", model("cs", [
+        helper.make_node("CumSum", ["x", "one"], ["a"]),
+        helper.make_node("CumSum", ["x", "one"], ["b"], exclusive=1, reverse=1),
+        helper.make_node("Cast", ["x"], ["xi"], to=I64),
+        helper.make_node("CumSum", ["xi", "zero"], ["ci"]),
+        helper.make_node("Cast", ["ci"], ["c"], to=F),
+    ], [("x", F, [N, 5])], [("a", F, [N, 5]), ("b", F, [N, 5]), ("c", F, [N, 5])],
+        [ints("one", [1], dims=[]), ints("zero", [0], dims=[])])
+    yield "gather_elements_nd", model("ge", [
+        helper.make_node("GatherElements", ["x", "at"], ["ge"], axis=1),
+        helper.make_node("GatherND", ["t", "nd"], ["gn"]),
+        helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0]),
+        helper.make_node("GatherND", ["xt", "cols"], ["gc"]),
+    ], [("x", F, [N, 6]), ("at", I64, [N, 3])],
+        [("ge", F, [N, 3]), ("gn", F, [3, 8]), ("gc", F, [2, N])],
+        [floats("t", [4, 5, 8]), ints("nd", [0, 1, 3, 4, 2, 0], dims=[3, 2]),
+         ints("cols", [1, 4], dims=[2, 1])])
+    yield "concat_split_any_axis", model("cc", [
         helper.make_node("Unsqueeze", ["a", "ax2"], ["a3"]),
         helper.make_node("Unsqueeze", ["b", "ax2"], ["b3"]),
         helper.make_node("Concat", ["a3", "b3", "a3"], ["y"], axis=2),
+        helper.make_node("Concat", ["a3", "b3"], ["y0"], axis=1),
         helper.make_node("Split", ["a", "parts"], ["p0", "p1", "p2"], axis=1),
-    ], [("a", F, ["N", 6]), ("b", F, ["N", 6])],
-        [("y", F, ["N", 6, 3]), ("p0", F, ["N", 2]), ("p1", F, ["N", 1]), ("p2", F, ["N", 3])],
+        helper.make_node("Split", ["y"], ["q0", "q1"], axis=1, num_outputs=2),
+        helper.make_node("Cast", ["a"], ["ai"], to=I64),
+        helper.make_node("Concat", ["ai", "ai"], ["ci"], axis=1),
+        helper.make_node("Cast", ["ci"], ["cf"], to=F),
+        helper.make_node("Sigmoid", ["q1"], ["sq1"]),
+    ], [("a", F, [N, 6]), ("b", F, [N, 6])],
+        [("y", F, [N, 6, 3]), ("y0", F, [N, 12, 1]), ("p0", F, [N, 2]), ("p1", F, [N, 1]),
+         ("p2", F, [N, 3]), ("q0", F, [N, 3, 3]), ("sq1", F, [N, 3, 3]), ("cf", F, [N, 12])],
         [ints("ax2", [2]), ints("parts", [2, 1, 3])])
-    yield "host_cast_where_transpose", model("h", [
-        helper.make_node("Cast", ["ids"], ["f"], to=F),
-        helper.make_node("Greater", ["x", "f"], ["mask"]),
-        helper.make_node("Where", ["mask", "x", "f"], ["w"]),
-        helper.make_node("Transpose", ["w"], ["y"], perm=[1, 0]),
-    ], [("x", F, ["N", 6]), ("ids", I64, ["N", 6])], [("y", F, [6, "N"])])
+    yield "conv_kernel1_cin", model("cv", [
+        helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[1]),
+        helper.make_node("Conv", ["x", "w"], ["y2"], kernel_shape=[1], strides=[1], pads=[0, 0]),
+    ], [("x", F, [N, 4, 7])], [("y", F, [N, 5, 7]), ("y2", F, [N, 5, 7])],
+        [floats("w", [5, 4, 1]), floats("b", [5], 0.3)])
+    yield "layernorm_batchnorm", model("ln", [
+        helper.make_node("LayerNormalization", ["x", "g", "be"], ["l"], axis=1, epsilon=1e-5),
+        helper.make_node("BatchNormalization", ["x", "s", "bb", "mu", "var"], ["bn"], epsilon=1e-3),
+    ], [("x", F, [N, 3, 4])], [("l", F, [N, 3, 4]), ("bn", F, [N, 3, 4])],
+        [floats("g", [3, 4], 0.05, 1.0), floats("be", [3, 4]), floats("s", [3], 0.1, 1.0),
+         floats("bb", [3]), floats("mu", [3]), floats("var", [3], 0.05, 1.0)])
+    # Shape arithmetic over the dynamic batch: folded at plan time.
+    yield "shape_folding", model("sf", [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "zero"], ["n"]),
+        helper.make_node("Unsqueeze", ["n", "ax0"], ["n1"]),
+        helper.make_node("Concat", ["n1", "m1"], ["shape"], axis=0),
+        helper.make_node("Reshape", ["x", "shape"], ["r"]),
+        helper.make_node("ConstantOfShape", ["s"], ["ones"], value=helper.make_tensor("v", F, [1], [1.0])),
+        helper.make_node("Add", ["x", "ones"], ["xo"]),
+        helper.make_node("Range", ["zero", "n", "one"], ["rg"]),
+        helper.make_node("Cast", ["rg"], ["rgf"], to=F),
+        helper.make_node("Unsqueeze", ["rgf", "ax1"], ["rgc"]),
+        helper.make_node("Mul", ["xo", "rgc"], ["y"]),
+    ], [("x", F, [N, 2, 3])], [("r", F, [N, 6]), ("y", F, [N, 2, 3])],
+        [ints("zero", [0], dims=[]), ints("one", [1], dims=[]), ints("ax0", [0]), ints("m1", [-1]),
+         ints("ax1", [1, 2])])
 
 
-def verify(path, label, *dims):
-    r = hfuse("verify", path, "--device", "cuda", *dims)
-    check(r.returncode == 0 and r.stdout.strip().endswith("PASS"),
-          f"{label}: verify --device cuda {' '.join(dims)} (exit {r.returncode}) "
-          + (r.stdout.strip().splitlines()[-2] if r.returncode == 0 else r.stderr.strip()))
+PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
+
+
+def plan_of(stdout):
+    m = PLAN.search(stdout)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def verify(path, label, *args):
+    r = hfuse("verify", path, "--device", "cuda", *args)
+    plan = plan_of(r.stdout)
+    lines = r.stdout.strip().splitlines()
+    check(r.returncode == 0 and lines and lines[-1].endswith("PASS"),
+          f"{label}: verify --device cuda {' '.join(args)} (exit {r.returncode}) "
+          + (" | ".join(lines[-3:]) if r.returncode in (0, 1) else r.stderr.strip()))
+    check(plan is not None and plan[1] == 0,
+          f"{label}: {plan[0] if plan else '?'} launches, {plan[1] if plan else '?'} on the host"
+          + "".join(" | " + l.strip() for l in lines if "on the host:" in l))
+
+
+def dynamic_dim(path):
+    m = onnx.load(path, load_external_data=False)
+    for i in m.graph.input:
+        for d in i.type.tensor_type.shape.dim:
+            if d.dim_param:
+                return d.dim_param
+    return None
 
 
 def main():
-    set_tool(sys.argv[1])
-    dynamo = sys.argv[2]
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    set_tool(args[0])
+    dirs = args[1:]
+    ops_only = "--ops-only" in sys.argv
+    tool = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "onnx_skeleton.py")
     with tempfile.TemporaryDirectory() as work:
         probe = os.path.join(work, "probe.onnx")
         onnx.save(next(op_models())[1], probe)
@@ -127,22 +299,38 @@ def main():
         for name, m in op_models():
             path = os.path.join(work, f"{name}.onnx")
             onnx.save(m, path)
-            dims = ["--dim", "N=37"] if any(d.dim_param for i in m.graph.input
-                                          for d in i.type.tensor_type.shape.dim) else []
+            dims = ["--dim", "N=37"] if dynamic_dim(path) else []
             verify(path, name, *dims)
-        tool = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
-                            "onnx_skeleton.py")
-        for f in sorted(os.listdir(dynamo)):
-            if not f.endswith(".onnx"):
-                continue
-            path = os.path.join(work, f)
-            subprocess.run([sys.executable, tool, "refill", os.path.join(dynamo, f), path,
-                            "--seed", "5"], check=True)
-            if f.endswith(".dynamic.onnx"):
-                for batch in (1, 512):
-                    verify(path, f, "--dim", f"batch_size={batch}")
-            else:
-                verify(path, f)
+        if ops_only:
+            dirs = []
+        for d in dirs:
+            for f in sorted(os.listdir(d)):
+                if not f.endswith(".onnx"):
+                    continue
+                name = f.split(".")[0]
+                label = f"{os.path.basename(os.path.normpath(d))}/{f}"
+                path = os.path.join(work, f"{os.path.basename(os.path.normpath(d))}_{f}")
+                subprocess.run([sys.executable, tool, "refill", os.path.join(d, f), path, "--seed", "5"],
+                               check=True, capture_output=True)
+                info = os.path.join(d, f"{name}.json")
+                dim = dynamic_dim(path)
+                batches = (512,) if dim else (None,)
+                for batch in batches:
+                    npz = os.path.join(work, "inputs.npz")
+                    if dim:
+                        write_npz(npz, feeds_for(info, batch, seed=11))
+                        verify(path, label, "--dim", f"{dim}={batch}", "--inputs", npz)
+                    else:
+                        m = onnx.load(path, load_external_data=False)
+                        fixed = m.graph.input[0].type.tensor_type.shape.dim[0].dim_value
+                        write_npz(npz, feeds_for(info, fixed, seed=11))
+                        verify(path, label, "--inputs", npz)
+                if dim:  # the plan at batch 2048: no launch on the host
+                    r = hfuse("run", path, "--device", "cuda", "--dim", f"{dim}=2048")
+                    plan = plan_of(r.stdout)
+                    check(r.returncode == 0 and plan is not None and plan[1] == 0,
+                          f"{label}: batch 2048: {plan[0] if plan else '?'} launches, "
+                          f"{plan[1] if plan else '?'} on the host (exit {r.returncode}) {r.stderr.strip()}")
     if failures:
         print(f"{len(failures)} check(s) failed")
         sys.exit(1)

@@ -251,7 +251,7 @@ def messages(work):
     check(r.returncode == 0 and "y: float32 [4096, 32]" in r.stdout, "run --dim batch=4096")
     for path, n in ((s, 0), (d, 1)):
         r = hfuse("check", path)
-        check(r.returncode == 0 and r.stdout.strip().endswith(f"{n} dynamic dims"),
+        check(r.returncode == 0 and r.stdout.splitlines()[0].endswith(f"{n} dynamic dims"),
               f"check counts {n} dynamic dims: {r.stdout.strip()}")
     saved, outs = os.path.join(work, "saved.npz"), os.path.join(work, "saved_out.npz")
     r = hfuse("run", d, "--dim", "batch=8", "--save-inputs", saved, "-o", outs)

@@ -10,6 +10,7 @@
 #include "hfuse/cuda/cuda_executor.h"
 #include "hfuse/exec/compare.h"
 #include "hfuse/exec/cpu_executor.h"
+#include "hfuse/exec/npz.h"
 #include "hfuse/io/graph_json.h"
 #include "hfuse/ir/op_members.h"
 #include "hfuse/session/pipelines.h"
@@ -68,7 +69,14 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
   const LoadedModel model = LoadModel(path);  // graph JSON or ONNX
   const Graph& original = model.graph;
   const DimValues dims = BindDims(original, options.dims);
-  const TensorMap feeds = RandomFeeds(original, dims, options.seed);
+  TensorMap feeds = RandomFeeds(original, dims, options.seed);
+  if (!options.inputs_npz.empty()) {
+    std::map<std::string, DType> want;
+    for (TensorId id = 0; id < original.num_tensor_ids(); ++id) {
+      if (original.tensor(id).alive) want[original.tensor(id).name] = original.tensor(id).dtype;
+    }
+    for (auto& [name, value] : ReadNpz(options.inputs_npz, want)) feeds[name] = std::move(value);
+  }
   TensorMap reference;
   if (options.check) reference = RunOnCpu(original, feeds, dims);
 
@@ -110,8 +118,8 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
   }
   fmt::print("{}: {}; median of {} runs after {} warm-up\n", path, summary, options.reps,
              options.warmup);
-  fmt::print("  {:<44} {:>9} {:>11} {:>9} {:>8} {:>10} {:>9}\n", "variant", "plain us", "cudagraph us",
-             "floor us", "x floor", "launches", "max err");
+  fmt::print("  {:<44} {:>9} {:>11} {:>9} {:>8} {:>10} {:>5} {:>9}\n", "variant", "plain us", "cudagraph us",
+             "floor us", "x floor", "launches", "host", "max err");
   for (Variant& v : variants) {
     CudaExecutor gpu(v.graph, dims, v.cuda);
     gpu.SetFeeds(feeds);
@@ -127,12 +135,16 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
     const double plain = gpu.MedianMicros(options.warmup, options.reps, false);
     const double graph = gpu.MedianMicros(options.warmup, options.reps, true);
     const Floor floor = FloorOf(v.graph, dims);
-    fmt::print("  {:<44} {:>9.1f} {:>11.1f} {:>9.1f} {:>8.2f} {:>10} {:>9.2g}\n", v.name, plain, graph,
-               floor.micros(), graph / floor.micros(), gpu.stats().launches, err);
+    const CudaRunStats& stats = gpu.stats();
+    fmt::print("  {:<44} {:>9.1f} {:>11.1f} {:>9.1f} {:>8.2f} {:>10} {:>5} {:>9.2g}\n", v.name, plain, graph,
+               floor.micros(), graph / floor.micros(), stats.launches, stats.host_launches, err);
+    for (const std::string& op : stats.host_ops) fmt::print("    on the host: {}\n", op);
     report["variants"].push_back({{"name", v.name}, {"plain_us", plain}, {"cudagraph_us", graph},
                                   {"floor_us", floor.micros()}, {"flops", floor.flops},
-                                  {"bytes", floor.bytes}, {"launches", gpu.stats().launches},
-                                  {"arena_bytes", gpu.stats().arena_bytes}, {"max_err", err}});
+                                  {"bytes", floor.bytes}, {"launches", stats.launches},
+                                  {"host_launches", stats.host_launches}, {"host_ops", stats.host_ops},
+                                  {"folded_ops", stats.folded_ops}, {"view_ops", stats.view_ops},
+                                  {"arena_bytes", stats.arena_bytes}, {"max_err", err}});
     if (options.profile && v.name != "unfused") {
       fmt::print("    profile ({}): each launch alone, median of 50; GB/s = its op's bytes "
                  "(inputs once, outputs once) / time\n", v.name);

@@ -14,6 +14,7 @@ struct BenchOptions {
   int warmup = 20;
   int reps = 200;
   uint64_t seed = 0;
+  std::string inputs_npz;   // arrays that replace the seeded inputs (ids in range, say)
   bool check = true;        // compare each variant with the CPU reference first
   bool grouped_too = false; // also time the fused graph with strided batching off
   // Also time the hfuse-rules graph with each group GEMM path forced:

@@ -68,6 +68,27 @@ bool PrintComparisons(const TensorMap& want, const TensorMap& got) {
   return pass;
 }
 
+// A CUDA session's plan in one line, then each op it runs on the host.
+void PrintPlan(Session& session, const DimValues& dims) {
+  if (session.options().device != Device::kCuda) return;
+  const Session::PlanSummary p = session.Plan(dims);
+  fmt::print("cuda plan: {} launches, {} on the host; {} ops computed at plan time, {} views\n", p.launches,
+             p.host_launches, p.folded_ops, p.view_ops);
+  for (const std::string& op : p.host_ops) fmt::print("  on the host: {}\n", op);
+}
+
+// Random feeds, with the arrays of `npz` (if any) in place of theirs.
+TensorMap FeedsFor(const Graph& graph, const DimValues& dims, uint64_t seed, const std::string& npz) {
+  TensorMap all = RandomFeeds(graph, dims, seed);
+  if (npz.empty()) return all;
+  std::map<std::string, DType> want;
+  for (TensorId id = 0; id < graph.num_tensor_ids(); ++id) {
+    if (graph.tensor(id).alive) want[graph.tensor(id).name] = graph.tensor(id).dtype;
+  }
+  for (auto& [name, value] : ReadNpz(npz, want)) all[name] = std::move(value);
+  return all;
+}
+
 }  // namespace
 
 namespace {
@@ -121,6 +142,7 @@ int RunGraphCommand(const std::string& path, const RunOptions& options) {
     }
     if (!options.output_npz.empty()) WriteNpz(options.output_npz, outputs);
     fmt::print("{}: {}: {}\n", path, DeviceName(session_options.device), Summary(session));
+    PrintPlan(session, dims);
     for (TensorId id : graph.outputs()) {
       const HostTensor& t = outputs.at(graph.tensor(id).name);
       fmt::print("{}: {} [{}] sum={:.6g} hash={:016x}\n", graph.tensor(id).name,
@@ -151,12 +173,13 @@ int VerifyCommand(const std::string& path, const VerifyOptions& options) {
     session_options.fuse = options.fused_path.empty();
     Session session = Session::FromFile(model, session_options);
     const DimValues dims = BindDims(original, options.dims);
-    const TensorMap feeds = RandomFeeds(original, dims, options.seed);
+    const TensorMap feeds = FeedsFor(original, dims, options.seed, options.inputs_npz);
     const TensorMap want = RunOnCpu(original, feeds, dims);
     const TensorMap got = session.Run(FeedsOf(session, feeds));
     // Printed once both have run: a failure on the way prints nothing.
     fmt::print("{}: {} on {}, against the CPU reference of {}\n", model, Summary(session),
                DeviceName(session_options.device), path);
+    if (session_options.device == Device::kCuda) PrintPlan(session, BindDims(session.graph(), options.dims));
     return PrintComparisons(want, got) ? 0 : 1;
   });
 }

@@ -39,6 +39,7 @@ struct VerifyOptions {
   std::string rules;       // "", "seed" or "hfuse" ("": the device's default)
   std::string device = "cpu";
   uint64_t seed = 0;
+  std::string inputs_npz;  // arrays that replace the seeded ones (ids in range, say)
   std::map<std::string, int64_t> dims;
   PassFlags flags;         // --passes and the pass manager's debug flags
 };

@@ -30,6 +30,7 @@
 #endif
 #include "hfuse/io/graph_json.h"
 #include "hfuse/ir/graph.h"
+#include "hfuse/ir/onnx_ops.h"
 #include "hfuse/ir/printer.h"
 #include "hfuse/passes/fuse_group_ops.h"
 #include "hfuse/support/checked.h"
@@ -213,7 +214,8 @@ int RunPrint(const std::string& input, const std::string& format, const PassFlag
 }
 
 int RunCheck(const std::string& input) {
-  Graph graph = LoadGraph(input);
+  const LoadedModel model = LoadModel(input);
+  const Graph& graph = model.graph;
   int64_t tensors = 0;
   // The dims a live tensor has (a derived dim, batch·seq, counts through its
   // factors): a dim declared but unused, or one --dim fixed, is not dynamic.
@@ -232,7 +234,39 @@ int RunCheck(const std::string& input) {
   }
   fmt::print("{}: ok: {} ops, {} tensors, {} outputs, {} dynamic dims\n", input,
              graph.NumLiveOps(), tensors, graph.outputs().size(), dynamic.size());
+  // What --device cuda would run on the host, by operator (onnx_ops.def):
+  // after the import passes, which lower some (an Einsum to MatMuls).
+  // `run --device cuda` names, besides, the forms a kernel declines.
+  if (model.format != ModelFormat::kOnnx) return 0;  // graph JSON has no opaque ops
+  Graph planned = model.graph;
+  PassOptions options;
+  options.fuse_group_ops.rules = RuleSet::kHfuse;
+  RunPasses(planned, PassFlags{}, DevicePipeline(model.format, Target::kGpu), options);
+  std::map<std::string, std::vector<std::string>> host;
+  for (OpId id : planned.LiveOps()) {
+    const Op& op = planned.op(id);
+    if (FamilyOf(op.type) != OpFamily::kOpaque || !op.attrs.onnx) continue;
+    const OnnxNode& node = *op.attrs.onnx;
+    const bool standard = node.domain.empty() || node.domain == "ai.onnx";
+    const OnnxOpInfo* info = standard ? FindOnnxOp(node.op_type) : nullptr;
+    if (!info || info->cuda == "Host") {
+      host[standard ? node.op_type : node.domain + "." + node.op_type].push_back(op.name);
+    }
+  }
+  for (const auto& [type, ops] : host) {
+    fmt::print("  on the host under --device cuda: {} ({}: {})\n", type, ops.size(), fmt::join(ops, ", "));
+  }
   return 0;
+}
+
+// `hfuse --list-ops`: onnx_ops.def as a table.
+void ListOps() {
+  fmt::print("{:<20} {:<10} {:<6} {:<16} {}\n", "ONNX operator", "shape", "fold", "CPU kernel", "CUDA");
+  for (const OnnxOpInfo& op : OnnxOps()) {
+    fmt::print("{:<20} {:<10} {:<6} {:<16} {}\n", op.name, op.shape, op.fold, op.cpu,
+               op.cuda == "Host" ? "on the host (no kernel)" : std::string(op.cuda));
+  }
+  fmt::print("Any other operator is refused by the CPU executor and runs on neither device.\n");
 }
 
 int Main(int argc, char** argv) {
@@ -240,6 +274,13 @@ int Main(int argc, char** argv) {
   app.set_version_flag("--version", kVersion);
   app.require_subcommand(1);
   AddListPassesFlag(&app);
+  app.add_flag_callback(
+      "--list-ops",
+      [] {
+        ListOps();
+        throw CLI::Success();
+      },
+      "list the ONNX operators hfuse runs, where each runs, then exit");
   std::string memory_budget;
   app.add_option("--memory-budget", memory_budget,
                  "most bytes for tensor values: one tensor, all of a run's, or a file read "
@@ -326,6 +367,9 @@ int Main(int argc, char** argv) {
   verify_cmd->add_option("--fused", fused_input, "compare with this graph instead of fusing");
   verify_cmd->add_flag("--no-group-gemm", verify_no_group_gemm, "do not group GEMMs");
   verify_cmd->add_option("--seed", verify_seed, "seed of the random inputs");
+  std::string verify_inputs;
+  verify_cmd->add_option("--inputs", verify_inputs,
+                         ".npz of inputs to use instead of random ones (others stay random)");
   std::string verify_rules;
   add_rules(verify_cmd, verify_rules);
   verify_cmd->add_option("--dim", verify_dims, "NAME=VALUE: bind a dynamic dim (default: its max)");
@@ -346,6 +390,8 @@ int Main(int argc, char** argv) {
   bench->add_option("--reps", bench_options.reps, "timed runs (median reported)");
   bench->add_option("--warmup", bench_options.warmup, "untimed runs first");
   bench->add_option("--seed", bench_options.seed, "seed of the random inputs");
+  bench->add_option("--inputs", bench_options.inputs_npz,
+                    ".npz of inputs to use instead of random ones (others stay random)");
   bench->add_option("--dim", bench_dims, "NAME=VALUE: bind a dynamic dim (default: its max)");
   bench->add_option("--json", bench_options.json, "write the figures to this JSON file");
   bench->add_flag("--no-check", bench_no_check, "skip the comparison with the CPU reference");
@@ -452,6 +498,7 @@ int Main(int argc, char** argv) {
       options.rules = verify_rules;
       options.device = verify_device;
       options.seed = verify_seed;
+      options.inputs_npz = verify_inputs;
       options.dims = ParseDims(verify_dims);
       options.flags = verify_passes;
       return VerifyCommand(verify_input, options);

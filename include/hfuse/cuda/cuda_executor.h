@@ -40,8 +40,14 @@ bool CudaDeviceAvailable(std::string* why = nullptr);
 
 struct CudaRunStats {
   int64_t launches = 0;       // kernel launches and copies per run
+  int64_t host_launches = 0;  // of those, ops run on the host (the CPU kernel between copies)
+  int64_t folded_ops = 0;     // ops computed once at plan time (plan_constants.h)
+  int64_t view_ops = 0;       // ops that are views of their input: no launch
   int64_t arena_bytes = 0;    // intermediates' arena
   int64_t tensor_bytes = 0;   // what the intermediates would take unshared
+  int64_t constant_bytes = 0; // the plan's constants on the device
+  // Each op run on the host, "name (ONNX op_type): why", in plan order.
+  std::vector<std::string> host_ops;
 };
 
 // The CUTLASS grouped GEMM's CTA tile: the plan-time rule, or forced (for

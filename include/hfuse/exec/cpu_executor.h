@@ -44,5 +44,8 @@ TensorMap RandomFeeds(const Graph& graph, const DimValues& dims, uint64_t seed);
 // only for the few ONNX operators of src/exec/cpu_onnx_ops.h; others throw
 // InputError.
 TensorMap RunOnCpu(const Graph& graph, const TensorMap& feeds, const DimValues& dims);
+// As RunOnCpu, and returns every live tensor's value, indexed by tensor id
+// (for checking an execution plan against the reference, tensor by tensor).
+std::vector<HostTensor> RunOnCpuKeepAll(const Graph& graph, const TensorMap& feeds, const DimValues& dims);
 
 }  // namespace hfuse

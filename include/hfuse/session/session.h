@@ -152,6 +152,15 @@ class Session {
   // How many plans (one per set of dim values) the session holds.
   size_t NumPlans() const;
 
+  // What the plan of these dim values runs (it is made if need be): its
+  // launches, the ops computed once at plan time, those that are views, and
+  // each op that runs on the host, named with why ("name (ONNX Op): why").
+  struct PlanSummary {
+    int64_t launches = 0, host_launches = 0, folded_ops = 0, view_ops = 0;
+    std::vector<std::string> host_ops;
+  };
+  PlanSummary Plan(const DimValues& dims);
+
  private:
   struct Impl;
   explicit Session(std::unique_ptr<Impl> impl);

@@ -1,0 +1,357 @@
+// The CUDA kernels of the opaque ONNX operators. See onnx_kernels.h.
+//
+// Every kernel is a grid-stride loop of one thread an output element (or a
+// 4-byte word of a gathered row); the operand views are decoded from the
+// element's index with the strides the host computed, whose dims it has
+// merged first, so a contiguous operation runs with rank 1. Element types
+// are switched at run time on each load and store: these ops move bytes,
+// and a templated kernel per type combination would multiply the code for
+// no measurable gain.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "onnx_kernels.h"
+
+namespace hfuse::cuda {
+namespace {
+
+enum : int32_t { kF16, kBF16, kF32, kI64, kI32, kBool };
+
+// An element as the kernel's arithmetic sees it: a float, or an integer.
+struct Scalar {
+  float f;
+  int64_t n;
+  bool is_int;
+  __device__ float AsFloat() const { return is_int ? static_cast<float>(n) : f; }
+  __device__ int64_t AsInt() const { return is_int ? n : static_cast<int64_t>(f); }
+};
+
+__device__ __forceinline__ Scalar Load(const void* p, int64_t i, int type) {
+  switch (type) {
+    case kF16: return {__half2float(static_cast<const __half*>(p)[i]), 0, false};
+    case kBF16: return {__bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]), 0, false};
+    case kF32: return {static_cast<const float*>(p)[i], 0, false};
+    case kI64: return {0.0f, static_cast<const int64_t*>(p)[i], true};
+    case kI32: return {0.0f, static_cast<const int32_t*>(p)[i], true};
+    default: return {0.0f, static_cast<const uint8_t*>(p)[i] != 0 ? 1 : 0, true};
+  }
+}
+
+// The value `v` would have once stored as `type` (ONNX Cast's semantics).
+__device__ __forceinline__ Scalar ConvertTo(Scalar v, int type) {
+  switch (type) {
+    case kF16: return {__half2float(__float2half_rn(v.AsFloat())), 0, false};
+    case kBF16: return {__bfloat162float(__float2bfloat16_rn(v.AsFloat())), 0, false};
+    case kF32: return {v.AsFloat(), 0, false};
+    case kI64: return {0.0f, v.AsInt(), true};
+    case kI32: return {0.0f, static_cast<int32_t>(v.AsInt()), true};
+    default: return {0.0f, (v.is_int ? v.n != 0 : v.f != 0.0f) ? 1 : 0, true};
+  }
+}
+
+__device__ __forceinline__ Scalar Read(const StridedOperand& o, int64_t offset) {
+  const Scalar v = Load(o.ptr, offset, o.type);
+  return o.as == o.type ? v : ConvertTo(v, o.as);
+}
+
+__device__ __forceinline__ void Store(void* p, int64_t i, int type, Scalar v) {
+  switch (type) {
+    case kF16: static_cast<__half*>(p)[i] = __float2half_rn(v.AsFloat()); break;
+    case kBF16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v.AsFloat()); break;
+    case kF32: static_cast<float*>(p)[i] = v.AsFloat(); break;
+    case kI64: static_cast<int64_t*>(p)[i] = v.AsInt(); break;
+    case kI32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v.AsInt()); break;
+    default: static_cast<uint8_t*>(p)[i] = (v.is_int ? v.n != 0 : v.f != 0.0f) ? 1 : 0; break;
+  }
+}
+
+__device__ __forceinline__ float Softplus(float f) { return log1pf(expf(-fabsf(f))) + fmaxf(f, 0.0f); }
+
+// The CPU executor's formulas (cpu_onnx_ops.cc, Binary and Unary), in fp32.
+__device__ float FloatFunc(const OnnxElementwiseArgs& a, const float* x) {
+  const float u = x[0], v = x[1];
+  switch (a.func) {
+    case kCopy: return u;
+    case kAdd: return u + v;
+    case kSub: return u - v;
+    case kMul: return u * v;
+    case kDiv: return u / v;
+    case kPow: return powf(u, v);
+    case kMax: return fmaxf(u, v);
+    case kMin: return fminf(u, v);
+    case kMod: return u - floorf(u / v) * v;
+    case kFMod: return fmodf(u, v);
+    case kPRelu: return u < 0.0f ? u * v : u;
+    case kEqual: return u == v;
+    case kLess: return u < v;
+    case kGreater: return u > v;
+    case kLessOrEqual: return u <= v;
+    case kGreaterOrEqual: return u >= v;
+    case kWhere: return u != 0.0f ? v : x[2];
+    case kMulAdd: return u * v + x[2];
+    case kRelu: return fmaxf(u, 0.0f);
+    case kSigmoid: return 1.0f / (1.0f + expf(-u));
+    case kTanh: return tanhf(u);
+    case kSqrt: return sqrtf(u);
+    case kExp: return expf(u);
+    case kLog: return logf(u);
+    case kNeg: return -u;
+    case kAbs: return fabsf(u);
+    case kErf: return erff(u);
+    case kReciprocal: return 1.0f / u;
+    case kSoftplus: return Softplus(u);
+    case kLeakyRelu: return u < 0.0f ? u * a.alpha : u;
+    case kClip: return fminf(fmaxf(u, a.alpha), a.beta);
+    case kNot: return u == 0.0f;
+    case kFloor: return floorf(u);
+    case kCeil: return ceilf(u);
+    case kElu: return u < 0.0f ? a.alpha * expm1f(u) : u;
+    case kHardSigmoid: return fminf(fmaxf(a.alpha * u + a.beta, 0.0f), 1.0f);
+    case kSign: return static_cast<float>((u > 0.0f) - (u < 0.0f));
+    case kGelu: return 0.5f * u * (1.0f + erff(u * 0.70710678118654752f));
+    case kGeluTanh: return 0.5f * u * (1.0f + tanhf(0.79788456080286536f * (u + 0.044715f * u * u * u)));
+    case kSelu: return u > 0.0f ? a.beta * u : a.beta * a.alpha * expm1f(u);
+    case kSoftsign: return u / (1.0f + fabsf(u));
+    case kSwish: return u / (1.0f + expf(-a.alpha * u));
+    case kMish: return u * tanhf(Softplus(u));
+    default: return 0.0f;
+  }
+}
+
+__device__ int64_t IntFunc(const OnnxElementwiseArgs& a, const int64_t* x) {
+  const int64_t u = x[0], v = x[1];
+  switch (a.func) {
+    case kCopy: return u;
+    case kAdd: return u + v;
+    case kSub: return u - v;
+    case kMul: return u * v;
+    case kDiv: return v == 0 ? 0 : u / v;
+    case kPow: return static_cast<int64_t>(pow(static_cast<double>(u), static_cast<double>(v)));
+    case kMax: return u > v ? u : v;
+    case kMin: return u < v ? u : v;
+    case kMod: {  // the sign of the divisor, as Python's %
+      int64_t r = v == 0 ? 0 : u % v;
+      if (r != 0 && (r < 0) != (v < 0)) r += v;
+      return r;
+    }
+    case kFMod: return v == 0 ? 0 : u % v;
+    case kEqual: return u == v;
+    case kLess: return u < v;
+    case kGreater: return u > v;
+    case kLessOrEqual: return u <= v;
+    case kGreaterOrEqual: return u >= v;
+    case kAnd: return u != 0 && v != 0;
+    case kOr: return u != 0 || v != 0;
+    case kXor: return (u != 0) != (v != 0);
+    case kWhere: return u != 0 ? v : x[2];
+    case kMulAdd: return u * v + x[2];
+    case kRelu: return u > 0 ? u : 0;
+    case kNeg: return -u;
+    case kAbs: return u < 0 ? -u : u;
+    case kClip: {
+      const auto lo = static_cast<int64_t>(a.alpha), hi = static_cast<int64_t>(a.beta);
+      return u < lo ? lo : (u > hi ? hi : u);
+    }
+    case kNot: return u == 0;
+    case kSign: return (u > 0) - (u < 0);
+    default: return u;
+  }
+}
+
+unsigned GridFor(int64_t work, int threads) {
+  const int64_t blocks = (work + threads - 1) / threads;
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65536 ? 65536 : blocks));
+}
+
+#define HFUSE_GRID_STRIDE(e, n)                                                          \
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < (n); \
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+__global__ void OnnxElementwiseKernel(OnnxElementwiseArgs a) {
+  HFUSE_GRID_STRIDE(e, a.numel) {
+    int64_t rest = e, out = 0;
+    int64_t off[3] = {0, 0, 0};
+    for (int d = a.rank - 1; d >= 0; --d) {
+      const int64_t i = rest % a.shape[d];
+      rest /= a.shape[d];
+      out += i * a.out_strides[d];
+      for (int k = 0; k < a.num_inputs; ++k) off[k] += i * a.in[k].strides[d];
+    }
+    if (a.integer) {
+      int64_t x[3] = {0, 0, 0};
+      for (int k = 0; k < a.num_inputs; ++k) x[k] = Read(a.in[k], off[k]).AsInt();
+      Store(a.out, out, a.out_type, {0.0f, IntFunc(a, x), true});
+    } else {
+      float x[3] = {0.0f, 0.0f, 0.0f};
+      for (int k = 0; k < a.num_inputs; ++k) x[k] = Read(a.in[k], off[k]).AsFloat();
+      Store(a.out, out, a.out_type, {FloatFunc(a, x), 0, false});
+    }
+  }
+}
+
+// One thread a word of an output row (4 bytes when rows and pointers allow).
+template <typename Word>
+__global__ void GatherKernel(GatherArgs a, int64_t row_words) {
+  HFUSE_GRID_STRIDE(e, a.outer * a.count * row_words) {
+    const int64_t row = e / row_words, w = e % row_words;
+    const int64_t o = row / a.count, i = row % a.count;
+    int64_t rest = i, off = 0;
+    for (int d = a.index_rank - 1; d >= 0; --d) {
+      off += (rest % a.index_shape[d]) * a.index.strides[d];
+      rest /= a.index_shape[d];
+    }
+    int64_t at = Read(a.index, off).AsInt();
+    if (at < 0) at += a.len;
+    if (at < 0 || at >= a.len) {
+      *a.bad = 1;
+      continue;
+    }
+    static_cast<Word*>(a.y)[e] = static_cast<const Word*>(a.data)[(o * a.len + at) * row_words + w];
+  }
+}
+
+__device__ __forceinline__ int64_t IndexAt(const void* p, int64_t i, int32_t index64) {
+  return index64 ? static_cast<const int64_t*>(p)[i] : static_cast<const int32_t*>(p)[i];
+}
+
+__device__ __forceinline__ void CopyBytes(char* dst, const char* src, int64_t n) {
+  for (int64_t b = 0; b < n; ++b) dst[b] = src[b];
+}
+
+__global__ void GatherElementsKernel(GatherElementsArgs a) {
+  HFUSE_GRID_STRIDE(e, a.numel) {
+    int64_t at = IndexAt(a.index, e, a.index64);
+    if (at < 0) at += a.axis_len;
+    if (at < 0 || at >= a.axis_len) {
+      *a.bad = 1;
+      continue;
+    }
+    int64_t rest = e, src = 0;
+    for (int d = a.rank - 1; d >= 0; --d) {
+      const int64_t i = rest % a.shape[d];
+      rest /= a.shape[d];
+      src += (d == a.axis ? at : i) * a.data_strides[d];
+    }
+    CopyBytes(static_cast<char*>(a.y) + e * a.elem_bytes,
+              static_cast<const char*>(a.data) + src * a.elem_bytes, a.elem_bytes);
+  }
+}
+
+// One thread a byte of an output slice (slices are small: a row of a table).
+__global__ void GatherNdKernel(GatherNdArgs a) {
+  HFUSE_GRID_STRIDE(e, a.batches * a.per_batch * a.slice_bytes) {
+    const int64_t j = e / a.slice_bytes, byte = e % a.slice_bytes;
+    const int64_t b = j / a.per_batch;
+    int64_t at = 0;
+    bool ok = true;
+    for (int q = 0; q < a.k; ++q) {
+      int64_t v = IndexAt(a.index, j * a.k + q, a.index64);
+      if (v < 0) v += a.dims[q];
+      if (v < 0 || v >= a.dims[q]) ok = false;
+      at = at * a.dims[q] + v;
+    }
+    if (!ok) {
+      *a.bad = 1;
+      continue;
+    }
+    static_cast<char*>(a.y)[e] =
+        static_cast<const char*>(a.data)[b * a.data_batch_bytes + at * a.slice_bytes + byte];
+  }
+}
+
+// One thread a line: lines are short (a sequence, a handful of fields).
+__global__ void CumSumKernel(CumSumArgs a) {
+  HFUSE_GRID_STRIDE(line, a.outer * a.inner) {
+    const int64_t o = line / a.inner, i = line % a.inner;
+    const bool integer = a.type >= kI64;
+    double acc = 0.0;
+    int64_t iacc = 0;
+    for (int64_t j = 0; j < a.len; ++j) {
+      const int64_t jj = a.reverse ? a.len - 1 - j : j;
+      const int64_t at = (o * a.len + jj) * a.inner + i;
+      const Scalar v = Load(a.x, at, a.type);
+      if (!a.exclusive) {
+        acc += v.AsFloat();
+        iacc += v.AsInt();
+      }
+      Store(a.y, at, a.type, integer ? Scalar{0.0f, iacc, true} : Scalar{static_cast<float>(acc), 0, false});
+      if (a.exclusive) {
+        acc += v.AsFloat();
+        iacc += v.AsInt();
+      }
+    }
+  }
+}
+
+__global__ void PadKernel(PadArgs a) {
+  HFUSE_GRID_STRIDE(e, a.numel) {
+    int64_t rest = e, src = 0, stride = 1;
+    bool outside = false;
+    for (int d = a.rank - 1; d >= 0; --d) {
+      const int64_t n = a.in_shape[d];
+      int64_t at = rest % a.out_shape[d] - a.begin[d];
+      rest /= a.out_shape[d];
+      if (at < 0 || at >= n) {
+        if (a.mode == 0) {
+          outside = true;
+        } else if (a.mode == 1 || n == 1) {
+          at = at < 0 ? 0 : n - 1;
+        } else {  // reflect, without repeating the edge
+          const int64_t period = 2 * (n - 1);
+          at = ((at % period) + period) % period;
+          if (at >= n) at = period - at;
+        }
+      }
+      src += at * stride;
+      stride *= n;
+    }
+    Store(a.y, e, a.type,
+          outside ? Scalar{static_cast<float>(a.value), static_cast<int64_t>(a.value), a.type >= kI64}
+                  : Load(a.x, src, a.type));
+  }
+}
+
+}  // namespace
+
+void LaunchOnnxElementwise(const OnnxElementwiseArgs& args, cudaStream_t stream) {
+  if (args.numel == 0) return;
+  OnnxElementwiseKernel<<<GridFor(args.numel, 256), 256, 0, stream>>>(args);
+}
+
+void LaunchOnnxGather(const GatherArgs& a, cudaStream_t stream) {
+  if (a.outer * a.count * a.inner_bytes == 0) return;
+  const bool words = a.inner_bytes % 4 == 0 && reinterpret_cast<uintptr_t>(a.data) % 4 == 0 &&
+                     reinterpret_cast<uintptr_t>(a.y) % 4 == 0;
+  const int64_t row_words = words ? a.inner_bytes / 4 : a.inner_bytes;
+  const unsigned grid = GridFor(a.outer * a.count * row_words, 256);
+  if (words) {
+    GatherKernel<uint32_t><<<grid, 256, 0, stream>>>(a, row_words);
+  } else {
+    GatherKernel<uint8_t><<<grid, 256, 0, stream>>>(a, row_words);
+  }
+}
+
+void LaunchGatherElements(const GatherElementsArgs& args, cudaStream_t stream) {
+  if (args.numel == 0) return;
+  GatherElementsKernel<<<GridFor(args.numel, 256), 256, 0, stream>>>(args);
+}
+
+void LaunchGatherNd(const GatherNdArgs& args, cudaStream_t stream) {
+  const int64_t work = args.batches * args.per_batch * args.slice_bytes;
+  if (work == 0) return;
+  GatherNdKernel<<<GridFor(work, 256), 256, 0, stream>>>(args);
+}
+
+void LaunchCumSum(const CumSumArgs& args, cudaStream_t stream) {
+  if (args.outer * args.inner * args.len == 0) return;
+  CumSumKernel<<<GridFor(args.outer * args.inner, 128), 128, 0, stream>>>(args);
+}
+
+void LaunchPad(const PadArgs& args, cudaStream_t stream) {
+  if (args.numel == 0) return;
+  PadKernel<<<GridFor(args.numel, 256), 256, 0, stream>>>(args);
+}
+
+}  // namespace hfuse::cuda

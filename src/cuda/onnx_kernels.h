@@ -1,0 +1,130 @@
+// The CUDA kernels of the opaque ONNX operators (onnx_ops.def's Cuda
+// column; onnx_launches.cc plans them): one elementwise kernel for every
+// operator that maps elements to elements (arithmetic and comparisons with
+// numpy broadcasting, activations, Where, Cast, and the copies that
+// Transpose, Slice, Expand, Tile, Concat and Split become), plus the
+// gathers, CumSum and Pad. Every operand is read through a strided view
+// (StridedOperand): a transposed, sliced or broadcast tensor, or one whose
+// elements are cast on load, is read in place, so the ops that only make
+// such views launch nothing (view_plan.h). Element types are DType values:
+// 0 float16, 1 bfloat16, 2 float32, 3 int64, 4 int32, 5 bool (one byte).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace hfuse::cuda {
+
+inline constexpr int kMaxOnnxRank = 8;
+
+// Where an operand's elements are: element i of the iteration space (an
+// index (i0, ..., i[rank-1])) is at ptr + sum(i[d] * strides[d]) elements
+// of `type`; read as `type`, then converted to `as` (a Cast read in place:
+// float to int truncates toward zero, anything to bool is != 0), then to
+// the kernel's arithmetic.
+struct StridedOperand {
+  const void* ptr;
+  int64_t strides[kMaxOnnxRank];
+  int32_t type;
+  int32_t as;
+};
+
+enum OnnxFunc : int32_t {
+  kCopy,  // y = x (converted to y's type): Cast, and every copy
+  // binary (numpy broadcasting)
+  kAdd, kSub, kMul, kDiv, kPow, kMax, kMin, kMod, kFMod, kPRelu,
+  kEqual, kLess, kGreater, kLessOrEqual, kGreaterOrEqual, kAnd, kOr, kXor,
+  kWhere,   // ternary: in[0] ? in[1] : in[2]
+  kMulAdd,  // ternary: in[0] * in[1] + in[2] (an inference BatchNormalization)
+  // unary
+  kRelu, kSigmoid, kTanh, kSqrt, kExp, kLog, kNeg, kAbs, kErf, kReciprocal, kSoftplus,
+  kLeakyRelu, kClip, kNot, kFloor, kCeil, kElu, kHardSigmoid, kSign, kGelu, kGeluTanh,
+  kSelu, kSoftsign, kSwish, kMish,
+};
+
+// y[i] = func(in[0][i], ...) over `shape` (rank <= kMaxOnnxRank, dims the
+// host has merged where every operand allows). `integer`: the arithmetic is
+// int64 (integer and bool operands; comparisons of integers), else fp32.
+// alpha and beta: LeakyRelu, Elu, HardSigmoid, Swish, Selu (alpha, gamma)
+// and Clip (min, max).
+struct OnnxElementwiseArgs {
+  StridedOperand in[3];
+  void* out;
+  int64_t out_strides[kMaxOnnxRank];
+  int32_t out_type;
+  int32_t num_inputs;
+  int32_t func;
+  int32_t integer;
+  int32_t rank;
+  float alpha, beta;
+  int64_t shape[kMaxOnnxRank];
+  int64_t numel;
+};
+void LaunchOnnxElementwise(const OnnxElementwiseArgs& args, cudaStream_t stream);
+
+// Gather along an axis, data (contiguous) seen as [outer, len, inner bytes]:
+// y[o, i, :] = data[o, index[i], :] for the `count` indices, read through
+// `index` over `index_shape` (any int or float type, cast on load). An
+// index outside [-len, len) writes nothing and sets *bad.
+struct GatherArgs {
+  const void* data;
+  StridedOperand index;
+  int64_t index_shape[kMaxOnnxRank];
+  int32_t index_rank;
+  void* y;
+  int64_t outer, len, count, inner_bytes;
+  int* bad;
+};
+void LaunchOnnxGather(const GatherArgs& args, cudaStream_t stream);
+
+// GatherElements (contiguous operands): y[i] = data[i with index[i] on axis].
+// GatherND: indices [n, k] (batch_dims 0, flattened): y[j, :] = data[index[j]], slices of
+// slice_bytes. Out-of-range indices set *bad.
+struct GatherElementsArgs {
+  const void* data;
+  const void* index;
+  int32_t index64;
+  void* y;
+  int64_t shape[kMaxOnnxRank];       // the indices' (and output's) shape
+  int64_t data_strides[kMaxOnnxRank];  // elements
+  int32_t rank, axis;
+  int64_t axis_len, numel, elem_bytes;
+  int* bad;
+};
+void LaunchGatherElements(const GatherElementsArgs& args, cudaStream_t stream);
+struct GatherNdArgs {
+  const void* data;
+  const void* index;
+  int32_t index64;
+  void* y;
+  int64_t dims[kMaxOnnxRank];  // data's first k dims
+  int32_t k;
+  int64_t batches, per_batch, data_batch_bytes, slice_bytes;
+  int* bad;
+};
+void LaunchGatherNd(const GatherNdArgs& args, cudaStream_t stream);
+
+// CumSum along a line of `len` elements `stride` apart, for outer*inner lines.
+struct CumSumArgs {
+  const void* x;
+  void* y;
+  int32_t type;
+  int32_t exclusive, reverse;
+  int64_t outer, len, inner;
+};
+void LaunchCumSum(const CumSumArgs& args, cudaStream_t stream);
+
+// Pad (contiguous in and out, same type): y[i] = x[i - begin] inside,
+// else by mode: 0 constant (value), 1 edge, 2 reflect.
+struct PadArgs {
+  const void* x;
+  void* y;
+  int64_t in_shape[kMaxOnnxRank], out_shape[kMaxOnnxRank], begin[kMaxOnnxRank];
+  int32_t rank, mode, type;
+  double value;
+  int64_t numel;
+};
+void LaunchPad(const PadArgs& args, cudaStream_t stream);
+
+}  // namespace hfuse::cuda

@@ -1,0 +1,411 @@
+// The CUDA backend's view plan (view_plan.h): host code only.
+#include "view_plan.h"
+
+#include <algorithm>
+#include <numeric>
+#include <string_view>
+
+#include "cpu_onnx_ops.h"
+#include "hfuse/ir/analysis.h"
+#include "hfuse/ir/onnx_ops.h"
+#include "hfuse/passes/strided_views.h"
+#include "hfuse/support/checked.h"
+#include "hfuse/support/permute.h"
+
+namespace hfuse::cuda {
+namespace {
+
+const OnnxOpInfo* OnnxInfo(const Op& op) {
+  if (FamilyOf(op.type) != OpFamily::kOpaque || !op.attrs.onnx) return nullptr;
+  const OnnxNode& node = *op.attrs.onnx;
+  if (!node.domain.empty() && node.domain != "ai.onnx") return nullptr;
+  return FindOnnxOp(node.op_type);
+}
+
+// The node's input slot that op input `k` fills, or -1.
+int NodeSlotOf(const Op& op, size_t k) {
+  const OnnxNode& node = *op.attrs.onnx;
+  if (node.input_slots.empty()) return static_cast<int>(k);
+  for (size_t j = 0; j < node.input_slots.size(); ++j) {
+    if (node.input_slots[j] == static_cast<int32_t>(k)) return static_cast<int>(j);
+  }
+  return -1;
+}
+
+// The op input that fills node slot `slot`, or kNone.
+TensorId NodeInput(const Op& op, size_t slot) {
+  const OnnxNode& node = *op.attrs.onnx;
+  const int32_t s = node.input_slots.empty() ? static_cast<int32_t>(slot)
+                    : slot < node.input_slots.size() ? node.input_slots[slot]
+                                                     : kNone;
+  return s >= 0 && static_cast<size_t>(s) < op.inputs.size() ? op.inputs[static_cast<size_t>(s)] : kNone;
+}
+
+enum class ViewKind { kNone, kReshape, kTranspose, kSlice, kSplit, kExpand, kGather, kCast };
+
+ViewKind ViewKindOf(const Op& op) {
+  if (op.type == OpType::kReshape) return ViewKind::kReshape;
+  const OnnxOpInfo* info = OnnxInfo(op);
+  if (!info) return ViewKind::kNone;
+  if (info->cuda == "View") return op.outputs.size() == 1 ? ViewKind::kReshape : ViewKind::kNone;
+  const std::string_view t = info->name;
+  if (t == "Transpose") return ViewKind::kTranspose;
+  if (t == "Slice") return ViewKind::kSlice;
+  if (t == "Split") return ViewKind::kSplit;
+  if (t == "Expand") return ViewKind::kExpand;
+  if (t == "Gather") return ViewKind::kGather;
+  if (t == "Cast") return ViewKind::kCast;
+  return ViewKind::kNone;
+}
+
+struct Planner {
+  const Graph& g;
+  const DimValues& dims;
+  const PlanConstants& constants;
+  ViewPlan& plan;
+  std::vector<OpId> order;
+
+  const std::vector<int64_t>& Shape(TensorId t) const { return plan.shape[static_cast<size_t>(t)]; }
+  Layout Self(TensorId t) const {
+    return Layout{t, 0, RowMajorStrides(Shape(t)), g.tensor(t).dtype};
+  }
+  bool Known(TensorId t) const { return constants.values.count(t) != 0; }
+
+  std::vector<const HostTensor*> KnownInputs(const Op& op) const {
+    std::vector<const HostTensor*> known;
+    for (TensorId t : op.inputs) {
+      auto it = constants.values.find(t);
+      known.push_back(it == constants.values.end() ? nullptr : &it->second);
+    }
+    return known;
+  }
+
+  // Output k of `op` as a view of its data input's layout `in`.
+  std::optional<Layout> Derive(const Op& op, ViewKind kind, size_t k, const Layout& in,
+                               const std::vector<int64_t>& from) const {
+    const TensorId out = op.outputs[k];
+    const std::vector<int64_t>& to = Shape(out);
+    const OnnxNode* node = op.attrs.onnx.get();
+    Layout l = in;
+    switch (kind) {
+      case ViewKind::kReshape: return ReshapeLayout(in, from, to);
+      case ViewKind::kCast:
+        // One conversion on load: a Cast of a Cast is two.
+        if (in.root_dtype != g.tensor(op.inputs[0]).dtype) return std::nullopt;
+        return in;
+      case ViewKind::kTranspose: {
+        std::vector<int64_t> perm;
+        if (auto it = node->ints.find("perm"); it != node->ints.end()) perm = it->second;
+        if (perm.empty()) {
+          for (size_t d = from.size(); d-- > 0;) perm.push_back(static_cast<int64_t>(d));
+        }
+        if (!IsPermutation(perm, from.size()) || to.size() != from.size()) return std::nullopt;
+        for (size_t d = 0; d < perm.size(); ++d) l.strides[d] = in.strides[static_cast<size_t>(perm[d])];
+        return l;
+      }
+      case ViewKind::kExpand: {
+        if (from.size() > to.size()) return std::nullopt;
+        l.strides.assign(to.size(), 0);
+        for (size_t d = 0; d < from.size(); ++d) {
+          const size_t od = to.size() - from.size() + d;
+          if (from[d] != to[od] && from[d] != 1) return std::nullopt;
+          l.strides[od] = from[d] == to[od] ? in.strides[d] : 0;
+        }
+        return l;
+      }
+      case ViewKind::kSlice: {
+        const std::vector<const HostTensor*> known = KnownInputs(op);
+        auto ints = [&](size_t slot) { return cpu::KnownInts(*node, slot, known); };
+        const auto starts = ints(1), ends = ints(2);
+        std::optional<std::vector<int64_t>> axes = std::vector<int64_t>{}, steps = std::vector<int64_t>{};
+        if (NodeInput(op, 3) != kNone || (node->input_slots.size() > 3 && node->input_slots[3] <= -2)) axes = ints(3);
+        if (NodeInput(op, 4) != kNone || (node->input_slots.size() > 4 && node->input_slots[4] <= -2)) steps = ints(4);
+        if (!starts || !ends || !axes || !steps) return std::nullopt;
+        const auto r = cpu::SliceRanges(from, *starts, *ends, *axes, *steps);
+        if (!r || r->count != to) return std::nullopt;
+        for (size_t d = 0; d < from.size(); ++d) {
+          l.offset += r->first[d] * in.strides[d];
+          l.strides[d] = in.strides[d] * r->step[d];
+        }
+        return l;
+      }
+      case ViewKind::kSplit: {
+        auto it = node->ints.find("axis");
+        const int64_t a = it == node->ints.end() || it->second.empty() ? 0 : it->second[0];
+        const auto rank = static_cast<int64_t>(from.size());
+        if (a < -rank || a >= rank) return std::nullopt;
+        const auto axis = static_cast<size_t>(a < 0 ? a + rank : a);
+        int64_t start = 0;
+        for (size_t j = 0; j < k; ++j) start += Shape(op.outputs[j])[axis];
+        if (to.size() != from.size() || start + to[axis] > from[axis]) return std::nullopt;
+        l.offset += start * in.strides[axis];
+        return l;
+      }
+      case ViewKind::kGather: {
+        const std::vector<const HostTensor*> known = KnownInputs(op);
+        const auto idx = cpu::KnownInts(*node, 1, known);
+        const std::optional<cpu::AxisView> v = cpu::GatherView(*node, from);
+        const TensorId ind = NodeInput(op, 1);
+        const size_t index_rank = ind != kNone ? Shape(ind).size() : 0;
+        if (!idx || !v || idx->empty() || index_rank > 1) return std::nullopt;
+        auto it = node->ints.find("axis");
+        const int64_t a = it == node->ints.end() || it->second.empty() ? 0 : it->second[0];
+        const auto axis = static_cast<size_t>(a < 0 ? a + static_cast<int64_t>(from.size()) : a);
+        std::vector<int64_t> at = *idx;
+        for (int64_t& i : at) {
+          if (i < 0) i += from[axis];
+          if (i < 0 || i >= from[axis]) return std::nullopt;  // the kernel reports it
+        }
+        const int64_t step = at.size() > 1 ? at[1] - at[0] : 1;
+        for (size_t i = 1; i < at.size(); ++i) {
+          if (at[i] - at[i - 1] != step) return std::nullopt;
+        }
+        l.offset += at[0] * in.strides[axis];
+        l.strides.erase(l.strides.begin() + static_cast<ptrdiff_t>(axis));
+        if (index_rank == 1) {
+          l.strides.insert(l.strides.begin() + static_cast<ptrdiff_t>(axis), step * in.strides[axis]);
+        }
+        if (l.strides.size() != to.size()) return std::nullopt;
+        return l;
+      }
+      case ViewKind::kNone: break;
+    }
+    return std::nullopt;
+  }
+
+  bool Accepts(Reads reads, const Layout& l, TensorId t) const {
+    const bool own_type = l.root_dtype == g.tensor(t).dtype;
+    const std::vector<int64_t>& s = Shape(t);
+    switch (reads) {
+      case Reads::kAny: return true;
+      case Reads::kStrided: return own_type && s.size() <= 6;
+      case Reads::kRows: return own_type && RowStride(l, s).has_value();
+      case Reads::kMatrix: return own_type && AsMatrix(l, s).has_value();
+      case Reads::kContiguous: return own_type && IsRowMajor(l, s);
+    }
+    return false;
+  }
+
+  // One pass: layouts from the current materializations; true when every
+  // view is read where it can be.
+  bool Pass(std::vector<bool>& materialize) {
+    const size_t n = static_cast<size_t>(g.num_tensor_ids());
+    for (TensorId t = 0; t < static_cast<TensorId>(n); ++t) {
+      plan.layout[static_cast<size_t>(t)] = g.tensor(t).alive ? Self(t) : Layout{};
+      plan.as_view[static_cast<size_t>(t)].reset();
+    }
+    std::fill(plan.view_op.begin(), plan.view_op.end(), false);
+    for (OpId id : order) {
+      const Op& op = g.op(id);
+      if (op.elided || constants.folded[static_cast<size_t>(id)]) continue;
+      const ViewKind kind = ViewKindOf(op);
+      if (kind == ViewKind::kNone) continue;
+      const TensorId data = op.type == OpType::kReshape ? op.inputs[0] : NodeInput(op, 0);
+      if (data == kNone) continue;
+      bool all = true;
+      for (size_t k = 0; k < op.outputs.size(); ++k) {
+        std::optional<Layout> l = Derive(op, kind, k, plan.layout[static_cast<size_t>(data)], Shape(data));
+        if (!l) all = false;
+        plan.as_view[static_cast<size_t>(op.outputs[k])] = std::move(l);
+      }
+      if (!all || materialize[static_cast<size_t>(id)]) continue;
+      plan.view_op[static_cast<size_t>(id)] = true;
+      for (TensorId out : op.outputs) plan.layout[static_cast<size_t>(out)] = *plan.as_view[static_cast<size_t>(out)];
+    }
+    // The IR's own views (elide-split-concat): rows of their storage, which
+    // must itself be laid out row-major.
+    bool ok = true;
+    auto producer_view = [&](TensorId t) -> OpId {
+      const OpId p = g.tensor(t).producer;
+      return p != kNone && plan.view_op[static_cast<size_t>(p)] ? p : kNone;
+    };
+    auto reject = [&](TensorId t) {
+      const OpId p = producer_view(t);
+      HFUSE_CHECK(p != kNone);
+      materialize[static_cast<size_t>(p)] = true;
+      ok = false;
+    };
+    for (TensorId t = 0; t < static_cast<TensorId>(n); ++t) {
+      const Tensor& tensor = g.tensor(t);
+      if (!tensor.alive || tensor.storage == kNone) continue;
+      const Layout& s = plan.layout[static_cast<size_t>(tensor.storage)];
+      if (!IsRowMajor(s, Shape(tensor.storage)) || s.root_dtype != g.tensor(tensor.storage).dtype) {
+        reject(tensor.storage);
+        continue;
+      }
+      Layout l{s.root, s.offset + tensor.storage_offset, RowMajorStrides(Shape(t)), s.root_dtype};
+      const std::vector<int64_t>& shape = Shape(t);
+      if (shape.size() >= 2) {
+        int64_t stride = Shape(tensor.storage).back();
+        for (size_t d = shape.size() - 1; d-- > 0;) {
+          l.strides[d] = stride;
+          stride *= shape[d];
+        }
+      }
+      plan.layout[static_cast<size_t>(t)] = std::move(l);
+    }
+    if (!ok) return false;
+    for (OpId id : order) {
+      const Op& op = g.op(id);
+      if (op.elided || constants.folded[static_cast<size_t>(id)] || plan.view_op[static_cast<size_t>(id)]) continue;
+      for (size_t k = 0; k < op.inputs.size(); ++k) {
+        const TensorId t = op.inputs[k];
+        if (producer_view(t) == kNone) continue;
+        if (!Accepts(ReadsOf(op, k), plan.layout[static_cast<size_t>(t)], t)) reject(t);
+      }
+    }
+    // Graph outputs: contiguous views of an intermediate that a launch writes.
+    for (TensorId t : g.outputs()) {
+      if (producer_view(t) == kNone) continue;
+      const Layout& l = plan.layout[static_cast<size_t>(t)];
+      const Tensor& root = g.tensor(l.root);
+      if (!Accepts(Reads::kContiguous, l, t) || root.role != Role::kIntermediate || Known(l.root)) reject(t);
+    }
+    return ok;
+  }
+
+  void Run() {
+    const auto n = static_cast<size_t>(g.num_tensor_ids());
+    order = StableTopologicalOrder(g);
+    plan.layout.assign(n, {});
+    plan.as_view.assign(n, std::nullopt);
+    plan.shape.assign(n, {});
+    plan.constant.assign(n, false);
+    plan.view_op.assign(static_cast<size_t>(g.num_op_ids()), false);
+    plan.skip.assign(static_cast<size_t>(g.num_op_ids()), false);
+    for (TensorId t = 0; t < static_cast<TensorId>(n); ++t) {
+      if (g.tensor(t).alive) plan.shape[static_cast<size_t>(t)] = ConcreteShape(g.tensor(t).shape, dims);
+    }
+    // Each pass materializes at least one more op, so this ends.
+    std::vector<bool> materialize(static_cast<size_t>(g.num_op_ids()), false);
+    while (!Pass(materialize)) {
+    }
+    for (OpId id : order) {
+      const Op& op = g.op(id);
+      const auto i = static_cast<size_t>(id);
+      plan.skip[i] = op.elided || constants.folded[i] || plan.view_op[i];
+      plan.views += plan.view_op[i] ? 1 : 0;
+      if (plan.skip[i]) continue;
+      for (TensorId t : op.inputs) {
+        const TensorId root = plan.layout[static_cast<size_t>(t)].root;
+        if (root != kNone && Known(root) && g.tensor(root).role != Role::kParam) {
+          plan.constant[static_cast<size_t>(root)] = true;
+        }
+      }
+    }
+  }
+};
+
+}  // namespace
+
+Reads ReadsOf(const Op& op, size_t input) {
+  switch (FamilyOf(op.type)) {
+    case OpFamily::kGemm:
+    case OpFamily::kGroupGemm:
+    case OpFamily::kLayerNorm:
+    case OpFamily::kGroupLayerNorm: return ReadsStrided(op, input) ? Reads::kRows : Reads::kContiguous;
+    case OpFamily::kElementwise: return Reads::kStrided;
+    case OpFamily::kReshape: return Reads::kAny;
+    case OpFamily::kOpaque: break;
+    default: return Reads::kContiguous;
+  }
+  const OnnxOpInfo* info = OnnxInfo(op);
+  if (!info) return Reads::kContiguous;
+  const int slot = NodeSlotOf(op, input);
+  if (info->cuda == "Elementwise" || info->cuda == "View") return Reads::kAny;
+  if (info->cuda == "Copy") return info->name == "Pad" ? Reads::kContiguous : Reads::kAny;
+  if (info->cuda == "Gather") return slot == 1 ? Reads::kAny : Reads::kContiguous;
+  if (info->cuda == "MatMul") return Reads::kMatrix;
+  return Reads::kContiguous;
+}
+
+std::vector<int64_t> RowMajorStrides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;) s[d - 1] = s[d] * shape[d];
+  return s;
+}
+
+bool IsRowMajor(const Layout& l, const std::vector<int64_t>& shape) {
+  int64_t stride = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    if (shape[d] == 0) return true;
+    if (shape[d] != 1 && l.strides[d] != stride) return false;
+    stride *= shape[d];
+  }
+  return true;
+}
+
+std::optional<int64_t> RowStride(const Layout& l, const std::vector<int64_t>& shape) {
+  if (shape.empty()) return 1;
+  const size_t r = shape.size();
+  const int64_t cols = shape[r - 1];
+  if (cols != 1 && l.strides[r - 1] != 1) return std::nullopt;
+  // The leading dims must flatten to rows at one stride.
+  std::optional<int64_t> row;
+  int64_t expect = 0;
+  for (size_t d = r - 1; d-- > 0;) {
+    if (shape[d] == 1) continue;
+    if (!row) {
+      row = l.strides[d];
+      expect = l.strides[d] * shape[d];
+    } else {
+      if (l.strides[d] != expect) return std::nullopt;
+      expect *= shape[d];
+    }
+  }
+  const int64_t stride = row.value_or(std::max<int64_t>(cols, 1));
+  if (stride < cols) return std::nullopt;
+  return stride;
+}
+
+std::optional<MatrixView> AsMatrix(const Layout& l, const std::vector<int64_t>& shape) {
+  if (shape.size() < 2) return std::nullopt;
+  const size_t r = shape.size();
+  const int64_t rows = shape[r - 2], cols = shape[r - 1];
+  // A dim of one element has any stride: take the one that makes a plain matrix.
+  const int64_t sr = rows == 1 ? std::max<int64_t>(cols, 1) : l.strides[r - 2];
+  const int64_t sc = cols == 1 ? 1 : l.strides[r - 1];
+  if (sc == 1 && sr >= std::max<int64_t>(cols, 1)) return MatrixView{false, sr};
+  if (sr == 1 && sc >= std::max<int64_t>(rows, 1)) return MatrixView{true, sc};
+  return std::nullopt;
+}
+
+std::optional<Layout> ReshapeLayout(const Layout& in, const std::vector<int64_t>& from,
+                                    const std::vector<int64_t>& to) {
+  Layout out = in;
+  out.strides = RowMajorStrides(to);
+  if (IsRowMajor(in, from)) return out;
+  const std::optional<int64_t> numel = ElementCount(from);
+  if (!numel || *numel == 0 || from.empty() || to.empty()) return std::nullopt;
+  // Chunks of dims whose products match, each contiguous within itself.
+  int64_t view_d = static_cast<int64_t>(to.size()) - 1;
+  int64_t chunk_stride = in.strides.back();
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int64_t d = static_cast<int64_t>(from.size()) - 1; d >= 0; --d) {
+    tensor_numel *= from[static_cast<size_t>(d)];
+    if (d == 0 || (from[static_cast<size_t>(d - 1)] != 1 &&
+                   in.strides[static_cast<size_t>(d - 1)] != tensor_numel * chunk_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || to[static_cast<size_t>(view_d)] == 1)) {
+        out.strides[static_cast<size_t>(view_d)] = view_numel * chunk_stride;
+        view_numel *= to[static_cast<size_t>(view_d)];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return std::nullopt;
+      if (d > 0) {
+        chunk_stride = in.strides[static_cast<size_t>(d - 1)];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return out;
+}
+
+ViewPlan PlanViews(const Graph& graph, const DimValues& dims, const PlanConstants& constants) {
+  ViewPlan plan;
+  Planner{graph, dims, constants, plan, {}}.Run();
+  return plan;
+}
+
+}  // namespace hfuse::cuda

@@ -1,0 +1,94 @@
+// Views instead of copies: where each tensor's elements are, for one set
+// of bound dims, so that ops that only re-describe their input run as
+// nothing (the CUDA backend's plan; plain C++, tested on any machine by
+// tests/cuda/cuda_plan_test.cc).
+//
+// Every tensor gets a Layout: the tensor whose buffer holds its elements
+// (its root), an offset and a stride per dim, and the root's dtype (a Cast
+// read on load when it differs). Ops whose outputs are such re-descriptions
+// of an input become views:
+//
+//   Identity, Dropout, Reshape, Flatten, Squeeze, Unsqueeze, the IR's reshape
+//                     the same elements, strides recomputed where the
+//                     input's allow it (any contiguous input does)
+//   Transpose         strides permuted
+//   Slice             an offset, strides times the steps
+//   Split             one offset per output
+//   Expand            stride 0 on the broadcast dims
+//   Gather            of known indices in arithmetic progression (X[:, i]
+//                     or X[:, 3:7] as exporters write them): an offset and a stride
+//   Cast              the input read as another type (not a Cast of a Cast)
+//
+// A view is only kept where every reader can read it in place (ReadsOf:
+// the elementwise and copy kernels and a Gather's indices read any view,
+// a GEMM or LayerNorm rows with a stride, a batched MatMul matrices with
+// either unit stride, everything else contiguous tensors); a graph output
+// must be a contiguous view of an intermediate. Otherwise the op is
+// materialized: its planner copies the view (the same layout, read by the
+// copy kernel) into a buffer of its own. Tensors the plan computed once
+// (plan_constants.h) are roots of their own, uploaded at plan time.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "hfuse/exec/plan_constants.h"
+#include "hfuse/ir/graph.h"
+#include "hfuse/runtime/bound_dims.h"
+
+namespace hfuse::cuda {
+
+struct Layout {
+  TensorId root = kNone;          // kNone: no buffer (a dead tensor)
+  int64_t offset = 0;             // in elements of the root
+  std::vector<int64_t> strides;   // per dim of the tensor's shape, in elements
+  DType root_dtype = DType::kFloat32;
+};
+
+// How an op reads one of its inputs.
+enum class Reads : uint8_t {
+  kAny,         // any view, a Cast read in place too (the elementwise and copy kernels)
+  kStrided,     // any strides, the tensor's own dtype (the IR's elementwise kernel)
+  kRows,        // unit stride on the last dim, one stride between rows (GEMM A, LayerNorm X)
+  kMatrix,      // a batched MatMul operand: either matrix dim of unit stride
+  kContiguous,  // row-major, any offset
+};
+Reads ReadsOf(const Op& op, size_t input);
+
+struct ViewPlan {
+  std::vector<Layout> layout;          // per tensor id
+  std::vector<std::vector<int64_t>> shape;  // per tensor id, concrete
+  // Per tensor id: for an output of an op that could be a view, its layout
+  // as that view, whether or not the op was kept as one; a materialized op
+  // copies it.
+  std::vector<std::optional<Layout>> as_view;
+  std::vector<bool> view_op;   // per op id: its outputs are views: no launch
+  std::vector<bool> skip;      // per op id: no launch (a view, computed at plan time, or elided)
+  std::vector<bool> constant;  // per tensor id: computed at plan time and read by a launch
+  int64_t views = 0;           // ops that became views
+};
+
+ViewPlan PlanViews(const Graph& graph, const DimValues& dims, const PlanConstants& constants);
+
+// Row-major strides of a shape.
+std::vector<int64_t> RowMajorStrides(const std::vector<int64_t>& shape);
+// Whether `l` lays `shape` out row-major (dims of size 1 ignored), in its root's dtype or not.
+bool IsRowMajor(const Layout& l, const std::vector<int64_t>& shape);
+// The stride between rows (of the last dim) when `l` is rows of unit stride
+// at one stride apart (shape's leading dims flattened), else nothing.
+std::optional<int64_t> RowStride(const Layout& l, const std::vector<int64_t>& shape);
+// A batched MatMul operand's matrix (the last two dims) as BLAS reads it:
+// row-major with `ld` between rows, or transposed (column-major, `ld`
+// between columns); nothing when neither matrix dim has unit stride.
+struct MatrixView {
+  bool transposed = false;
+  int64_t ld = 0;
+};
+std::optional<MatrixView> AsMatrix(const Layout& l, const std::vector<int64_t>& shape);
+// The layout of `to` as a reshape of a tensor of shape `from` laid out as
+// `in`, where strides allow it (PyTorch's view rule).
+std::optional<Layout> ReshapeLayout(const Layout& in, const std::vector<int64_t>& from,
+                                    const std::vector<int64_t>& to);
+
+}  // namespace hfuse::cuda

@@ -1,0 +1,243 @@
+// Checks the CUDA backend's host-side plan of a model against the CPU
+// reference, tensor by tensor, on any machine (no GPU):
+//
+//   plan_check MODEL [--dim NAME=VALUE]... [--inputs IN.npz] [--seed S] [--verbose]
+//
+// The model is imported and fused as a CUDA session would (onnx-import,
+// then the gpu pipeline, hfuse rules, dims bound), and run on the CPU
+// executor keeping every tensor. Then:
+//
+//  1. every value the plan computes once (plan_constants.h) is the CPU's,
+//     byte for byte;
+//  2. every view of the view plan (view_plan.h), and every view a copy
+//     reads, gives the tensor's CPU values when read from its root through
+//     its layout (cast on load where the root's dtype differs);
+//  3. the memory plan (memory_plan.h) is replayed: the buffers are host
+//     memory, each launch writes its outputs' reference values into their
+//     places, and before each launch every input it reads, through its
+//     layout, must still hold its reference values: a buffer reused too
+//     early, or a view of a dead tensor, fails here.
+//
+// Prints one line of counts; exit 1 on the first mismatch, naming it.
+#include <fmt/format.h>
+
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "hfuse/exec/cpu_executor.h"
+#include "hfuse/exec/npz.h"
+#include "hfuse/exec/plan_constants.h"
+#include "hfuse/ir/analysis.h"
+#include "hfuse/session/session.h"
+#include "hfuse/support/error.h"
+#include "memory_plan.h"
+#include "view_plan.h"
+
+namespace hfuse {
+namespace {
+
+// Element i (row-major over `shape`) of a tensor laid out as `l` over the
+// root's bytes, as a value of `dtype`, written into out at i.
+void ReadThrough(const cuda::Layout& l, const std::vector<int64_t>& shape, const HostTensor& root_bytes,
+                 HostTensor& out) {
+  HostTensor root = root_bytes;
+  std::vector<int64_t> index(shape.size(), 0);
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    int64_t at = l.offset;
+    for (size_t d = 0; d < shape.size(); ++d) at += index[d] * l.strides[d];
+    if (IsFloat(out.dtype)) {
+      // Through the root's dtype, then this one's (a Cast read on load).
+      if (IsFloat(root.dtype)) {
+        out.Set(i, root.Get(at));
+      } else {
+        out.Set(i, static_cast<float>(root.GetInt(at)));
+      }
+    } else if (out.dtype == DType::kBool) {
+      out.SetInt(i, IsFloat(root.dtype) ? root.Get(at) != 0.0f : root.GetInt(at) != 0);
+    } else {
+      out.SetInt(i, root.GetInt(at));
+    }
+    for (size_t d = shape.size(); d-- > 0;) {
+      if (++index[d] < shape[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
+struct Checker {
+  const Graph& g;
+  const DimValues& dims;
+  std::vector<HostTensor>& ref;
+  int failures = 0;
+
+  void Fail(const std::string& what) {
+    if (failures++ < 10) fmt::print(stderr, "plan_check: {}\n", what);
+  }
+  bool Same(const HostTensor& a, const HostTensor& b) const {
+    return a.dtype == b.dtype && a.shape == b.shape && a.bytes == b.bytes;
+  }
+};
+
+int Main(int argc, char** argv) {
+  if (argc < 2) {
+    fmt::print(stderr, "usage: plan_check MODEL [--dim NAME=VALUE]... [--inputs IN.npz] [--seed S]\n");
+    return 2;
+  }
+  SessionOptions options;
+  options.device = Device::kCpu;
+  options.rules = RuleSet::kHfuse;
+  std::string inputs;
+  uint64_t seed = 1;
+  bool verbose = false;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--dim" && i + 1 < argc) {
+      const std::string spec = argv[++i];
+      const size_t eq = spec.find('=');
+      options.dims[spec.substr(0, eq)] = std::stoll(spec.substr(eq + 1));
+    } else if (a == "--inputs" && i + 1 < argc) {
+      inputs = argv[++i];
+    } else if (a == "--verbose") {
+      verbose = true;
+    } else if (a == "--seed" && i + 1 < argc) {
+      seed = std::stoull(argv[++i]);
+    } else {
+      fmt::print(stderr, "plan_check: unknown argument '{}'\n", a);
+      return 2;
+    }
+  }
+  const std::string model = argv[1];
+  options.passes = model.ends_with(".onnx") ? "onnx-import,gpu" : "gpu";
+  Session session = Session::FromFile(model, options);
+  const Graph& g = session.graph();
+  const DimValues dims = BindDims(g);
+  TensorMap feeds = RandomFeeds(g, dims, seed);
+  if (!inputs.empty()) {
+    for (auto& [name, value] : ReadNpz(inputs)) feeds[name] = std::move(value);
+  }
+  std::vector<HostTensor> ref = RunOnCpuKeepAll(g, feeds, dims);
+  Checker c{g, dims, ref};
+
+  // 1. The plan's constants.
+  const PlanConstants folded = FoldPlanConstants(g, dims);
+  for (const auto& [t, v] : folded.values) {
+    if (!c.Same(v, ref[static_cast<size_t>(t)])) c.Fail(fmt::format("constant '{}' differs from the CPU's", g.tensor(t).name));
+  }
+  // 2. Views.
+  const cuda::ViewPlan views = cuda::PlanViews(g, dims, folded);
+  int64_t checked_views = 0;
+  for (TensorId t = 0; t < g.num_tensor_ids(); ++t) {
+    if (!g.tensor(t).alive) continue;
+    const std::vector<int64_t>& shape = views.shape[static_cast<size_t>(t)];
+    for (const cuda::Layout* l : {&views.layout[static_cast<size_t>(t)],
+                                  views.as_view[static_cast<size_t>(t)] ? &*views.as_view[static_cast<size_t>(t)]
+                                                                        : nullptr}) {
+      if (!l || l->root == kNone || l->root == t) continue;
+      HostTensor got(g.tensor(t).dtype, shape);
+      ReadThrough(*l, shape, ref[static_cast<size_t>(l->root)], got);
+      ++checked_views;
+      if (!c.Same(got, ref[static_cast<size_t>(t)])) {
+        c.Fail(fmt::format("tensor '{}' read as a view of '{}' differs from the CPU's", g.tensor(t).name,
+                           g.tensor(l->root).name));
+      }
+    }
+  }
+  // 3. The memory plan, replayed on host buffers.
+  const cuda::MemoryPlan mem = cuda::PlanDeviceMemory(g, dims, &views);
+  std::map<char, std::vector<uint8_t>> buffers = {
+      {'i', std::vector<uint8_t>(static_cast<size_t>(mem.input_bytes))},
+      {'p', std::vector<uint8_t>(static_cast<size_t>(mem.param_bytes))},
+      {'o', std::vector<uint8_t>(static_cast<size_t>(mem.output_bytes))},
+      {'c', std::vector<uint8_t>(static_cast<size_t>(mem.constant_bytes))},
+      {'a', std::vector<uint8_t>(static_cast<size_t>(mem.arena_bytes), 0xFF)}};
+  auto bytes_of = [&](TensorId root) -> uint8_t* {
+    const char r = mem.region[static_cast<size_t>(root)];
+    HFUSE_CHECK(r != 0);
+    return buffers.at(r).data() + mem.offset[static_cast<size_t>(root)];
+  };
+  // A root's whole buffer as a tensor of its own shape.
+  auto root_value = [&](TensorId root) {
+    HostTensor v(g.tensor(root).dtype, views.shape[static_cast<size_t>(root)]);
+    std::memcpy(v.bytes.data(), bytes_of(root), v.bytes.size());
+    return v;
+  };
+  // Writes t's reference values through its layout.
+  auto write = [&](TensorId t) {
+    const cuda::Layout& l = views.layout[static_cast<size_t>(t)];
+    HostTensor root = root_value(l.root);
+    const std::vector<int64_t>& shape = views.shape[static_cast<size_t>(t)];
+    const HostTensor& v = ref[static_cast<size_t>(t)];
+    const int64_t esize = DTypeBytes(g.tensor(t).dtype);
+    HFUSE_CHECK(l.root_dtype == g.tensor(t).dtype);
+    std::vector<int64_t> index(shape.size(), 0);
+    for (int64_t i = 0; i < v.numel(); ++i) {
+      int64_t at = l.offset;
+      for (size_t d = 0; d < shape.size(); ++d) at += index[d] * l.strides[d];
+      std::memcpy(root.bytes.data() + at * esize, v.bytes.data() + i * esize, static_cast<size_t>(esize));
+      for (size_t d = shape.size(); d-- > 0;) {
+        if (++index[d] < shape[d]) break;
+        index[d] = 0;
+      }
+    }
+    std::memcpy(bytes_of(l.root), root.bytes.data(), root.bytes.size());
+  };
+  for (TensorId t = 0; t < g.num_tensor_ids(); ++t) {
+    const char r = mem.region[static_cast<size_t>(t)];
+    if (r == 'i' || r == 'p' || r == 'c') {
+      const HostTensor& v = r == 'c' ? folded.values.at(t) : ref[static_cast<size_t>(t)];
+      std::memcpy(bytes_of(t), v.bytes.data(), v.bytes.size());
+    }
+  }
+  int64_t launches = 0;
+  for (OpId id : mem.order) {
+    const Op& op = g.op(id);
+    if (verbose) {
+      const std::string type = FamilyOf(op.type) == OpFamily::kOpaque ? op.attrs.onnx->op_type
+                                                                     : std::string(OpTypeName(op.type));
+      const char* what = folded.folded[static_cast<size_t>(id)] ? "folded"
+                         : views.view_op[static_cast<size_t>(id)] ? "view"
+                         : op.elided                               ? "elided"
+                                                                   : "launch";
+      fmt::print("  {:8} {:20} {}\n", what, type, op.name);
+    }
+    if (views.skip[static_cast<size_t>(id)]) continue;
+    ++launches;
+    for (TensorId in : op.inputs) {
+      const cuda::Layout& l = views.layout[static_cast<size_t>(in)];
+      HostTensor got(g.tensor(in).dtype, views.shape[static_cast<size_t>(in)]);
+      ReadThrough(l, views.shape[static_cast<size_t>(in)], root_value(l.root), got);
+      if (!c.Same(got, ref[static_cast<size_t>(in)])) {
+        c.Fail(fmt::format("op '{}' reads '{}' (in '{}') after its buffer was overwritten", op.name,
+                           g.tensor(in).name, g.tensor(l.root).name));
+      }
+    }
+    for (TensorId out : op.outputs) {
+      if (views.layout[static_cast<size_t>(out)].root != kNone) write(out);
+    }
+  }
+  for (TensorId t : g.outputs()) {
+    const cuda::Layout& l = views.layout[static_cast<size_t>(t)];
+    HostTensor got(g.tensor(t).dtype, views.shape[static_cast<size_t>(t)]);
+    ReadThrough(l, views.shape[static_cast<size_t>(t)], root_value(l.root), got);
+    if (!c.Same(got, ref[static_cast<size_t>(t)])) c.Fail(fmt::format("graph output '{}' is wrong", g.tensor(t).name));
+    if (mem.region[static_cast<size_t>(l.root)] != 'o') c.Fail(fmt::format("graph output '{}' is outside the outputs", g.tensor(t).name));
+  }
+  fmt::print("{}: {} ops, {} launches, {} folded, {} views ({} checked), {} constant bytes, arena {} of {} bytes: {}\n",
+             model, g.LiveOps().size(), launches, folded.folded_ops, views.views, checked_views,
+             mem.constant_bytes, mem.arena_bytes, mem.tensor_bytes, c.failures ? "FAIL" : "ok");
+  return c.failures ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace hfuse
+
+int main(int argc, char** argv) {
+  try {
+    return hfuse::Main(argc, argv);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "plan_check: error: {}\n", e.what());
+    return 2;
+  }
+}
