@@ -293,6 +293,17 @@ struct Session::Impl {
     return *plans.emplace(dims, std::move(plan)).first->second;
   }
 
+  // A feed of a param the plan keeps no buffer for: its value was computed
+  // with (plan_constants.h) or is read by no launch. Feeding its own value
+  // again is harmless; feeding another one cannot take effect.
+  void CheckUnkept(const std::string& name, const HostTensor& value) const {
+    const Tensor& t = fused.tensor(feedable.at(name));
+    if (t.role == Role::kParam && t.data && *t.data == value.bytes) return;
+    ThrowInputError("'{}' is a param whose value the CUDA plan used when it was made (no launch reads it): "
+                    "a run cannot override it",
+                    name);
+  }
+
   void Execute(CudaPlan& plan) {
     if (options.cuda_graph) {
       plan.executor->RunGraph();
@@ -364,8 +375,12 @@ TensorMap Session::Run(const TensorMap& feeds, const std::vector<std::string>& o
     CudaExecutor& gpu = *plan.executor;
     auto stream = static_cast<cudaStream_t>(gpu.Stream());
     for (const auto& [name, t] : feeds) {
-      Impl::Check(cudaMemcpyAsync(gpu.TensorAddress(impl_->feedable.at(name)), t.bytes.data(),
-                                  t.bytes.size(), cudaMemcpyHostToDevice, stream),
+      void* into = gpu.TensorAddress(impl_->feedable.at(name));
+      if (!into) {
+        impl_->CheckUnkept(name, t);
+        continue;
+      }
+      Impl::Check(cudaMemcpyAsync(into, t.bytes.data(), t.bytes.size(), cudaMemcpyHostToDevice, stream),
                   "copying a feed to the device");
     }
     impl_->Execute(plan);
@@ -400,6 +415,13 @@ DeviceTensorMap Session::RunDevice(const DeviceTensorMap& feeds, void* stream) {
   Impl::Check(cudaStreamWaitEvent(own, plan.feeds_ready, 0), "waiting for the feeds");
   for (const auto& [name, t] : feeds) {
     void* into = gpu.TensorAddress(impl_->feedable.at(name));
+    if (!into) {
+      // A param the plan does not keep (its value was used at plan time):
+      // an override cannot reach it.
+      ThrowInputError("'{}' is a param whose value the CUDA plan used when it was made (no launch reads "
+                      "it): it cannot be fed on the device",
+                      name);
+    }
     if (into == t.data) continue;  // filled in place: nothing to copy
     const int64_t bytes = [&] {
       int64_t n = DTypeBytes(t.dtype);

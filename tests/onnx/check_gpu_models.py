@@ -308,22 +308,25 @@ def main():
                 if not f.endswith(".onnx"):
                     continue
                 name = f.split(".")[0]
-                label = f"{os.path.basename(os.path.normpath(d))}/{f}"
-                path = os.path.join(work, f"{os.path.basename(os.path.normpath(d))}_{f}")
-                subprocess.run([sys.executable, tool, "refill", os.path.join(d, f), path, "--seed", "5"],
-                               check=True, capture_output=True)
+                where = os.path.normpath(d).split(os.sep)[-2:]
+                label = "/".join(where + [f])
+                path = os.path.join(work, "_".join(where + [f]))
+                r = subprocess.run([sys.executable, tool, "refill", os.path.join(d, f), path, "--seed", "5"],
+                                   capture_output=True, text=True)
+                if r.returncode != 0:  # a model with its weights: as it is
+                    path = os.path.join(d, f)
                 info = os.path.join(d, f"{name}.json")
                 dim = dynamic_dim(path)
+                proto = onnx.load(path, load_external_data=False)
                 batches = (512,) if dim else (None,)
                 for batch in batches:
                     npz = os.path.join(work, "inputs.npz")
                     if dim:
-                        write_npz(npz, feeds_for(info, batch, seed=11))
+                        write_npz(npz, feeds_for(info, batch, seed=11, model=proto))
                         verify(path, label, "--dim", f"{dim}={batch}", "--inputs", npz)
                     else:
-                        m = onnx.load(path, load_external_data=False)
-                        fixed = m.graph.input[0].type.tensor_type.shape.dim[0].dim_value
-                        write_npz(npz, feeds_for(info, fixed, seed=11))
+                        fixed = proto.graph.input[0].type.tensor_type.shape.dim[0].dim_value
+                        write_npz(npz, feeds_for(info, fixed, seed=11, model=proto))
                         verify(path, label, "--inputs", npz)
                 if dim:  # the plan at batch 2048: no launch on the host
                     r = hfuse("run", path, "--device", "cuda", "--dim", f"{dim}=2048")

@@ -14,13 +14,18 @@ import json
 import numpy as np
 
 
-def feeds_for(json_path, batch, seed):
+def feeds_for(json_path, batch, seed, model=None):
+    """Feeds at `batch`; the other dims from `model` (an onnx.ModelProto) where given."""
     with open(json_path) as f:
         info = json.load(f)
+    dims = {}
+    if model is not None:
+        for vi in model.graph.input:
+            dims[vi.name] = [d.dim_value for d in vi.type.tensor_type.shape.dim][1:]
     rng = np.random.default_rng(seed)
     feeds = {}
     for i in info["inputs"]:
-        shape = [batch] + list(i["shape"][1:])
+        shape = [batch] + (dims[i["name"]] if i["name"] in dims else list(i["shape"][1:]))
         low, high = i.get("low", 0), i.get("high")
         if i["dtype"] == "int64":
             feeds[i["name"]] = rng.integers(low, high, size=shape, dtype=np.int64)

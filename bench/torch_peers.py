@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""PyTorch's times for the real models of the benchmark: the peers hfuse is measured against.
+
+    python3 bench/torch_peers.py OUT.json [--models rechub:MMOE,widedeep:TabMlp,...]
+                                 [--batches 512,2048] [--variants eager,eager_graph,...]
+                                 [--budget SECONDS] [--reps 200] [--warmup 20]
+
+Each model is built by the script that exported it (scripts/make_rechub_models.py,
+scripts/make_widedeep_models.py: the same module, the same layer sizes), in
+eval mode on the GPU in float32, fed the same kind of inputs (ids inside
+every vocabulary), and timed as PyTorch users run it, under torch.no_grad:
+
+  eager              the module called
+  eager_graph        eager, captured once and replayed from a CUDA graph
+  compile            torch.compile(mode="default")
+  compile_graph      that, replayed from a CUDA graph
+  autotune           torch.compile(mode="max-autotune-no-cudagraphs")
+  autotune_graph     that, replayed from a CUDA graph
+
+Method (bench/RESULTS.md): warm-up runs, then the median of `reps`
+CUDA-event-timed runs, in µs; TF32 off (PyTorch's default for float32
+matmuls, and what hfuse's cuBLAS calls compute). Compiling takes tens of
+seconds a model: `--budget` bounds the whole run, and variants not reached
+in it are recorded as "not run (budget)" rather than left out. Run it in the
+same device call as `hfuse bench` (bench/real_models.py does both). The
+libraries come along as wheels or folders on PYTHONPATH (tests/onnx/dynamo/README.md).
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+
+VARIANTS = ["eager", "eager_graph", "compile", "compile_graph", "autotune", "autotune_graph"]
+
+
+def median_us(fn, reps, warmup):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(reps):
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) * 1000.0)
+    return statistics.median(times)
+
+
+def graphed(fn):
+    """fn replayed from a CUDA graph (static inputs, as fn holds them)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
+def build(library, name):
+    """(module, make_inputs(batch) -> callable running the module on them)."""
+    if library == "rechub":
+        import make_rechub_models as rechub
+        names = list(rechub.MODELS)
+        torch.manual_seed(names.index(name))
+        model, features, _ = rechub.MODELS[name]()
+        rechub.refill(model, 1000 + names.index(name))
+        model = model.cuda().eval()
+
+        def inputs(batch):
+            feeds, _ = rechub.inputs_for(features, batch, 7)
+            feeds = {k: v.cuda() for k, v in feeds.items()}
+            return lambda m: m(feeds)
+        return model, inputs
+    import make_widedeep_models as widedeep
+    wd = widedeep.load_widedeep()
+    index = widedeep.MODELS.index(name)
+    torch.manual_seed(index)
+    model, wide = widedeep.build(name, wd)
+    widedeep.refill(model, 2000 + index)
+    module = widedeep.Exported(model, wide).cuda().eval()
+
+    def inputs(batch):
+        feeds, _ = widedeep.inputs_for(batch, wide, 7)
+        feeds = [f.cuda() for f in feeds]
+        return lambda m: m(*feeds)
+    return module, inputs
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("out")
+    ap.add_argument("--models", required=True, help="library:Name,... (library rechub or widedeep)")
+    ap.add_argument("--batches", default="512,2048")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--budget", type=float, default=1e9, help="seconds for the whole run")
+    ap.add_argument("--reps", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=20)
+    args = ap.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    deadline = time.monotonic() + args.budget
+    variants = args.variants.split(",")
+    results = {"torch": torch.__version__, "device": torch.cuda.get_device_name(), "models": {}}
+    for spec in args.models.split(","):
+        library, name = spec.split(":")
+        module, inputs = build(library, name)
+        compiled = {}
+        for batch in map(int, args.batches.split(",")):
+            call = inputs(batch)
+            row = {}
+            with torch.no_grad():
+                for v in variants:
+                    if v.startswith(("compile", "autotune")) and time.monotonic() > deadline:
+                        row[v] = "not run (budget)"
+                        continue
+                    try:
+                        mode = "max-autotune-no-cudagraphs" if v.startswith("autotune") else "default"
+                        if v.startswith(("compile", "autotune")) and mode not in compiled:
+                            compiled[mode] = torch.compile(module, mode=mode, dynamic=False)
+                        target = compiled[mode] if v.startswith(("compile", "autotune")) else module
+                        fn = lambda: call(target)  # noqa: E731
+                        if v.endswith("_graph"):
+                            fn = graphed(fn)
+                        row[v] = median_us(fn, args.reps, args.warmup)
+                    except Exception as e:  # a variant that fails is recorded, the rest still run
+                        row[v] = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+            results["models"][f"{library}:{name}@{batch}"] = row
+            print(f"{library}:{name} batch {batch}: "
+                  + ", ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()),
+                  flush=True)
+            with open(args.out, "w") as f:
+                json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
