@@ -26,7 +26,7 @@ import onnx
 here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.join(here, "..")
 sys.path.insert(0, os.path.join(root, "tests", "onnx"))
-from model_inputs import feeds_for, write_npz  # noqa: E402
+from model_inputs import dim_args, feeds_for, write_npz  # noqa: E402
 
 RECHUB = ["MMOE", "PLE", "ESMM", "AITM", "SharedBottom", "DeepFM", "WideDeep", "DCN", "DCNv2",
           "AutoInt", "FiBiNet", "DIN"]
@@ -36,14 +36,6 @@ ALL = [f"rechub:{m}" for m in RECHUB] + [f"widedeep:{m}" for m in WIDEDEEP]
 
 def model_dir(library):
     return os.path.join(root, "tests", "onnx", "dynamo" if library == "rechub" else "widedeep/dynamo")
-
-
-def dynamic_dim(model):
-    for i in model.graph.input:
-        for d in i.type.tensor_type.shape.dim:
-            if d.dim_param:
-                return d.dim_param
-    raise SystemExit("real_models: a dynamic-batch export has no named dim")
 
 
 def fmt(v):
@@ -73,12 +65,12 @@ def main():
         subprocess.run([sys.executable, os.path.join(root, "scripts", "onnx_skeleton.py"), "refill", src, path,
                         "--seed", "5"], check=True, capture_output=True)
         proto = onnx.load(path, load_external_data=False)
-        dim = dynamic_dim(proto)
         for batch in batches:
             npz = os.path.join(args.out_dir, "models", f"{library}_{name}_{batch}.npz")
-            write_npz(npz, feeds_for(os.path.join(model_dir(library), f"{name}.json"), batch, 11, proto))
+            feeds = feeds_for(os.path.join(model_dir(library), f"{name}.json"), batch, 11)
+            write_npz(npz, feeds)
             out = os.path.join(args.out_dir, f"hfuse_{library}_{name}_{batch}.json")
-            cmd = [args.hfuse, "bench", path, "--dim", f"{dim}={batch}", "--rules", "hfuse", "--inputs", npz,
+            cmd = [args.hfuse, "bench", path, *dim_args(proto, feeds), "--rules", "hfuse", "--inputs", npz,
                    "--json", out, "--reps", str(args.reps)]
             if spec in profile:
                 cmd.append("--profile")

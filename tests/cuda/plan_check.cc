@@ -21,6 +21,7 @@
 // Prints one line of counts; exit 1 on the first mismatch, naming it.
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
@@ -109,10 +110,10 @@ int Main(int argc, char** argv) {
     }
   }
   const std::string model = argv[1];
-  options.passes = model.ends_with(".onnx") ? "onnx-import,gpu" : "gpu";
+  options.passes = std::getenv("PLAN_PASSES") ? std::getenv("PLAN_PASSES") : model.ends_with(".onnx") ? "onnx-import,gpu" : "gpu";
   Session session = Session::FromFile(model, options);
   const Graph& g = session.graph();
-  const DimValues dims = BindDims(g);
+  const DimValues dims = BindDims(g, options.dims);
   TensorMap feeds = RandomFeeds(g, dims, seed);
   if (!inputs.empty()) {
     for (auto& [name, value] : ReadNpz(inputs)) feeds[name] = std::move(value);

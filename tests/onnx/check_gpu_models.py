@@ -36,7 +36,7 @@ import tempfile
 import onnx
 from onnx import TensorProto, helper
 
-from model_inputs import feeds_for, write_npz
+from model_inputs import dim_args, feeds_for, write_npz
 from onnx_checks import check, failures, hfuse, set_tool
 
 F, I64, I32, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.INT32, TensorProto.BOOL
@@ -318,18 +318,14 @@ def main():
                 info = os.path.join(d, f"{name}.json")
                 dim = dynamic_dim(path)
                 proto = onnx.load(path, load_external_data=False)
-                batches = (512,) if dim else (None,)
-                for batch in batches:
-                    npz = os.path.join(work, "inputs.npz")
-                    if dim:
-                        write_npz(npz, feeds_for(info, batch, seed=11, model=proto))
-                        verify(path, label, "--dim", f"{dim}={batch}", "--inputs", npz)
-                    else:
-                        fixed = proto.graph.input[0].type.tensor_type.shape.dim[0].dim_value
-                        write_npz(npz, feeds_for(info, fixed, seed=11, model=proto))
-                        verify(path, label, "--inputs", npz)
+                npz = os.path.join(work, "inputs.npz")
+                batch = 512 if dim else proto.graph.input[0].type.tensor_type.shape.dim[0].dim_value
+                feeds = feeds_for(info, batch, seed=11)
+                write_npz(npz, feeds)
+                verify(path, label, *dim_args(proto, feeds), "--inputs", npz)
                 if dim:  # the plan at batch 2048: no launch on the host
-                    r = hfuse("run", path, "--device", "cuda", "--dim", f"{dim}=2048")
+                    feeds = feeds_for(info, 2048, seed=11)
+                    r = hfuse("run", path, "--device", "cuda", *dim_args(proto, feeds))
                     plan = plan_of(r.stdout)
                     check(r.returncode == 0 and plan is not None and plan[1] == 0,
                           f"{label}: batch 2048: {plan[0] if plan else '?'} launches, "

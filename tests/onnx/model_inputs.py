@@ -14,18 +14,14 @@ import json
 import numpy as np
 
 
-def feeds_for(json_path, batch, seed, model=None):
-    """Feeds at `batch`; the other dims from `model` (an onnx.ModelProto) where given."""
+def feeds_for(json_path, batch, seed):
+    """Feeds at `batch`, the other dims as the export's (NAME.json)."""
     with open(json_path) as f:
         info = json.load(f)
-    dims = {}
-    if model is not None:
-        for vi in model.graph.input:
-            dims[vi.name] = [d.dim_value for d in vi.type.tensor_type.shape.dim][1:]
     rng = np.random.default_rng(seed)
     feeds = {}
     for i in info["inputs"]:
-        shape = [batch] + (dims[i["name"]] if i["name"] in dims else list(i["shape"][1:]))
+        shape = [batch] + list(i["shape"][1:])
         low, high = i.get("low", 0), i.get("high")
         if i["dtype"] == "int64":
             feeds[i["name"]] = rng.integers(low, high, size=shape, dtype=np.int64)
@@ -36,6 +32,19 @@ def feeds_for(json_path, batch, seed, model=None):
                 x[:, :k] = rng.integers(low, high, size=(batch, k)).astype(np.float32)
             feeds[i["name"]] = x
     return feeds
+
+
+def dim_args(model, feeds):
+    """`--dim NAME=VALUE` for every named dim of `model`'s inputs, as `feeds` have them
+    (a dynamic export names its batch, and some a sequence length too)."""
+    dims = {}
+    for vi in model.graph.input:
+        if vi.name not in feeds:
+            continue
+        for d, n in zip(vi.type.tensor_type.shape.dim, feeds[vi.name].shape):
+            if d.dim_param:
+                dims[d.dim_param] = n
+    return [a for name, n in sorted(dims.items()) for a in ("--dim", f"{name}={n}")]
 
 
 def write_npz(path, feeds):
