@@ -6,16 +6,26 @@
 #   bash scripts/device.sh [build|tests|bench|all|models]
 #
 # SHARED= the shared/ folder (default ../shared); BUILD= the build folder
-# (default build-device). The GPU machine reaches no package registry, so
-# CUTLASS's headers come from the nvidia-cutlass 4.2.0.0 wheel brought along
-# with the tree: CUTLASS_WHEEL= its path (default .whl/nvidia_cutlass-4.2.0.0-*.whl),
-# unpacked once into $BUILD/cutlass-wheel (a wheel is a zip: no pip needed).
-# Nor has it libonnx, protobuf or OpenBLAS: Debian's packages brought along in
-# .deb/ (scripts/fetch_device_debs.sh fetches them here) are unpacked into /
-# first, so that hfuse builds with its ONNX frontend and the CPU reference
-# with OpenBLAS, as here; without them the build goes on with neither.
+# (default build-device, relative or absolute); BIN= a folder holding an
+# hfuse and a cuda_executor_test built elsewhere for sm_90a (then nothing is
+# built). The GPU machine reaches no package registry:
+#   - CUTLASS's headers come from the nvidia-cutlass 4.2.0.0 wheel brought
+#     along with the tree: CUTLASS_WHEEL= its path (default
+#     .whl/nvidia_cutlass-4.2.0.0-*.whl), unpacked once into
+#     $BUILD/cutlass-wheel (a wheel is a zip: no pip needed);
+#   - libonnx and protobuf (and OpenBLAS), which its image lacks, are
+#     Debian's packages brought along in .deb/ (`apt-get download libonnx1
+#     libonnx-dev libonnxifi libprotobuf32 libprotobuf-dev
+#     libprotobuf-lite32` here), unpacked into / first, so that hfuse builds
+#     with its ONNX frontend; without them the build goes on without ONNX;
+#   - torch-rechub and pytorch-widedeep, for the models and PyTorch's
+#     times, are wheels in .whl/ (pip install --no-deps --target).
 # `models` exports the models that need PyTorch 2.11 (pytorch-widedeep's,
-# both exporters; its wheel in .whl/) into $OUT/models.tgz.
+# both exporters) into $OUT/models.tgz; `tests` runs the GPU tests (the
+# executor's gtest, check_gpu_models.py on every ONNX model, the rechub
+# models as the TorchScript exporter of this PyTorch writes them too);
+# `bench` the towers, the grouped-GEMM micro-benchmark and the real models
+# against PyTorch (bench/real_models.py), in this call.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -26,13 +36,20 @@ BUILD=${BUILD:-build-device}
 mkdir -p "$OUT" "$BUILD"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 start=$SECONDS
+export PYTHONUNBUFFERED=1
+
+# The Python packages brought along as wheels, for the models and the peers.
+if compgen -G ".whl/*.whl" >/dev/null; then
+  for w in .whl/torch_rechub-*.whl .whl/pytorch_widedeep-*.whl; do
+    [[ -f $w ]] && python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$w" 2>/dev/null
+  done
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
 
 if [[ $what == models ]]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/pytorch_widedeep-*.whl \
-    || { echo "device: cannot install pytorch-widedeep from .whl/"; exit 1; }
   status=0
   for e in dynamo torchscript; do
-    PYTHONPATH=/tmp/site python3 scripts/make_widedeep_models.py "$OUT/models/widedeep_$e" --exporter $e \
+    python3 scripts/make_widedeep_models.py "$OUT/models/widedeep_$e" --exporter $e \
       >"$OUT/models_$e.log" 2>&1 || status=1
     tail -8 "$OUT/models_$e.log"
   done
@@ -44,16 +61,6 @@ if [[ $what == models ]]; then
   echo "device: models exported in $((SECONDS - start)) s"
   exit $status
 fi
-
-cutlass_args=()
-if [[ -z ${CUTLASS_INCLUDE_DIR:-} ]]; then
-  wheel=${CUTLASS_WHEEL:-$(ls .whl/nvidia_cutlass-4.2.0.0-*.whl 2>/dev/null | head -1)}
-  if [[ -n $wheel && ! -f $BUILD/cutlass-wheel/cutlass_library/source/include/cutlass/cutlass.h ]]; then
-    python3 -m zipfile -e "$wheel" "$BUILD/cutlass-wheel" || { echo "device: cannot unpack $wheel"; exit 1; }
-  fi
-  CUTLASS_INCLUDE_DIR=$BUILD/cutlass-wheel/cutlass_library/source/include
-fi
-cutlass_args=(-DCUTLASS_INCLUDE_DIR="$CUTLASS_INCLUDE_DIR")
 
 have_debs=OFF
 if compgen -G ".deb/*.deb" >/dev/null; then
@@ -67,36 +74,64 @@ if compgen -G ".deb/*.deb" >/dev/null; then
   have_debs=ON
 fi
 
-cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DHFUSE_WERROR=ON -DHFUSE_CUDA=ON \
-  -DHFUSE_REQUIRE_BLAS=$have_debs -DHFUSE_REQUIRE_ONNX=$have_debs -DHFUSE_BUILD_BENCH=OFF \
-  -DCMAKE_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread -DHFUSE_SHARED_DIR="$SHARED" \
-  "${cutlass_args[@]}" >"$OUT/cmake.log" 2>&1 \
-  || { tail -30 "$OUT/cmake.log"; exit 1; }
-cmake --build "$BUILD" -j16 --target hfuse cuda_executor_test >"$OUT/build.log" 2>&1 \
-  || { grep -E "error" -A5 "$OUT/build.log" | head -60; exit 1; }
-echo "device: built in $((SECONDS - start)) s"
+if [[ -n ${BIN:-} ]]; then
+  HFUSE=$BIN/hfuse
+  GTEST=$BIN/cuda_executor_test
+  export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+else
+  HFUSE=$BUILD/hfuse
+  GTEST=$BUILD/tests/cuda_executor_test
+  if [[ -z ${CUTLASS_INCLUDE_DIR:-} ]]; then
+    wheel=${CUTLASS_WHEEL:-$(ls .whl/nvidia_cutlass-4.2.0.0-*.whl 2>/dev/null | head -1)}
+    if [[ -n $wheel && ! -f $BUILD/cutlass-wheel/cutlass_library/source/include/cutlass/cutlass.h ]]; then
+      python3 -m zipfile -e "$wheel" "$BUILD/cutlass-wheel" || { echo "device: cannot unpack $wheel"; exit 1; }
+    fi
+    CUTLASS_INCLUDE_DIR=$BUILD/cutlass-wheel/cutlass_library/source/include
+  fi
+  cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DHFUSE_WERROR=ON -DHFUSE_CUDA=ON \
+    -DHFUSE_REQUIRE_BLAS=$have_debs -DHFUSE_REQUIRE_ONNX=$have_debs -DHFUSE_BUILD_BENCH=OFF \
+    -DCMAKE_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread -DHFUSE_SHARED_DIR="$SHARED" \
+    -DCUTLASS_INCLUDE_DIR="$CUTLASS_INCLUDE_DIR" >"$OUT/cmake.log" 2>&1 \
+    || { tail -30 "$OUT/cmake.log"; exit 1; }
+  cmake --build "$BUILD" -j16 --target hfuse cuda_executor_test >"$OUT/build.log" 2>&1 \
+    || { grep -E "error" -A5 "$OUT/build.log" | head -60; exit 1; }
+  echo "device: built in $((SECONDS - start)) s"
+fi
 [[ $what == build ]] && exit 0
 
 status=0
 if [[ $what == tests || $what == all ]]; then
   t0=$SECONDS
-  (cd "$BUILD" && ctest -L gpu --output-on-failure --timeout 1200) >"$OUT/gpu_tests.log" 2>&1 || status=1
-  grep -E "tests passed|tests failed|Failed|\*\*\*" "$OUT/gpu_tests.log" | tail -20
-  grep -E -A6 "Failure$" "$OUT/gpu_tests.log" | head -80
+  "$GTEST" >"$OUT/gpu_tests.log" 2>&1 || status=1
+  grep -E "PASSED|FAILED" "$OUT/gpu_tests.log" | head -20
+  dirs=(tests/onnx/dynamo tests/onnx/widedeep/dynamo tests/onnx/widedeep/torchscript)
+  # torch-rechub's models as this PyTorch's TorchScript exporter writes them.
+  if python3 -c "import torch_rechub" 2>/dev/null; then
+    python3 scripts/make_rechub_models.py /tmp/rechub_torchscript --exporter torchscript --opset 17 \
+      >"$OUT/rechub_torchscript.log" 2>&1 && dirs+=(/tmp/rechub_torchscript)
+  fi
+  python3 tests/onnx/check_gpu_models.py "$HFUSE" "${dirs[@]}" >"$OUT/gpu_models.log" 2>&1 || status=1
+  echo "device: check_gpu_models: $(grep -c '^ok' "$OUT/gpu_models.log") ok, $(grep -c '^FAIL' "$OUT/gpu_models.log") failed"
+  grep '^FAIL' "$OUT/gpu_models.log" | cut -c1-300 | head -30
   echo "device: GPU tests took $((SECONDS - t0)) s"
 fi
 
 if [[ $what == bench || $what == all ]]; then
   t0=$SECONDS
   : >"$OUT/bench.log"
-  # The towers graphs: unfused, fused with the seed's rules and with hfuse's,
-  # and with each group GEMM path forced; the profile of each launch for the
-  # largest.
-  for g in "$SHARED"/bench/towers_*.json; do
-    profile=()
-    [[ $g == *towers_mixed_T64_M2048* || -n ${PROFILE:-} ]] && profile=(--profile)
-    "$BUILD"/hfuse bench "$g" "${profile[@]}" --gemm-paths --json "$OUT/$(basename "$g" .json).bench.json" >>"$OUT/bench.log" 2>&1 || status=1
-  done
+  if [[ -d $SHARED/bench ]]; then
+    # The towers graphs: unfused, fused with the seed's rules and with hfuse's,
+    # and with each group GEMM path forced; the profile of each launch for the
+    # largest.
+    for g in "$SHARED"/bench/towers_*.json; do
+      profile=()
+      [[ $g == *towers_mixed_T64_M2048* || -n ${PROFILE:-} ]] && profile=(--profile)
+      "$HFUSE" bench "$g" "${profile[@]}" --gemm-paths --json "$OUT/$(basename "$g" .json).bench.json" >>"$OUT/bench.log" 2>&1 || status=1
+    done
+    if [[ -f "$SHARED/bench/peer_torch.py" ]]; then
+      python3 "$SHARED/bench/peer_torch.py" "$OUT/peers_same_call.json" "$SHARED"/bench/towers_*.json --no-compile >"$OUT/peers.log" 2>&1 || status=1
+    fi
+  fi
   # The grouped-GEMM micro-benchmark, each group GEMM path forced as well
   # (cuBLAS grouped, CUTLASS at either tile: the measurement behind the tile rule).
   tmp=$(mktemp -d)
@@ -104,14 +139,15 @@ if [[ $what == bench || $what == all ]]; then
     python3 scripts/gen_gemm_group.py --members $t --rows 2048 --mixed -o "$tmp/mixed_$t.json"
     python3 scripts/gen_gemm_group.py --members $t --rows 2048 --mixed --op gemm_rcr_bias_relu -o "$tmp/relu_$t.json"
     python3 scripts/gen_gemm_group.py --members $t --rows 256 --k 128 --n 128 -o "$tmp/uniform_$t.json"
-    "$BUILD"/hfuse bench "$tmp/mixed_$t.json" --rules hfuse --gemm-paths --json "$OUT/gemm_mixed_T$t.bench.json" >>"$OUT/bench.log" 2>&1 || status=1
-    "$BUILD"/hfuse bench "$tmp/relu_$t.json" --rules hfuse --gemm-paths --json "$OUT/gemm_relu_T$t.bench.json" >>"$OUT/bench.log" 2>&1 || status=1
-    "$BUILD"/hfuse bench "$tmp/uniform_$t.json" --rules hfuse --grouped-too --json "$OUT/gemm_uniform_T$t.bench.json" >>"$OUT/bench.log" 2>&1 || status=1
+    "$HFUSE" bench "$tmp/mixed_$t.json" --rules hfuse --gemm-paths --json "$OUT/gemm_mixed_T$t.bench.json" >>"$OUT/bench.log" 2>&1 || status=1
+    "$HFUSE" bench "$tmp/relu_$t.json" --rules hfuse --gemm-paths --json "$OUT/gemm_relu_T$t.bench.json" >>"$OUT/bench.log" 2>&1 || status=1
+    "$HFUSE" bench "$tmp/uniform_$t.json" --rules hfuse --grouped-too --json "$OUT/gemm_uniform_T$t.bench.json" >>"$OUT/bench.log" 2>&1 || status=1
   done
-  if [[ -f "$SHARED/bench/peer_torch.py" ]]; then
-    python3 "$SHARED/bench/peer_torch.py" "$OUT/peers_same_call.json" "$SHARED"/bench/towers_*.json --no-compile >"$OUT/peers.log" 2>&1 || status=1
-  fi
   grep -v -E "^ +profile|GB/s" "$OUT/bench.log"; grep -E "GB/s" "$OUT/bench.log" | head -12
+  # The real models against PyTorch (eager, CUDA graph, torch.compile), same call.
+  python3 bench/real_models.py "$OUT/real" --hfuse "$HFUSE" \
+    --profile rechub:MMOE,rechub:DeepFM,rechub:FiBiNet,widedeep:SAINT >"$OUT/real_models.log" 2>&1 || status=1
+  tail -45 "$OUT/real_models.log"
   echo "device: benchmarks took $((SECONDS - t0)) s"
 fi
 # Everything in one file: the device tool brings back at most 8.
