@@ -228,51 +228,16 @@ void CudaExecutor::Impl::PlanLayerNorm(const Op& op) {
   });
 }
 
+// A split or concatenate that is not a view (strided_views.h): every part
+// copied in one launch. (DCNv2's 64 narrow part copies took 26.7 us each as
+// cudaMemcpy2DAsync, 8.0 as a kernel of their own, bench/RESULTS.md; now
+// all of one op's parts are one launch.)
 void CudaExecutor::Impl::PlanCopies(const Op& op) {
   const bool split = op.type == OpType::kSplit;
   const TensorId whole = split ? op.inputs[0] : op.outputs[0];
-  const std::vector<int64_t> shape = ConcreteShape(g.tensor(whole).shape, dims);
-  const auto rank = static_cast<int64_t>(shape.size());
+  const auto rank = static_cast<int64_t>(views.shape[static_cast<size_t>(whole)].size());
   const auto axis = static_cast<size_t>(op.attrs.dim < 0 ? op.attrs.dim + rank : op.attrs.dim);
-  int64_t outer = 1, inner = DTypeBytes(g.tensor(whole).dtype);
-  for (size_t d = 0; d < axis; ++d) outer *= shape[d];
-  for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
-  const std::vector<TensorId>& parts = split ? op.outputs : op.inputs;
-  const cuda::Place pw = PlaceOf(whole);
-  int64_t at = 0;
-  for (TensorId part : parts) {
-    const int64_t size = ConcreteShape(g.tensor(part).shape, dims)[axis];
-    const cuda::Place pp = PlaceOf(part);
-    const auto width = static_cast<size_t>(size * inner);
-    const auto whole_pitch = static_cast<size_t>(shape[axis] * inner);
-    char* whole_ptr = pw.base + at * inner;
-    char* part_ptr = pp.base;
-    const auto rows = static_cast<size_t>(outer);
-    // Rows narrower than 128 bytes (a stack along the last axis copies one
-    // element a row) go through a kernel: DCNv2's 64 such copies took 26.7
-    // us each as cudaMemcpy2DAsync, 8.0 as the kernel (batch 2048, H200;
-    // bench/RESULTS.md).
-    if (width > 0 && rows > 1 && width < 128) {
-      const auto w = static_cast<int64_t>(width), wp = static_cast<int64_t>(whole_pitch);
-      Add("copy rows kernel", [=](cudaStream_t s) {
-        if (split) {
-          cuda::LaunchCopyRows(whole_ptr, wp, part_ptr, w, w, static_cast<int64_t>(rows), s);
-        } else {
-          cuda::LaunchCopyRows(part_ptr, w, whole_ptr, wp, w, static_cast<int64_t>(rows), s);
-        }
-        HFUSE_LAUNCHED();
-      });
-    } else if (width > 0 && rows > 0) {
-      Add("copy 2D", [=](cudaStream_t s) {
-        if (split) {
-          HFUSE_CUDA(cudaMemcpy2DAsync(part_ptr, width, whole_ptr, whole_pitch, width, rows, cudaMemcpyDeviceToDevice, s));
-        } else {
-          HFUSE_CUDA(cudaMemcpy2DAsync(whole_ptr, whole_pitch, part_ptr, width, width, rows, cudaMemcpyDeviceToDevice, s));
-        }
-      });
-    }
-    at += size;
-  }
+  PlanPartCopies(split ? op.outputs : op.inputs, whole, axis, split, split ? "split kernel" : "concatenate kernel");
 }
 
 void CudaExecutor::Impl::PlanIrElementwise(const Op& op) {

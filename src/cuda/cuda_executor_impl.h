@@ -203,10 +203,21 @@ struct CudaExecutor::Impl {
   cuda::StridedOperand Operand(TensorId t, const std::vector<int64_t>& shape) const;
   cuda::StridedOperand Operand(TensorId t, const cuda::Layout& l, const std::vector<int64_t>& from,
                                const std::vector<int64_t>& shape) const;
-  // Copies `src` (a layout over `shape`) into `dst` (another, of dtype
-  // `dst_type`), converting; one launch of the elementwise kernel.
+  // The elementwise kernel's arguments that copy `src` (a layout over
+  // `shape`) into `dst` (another, of dtype `dst_type`), converting.
+  static cuda::OnnxElementwiseArgs CopyArgs(const cuda::StridedOperand& src, void* dst,
+                                            const std::vector<int64_t>& dst_strides, DType dst_type,
+                                            const std::vector<int64_t>& shape);
+  // Independent elementwise ops (copies of the parts of one op) in one launch.
+  void PlanBatch(std::vector<cuda::OnnxElementwiseArgs> ops, const std::string& what);
   void PlanStridedCopy(const cuda::StridedOperand& src, void* dst, const std::vector<int64_t>& dst_strides,
-                       DType dst_type, const std::vector<int64_t>& shape, const std::string& what);
+                       DType dst_type, const std::vector<int64_t>& shape, const std::string& what) {
+    PlanBatch({CopyArgs(src, dst, dst_strides, dst_type, shape)}, what);
+  }
+  // Concatenates `parts` into `whole` along `axis` (or splits `whole` into
+  // them): every part's copy in one launch.
+  void PlanPartCopies(const std::vector<TensorId>& parts, TensorId whole, size_t axis, bool split,
+                      const std::string& what);
 
   // ---- opaque ONNX ops (onnx_launches.cc) -----------------------------------------
 

@@ -246,17 +246,6 @@ unsigned GridFor(int64_t work, int threads) {
   return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65536 ? 65536 : blocks));
 }
 
-// One thread a word (4 bytes when every row and pointer allows, else a byte).
-template <typename Word>
-__global__ void CopyRowsKernel(const char* src, int64_t src_pitch, char* dst, int64_t dst_pitch,
-                               int64_t row_words, int64_t rows) {
-  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < rows * row_words;
-       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t r = e / row_words, w = e % row_words;
-    reinterpret_cast<Word*>(dst + r * dst_pitch)[w] = reinterpret_cast<const Word*>(src + r * src_pitch)[w];
-  }
-}
-
 // One thread an output element: its kept coordinates, then every
 // combination of the reduced ones (last dim fastest), accumulated in fp32.
 template <typename T>
@@ -371,22 +360,6 @@ void LaunchGroupEpilogue(int dtype, const EpilogueDesc* descs, const EpilogueTil
   if (dtype == 0) GroupEpilogueKernel<__half><<<grid, 256, 0, stream>>>(descs, tiles, a);
   if (dtype == 1) GroupEpilogueKernel<__nv_bfloat16><<<grid, 256, 0, stream>>>(descs, tiles, a);
   if (dtype == 2) GroupEpilogueKernel<float><<<grid, 256, 0, stream>>>(descs, tiles, a);
-}
-
-void LaunchCopyRows(const void* src, int64_t src_pitch, void* dst, int64_t dst_pitch, int64_t width,
-                    int64_t rows, cudaStream_t stream) {
-  if (width == 0 || rows == 0) return;
-  const bool words = width % 4 == 0 && src_pitch % 4 == 0 && dst_pitch % 4 == 0 &&
-                     reinterpret_cast<uintptr_t>(src) % 4 == 0 && reinterpret_cast<uintptr_t>(dst) % 4 == 0;
-  const int64_t row_words = words ? width / 4 : width;
-  const unsigned grid = GridFor(rows * row_words, 256);
-  const auto* s = static_cast<const char*>(src);
-  auto* d = static_cast<char*>(dst);
-  if (words) {
-    CopyRowsKernel<uint32_t><<<grid, 256, 0, stream>>>(s, src_pitch, d, dst_pitch, row_words, rows);
-  } else {
-    CopyRowsKernel<uint8_t><<<grid, 256, 0, stream>>>(s, src_pitch, d, dst_pitch, row_words, rows);
-  }
 }
 
 void LaunchReduce(int dtype, const ReduceArgs& args, cudaStream_t stream) {

@@ -82,12 +82,6 @@ struct ElementwiseArgs {
 };
 void LaunchElementwise(int dtype, const ElementwiseArgs& args, cudaStream_t stream);
 
-// `rows` rows of `width` bytes from src (rows `src_pitch` bytes apart) to dst
-// (`dst_pitch` apart): what a concatenate or split along a late axis copies
-// per part, rows too narrow for cudaMemcpy2DAsync to be fast.
-void LaunchCopyRows(const void* src, int64_t src_pitch, void* dst, int64_t dst_pitch, int64_t width,
-                    int64_t rows, cudaStream_t stream);
-
 enum ReduceKind : int32_t {
   kReduceSum, kReduceMean, kReduceMax, kReduceMin, kReduceProd, kReduceL1, kReduceL2, kReduceSumSquare
 };

@@ -169,26 +169,36 @@ unsigned GridFor(int64_t work, int threads) {
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < (n); \
        e += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
-__global__ void OnnxElementwiseKernel(OnnxElementwiseArgs a) {
-  HFUSE_GRID_STRIDE(e, a.numel) {
-    int64_t rest = e, out = 0;
-    int64_t off[3] = {0, 0, 0};
-    for (int d = a.rank - 1; d >= 0; --d) {
-      const int64_t i = rest % a.shape[d];
-      rest /= a.shape[d];
-      out += i * a.out_strides[d];
-      for (int k = 0; k < a.num_inputs; ++k) off[k] += i * a.in[k].strides[d];
-    }
-    if (a.integer) {
-      int64_t x[3] = {0, 0, 0};
-      for (int k = 0; k < a.num_inputs; ++k) x[k] = Read(a.in[k], off[k]).AsInt();
-      Store(a.out, out, a.out_type, {0.0f, IntFunc(a, x), true});
-    } else {
-      float x[3] = {0.0f, 0.0f, 0.0f};
-      for (int k = 0; k < a.num_inputs; ++k) x[k] = Read(a.in[k], off[k]).AsFloat();
-      Store(a.out, out, a.out_type, {FloatFunc(a, x), 0, false});
-    }
+__device__ __forceinline__ void ElementwiseAt(const OnnxElementwiseArgs& a, int64_t e) {
+  int64_t rest = e, out = 0;
+  int64_t off[3] = {0, 0, 0};
+  for (int d = a.rank - 1; d >= 0; --d) {
+    const int64_t i = rest % a.shape[d];
+    rest /= a.shape[d];
+    out += i * a.out_strides[d];
+    for (int k = 0; k < a.num_inputs; ++k) off[k] += i * a.in[k].strides[d];
   }
+  if (a.integer) {
+    int64_t x[3] = {0, 0, 0};
+    for (int k = 0; k < a.num_inputs; ++k) x[k] = Read(a.in[k], off[k]).AsInt();
+    Store(a.out, out, a.out_type, {0.0f, IntFunc(a, x), true});
+  } else {
+    float x[3] = {0.0f, 0.0f, 0.0f};
+    for (int k = 0; k < a.num_inputs; ++k) x[k] = Read(a.in[k], off[k]).AsFloat();
+    Store(a.out, out, a.out_type, {FloatFunc(a, x), 0, false});
+  }
+}
+
+__global__ void OnnxElementwiseKernel(OnnxElementwiseArgs a) {
+  HFUSE_GRID_STRIDE(e, a.numel) ElementwiseAt(a, e);
+}
+
+// One op of the batch per grid row (blockIdx.y), its elements over the row's blocks.
+__global__ void OnnxElementwiseBatchKernel(const OnnxElementwiseArgs* args) {
+  __shared__ OnnxElementwiseArgs a;
+  if (threadIdx.x == 0) a = args[blockIdx.y];
+  __syncthreads();
+  HFUSE_GRID_STRIDE(e, a.numel) ElementwiseAt(a, e);
 }
 
 // One thread a word of an output row (4 bytes when rows and pointers allow).
@@ -318,6 +328,13 @@ __global__ void PadKernel(PadArgs a) {
 void LaunchOnnxElementwise(const OnnxElementwiseArgs& args, cudaStream_t stream) {
   if (args.numel == 0) return;
   OnnxElementwiseKernel<<<GridFor(args.numel, 256), 256, 0, stream>>>(args);
+}
+
+void LaunchOnnxElementwiseBatch(const OnnxElementwiseArgs* args, int count, int64_t max_numel,
+                                cudaStream_t stream) {
+  if (count == 0 || max_numel == 0) return;
+  const dim3 grid(GridFor(max_numel, 256), static_cast<unsigned>(count));
+  OnnxElementwiseBatchKernel<<<grid, 256, 0, stream>>>(args);
 }
 
 void LaunchOnnxGather(const GatherArgs& a, cudaStream_t stream) {

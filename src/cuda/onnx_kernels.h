@@ -62,6 +62,11 @@ struct OnnxElementwiseArgs {
   int64_t numel;
 };
 void LaunchOnnxElementwise(const OnnxElementwiseArgs& args, cudaStream_t stream);
+// `count` independent elementwise ops in one launch (args: a device array
+// the host wrote at plan time; max_numel: the largest op's numel): the
+// parts of a concatenate or a split, copied together.
+void LaunchOnnxElementwiseBatch(const OnnxElementwiseArgs* args, int count, int64_t max_numel,
+                                cudaStream_t stream);
 
 // Gather along an axis, data (contiguous) seen as [outer, len, inner bytes]:
 // y[o, i, :] = data[o, index[i], :] for the `count` indices, read through

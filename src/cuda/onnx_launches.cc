@@ -155,9 +155,9 @@ std::optional<std::vector<float>> CudaExecutor::Impl::KnownFloats(const Op& op, 
   return out;
 }
 
-void CudaExecutor::Impl::PlanStridedCopy(const cuda::StridedOperand& src, void* dst,
-                                         const std::vector<int64_t>& dst_strides, DType dst_type,
-                                         const std::vector<int64_t>& shape, const std::string& what) {
+cuda::OnnxElementwiseArgs CudaExecutor::Impl::CopyArgs(const cuda::StridedOperand& src, void* dst,
+                                                        const std::vector<int64_t>& dst_strides, DType dst_type,
+                                                        const std::vector<int64_t>& shape) {
   cuda::OnnxElementwiseArgs a{};
   a.in[0] = src;
   a.num_inputs = 1;
@@ -172,33 +172,77 @@ void CudaExecutor::Impl::PlanStridedCopy(const cuda::StridedOperand& src, void* 
     a.out_strides[d] = dst_strides[d];
     a.numel *= shape[d];
   }
-  if (a.numel == 0) return;
-  Coalesce(a);
-  Add(what, [a](cudaStream_t s) {
-    cuda::LaunchOnnxElementwise(a, s);
+  return a;
+}
+
+void CudaExecutor::Impl::PlanBatch(std::vector<cuda::OnnxElementwiseArgs> ops, const std::string& what) {
+  std::erase_if(ops, [](const cuda::OnnxElementwiseArgs& a) { return a.numel == 0; });
+  if (ops.empty()) return;
+  for (cuda::OnnxElementwiseArgs& a : ops) Coalesce(a);
+  if (ops.size() == 1) {
+    const cuda::OnnxElementwiseArgs a = ops[0];
+    Add(what, [a](cudaStream_t s) {
+      cuda::LaunchOnnxElementwise(a, s);
+      HFUSE_LAUNCHED();
+    });
+    return;
+  }
+  int64_t max_numel = 0;
+  for (const cuda::OnnxElementwiseArgs& a : ops) max_numel = std::max(max_numel, a.numel);
+  const cuda::OnnxElementwiseArgs* args = Device(ops);
+  const int count = static_cast<int>(ops.size());
+  Add(fmt::format("{}, {} parts", what, count), [=](cudaStream_t s) {
+    cuda::LaunchOnnxElementwiseBatch(args, count, max_numel, s);
     HFUSE_LAUNCHED();
   });
 }
 
+void CudaExecutor::Impl::PlanPartCopies(const std::vector<TensorId>& parts, TensorId whole, size_t axis,
+                                        bool split, const std::string& what) {
+  const std::vector<int64_t>& ws = views.shape[static_cast<size_t>(whole)];
+  const cuda::Layout& wl = views.layout[static_cast<size_t>(whole)];
+  const DType dtype = g.tensor(whole).dtype;
+  std::vector<cuda::OnnxElementwiseArgs> ops;
+  int64_t at = 0;
+  for (TensorId part : parts) {
+    const std::vector<int64_t>& ps = views.shape[static_cast<size_t>(part)];
+    // The part's slab of the whole, as a layout over the part's shape.
+    cuda::Layout slab = wl;
+    slab.offset += at * wl.strides[axis];
+    if (split) {
+      ops.push_back(CopyArgs(Operand(part, slab, ps, ps), PlaceOf(part).base, cuda::RowMajorStrides(ps),
+                             g.tensor(part).dtype, ps));
+    } else {
+      const cuda::StridedOperand dst = Operand(whole, slab, ps, ps);
+      std::vector<int64_t> dst_strides(dst.strides, dst.strides + ps.size());
+      ops.push_back(CopyArgs(Operand(part, ps), const_cast<void*>(dst.ptr), dst_strides, dtype, ps));
+    }
+    at += ps[axis];
+  }
+  HFUSE_CHECK(at == ws[axis]);
+  PlanBatch(std::move(ops), what);
+}
+
 // A view op its readers could not read in place: each output's view, copied.
 void CudaExecutor::Impl::PlanViewCopy(const Op& op) {
+  std::vector<cuda::OnnxElementwiseArgs> copies;
   for (TensorId out : op.outputs) {
     const std::optional<cuda::Layout>& view = views.as_view[static_cast<size_t>(out)];
     const std::vector<int64_t>& shape = views.shape[static_cast<size_t>(out)];
     void* dst = PlaceOf(out).base;
     if (view) {
-      PlanStridedCopy(Operand(out, *view, shape, shape), dst, cuda::RowMajorStrides(shape),
-                      g.tensor(out).dtype, shape, "copy kernel");
+      copies.push_back(CopyArgs(Operand(out, *view, shape, shape), dst, cuda::RowMajorStrides(shape),
+                                g.tensor(out).dtype, shape));
     } else {
       // A reshape its input's strides do not allow as a view: the elements
       // in row-major order of the input's shape are the output's.
       const TensorId in = op.inputs[0];
       const std::vector<int64_t>& from = views.shape[static_cast<size_t>(in)];
       HFUSE_CHECK(Bytes(in) == Bytes(out));
-      PlanStridedCopy(Operand(in, from), dst, cuda::RowMajorStrides(from), g.tensor(out).dtype, from,
-                      "copy kernel");
+      copies.push_back(CopyArgs(Operand(in, from), dst, cuda::RowMajorStrides(from), g.tensor(out).dtype, from));
     }
   }
+  PlanBatch(std::move(copies), "copy kernel");
 }
 
 bool CudaExecutor::Impl::PlanOnnxView(const Op& op, std::string& why) {
@@ -260,9 +304,7 @@ bool CudaExecutor::Impl::PlanOnnxCopy(const Op& op, std::string& why) {
       why = "axis out of range";
       return false;
     }
-    const std::vector<int64_t> ystrides = cuda::RowMajorStrides(ys);
-    char* base = PlaceOf(y).base;
-    int64_t at = 0;
+    std::vector<TensorId> parts;
     const size_t slots = node.input_slots.empty() ? op.inputs.size() : node.input_slots.size();
     for (size_t slot = 0; slot < slots; ++slot) {
       const TensorId part = NodeInput(op, slot);
@@ -270,11 +312,9 @@ bool CudaExecutor::Impl::PlanOnnxCopy(const Op& op, std::string& why) {
         why = "an input is a constant the node keeps";
         return false;
       }
-      const std::vector<int64_t>& ps = views.shape[static_cast<size_t>(part)];
-      PlanStridedCopy(Operand(part, ps), base + at * ystrides[*axis] * DTypeBytes(g.tensor(y).dtype),
-                      ystrides, g.tensor(y).dtype, ps, "concat kernel");
-      at += ps[*axis];
+      parts.push_back(part);
     }
+    PlanPartCopies(parts, y, *axis, false, "concat kernel");
     return true;
   }
   if (type == "Pad") {
