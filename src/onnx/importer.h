@@ -64,7 +64,8 @@ class Importer {
   int32_t KeepConstant(OnnxNode& kept, const onnx::NodeProto& node, int slot);
   const Tensor& T(TensorId id) const { return g_.tensor(id); }
   bool HasElemType(const std::string& name) const;
-  bool HasMadeUpDim(const std::string& name) const;
+  // A dim of the value's type that ONNX's shape inference made up, or nothing.
+  std::optional<std::string> MadeUpDim(const std::string& name) const;
   bool OutputUsed(const onnx::NodeProto& node, int slot) const;
   void MarkLiveNodes();
 
@@ -110,6 +111,7 @@ class Importer {
   std::vector<bool> live_, folded_;
   std::unordered_map<std::string, SymValue> sym_;  // shape arithmetic's values
   std::set<std::string> graph_outputs_;
+  std::set<std::string> input_dims_;  // the dim names the graph's inputs declare
   onnx_util::NameSet names_, op_names_;
   int64_t unnamed_ = 0;
 };

@@ -60,6 +60,11 @@ OnnxModel Importer::Run() {
   }
   for (const auto& vi : graph.input()) {
     names_.Take(vi.name());
+    if (vi.type().has_tensor_type()) {
+      for (const auto& d : vi.type().tensor_type().shape().dim()) {
+        if (d.has_dim_param()) input_dims_.insert(d.dim_param());
+      }
+    }
     if (constants_.count(vi.name())) continue;  // an initializer: a param with a default
     Tensor t;
     t.name = vi.name();
@@ -360,16 +365,20 @@ void Importer::MarkLiveNodes() {
 }
 
 // A shape with a dim ONNX's shape inference made up ('unk__N').
-bool Importer::HasMadeUpDim(const std::string& name) const {
+std::optional<std::string> Importer::MadeUpDim(const std::string& name) const {
   auto it = types_.find(name);
   if (it == types_.end() || !it->second->has_tensor_type() ||
       !it->second->tensor_type().has_shape()) {
-    return false;
+    return std::nullopt;
   }
   for (const auto& d : it->second->tensor_type().shape().dim()) {
-    if (d.has_dim_param() && d.dim_param().starts_with("unk__")) return true;
+    // ONNX names its fresh dims 'unk__N' (ones the graph's inputs do not declare).
+    if (d.has_dim_param() && d.dim_param().starts_with("unk__") &&
+        !input_dims_.count(d.dim_param())) {
+      return d.dim_param();
+    }
   }
-  return false;
+  return std::nullopt;
 }
 
 bool Importer::HasElemType(const std::string& name) const {
@@ -866,14 +875,25 @@ void Importer::ImportOpaque(const NodeProto& node) {
     if (inferred && inferred->from_values && HasElemType(out)) {
       // Exact where ONNX names a derived dim afresh or leaves it unknown.
       op.outputs.push_back(NewValue(out, inferred->shape, ValueType(out, what)));
-    } else if (inferred && !inferred->from_values && HasMadeUpDim(out)) {
+      continue;
+    }
+    const std::optional<std::string> made_up = MadeUpDim(out);
+    if (inferred && !inferred->from_values && made_up) {
       op.outputs.push_back(NewValue(out, inferred->shape, inferred->dtype));
-    } else if (std::optional<Shape> shape = TryShapeOf(out); shape && HasElemType(out)) {
+    } else if (std::optional<Shape> shape = TryShapeOf(out);
+               shape && HasElemType(out) && !made_up) {
       op.outputs.push_back(NewValue(out, std::move(*shape), ValueType(out, what)));
     } else if (inferred && !inferred->from_values) {
       // ONNX's inference stopped here (a Squeeze without axes of a named
       // dim, say); hfuse's own takes over.
       op.outputs.push_back(NewValue(out, inferred->shape, inferred->dtype));
+    } else if (made_up) {
+      // A dim of its own naming would be bound on its own at run time, and
+      // the size the node computes would not be it.
+      Error(
+          "{} '{}' has a shape ONNX's shape inference cannot tell (it made up the dim '{}') and "
+          "hfuse cannot infer it: hfuse needs every dim static or named",
+          what, out, *made_up);
     } else {
       op.outputs.push_back(NewValue(out, ShapeOf(out, what), ValueType(out, what)));
     }

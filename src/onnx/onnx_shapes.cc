@@ -336,6 +336,71 @@ class ShapeRules {
     return Out(x->dtype, out);
   }
 
+  // [rank] (Shape-15's start and end cut it), int64: ONNX makes the length
+  // up when it lost its input's rank, where hfuse still knows it.
+  Result ShapeOf() {
+    const Tensor* x = X();
+    if (!x) return std::nullopt;
+    const auto rank = static_cast<int64_t>(x->shape.size());
+    int64_t start = IntAttr(node_, "start", 0), end = IntAttr(node_, "end", rank);
+    if (start < 0) start += rank;
+    if (end < 0) end += rank;
+    start = std::clamp<int64_t>(start, 0, rank);
+    end = std::clamp<int64_t>(end, start, rank);
+    return Out(DType::kInt64, {Dim::Static(end - start)});
+  }
+
+  // A scalar int64.
+  Result Scalar() { return Out(DType::kInt64, {}); }
+
+  // Slice-10 and later (starts, ends[, axes[, steps]] as inputs), each
+  // from its value where shape arithmetic knows it: what the TorchScript
+  // exporter writes for `chunk` and `split` (a static dim cut at
+  // Div(Add(d, 1), n) · k, which ONNX 1.12 does not propagate). A static
+  // dim is cut as ONNX says (negative bounds from the end, clamped, any
+  // step); a named dim only whole (0 to the end or past it, step 1, or the
+  // end to the start, step -1), since its size is not known here.
+  Result Slice() {
+    const Tensor* x = X();
+    if (!x || node_.input_size() < 3) return std::nullopt;
+    auto starts = in_.value(1), ends = in_.value(2);
+    if (!starts || !ends || starts->scalar || ends->scalar ||
+        starts->v.size() != ends->v.size()) {
+      return std::nullopt;
+    }
+    const size_t n = starts->v.size();
+    const auto rank = static_cast<int64_t>(x->shape.size());
+    std::vector<Dim> axes, steps(n, Dim::Static(1));
+    if (node_.input_size() > 3 && !node_.input(3).empty()) {
+      auto a = in_.value(3);
+      if (!a || a->v.size() != n) return std::nullopt;
+      axes = a->v;
+    } else {
+      for (size_t i = 0; i < n; ++i) axes.push_back(Dim::Static(static_cast<int64_t>(i)));
+    }
+    if (node_.input_size() > 4 && !node_.input(4).empty()) {
+      auto s = in_.value(4);
+      if (!s || s->v.size() != n) return std::nullopt;
+      steps = s->v;
+    }
+    Shape out = x->shape;
+    std::vector<bool> seen(x->shape.size(), false);
+    for (size_t i = 0; i < n; ++i) {
+      const Dim &a = axes[i], &b = starts->v[i], &e = ends->v[i], &s = steps[i];
+      if (!a.is_static() || !b.is_static() || !e.is_static() || !s.is_static() || s.value == 0 ||
+          a.value < -rank || a.value >= rank) {
+        return std::nullopt;
+      }
+      const auto axis = static_cast<size_t>(a.value < 0 ? a.value + rank : a.value);
+      if (seen[axis]) return std::nullopt;  // an axis named twice is invalid
+      seen[axis] = true;
+      const std::optional<Dim> d = SlicedDim(x->shape[axis], b.value, e.value, s.value);
+      if (!d) return std::nullopt;
+      out[axis] = *d;
+    }
+    return Out(x->dtype, std::move(out));
+  }
+
   // From the value of the shape operand: 0 copies the input's dim (unless
   // allowzero), -1 is what is left over (ReshapeTo).
   Result Reshape() {
@@ -408,6 +473,34 @@ class ShapeRules {
     std::vector<int64_t> axes = IntsAttr(node_, "axes");
     if (auto c = ConstantInts(1)) axes = *c;
     return axes;
+  }
+
+  // The length of dim `d` sliced [start, end) by `step` (ONNX's Slice).
+  static std::optional<Dim> SlicedDim(const Dim& d, int64_t start, int64_t end, int64_t step) {
+    if (!d.is_static()) {
+      // Dims are below 2^31: a bound past that is "to the end".
+      constexpr int64_t kPast = INT32_MAX;
+      if (step == 1 && start == 0 && end >= kPast) return d;
+      if (step == -1 && (start == -1 || start >= kPast) && end <= -kPast - 1) return d;
+      return std::nullopt;
+    }
+    const int64_t size = d.value;
+    if (size == 0) return Dim::Static(0);
+    // Clamp before any arithmetic, so that INT64_MIN and INT64_MAX bounds
+    // (PyTorch's "to the end") cannot overflow.
+    auto clamp = [&](int64_t v, int64_t lo, int64_t hi) {
+      if (v < 0) v = v < -size ? -size - 1 : v + size;  // from the end
+      return std::clamp(v, lo, hi);
+    };
+    int64_t length = 0;
+    if (step > 0) {
+      const int64_t b = clamp(start, 0, size), e = clamp(end, 0, size);
+      length = e > b ? (e - b + step - 1) / step : 0;
+    } else {
+      const int64_t b = clamp(start, 0, size - 1), e = clamp(end, -1, size - 1);
+      length = b > e ? (b - e + (-step) - 1) / (-step) : 0;
+    }
+    return Dim::Static(length);
   }
 
   Result Broadcasting(bool compare) {
