@@ -212,4 +212,31 @@ std::string OneLine(std::string_view message) {
   return line;
 }
 
+const onnx::AttributeProto* FindAttr(const onnx::NodeProto& node, std::string_view name) {
+  for (const onnx::AttributeProto& a : node.attribute()) {
+    if (a.name() == name) return &a;
+  }
+  return nullptr;
+}
+
+int64_t IntAttr(const onnx::NodeProto& node, std::string_view name, int64_t fallback) {
+  const onnx::AttributeProto* a = FindAttr(node, name);
+  return a && a->type() == onnx::AttributeProto::INT ? a->i() : fallback;
+}
+
+double FloatAttr(const onnx::NodeProto& node, std::string_view name, double fallback) {
+  const onnx::AttributeProto* a = FindAttr(node, name);
+  return a && a->type() == onnx::AttributeProto::FLOAT ? a->f() : fallback;
+}
+
+std::vector<int64_t> IntsAttr(const onnx::NodeProto& node, std::string_view name) {
+  const onnx::AttributeProto* a = FindAttr(node, name);
+  if (!a || a->type() != onnx::AttributeProto::INTS) return {};
+  return {a->ints().begin(), a->ints().end()};
+}
+
+bool IsDefaultDomain(const onnx::NodeProto& node) {
+  return node.domain().empty() || node.domain() == "ai.onnx";
+}
+
 }  // namespace hfuse::onnx_util

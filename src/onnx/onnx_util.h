@@ -1,7 +1,9 @@
 // What the ONNX importer and exporter share: element types, tensor data in
-// and out of TensorProto, the ai.hfuse domain's op types, and fresh names.
+// and out of TensorProto, a node's attributes, the ai.hfuse domain's op
+// types, fresh names, and input errors naming the model.
 #pragma once
 
+#include <fmt/format.h>
 #include <onnx/onnx_pb.h>
 
 #include <cstdint>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "hfuse/ir/graph.h"
+#include "hfuse/support/error.h"
 
 namespace hfuse::onnx_util {
 
@@ -60,5 +63,21 @@ class NameSet {
 
 // A message from ONNX (checker, shape inference) on one line.
 std::string OneLine(std::string_view message);
+
+// An input error "SOURCE: message", SOURCE naming the model.
+template <typename... Args>
+[[noreturn]] void Fail(const std::string& source, fmt::format_string<Args...> format,
+                       Args&&... args) {
+  ThrowInputError("{}: {}", source, fmt::format(format, std::forward<Args>(args)...));
+}
+
+// A node's attribute `name`, or null; its value as an int, float or ints
+// when it has that type, else `fallback` (nothing for ints).
+const onnx::AttributeProto* FindAttr(const onnx::NodeProto& node, std::string_view name);
+int64_t IntAttr(const onnx::NodeProto& node, std::string_view name, int64_t fallback);
+double FloatAttr(const onnx::NodeProto& node, std::string_view name, double fallback);
+std::vector<int64_t> IntsAttr(const onnx::NodeProto& node, std::string_view name);
+// The default ONNX domain ("" or "ai.onnx").
+bool IsDefaultDomain(const onnx::NodeProto& node);
 
 }  // namespace hfuse::onnx_util

@@ -505,6 +505,70 @@ TEST(OnnxImportTest, ReshapeMinusOneStandsForTheNamedDim) {
   EXPECT_THAT(OpNamed(model.graph, "r").attrs.shape, ElementsAre(-1, 32));
 }
 
+// A graph output whose dims the model leaves for inference to find (its rank stays).
+void ClearOutputShape(ModelBuilder& m, int output) {
+  auto* shape = m.model().mutable_graph()->mutable_output(output)->mutable_type()
+                    ->mutable_tensor_type()->mutable_shape();
+  for (auto& d : *shape->mutable_dim()) d.Clear();
+}
+
+// TorchScript's `q, k = x.chunk(2, -1)`: Slice bounds computed from the
+// shape, (d + 1) / 2 · {0, 1, 2}, which ONNX 1.12 does not propagate
+// through Div. hfuse's Slice rule cuts the static dim; the named batch is
+// sliced whole (to INT64_MAX), a step of -2 counts as ONNX does.
+TEST(OnnxImportTest, SliceBoundsFromShapeArithmeticGiveTheShape) {
+  ModelBuilder m;
+  m.Input("x", {std::string("N"), int64_t{5}, int64_t{64}});
+  m.Ints("last", {-1});
+  m.Ints("one", {1});
+  m.Ints("two", {2});
+  m.Ints("zero", {0});
+  m.Ints("to_end", {INT64_MAX});
+  m.Ints("back", {-2});
+  m.Ints("minus_big", {INT64_MIN});
+  m.Node("Shape", "shape", {"x"}, {"s"});
+  m.Node("Gather", "gather", {"s", "last"}, {"d"});
+  m.Node("Add", "add", {"d", "one"}, {"d1"});
+  m.Node("Div", "div", {"d1", "two"}, {"half"});
+  m.Node("Mul", "start", {"half", "one"}, {"b"});
+  m.Node("Mul", "end", {"half", "two"}, {"e"});
+  m.Node("Slice", "chunk1", {"x", "b", "e", "last"}, {"y"});
+  m.Node("Slice", "batch_whole", {"x", "zero", "to_end", "zero"}, {"w"});
+  m.Node("Slice", "reversed", {"x", "to_end", "minus_big", "last", "back"}, {"r"});
+  m.Output("y", {std::string("N"), int64_t{5}, int64_t{32}});
+  m.Output("w", {std::string("N"), int64_t{5}, int64_t{64}});
+  m.Output("r", {std::string("N"), int64_t{5}, int64_t{32}});
+  for (int o = 0; o < 3; ++o) ClearOutputShape(m, o);
+  OnnxModel model = m.Import();
+  auto shape = [&](const char* name) {
+    return ShapeString(model.graph, model.graph.tensor(*model.graph.FindTensor(name)).shape);
+  };
+  EXPECT_EQ(shape("y"), "[N, 5, 32]");
+  EXPECT_EQ(shape("w"), "[N, 5, 64]");
+  EXPECT_EQ(shape("r"), "[N, 5, 32]");
+  // The CPU executor agrees, at a bound batch.
+  const DimValues dims = BindDims(model.graph, {{"N", 3}});
+  const TensorMap out = RunOnCpu(model.graph, RandomFeeds(model.graph, dims, 1), dims);
+  EXPECT_THAT(out.at("y").shape, ElementsAre(3, 5, 32));
+  EXPECT_THAT(out.at("w").shape, ElementsAre(3, 5, 64));
+  EXPECT_THAT(out.at("r").shape, ElementsAre(3, 5, 32));
+}
+
+// A named dim cut at static bounds has no size hfuse can tell: one error
+// naming the node, as before the Slice rule.
+TEST(OnnxImportTest, SliceOfANamedDimAtStaticBoundsIsNamed) {
+  ModelBuilder m;
+  m.Input("x", {std::string("N"), int64_t{8}});
+  m.Ints("zero", {0});
+  m.Ints("two", {2});
+  m.Node("Slice", "head", {"x", "zero", "two", "zero"}, {"y"});
+  m.Output("y", {std::string("N"), int64_t{8}});
+  ClearOutputShape(m, 0);
+  const std::string error = ImportError(m.Bytes());
+  EXPECT_THAT(error, HasSubstr("output of Slice node 'head'"));
+  EXPECT_THAT(error, HasSubstr("cannot tell"));
+}
+
 TEST(OnnxImportTest, UnknownOperatorIsOpaqueAndKeepsItsNode) {
   ModelBuilder m;
   m.Input("x", {int64_t{2}, int64_t{8}});

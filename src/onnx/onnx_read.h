@@ -1,0 +1,25 @@
+// Reading an ONNX model up to the point where the importer's walk
+// (importer.h) can take it: the protobuf parsed, the default-domain opset
+// and IR version checked against what hfuse reads, external data read in
+// (inside the model's folder, exactly the bytes the dims need), every
+// constant tensor's data checked against its dims (ONNX 1.12 trusts them),
+// If nodes on a constant condition replaced by the branch they take, dims
+// an earlier shape inference made up forgotten, then ONNX 1.12's checker
+// and strict shape inference run (on the opset-17 copy of a newer model:
+// opset_compat.h, whose inferred types are read back).
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <string>
+#include <string_view>
+
+namespace hfuse::onnx_import {
+
+// The model, checked and with its value types inferred; throws InputError
+// ("SOURCE: ...") for anything it cannot read. `model_dir` is where
+// external data files are looked for.
+onnx::ModelProto ReadModel(std::string_view bytes, const std::string& source,
+                           const std::string& model_dir);
+
+}  // namespace hfuse::onnx_import

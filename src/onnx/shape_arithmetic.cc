@@ -1,0 +1,201 @@
+// The shape-arithmetic evaluator. See shape_arithmetic.h.
+#include "shape_arithmetic.h"
+
+#include <algorithm>
+#include <set>
+
+#include "onnx_util.h"
+
+namespace hfuse::onnx_import {
+
+using onnx::AttributeProto;
+using onnx::NodeProto;
+using onnx::TensorProto;
+using onnx_util::IntAttr;
+
+std::optional<SymValue> ConstantSym(const TensorProto& c) {
+  if (c.dims_size() > 1 || onnx_util::TensorNumel(c) > 64) return std::nullopt;
+  std::vector<int64_t> ints;
+  if (c.data_type() == TensorProto::BOOL) {
+    auto data = onnx_util::TensorData(c);
+    if (!data) return std::nullopt;
+    for (uint8_t b : *data) ints.push_back(b != 0);
+  } else if (auto v = onnx_util::TensorInts(c)) {
+    ints = *v;
+  } else {
+    return std::nullopt;
+  }
+  SymValue s;
+  s.scalar = c.dims_size() == 0;
+  for (int64_t i : ints) s.v.push_back(Dim::Static(i));
+  return s;
+}
+
+namespace {
+
+// [start, end) of a Shape node on a rank-`rank` input, clamped as ONNX does.
+std::pair<int64_t, int64_t> ShapeRange(const NodeProto& node, int64_t rank) {
+  int64_t start = IntAttr(node, "start", 0), end = IntAttr(node, "end", rank);
+  if (start < 0) start += rank;
+  if (end < 0) end += rank;
+  start = std::clamp<int64_t>(start, 0, rank);
+  end = std::clamp<int64_t>(end, start, rank);
+  return {start, end};
+}
+
+// Add, Sub, Mul, Div and Equal, element by element with numpy broadcasting
+// of a 1-element side.
+std::optional<SymValue> Arithmetic(const std::string& t, const SymValue& a, const SymValue& b) {
+  const size_t n = std::max(a.v.size(), b.v.size());
+  if ((a.v.size() != 1 && a.v.size() != n) || (b.v.size() != 1 && b.v.size() != n)) {
+    return std::nullopt;
+  }
+  SymValue out{{}, a.scalar && b.scalar};
+  for (size_t i = 0; i < n; ++i) {
+    const Dim& x = a.v[a.v.size() == 1 ? 0 : i];
+    const Dim& y = b.v[b.v.size() == 1 ? 0 : i];
+    if (x.is_static() && y.is_static()) {
+      const int64_t p = x.value, q = y.value;
+      if ((t == "Div") && q == 0) return std::nullopt;
+      out.v.push_back(Dim::Static(t == "Add"   ? p + q
+                                  : t == "Sub" ? p - q
+                                  : t == "Mul" ? p * q
+                                  : t == "Div" ? p / q
+                                               : p == q));
+    } else if (t == "Equal" && (x.is_static() ? x.value : y.value) < 1) {
+      out.v.push_back(Dim::Static(0));  // a named dim is at least 1
+    } else if (t == "Equal" && x == y) {
+      out.v.push_back(Dim::Static(1));
+    } else if (!y.is_static() || t == "Equal") {
+      if ((t == "Mul" || t == "Add") && x.is_static() && x.value == (t == "Mul" ? 1 : 0)) {
+        out.v.push_back(y);
+      } else {
+        return std::nullopt;
+      }
+    } else if ((t == "Mul" || t == "Div") ? y.value == 1 : y.value == 0) {
+      out.v.push_back(x);
+    } else {
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<SymValue> EvalShapeArithmetic(const NodeProto& node, const SymInputs& sym) {
+  const std::string& t = node.op_type();
+  auto in = [&](int i) {
+    return i < node.input_size() ? sym.value(node.input(i)) : std::nullopt;
+  };
+  if (t == "Shape") {
+    const std::optional<Shape> shape = sym.shape(node.input(0));
+    if (!shape) {
+      auto x = in(0);  // the shape of a shape value
+      if (!x) return std::nullopt;
+      return SymValue{x->scalar ? std::vector<Dim>{}
+                                : std::vector<Dim>{Dim::Static(static_cast<int64_t>(x->v.size()))},
+                      false};
+    }
+    const auto [start, end] = ShapeRange(node, static_cast<int64_t>(shape->size()));
+    return SymValue{{shape->begin() + start, shape->begin() + end}, false};
+  }
+  if (t == "Reshape") {  // a shape value to 1-D
+    auto x = in(0), target = in(1);
+    if (!x || !target || target->v.size() != 1) return std::nullopt;
+    return SymValue{x->v, false};
+  }
+  if (t == "Identity" || t == "Cast") {
+    if (t == "Cast") {
+      const int64_t to = IntAttr(node, "to", 0);
+      if (to != TensorProto::INT64 && to != TensorProto::INT32) return std::nullopt;
+    }
+    return in(0);
+  }
+  if (t == "Gather") {
+    auto data = in(0);
+    auto index = in(1);
+    if (!data || !index || data->scalar || IntAttr(node, "axis", 0) != 0) return std::nullopt;
+    SymValue out{{}, index->scalar};
+    const auto n = static_cast<int64_t>(data->v.size());
+    for (const Dim& i : index->v) {
+      if (!i.is_static()) return std::nullopt;
+      const int64_t at = i.value < 0 ? i.value + n : i.value;
+      if (at < 0 || at >= n) return std::nullopt;
+      out.v.push_back(data->v[static_cast<size_t>(at)]);
+    }
+    return out;
+  }
+  if (t == "Unsqueeze" || t == "Squeeze") {
+    auto x = in(0);
+    if (!x) return std::nullopt;
+    if (t == "Unsqueeze" && x->scalar) return SymValue{x->v, false};
+    if (t == "Squeeze" && !x->scalar && x->v.size() == 1) return SymValue{x->v, true};
+    return std::nullopt;
+  }
+  if (t == "Concat") {
+    SymValue out;
+    for (int i = 0; i < node.input_size(); ++i) {
+      auto x = in(i);
+      if (!x || x->scalar) return std::nullopt;
+      out.v.insert(out.v.end(), x->v.begin(), x->v.end());
+    }
+    return out;
+  }
+  if (t == "Slice") {
+    auto x = in(0), starts = in(1), ends = in(2);
+    if (!x || !starts || !ends || starts->v.size() != 1 || ends->v.size() != 1 ||
+        !starts->v[0].is_static() || !ends->v[0].is_static()) {
+      return std::nullopt;
+    }
+    if (node.input_size() > 4 && !node.input(4).empty()) {
+      auto steps = in(4);
+      if (!steps || steps->v.size() != 1 || !(steps->v[0] == Dim::Static(1))) return std::nullopt;
+    }
+    const auto n = static_cast<int64_t>(x->v.size());
+    int64_t b = starts->v[0].value, e = ends->v[0].value;
+    if (b < 0) b += n;
+    if (e < 0) e += n;
+    b = std::clamp<int64_t>(b, 0, n);
+    e = std::clamp<int64_t>(e, b, n);
+    return SymValue{{x->v.begin() + b, x->v.begin() + e}, false};
+  }
+  if (t == "ConstantOfShape") {
+    auto shape = in(0);
+    if (!shape || shape->v.size() != 1 || !shape->v[0].is_static() || shape->v[0].value > 64) {
+      return std::nullopt;
+    }
+    const AttributeProto* a = onnx_util::FindAttr(node, "value");
+    int64_t value = 0;
+    if (a) {
+      auto ints = onnx_util::TensorInts(a->t());
+      if (!ints || ints->empty()) return std::nullopt;
+      value = (*ints)[0];
+    }
+    return SymValue{std::vector<Dim>(static_cast<size_t>(shape->v[0].value), Dim::Static(value)),
+                    false};
+  }
+  if (t == "Where") {
+    auto c = in(0), a = in(1), b = in(2);
+    if (!c || !a || !b) return std::nullopt;
+    const size_t n = std::max({c->v.size(), a->v.size(), b->v.size()});
+    SymValue out{{}, c->scalar && a->scalar && b->scalar};
+    for (size_t i = 0; i < n; ++i) {
+      const Dim& ci = c->v[c->v.size() == 1 ? 0 : i];
+      if (!ci.is_static()) return std::nullopt;
+      const SymValue& pick = ci.value != 0 ? *a : *b;
+      if (pick.v.size() != 1 && pick.v.size() != n) return std::nullopt;
+      out.v.push_back(pick.v[pick.v.size() == 1 ? 0 : i]);
+    }
+    return out;
+  }
+  static const std::set<std::string> kArith = {"Add", "Sub", "Mul", "Div", "Equal"};
+  if (kArith.count(t)) {
+    auto a = in(0), b = in(1);
+    if (!a || !b) return std::nullopt;
+    return Arithmetic(t, *a, *b);
+  }
+  return std::nullopt;
+}
+
+}  // namespace hfuse::onnx_import
