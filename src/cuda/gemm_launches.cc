@@ -15,6 +15,10 @@
 #include "kernels.h"
 
 namespace hfuse {
+namespace {
+// Up to this many members without CUTLASS: one cuBLASLt call each (PlanGemm).
+constexpr size_t kLtMembersMax = 4;
+}  // namespace
 
 void CudaExecutor::Impl::PlanGemm(const Op& op) {
   const bool group = IsGroupGemm(op.type);
@@ -46,6 +50,18 @@ void CudaExecutor::Impl::PlanGemm(const Op& op) {
   }
   std::string why = !options.cutlass ? "CUTLASS off" : alpha != 1.0f ? "alpha is not 1" : "";
   if (why.empty() && PlanCutlassGemm(ms, dtype, act, why)) return;
+  // A few members CUTLASS cannot take (float32, say) run one cuBLASLt call
+  // each where its epilogue does all (bias, ReLU; a sigmoid would cost a
+  // kernel a member): cublasGemmGroupedBatchedEx plus
+  // the epilogue kernel took 59 us for DeepFM's two float32 members where
+  // the two calls unfused took less (bench/RESULTS.md, 2026-12-01), and a
+  // group of this size saves at most that many launches.
+  const bool lt_epilogue = act == cuda::kNoActivation || act == static_cast<int>(EwFunc::kRelu);
+  if (options.cutlass && options.gemm_kernel == GemmKernelChoice::kRule && ms.size() <= kLtMembersMax &&
+      lt_epilogue) {
+    for (const cuda::DeviceGemm& m : ms) PlanLtGemm({m}, dtype, alpha, act);
+    return;
+  }
   PlanGroupedGemm(ms, dtype, alpha, act, why);
 }
 
