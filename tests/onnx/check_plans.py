@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The CUDA backend's plan of every test model, checked on the CPU (no GPU).
 
-    check_plans.py PLAN_CHECK MODEL_DIR...
+    check_plans.py PLAN_CHECK HFUSE MODEL_DIR...
 
 PLAN_CHECK is tests/cuda/plan_check.cc's binary: it fuses a model as a CUDA
 session does, runs it on the CPU keeping every tensor, and checks the plan
@@ -12,7 +12,10 @@ that another one has overwritten. Run here on each kernel form's model of
 check_gpu_models.py (the same models the GPU test verifies) and on every
 model of each MODEL_DIR (weights refilled), each at several values of its
 dynamic dims, so that a shape subgraph folds to the CPU's constants for
-each of them.
+each of them. Also `hfuse check` on each kernel form's model names no
+operator that would run on the host, and on a model with an operator
+onnx_ops.def runs on the host (a three-operand Einsum) names exactly it,
+and `hfuse --list-ops` lists every operator.
 """
 import os
 import subprocess
@@ -23,7 +26,9 @@ import onnx
 
 from check_gpu_models import dynamic_dim, op_models
 from model_inputs import dim_args, feeds_for, write_npz
-from onnx_checks import check, failures
+from onnx import TensorProto, helper
+
+from onnx_checks import check, failures, hfuse, set_tool
 
 
 def plan_check(tool, path, label, *args):
@@ -33,13 +38,35 @@ def plan_check(tool, path, label, *args):
           f"{label} {' '.join(a for a in args if not a.endswith('.npz'))}: {out} {r.stderr.strip()}")
 
 
+def check_host_lines(path, label, want):
+    r = hfuse("check", path)
+    host = [line.strip() for line in r.stdout.splitlines() if "on the host" in line]
+    check(r.returncode == 0 and host == want, f"{label}: hfuse check names {host}, want {want}")
+
+
 def main():
-    tool, dirs = sys.argv[1], sys.argv[2:]
+    tool, dirs = sys.argv[1], sys.argv[3:]
+    set_tool(sys.argv[2])
+    r = hfuse("--list-ops")
+    listed = [line.split()[0] for line in r.stdout.splitlines()[1:] if line and not line.startswith("Any ")]
+    for op in ("Slice", "Cast", "Transpose", "Einsum", "GatherND", "CumSum", "Conv", "BatchNormalization"):
+        check(r.returncode == 0 and op in listed, f"--list-ops lists {op}")
     skeleton = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "onnx_skeleton.py")
     with tempfile.TemporaryDirectory() as work:
+        einsum3 = helper.make_model(helper.make_graph(
+            [helper.make_node("Einsum", ["a", "b", "c"], ["y"], equation="i,j,k->ijk", name="outer3")], "e",
+            [helper.make_tensor_value_info(n, TensorProto.FLOAT, [3]) for n in "abc"],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 3, 3])]),
+            opset_imports=[helper.make_opsetid("", 18)])
+        einsum3.ir_version = 8
+        path = os.path.join(work, "einsum3.onnx")
+        onnx.save(einsum3, path)
+        check_host_lines(path, "einsum3", ["on the host under --device cuda: Einsum (1: outer3)"])
+        plan_check(tool, path, "einsum3")
         for name, m in op_models():
             path = os.path.join(work, f"{name}.onnx")
             onnx.save(m, path)
+            check_host_lines(path, name, [])
             if dynamic_dim(path):
                 for n in (1, 37):
                     plan_check(tool, path, name, "--dim", f"N={n}")
