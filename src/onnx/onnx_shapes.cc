@@ -430,6 +430,26 @@ class ShapeRules {
     return FromValues(x->dtype, std::move(a));
   }
 
+  // Range(start, limit, delta): ceil((limit - start) / delta) elements of
+  // start's type, where the values are known: static ones, or a named dim
+  // counted from 0 by 1 (torch.arange(x.size(0)) over a dynamic batch).
+  Result Range() {
+    const OnnxNode::Value* kept = KeptConstant(0);
+    if (!X() && !kept) return std::nullopt;
+    const DType dtype = X() ? X()->dtype : kept->dtype;
+    auto a = in_.value(0), b = in_.value(1), c = in_.value(2);
+    if (!a || !b || !c || a->v.size() != 1 || b->v.size() != 1 || c->v.size() != 1) return std::nullopt;
+    const Dim &lo = a->v[0], &hi = b->v[0], &step = c->v[0];
+    if (!lo.is_static() || !step.is_static() || step.value == 0) return std::nullopt;
+    if (!hi.is_static()) {
+      if (lo.value != 0 || step.value != 1) return std::nullopt;
+      return Out(dtype, {hi});
+    }
+    const int64_t span = hi.value - lo.value;
+    const int64_t n = std::max<int64_t>((span + step.value + (step.value > 0 ? -1 : 1)) / step.value, 0);
+    return Out(dtype, {Dim::Static(n)});
+  }
+
   // The value of the shape operand; the element type of the `value`
   // attribute (float32 without one).
   Result ConstantOfShape() {
