@@ -28,6 +28,7 @@
 #if HFUSE_HAVE_CUDA
 #include "bench_command.h"
 #endif
+#include "hfuse/exec/plan_constants.h"
 #include "hfuse/io/graph_json.h"
 #include "hfuse/ir/graph.h"
 #include "hfuse/ir/onnx_ops.h"
@@ -242,10 +243,13 @@ int RunCheck(const std::string& input) {
   PassOptions options;
   options.fuse_group_ops.rules = RuleSet::kHfuse;
   RunPasses(planned, PassFlags{}, DevicePipeline(model.format, Target::kGpu), options);
+  // What a plan computes once (at the dims' defaults: whether an op folds
+  // does not depend on their values) never runs, on the host or anywhere.
+  const PlanConstants folded = FoldPlanConstants(planned, BindDims(planned));
   std::map<std::string, std::vector<std::string>> host;
   for (OpId id : planned.LiveOps()) {
     const Op& op = planned.op(id);
-    if (FamilyOf(op.type) != OpFamily::kOpaque || !op.attrs.onnx) continue;
+    if (FamilyOf(op.type) != OpFamily::kOpaque || !op.attrs.onnx || folded.folded[static_cast<size_t>(id)]) continue;
     const OnnxNode& node = *op.attrs.onnx;
     const bool standard = node.domain.empty() || node.domain == "ai.onnx";
     const OnnxOpInfo* info = standard ? FindOnnxOp(node.op_type) : nullptr;
