@@ -174,7 +174,7 @@ bool Importer::FoldShapeArithmetic(const NodeProto& node) {
   if (auto it = types_.find(out); it != types_.end() && it->second->has_tensor_type()) {
     elem = it->second->tensor_type().elem_type();
   }
-  if (node.op_type() == "Equal") elem = TensorProto::BOOL;
+  if (IsLogicOp(node.op_type())) elem = TensorProto::BOOL;
   std::vector<int64_t> dims;
   if (!value->scalar) dims.push_back(static_cast<int64_t>(value->v.size()));
   TensorProto t;

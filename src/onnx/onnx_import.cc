@@ -830,7 +830,8 @@ void Importer::ImportOpaque(const NodeProto& node) {
     if (node.op_type() == "If") {
       Error(
           "If node '{}': its condition '{}' is computed at run time; hfuse folds an If only "
-          "when its condition is a constant (control flow is not supported)",
+          "when its condition is a constant or follows from static shapes (control flow is "
+          "not supported)",
           node.name(), node.input_size() > 0 ? node.input(0) : "");
     }
     Error("node '{}' ({}) has subgraphs; control flow is not supported", node.name(),

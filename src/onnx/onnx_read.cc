@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <vector>
 
 #include "hfuse/onnx/onnx_import.h"
 #include "hfuse/support/checked.h"
@@ -17,6 +18,7 @@
 #include "hfuse/support/file.h"
 #include "onnx_util.h"
 #include "opset_compat.h"
+#include "shape_arithmetic.h"
 
 namespace hfuse::onnx_import {
 namespace {
@@ -137,22 +139,78 @@ void CheckConstantData(const onnx::GraphProto& graph, const std::string& source,
   }
 }
 
+// Replaces If node `at` by the nodes of the branch it takes, its outputs
+// renamed to the If's through Identity nodes (which the importer folds).
+// Names local to the branch that the graph already uses are renamed.
+void InlineIf(ModelProto& model, int at, bool take_then, const std::string& source) {
+  onnx::GraphProto& g = *model.mutable_graph();
+  onnx_util::NameSet names;
+  for (const auto& vi : g.input()) names.Take(vi.name());
+  for (const TensorProto& t : g.initializer()) names.Take(t.name());
+  for (const NodeProto& n : g.node()) {
+    for (const std::string& o : n.output()) names.Take(o);
+  }
+  const NodeProto node = g.node(at);
+  const AttributeProto* branch = FindAttr(node, take_then ? "then_branch" : "else_branch");
+  if (!branch || !branch->has_g() || branch->g().output_size() != node.output_size()) {
+    Fail(source, "If node '{}': its {} does not give its {} outputs", node.name(),
+         take_then ? "then_branch" : "else_branch", node.output_size());
+  }
+  onnx::GraphProto body = branch->g();
+  // Branch-local names the graph uses already get fresh ones.
+  std::map<std::string, std::string> rename;
+  auto local = [&](const std::string& name) {
+    if (name.empty() || !names.Taken(name)) {
+      names.Take(name);
+      return;
+    }
+    rename[name] = names.Fresh(name);
+  };
+  for (const TensorProto& t : body.initializer()) local(t.name());
+  for (const NodeProto& n : body.node()) {
+    for (const std::string& o : n.output()) local(o);
+  }
+  auto renamed = [&](const std::string& name) {
+    auto it = rename.find(name);
+    return it == rename.end() ? name : it->second;
+  };
+  google::protobuf::RepeatedPtrField<NodeProto> nodes;
+  for (int i = 0; i < at; ++i) *nodes.Add() = g.node(i);
+  for (TensorProto t : body.initializer()) {
+    t.set_name(renamed(t.name()));
+    *g.add_initializer() = std::move(t);
+  }
+  for (NodeProto n : body.node()) {
+    for (std::string& in : *n.mutable_input()) in = renamed(in);
+    for (std::string& out : *n.mutable_output()) out = renamed(out);
+    *nodes.Add() = std::move(n);
+  }
+  for (int o = 0; o < node.output_size(); ++o) {
+    NodeProto* id = nodes.Add();
+    id->set_op_type("Identity");
+    id->set_name(names.Fresh(fmt::format("{}/output{}", node.name(), o)));
+    id->add_input(renamed(body.output(o).name()));
+    id->add_output(node.output(o));
+  }
+  for (int i = at + 1; i < g.node_size(); ++i) *nodes.Add() = g.node(i);
+  g.mutable_node()->Swap(&nodes);
+}
+
+bool IsIf(const NodeProto& n) {
+  return n.op_type() == "If" && onnx_util::IsDefaultDomain(n) && n.input_size() == 1;
+}
+
 // An If whose condition is a constant (an initializer or a Constant node's
 // value, as exporters write for a Python `if` on a flag) is replaced by the
-// nodes of the branch it takes, its outputs renamed to the If's through
-// Identity nodes (which the importer folds). Names local to the branch that
-// the graph already uses are renamed. An If on a computed condition stays,
-// and the importer refuses it (control flow), naming the node.
+// nodes of the branch it takes. An If on a computed condition stays for
+// FoldShapeIfs, and then the importer refuses it (control flow), naming
+// the node.
 void FoldConstantIfs(ModelProto& model, const std::string& source) {
-  onnx::GraphProto& g = *model.mutable_graph();
+  const onnx::GraphProto& g = model.graph();
   for (int round = 0; round < 1024; ++round) {
     std::map<std::string, const TensorProto*> constants;
     for (const TensorProto& t : g.initializer()) constants[t.name()] = &t;
-    onnx_util::NameSet names;
-    for (const auto& vi : g.input()) names.Take(vi.name());
-    for (const TensorProto& t : g.initializer()) names.Take(t.name());
     for (const NodeProto& n : g.node()) {
-      for (const std::string& o : n.output()) names.Take(o);
       if (n.op_type() == "Constant" && n.output_size() == 1 && n.attribute_size() == 1 &&
           n.attribute(0).name() == "value" && n.attribute(0).has_t()) {
         constants[n.output(0)] = &n.attribute(0).t();
@@ -162,10 +220,7 @@ void FoldConstantIfs(ModelProto& model, const std::string& source) {
     bool take_then = false;
     for (int i = 0; i < g.node_size() && at < 0; ++i) {
       const NodeProto& n = g.node(i);
-      if (n.op_type() != "If" || !(n.domain().empty() || n.domain() == "ai.onnx") ||
-          n.input_size() != 1) {
-        continue;
-      }
+      if (!IsIf(n)) continue;
       auto c = constants.find(n.input(0));
       if (c == constants.end() || onnx_util::TensorNumel(*c->second) != 1) continue;
       const auto data = onnx_util::TensorData(*c->second);
@@ -174,58 +229,88 @@ void FoldConstantIfs(ModelProto& model, const std::string& source) {
       at = i;
     }
     if (at < 0) return;
-    const NodeProto node = g.node(at);
-    const AttributeProto* branch = FindAttr(node, take_then ? "then_branch" : "else_branch");
-    if (!branch || !branch->has_g() || branch->g().output_size() != node.output_size()) {
-      Fail(source, "If node '{}': its {} does not give its {} outputs", node.name(),
-           take_then ? "then_branch" : "else_branch", node.output_size());
-    }
-    onnx::GraphProto body = branch->g();
-    // Branch-local names the graph uses already get fresh ones.
-    std::map<std::string, std::string> rename;
-    auto local = [&](const std::string& name) {
-      if (name.empty() || !names.Taken(name)) {
-        names.Take(name);
-        return;
-      }
-      rename[name] = names.Fresh(name);
-    };
-    for (const TensorProto& t : body.initializer()) local(t.name());
-    for (const NodeProto& n : body.node()) {
-      for (const std::string& o : n.output()) local(o);
-    }
-    auto renamed = [&](const std::string& name) {
-      auto it = rename.find(name);
-      return it == rename.end() ? name : it->second;
-    };
-    google::protobuf::RepeatedPtrField<NodeProto> nodes;
-    for (int i = 0; i < at; ++i) *nodes.Add() = g.node(i);
-    for (TensorProto t : body.initializer()) {
-      t.set_name(renamed(t.name()));
-      *g.add_initializer() = std::move(t);
-    }
-    for (NodeProto n : body.node()) {
-      for (std::string& in : *n.mutable_input()) in = renamed(in);
-      for (std::string& out : *n.mutable_output()) out = renamed(out);
-      *nodes.Add() = std::move(n);
-    }
-    for (int o = 0; o < node.output_size(); ++o) {
-      NodeProto* id = nodes.Add();
-      id->set_op_type("Identity");
-      id->set_name(names.Fresh(fmt::format("{}/output{}", node.name(), o)));
-      id->add_input(renamed(body.output(o).name()));
-      id->add_output(node.output(o));
-    }
-    for (int i = at + 1; i < g.node_size(); ++i) *nodes.Add() = g.node(i);
-    g.mutable_node()->Swap(&nodes);
+    InlineIf(model, at, take_then, source);
   }
+}
+
+// An If whose condition follows from the shapes ONNX inferred (what an
+// exporter writes for `if x.dim() == 3:`: Equal(Size(Shape(x)), 3), or
+// Equal(Gather(Shape(x), 1), 16) on a static dim) is replaced by the branch
+// it takes, as a constant one is. The condition is worked out by the shape
+// arithmetic the importer folds (shape_arithmetic.h), over the inferred
+// types: a named dim is at least 1 and equals itself; a dim inference left
+// unknown is taken as such a dim of its own. Returns whether an If went
+// (the caller infers shapes again: what the branch computes may decide the
+// next one).
+bool FoldShapeIfs(ModelProto& model, const std::string& source) {
+  const onnx::GraphProto& g = model.graph();
+  if (std::none_of(g.node().begin(), g.node().end(), IsIf)) return false;
+  std::map<std::string, const onnx::TypeProto*> types;
+  for (const auto& vi : g.input()) types[vi.name()] = &vi.type();
+  for (const auto& vi : g.value_info()) types[vi.name()] = &vi.type();
+  for (const auto& vi : g.output()) types[vi.name()] = &vi.type();
+  std::map<std::string, const TensorProto*> constants;
+  for (const TensorProto& t : g.initializer()) constants[t.name()] = &t;
+  std::map<std::string, int32_t> named;           // dim_param -> a dim id of its own
+  std::map<std::string, Shape> shapes;            // the shapes read so far, each once
+  std::map<std::string, SymValue> values;         // what the walk has worked out
+  int32_t next_dim = 0;
+  SymInputs in;
+  in.value = [&](const std::string& name) -> std::optional<SymValue> {
+    if (auto it = values.find(name); it != values.end()) return it->second;
+    if (auto it = constants.find(name); it != constants.end()) return ConstantSym(*it->second);
+    return std::nullopt;
+  };
+  in.shape = [&](const std::string& name) -> std::optional<Shape> {
+    if (auto it = shapes.find(name); it != shapes.end()) return it->second;
+    auto it = types.find(name);
+    if (it == types.end() || !it->second->has_tensor_type() ||
+        !it->second->tensor_type().has_shape()) {
+      return std::nullopt;
+    }
+    Shape shape;
+    for (const auto& d : it->second->tensor_type().shape().dim()) {
+      if (d.has_dim_value()) {
+        shape.push_back(Dim::Static(d.dim_value()));
+      } else if (d.has_dim_param() && !d.dim_param().empty()) {
+        auto [at, fresh] = named.emplace(d.dim_param(), next_dim);
+        next_dim += fresh;
+        shape.push_back(Dim::Dynamic(at->second));
+      } else {
+        shape.push_back(Dim::Dynamic(next_dim++));
+      }
+    }
+    return shapes[name] = shape;
+  };
+  std::vector<std::pair<int, bool>> decided;
+  for (int i = 0; i < g.node_size(); ++i) {
+    const NodeProto& n = g.node(i);
+    if (IsIf(n)) {
+      const std::optional<SymValue> c = in.value(n.input(0));
+      if (c && c->v.size() == 1 && c->v[0].is_static()) decided.emplace_back(i, c->v[0].value != 0);
+      continue;
+    }
+    if (!onnx_util::IsDefaultDomain(n) || n.output_size() != 1) continue;
+    if (n.op_type() == "Constant") {
+      if (n.attribute_size() == 1 && n.attribute(0).name() == "value" && n.attribute(0).has_t()) {
+        constants[n.output(0)] = &n.attribute(0).t();
+      }
+      continue;
+    }
+    if (std::optional<SymValue> v = EvalShapeArithmetic(n, in)) values[n.output(0)] = *v;
+  }
+  // Last first: inlining node `at` leaves the nodes before it where they are.
+  for (auto it = decided.rbegin(); it != decided.rend(); ++it) {
+    InlineIf(model, it->first, it->second, source);
+  }
+  return !decided.empty();
 }
 
 // Dims that an earlier shape inference made up ('unk__N': onnx's
 // version_converter, a current exporter) are forgotten before ONNX 1.12
 // infers shapes, so that it works them out again, from the values of shape
 // arithmetic where it can, and hfuse's own inference sees which dims are
-// made up (HasMadeUpDim) instead of taking them for named dims.
+// made up (Importer::MadeUpDim) instead of taking them for named dims.
 void ForgetMadeUpDims(onnx::GraphProto& graph) {
   auto forget = [](onnx::ValueInfoProto& vi) {
     if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) return;
@@ -235,6 +320,38 @@ void ForgetMadeUpDims(onnx::GraphProto& graph) {
   };
   for (auto& vi : *graph.mutable_value_info()) forget(vi);
   for (auto& vi : *graph.mutable_output()) forget(vi);
+}
+
+// ONNX 1.12 checks and infers shapes on the model itself, or on its
+// opset-17 copy (opset_compat.h) whose inferred types are read back.
+void CheckAndInfer(ModelProto& model, int64_t opset, const std::string& source) {
+  ModelProto linked;
+  const bool copy = onnx_compat::NeedsLinkedCopy(model, opset);
+  if (copy) linked = onnx_compat::ForLinkedOnnx(model, opset, source);
+  ModelProto& checked = copy ? linked : model;
+  try {
+    onnx::checker::check_model(checked);
+  } catch (const std::exception& e) {
+    Fail(source, "ONNX checker{}: {}",
+         copy ? fmt::format(" (on the model read as opset {})", onnx_compat::kLinkedOpset) : "",
+         onnx_util::OneLine(e.what()));
+  }
+  CheckConstantData(checked.graph(), source);
+  try {
+    onnx::shape_inference::InferShapes(checked, onnx::OpSchemaRegistry::Instance(),
+                                       onnx::ShapeInferenceOptions(true, 1, true));
+  } catch (const std::exception& e) {
+    Fail(source, "ONNX shape inference{}: {}",
+         copy ? fmt::format(" (on the model read as opset {})", onnx_compat::kLinkedOpset) : "",
+         onnx_util::OneLine(e.what()));
+  }
+  if (copy) {
+    onnx::GraphProto& g = *model.mutable_graph();
+    *g.mutable_value_info() = linked.graph().value_info();
+    for (int i = 0; i < g.output_size() && i < linked.graph().output_size(); ++i) {
+      *g.mutable_output(i)->mutable_type() = linked.graph().output(i).type();
+    }
+  }
 }
 
 }  // namespace
@@ -266,34 +383,20 @@ ModelProto ReadModel(std::string_view bytes, const std::string& source,
   LoadExternalData(model, source, model_dir);
   FoldConstantIfs(model, source);
   ForgetMadeUpDims(*model.mutable_graph());
-  // ONNX 1.12 checks and infers shapes on the model itself, or on its
-  // opset-17 copy (opset_compat.h) whose inferred types are read back.
-  ModelProto linked;
-  const bool copy = onnx_compat::NeedsLinkedCopy(model, *opset);
-  if (copy) linked = onnx_compat::ForLinkedOnnx(model, *opset, source);
-  ModelProto& checked = copy ? linked : model;
-  try {
-    onnx::checker::check_model(checked);
-  } catch (const std::exception& e) {
-    Fail(source, "ONNX checker{}: {}",
-         copy ? fmt::format(" (on the model read as opset {})", onnx_compat::kLinkedOpset) : "",
-         onnx_util::OneLine(e.what()));
-  }
-  CheckConstantData(checked.graph(), source);
-  try {
-    onnx::shape_inference::InferShapes(checked, onnx::OpSchemaRegistry::Instance(),
-                                       onnx::ShapeInferenceOptions(true, 1, true));
-  } catch (const std::exception& e) {
-    Fail(source, "ONNX shape inference{}: {}",
-         copy ? fmt::format(" (on the model read as opset {})", onnx_compat::kLinkedOpset) : "",
-         onnx_util::OneLine(e.what()));
-  }
-  if (copy) {
+  // What the model itself says of its values' types: inference after an If
+  // is folded starts from it again, not from what the If's outputs were.
+  const auto declared_info = model.graph().value_info();
+  std::vector<onnx::TypeProto> declared_outputs;
+  for (const auto& vi : model.graph().output()) declared_outputs.push_back(vi.type());
+  CheckAndInfer(model, *opset, source);
+  while (FoldShapeIfs(model, source)) {
+    FoldConstantIfs(model, source);  // a branch may hold constant ones
     onnx::GraphProto& g = *model.mutable_graph();
-    *g.mutable_value_info() = linked.graph().value_info();
-    for (int i = 0; i < g.output_size() && i < linked.graph().output_size(); ++i) {
-      *g.mutable_output(i)->mutable_type() = linked.graph().output(i).type();
+    *g.mutable_value_info() = declared_info;
+    for (int i = 0; i < g.output_size(); ++i) {
+      *g.mutable_output(i)->mutable_type() = declared_outputs[static_cast<size_t>(i)];
     }
+    CheckAndInfer(model, *opset, source);
   }
   return model;
 }

@@ -6,7 +6,10 @@
 // If nodes on a constant condition replaced by the branch they take, dims
 // an earlier shape inference made up forgotten, then ONNX 1.12's checker
 // and strict shape inference run (on the opset-17 copy of a newer model:
-// opset_compat.h, whose inferred types are read back).
+// opset_compat.h, whose inferred types are read back). Last, an If whose
+// condition follows from the inferred shapes (`if x.dim() == 3:` as
+// Equal(Size(Shape(x)), 3)) is replaced by its branch too, and the model
+// checked and inferred again, until no more go.
 #pragma once
 
 #include <onnx/onnx_pb.h>

@@ -43,9 +43,56 @@ std::pair<int64_t, int64_t> ShapeRange(const NodeProto& node, int64_t rank) {
   return {start, end};
 }
 
-// Add, Sub, Mul, Div and Equal, element by element with numpy broadcasting
-// of a 1-element side.
-std::optional<SymValue> Arithmetic(const std::string& t, const SymValue& a, const SymValue& b) {
+// Add, Sub, Mul and Div of two elements: static numbers, or a named dim
+// with the identity of the operation (d · 1, d + 0, 1 · d, 0 + d, d / 1).
+std::optional<Dim> Arithmetic(const std::string& t, const Dim& x, const Dim& y) {
+  if (x.is_static() && y.is_static()) {
+    const int64_t p = x.value, q = y.value;
+    if (t == "Div" && q == 0) return std::nullopt;
+    return Dim::Static(t == "Add" ? p + q : t == "Sub" ? p - q : t == "Mul" ? p * q : p / q);
+  }
+  if (!y.is_static()) {
+    if ((t == "Mul" || t == "Add") && x.is_static() && x.value == (t == "Mul" ? 1 : 0)) return y;
+    return std::nullopt;
+  }
+  if ((t == "Mul" || t == "Div") ? y.value == 1 : y.value == 0) return x;
+  return std::nullopt;
+}
+
+// A comparison of two elements, when it follows from what is known: a
+// static number is itself, a named dim lies in [1, ∞) and equals itself.
+std::optional<bool> Comparison(const std::string& t, const Dim& x, const Dim& y) {
+  if (x == y) return t == "Equal" || t == "LessOrEqual" || t == "GreaterOrEqual";
+  constexpr int64_t kUnbounded = INT64_MAX;
+  auto lo = [](const Dim& d) { return d.is_static() ? d.value : int64_t{1}; };
+  auto hi = [](const Dim& d) { return d.is_static() ? d.value : kUnbounded; };
+  // a < b: true when every a is below every b, false when none is.
+  auto less = [&](const Dim& a, const Dim& b) -> std::optional<bool> {
+    if (hi(a) < lo(b)) return true;
+    if (lo(a) >= hi(b)) return false;
+    return std::nullopt;
+  };
+  auto negate = [](std::optional<bool> v) -> std::optional<bool> {
+    if (!v) return std::nullopt;
+    return !*v;
+  };
+  if (t == "Less") return less(x, y);
+  if (t == "Greater") return less(y, x);
+  if (t == "GreaterOrEqual") return negate(less(x, y));
+  if (t == "LessOrEqual") return negate(less(y, x));
+  // Equal: false when one lies wholly below the other.
+  if (less(x, y) == true || less(y, x) == true) return false;
+  if (x.is_static() && y.is_static()) return x.value == y.value;
+  return std::nullopt;
+}
+
+const std::set<std::string> kArithmetic = {"Add", "Sub", "Mul", "Div"};
+const std::set<std::string> kComparisons = {"Equal", "Less", "Greater", "LessOrEqual",
+                                            "GreaterOrEqual"};
+const std::set<std::string> kLogic = {"And", "Or", "Xor"};
+
+// A binary op element by element, with numpy broadcasting of a 1-element side.
+std::optional<SymValue> Binary(const std::string& t, const SymValue& a, const SymValue& b) {
   const size_t n = std::max(a.v.size(), b.v.size());
   if ((a.v.size() != 1 && a.v.size() != n) || (b.v.size() != 1 && b.v.size() != n)) {
     return std::nullopt;
@@ -54,28 +101,18 @@ std::optional<SymValue> Arithmetic(const std::string& t, const SymValue& a, cons
   for (size_t i = 0; i < n; ++i) {
     const Dim& x = a.v[a.v.size() == 1 ? 0 : i];
     const Dim& y = b.v[b.v.size() == 1 ? 0 : i];
-    if (x.is_static() && y.is_static()) {
-      const int64_t p = x.value, q = y.value;
-      if ((t == "Div") && q == 0) return std::nullopt;
-      out.v.push_back(Dim::Static(t == "Add"   ? p + q
-                                  : t == "Sub" ? p - q
-                                  : t == "Mul" ? p * q
-                                  : t == "Div" ? p / q
-                                               : p == q));
-    } else if (t == "Equal" && (x.is_static() ? x.value : y.value) < 1) {
-      out.v.push_back(Dim::Static(0));  // a named dim is at least 1
-    } else if (t == "Equal" && x == y) {
-      out.v.push_back(Dim::Static(1));
-    } else if (!y.is_static() || t == "Equal") {
-      if ((t == "Mul" || t == "Add") && x.is_static() && x.value == (t == "Mul" ? 1 : 0)) {
-        out.v.push_back(y);
-      } else {
-        return std::nullopt;
-      }
-    } else if ((t == "Mul" || t == "Div") ? y.value == 1 : y.value == 0) {
-      out.v.push_back(x);
-    } else {
-      return std::nullopt;
+    if (kArithmetic.count(t)) {
+      const std::optional<Dim> d = Arithmetic(t, x, y);
+      if (!d) return std::nullopt;
+      out.v.push_back(*d);
+    } else if (kComparisons.count(t)) {
+      const std::optional<bool> c = Comparison(t, x, y);
+      if (!c) return std::nullopt;
+      out.v.push_back(Dim::Static(*c));
+    } else {  // And, Or, Xor on bools
+      if (!x.is_static() || !y.is_static()) return std::nullopt;
+      const bool p = x.value != 0, q = y.value != 0;
+      out.v.push_back(Dim::Static(t == "And" ? p && q : t == "Or" ? p || q : p != q));
     }
   }
   return out;
@@ -100,17 +137,42 @@ std::optional<SymValue> EvalShapeArithmetic(const NodeProto& node, const SymInpu
     const auto [start, end] = ShapeRange(node, static_cast<int64_t>(shape->size()));
     return SymValue{{shape->begin() + start, shape->begin() + end}, false};
   }
+  if (t == "Size") {  // the element count: of a static shape, or a shape value's length
+    const std::optional<Shape> shape = sym.shape(node.input(0));
+    int64_t n = 1;
+    if (shape) {
+      for (const Dim& d : *shape) {
+        if (!d.is_static()) return std::nullopt;
+        n *= d.value;
+      }
+    } else if (auto x = in(0)) {
+      n = static_cast<int64_t>(x->v.size());
+    } else {
+      return std::nullopt;
+    }
+    return SymValue{{Dim::Static(n)}, true};
+  }
   if (t == "Reshape") {  // a shape value to 1-D
     auto x = in(0), target = in(1);
     if (!x || !target || target->v.size() != 1) return std::nullopt;
     return SymValue{x->v, false};
   }
   if (t == "Identity" || t == "Cast") {
-    if (t == "Cast") {
-      const int64_t to = IntAttr(node, "to", 0);
-      if (to != TensorProto::INT64 && to != TensorProto::INT32) return std::nullopt;
+    auto x = in(0);
+    if (!x || t == "Identity") return x;
+    const int64_t to = IntAttr(node, "to", 0);
+    if (to == TensorProto::BOOL) {  // a condition: nonzero is true
+      for (Dim& d : x->v) d = Dim::Static(!d.is_static() || d.value != 0);  // a named dim is >= 1
+      return x;
     }
-    return in(0);
+    if (to != TensorProto::INT64 && to != TensorProto::INT32) return std::nullopt;
+    return x;
+  }
+  if (t == "Not") {
+    auto x = in(0);
+    if (!x) return std::nullopt;
+    for (Dim& d : x->v) d = Dim::Static(d.is_static() && d.value == 0);  // a named dim is >= 1
+    return x;
   }
   if (t == "Gather") {
     auto data = in(0);
@@ -189,13 +251,16 @@ std::optional<SymValue> EvalShapeArithmetic(const NodeProto& node, const SymInpu
     }
     return out;
   }
-  static const std::set<std::string> kArith = {"Add", "Sub", "Mul", "Div", "Equal"};
-  if (kArith.count(t)) {
+  if (kArithmetic.count(t) || kComparisons.count(t) || kLogic.count(t)) {
     auto a = in(0), b = in(1);
     if (!a || !b) return std::nullopt;
-    return Arithmetic(t, *a, *b);
+    return Binary(t, *a, *b);
   }
   return std::nullopt;
+}
+
+bool IsLogicOp(const std::string& op_type) {
+  return op_type == "Not" || kComparisons.count(op_type) != 0 || kLogic.count(op_type) != 0;
 }
 
 }  // namespace hfuse::onnx_import

@@ -10,7 +10,8 @@ num_outputs (18), reductions with their axes as an input (18, 20),
 noop_with_empty_axes, Gelu (20, both approximations), Mish (18), Swish (24),
 Cast's saturate (19), Pad with its axes as an input (18) and at opset 25,
 Squeeze/Unsqueeze/Reshape/Transpose/Flatten at the
-newest opsets, LayerNormalization, and If with a constant condition (folded).
+newest opsets, LayerNormalization, and If with a constant condition or one
+that the shapes decide (`x.dim() == 2`, nested; folded).
 For each: `hfuse check`; `hfuse fuse` under both rule sets groups the two
 Gemms and keeps the model's opset and IR version; `hfuse verify`; `hfuse
 run` on the fused model matches onnxruntime on the original; onnxruntime
@@ -19,7 +20,7 @@ runs `--export standard` and matches too.
 Then the models hfuse must refuse, each with one error that names what it
 cannot read: DFT-20, Pad-18's axes computed at run time, Pad-19's wrap mode,
 RMSNormalization-23 (two such nodes: both named in one error), an If on a
-computed condition, opset 29, IR version 15.
+computed condition, an If on a named batch's size, opset 29, IR version 15.
 
 Last, the messages of `run`, `verify`, `check` and `--format` on ONNX
 input (issue 11, item 6) and named dims up to 2^31 - 1: each error one line
@@ -123,6 +124,26 @@ def cases():
             N("If", ["cond"], ["y"], name="branch", then_branch=then_g, else_branch=else_g),
             N("Tanh", ["y"], ["z"], name="after")], [("z", F)])
 
+    # `if x.dim() == 2:` and `if x.shape[1] == 32:` as torch.onnx scripting
+    # writes them (Equal(Size(Shape(x)), 2), Equal(Gather(Shape(x), 1), 32)):
+    # the shapes decide, so the If goes as a constant one does; the second,
+    # inside the branch taken, decides only once the first is gone.
+    inner = helper.make_graph([
+        N("Shape", ["h"], ["in_s"], name="in_shape"),
+        N("Gather", ["in_s", "one"], ["in_d"], name="in_dim", axis=0),
+        N("Equal", ["in_d", "thirty_two"], ["in_c"], name="in_is_32"),
+        N("Not", ["in_c"], ["in_nc"], name="in_not"),
+        N("If", ["in_nc"], ["t_out"], name="inner", then_branch=else_g, else_branch=then_g)],
+        "then_nested", [], [helper.make_tensor_value_info("t_out", F, [8, 32])])
+    for opset in (17, 18):
+        yield model(f"if{opset}_shape_rank", opset, [
+            N("Shape", ["h"], ["s"], name="shape"), N("Size", ["s"], ["rank"], name="rank"),
+            N("Equal", ["rank", "two"], ["cond"], name="is_2d"),
+            N("If", ["cond"], ["y"], name="branch", then_branch=inner, else_branch=else_g),
+            N("Tanh", ["y"], ["z"], name="after")], [("z", F)],
+            [const("two", np.array(2, np.int64)), const("one", np.array(1, np.int64)),
+             const("thirty_two", np.array(32, np.int64))])
+
 
 def refused():
     then_g = helper.make_graph([N("Relu", ["h"], ["t_out"])], "then", [],
@@ -150,6 +171,16 @@ def refused():
            ["2 nodes use operator versions hfuse does not read",
             "node 'rms1' (RMSNormalization-23 at opset 23): a new operator",
             "node 'rms2' (RMSNormalization-23"])
+    # A named batch compared with 8 could go either way at run time.
+    m = model("if_shape_dynamic", 18, [
+        N("Shape", ["h"], ["s"], name="shape"),
+        N("Gather", ["s", "zero_i"], ["b"], name="batch", axis=0),
+        N("Equal", ["b", "eight"], ["cond"], name="is_8"),
+        N("If", ["cond"], ["y"], name="branch", then_branch=then_g, else_branch=else_g)],
+        [("y", F)], [const("zero_i", np.array(0, np.int64)), const("eight", np.array(8, np.int64))])
+    m.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+    yield m, ["If node 'branch': its condition 'cond' is computed at run time",
+              "or follows from static shapes"]
     yield (model("if_computed", 18, [
         N("ReduceSum", ["h"], ["total"], name="total", keepdims=0),
         N("Greater", ["total", "zero"], ["cond"], name="positive"),
@@ -190,6 +221,9 @@ def positive(work, m):
         if r.returncode:
             continue
         groups = [sorted(g["members"]) for g in json.load(open(report))["groups"]]
+        if name.startswith("if"):
+            left = [n.name for n in onnx.load(fused).graph.node if n.op_type == "If"]
+            check(not left, f"{label}: no If left in the fused model ({left})")
         check(["gemm1", "gemm2"] in groups, f"{label}: groups the two Gemms ({groups})")
         check(versions(fused) == versions(path),
               f"{label}: fused keeps IR version and opset {versions(path)}: {versions(fused)}")

@@ -569,6 +569,61 @@ TEST(OnnxImportTest, SliceOfANamedDimAtStaticBoundsIsNamed) {
   EXPECT_THAT(error, HasSubstr("cannot tell"));
 }
 
+// An If branch: one node `op` on `in`, giving `out` [N, 16].
+void Branch(onnx::NodeProto* node, const char* attr, const std::string& op, const std::string& in,
+            const std::string& out) {
+  auto* a = node->add_attribute();
+  a->set_name(attr);
+  a->set_type(onnx::AttributeProto::GRAPH);
+  onnx::GraphProto* g = a->mutable_g();
+  g->set_name(attr);
+  auto* n = g->add_node();
+  n->set_op_type(op);
+  n->set_name(out + "_" + op);
+  n->add_input(in);
+  n->add_output(out);
+  auto* vi = g->add_output();
+  vi->set_name(out);
+  auto* tt = vi->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  tt->mutable_shape()->add_dim()->set_dim_param("N");
+  tt->mutable_shape()->add_dim()->set_dim_value(16);
+}
+
+// `if x.dim() == 2` and `if x.shape[0] < 1` with a named batch: the rank is
+// known whatever N is, and a named dim is at least 1, so both Ifs go, each
+// leaving the branch it takes; `x.shape[0] == 8` stays one error naming it.
+TEST(OnnxImportTest, IfOnAConditionTheShapesDecideIsFolded) {
+  auto build = [](bool batch_is_8) {
+    ModelBuilder m;
+    m.Input("x", {std::string("N"), int64_t{16}});
+    m.Ints("two", {2});
+    m.Ints("zero", {0});
+    m.Ints("one", {1});
+    m.Node("Shape", "shape", {"x"}, {"s"});
+    m.Node("Size", "rank", {"s"}, {"r"});
+    m.Node("Equal", "is_2d", {"r", "two"}, {"c1"});
+    auto* if1 = m.Node("If", "if_rank", {"c1"}, {"y1"});
+    Branch(if1, "then_branch", "Relu", "x", "relu_out");
+    Branch(if1, "else_branch", "Sigmoid", "x", "sigmoid_out");
+    m.Node("Gather", "batch", {"s", "zero"}, {"b"});
+    m.Node(batch_is_8 ? "Equal" : "Less", "cmp", {"b", batch_is_8 ? "eight" : "one"}, {"c2"});
+    if (batch_is_8) m.Ints("eight", {8});
+    auto* if2 = m.Node("If", "if_batch", {"c2"}, {"y2"});
+    Branch(if2, "then_branch", "Neg", "y1", "neg_out");
+    Branch(if2, "else_branch", "Abs", "y1", "abs_out");
+    m.Output("y2", {std::string("N"), int64_t{16}});
+    return m;
+  };
+  OnnxModel model = build(false).Import();
+  // The Identity that names the If's output stays: it is a graph output.
+  EXPECT_THAT(Ops(model.graph),
+              ElementsAre("relu_out_Relu:elementwise.relu", "abs_out_Abs:opaque.Abs",
+                          "if_batch/output0:opaque.Identity"));
+  const std::string error = ImportError(build(true).Bytes());
+  EXPECT_THAT(error, HasSubstr("If node 'if_batch': its condition 'c2' is computed at run time"));
+}
+
 TEST(OnnxImportTest, UnknownOperatorIsOpaqueAndKeepsItsNode) {
   ModelBuilder m;
   m.Input("x", {int64_t{2}, int64_t{8}});
