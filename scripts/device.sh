@@ -110,6 +110,12 @@ if [[ $what == tests || $what == all ]]; then
     python3 scripts/make_rechub_models.py /tmp/rechub_torchscript --exporter torchscript --opset 17 \
       >"$OUT/rechub_torchscript.log" 2>&1 && dirs+=(/tmp/rechub_torchscript)
   fi
+  # The hand-written pattern models (tensordot and einsum attention, kernel-1
+  # Conv1d heads and CIN, vector cross layers), by both of this PyTorch's exporters.
+  for e in dynamo torchscript; do
+    python3 scripts/make_canonical_models.py /tmp/canonical_$e --exporter $e >"$OUT/canonical_$e.log" 2>&1 \
+      && dirs+=(/tmp/canonical_$e)
+  done
   python3 tests/onnx/check_gpu_models.py "$HFUSE" "${dirs[@]}" >"$OUT/gpu_models.log" 2>&1 || status=1
   echo "device: check_gpu_models: $(grep -c '^ok' "$OUT/gpu_models.log") ok, $(grep -c '^FAIL' "$OUT/gpu_models.log") failed"
   grep '^FAIL' "$OUT/gpu_models.log" | cut -c1-300 | head -30
