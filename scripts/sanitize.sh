@@ -23,7 +23,7 @@ fuzzers=(graph_json onnx_import npz pipeline)
 CXX=clang++-14 CC=clang-14 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DHFUSE_SANITIZE=ON -DHFUSE_FUZZ=ON -DHFUSE_CUDA=OFF -DHFUSE_BUILD_BENCH=OFF \
   -DHFUSE_SHARED_DIR="$SHARED" >/dev/null
-targets=(hfuse hfuse-gen "${tests[@]}")
+targets=(hfuse hfuse-gen plan_check "${tests[@]}")
 for f in "${fuzzers[@]}"; do targets+=("${f}_fuzz"); done
 cmake --build "$BUILD" -j"$(nproc)" --target "${targets[@]}"
 
@@ -41,6 +41,13 @@ for t in "${tests[@]}"; do
   "$BUILD/tests/$t" --gtest_brief=1 ${filter[$t]:+--gtest_filter="${filter[$t]}"} >"$BUILD/$t.log" 2>&1 \
     || { status=1; tail -40 "$BUILD/$t.log"; }
   tail -1 "$BUILD/$t.log"
+done
+# The CUDA backend's host-side plan (constants, views, memory), replayed
+# against the CPU reference on the examples.
+for m in examples/ranking_small.onnx examples/towers_small.json; do
+  echo "sanitize: plan_check $m"
+  "$BUILD/tests/plan_check" "$m" >"$BUILD/plan_check.log" 2>&1 || { status=1; tail -20 "$BUILD/plan_check.log"; }
+  tail -1 "$BUILD/plan_check.log"
 done
 ((status == 0)) || { echo "sanitize: tests failed under ASan/UBSan" >&2; exit 1; }
 
