@@ -2,8 +2,10 @@
 #include "hfuse/onnx/onnx_export.h"
 
 #include <fmt/format.h>
+#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <numbers>
@@ -15,6 +17,7 @@
 #include "hfuse/support/permute.h"
 #include "hfuse/support/half.h"
 #include "onnx_util.h"
+#include "opset_compat.h"
 
 namespace hfuse {
 namespace {
@@ -49,7 +52,7 @@ class Exporter {
       // An op's own node takes its name; helper nodes get fresh ones.
       node_names_.Take(g_.op(id).name);
       op_names_.insert(g_.op(id).name);
-      if (const auto& kept = g_.op(id).attrs.onnx) {
+      if (const auto& kept = g_.op(id).attrs.onnx; kept && !kept->node.empty()) {
         for (const auto& [name, bytes] : kept->constants) names_.Take(name);
         NodeProto node;
         if (node.ParseFromString(kept->node)) {
@@ -275,6 +278,7 @@ class Exporter {
   // other inputs in order from the op's (possibly rewired) inputs.
   bool EmitKept(const Op& op) {
     const OnnxNode& kept = *op.attrs.onnx;
+    if (kept.node.empty()) return EmitMade(op);
     NodeProto node;
     HFUSE_CHECK(node.ParseFromString(kept.node));
     std::set<std::string> constants;
@@ -297,6 +301,52 @@ class Exporter {
     for (const auto& [name, bytes] : kept.constants) AddKeptConstant(name, bytes);
     node.set_name(NodeName(op.name));
     *out_->add_node() = std::move(node);
+    return true;
+  }
+
+  // An opaque node a pass made (einsum-to-matmul's Transpose, MatMul and
+  // Reshape: graph.h, OnnxNode), which has no NodeProto to write back: one
+  // from its op type, its slots (the op's inputs and outputs, its constants
+  // as initializers of fresh names) and its decoded attributes, each of the
+  // type the operator's schema gives it.
+  bool EmitMade(const Op& op) {
+    const OnnxNode& made = *op.attrs.onnx;
+    Names ins, outs;
+    for (int32_t s : made.input_slots) {
+      if (s == kNone) {
+        ins.emplace_back();
+      } else if (s >= 0) {
+        HFUSE_CHECK(static_cast<size_t>(s) < op.inputs.size());
+        ins.push_back(Use(op.inputs[static_cast<size_t>(s)]));
+      } else {
+        const auto c = static_cast<size_t>(-2 - s);
+        HFUSE_CHECK(c < made.constant_values.size() && c < made.constants.size());
+        const OnnxNode::Value& v = made.constant_values[c];
+        ins.push_back(AddInitializer(made.constants[c].first,
+                                     onnx_util::MakeTensor("", onnx_util::ElemTypeOf(v.dtype),
+                                                           v.dims, v.data.data(), v.data.size())));
+      }
+    }
+    HFUSE_CHECK(made.output_slots.size() == op.outputs.size());
+    for (TensorId t : op.outputs) outs.push_back(g_.tensor(t).name);
+    NodeProto* n = Node(made.op_type, op.name, ins, outs, made.domain);
+    const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(
+        made.op_type, std::min<int64_t>(made.opset, onnx_compat::kLinkedOpset), made.domain);
+    HFUSE_CHECK(schema != nullptr);
+    for (const auto& [name, values] : made.ints) {
+      auto a = schema->attributes().find(name);
+      HFUSE_CHECK(a != schema->attributes().end());
+      if (a->second.type == AttributeProto::INT) {
+        HFUSE_CHECK(values.size() == 1);
+        SetInt(n, name, values[0]);
+      } else {
+        HFUSE_CHECK(a->second.type == AttributeProto::INTS);
+        SetInts(n, name, values);
+      }
+    }
+    // The passes make no node with float or string attributes yet.
+    HFUSE_CHECK(made.floats.empty() && made.strings.empty());
+    for (TensorId in : op.inputs) Use(in);
     return true;
   }
 

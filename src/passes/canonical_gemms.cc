@@ -1,10 +1,16 @@
-// einsum-to-gemm, left-matmul-to-gemm, pointwise-conv-to-gemm. See canonical_gemms.h.
+// einsum-to-gemm, einsum-to-matmul, left-matmul-to-gemm, pointwise-conv-to-gemm.
+// See canonical_gemms.h.
 #include "hfuse/passes/canonical_gemms.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cstring>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "hfuse/passes/rewrite_helpers.h"
@@ -164,6 +170,374 @@ std::optional<std::vector<std::string>> Subscripts(const OnnxNode& node) {
   return s;
 }
 
+// ---- einsum-to-matmul ---------------------------------------------------------
+
+// The MatMul form of a two-operand Einsum (canonical_gemms.h): which
+// operand is MatMul's first, the labels that become MatMul's batch dims
+// (G: the batch labels, and free labels of one operand that the other
+// broadcasts over), and each operand's matrix labels (its free labels not
+// in G, merged into one dim). The contracted labels K are merged into one
+// dim too, in the first operand's order.
+struct MatMulPlan {
+  int left = 0;
+  std::string g;
+  std::string mat[2];
+  std::string k;
+  // What it costs beyond the MatMul: reshapes and transposes of activations
+  // and of the output (a constant operand's are folded into a new param).
+  int reshapes = 0;
+  int transposes = 0;
+};
+
+// An operand as the plan lays it out for MatMul.
+struct OperandLayout {
+  std::vector<int64_t> perm;  // its labels to [G it has..., mat, K] (or [K, mat])
+  bool transpose = false;
+  Shape shape;                // after the reshape (the transposed shape when none)
+  bool reshape = false;
+};
+
+bool IsIdentity(const std::vector<int64_t>& perm) {
+  for (size_t i = 0; i < perm.size(); ++i) {
+    if (perm[i] != static_cast<int64_t>(i)) return false;
+  }
+  return true;
+}
+
+// Where each label of `labels` stands in `of`.
+std::vector<int64_t> Positions(const std::string& labels, const std::string& of) {
+  std::vector<int64_t> p;
+  for (char c : labels) p.push_back(static_cast<int64_t>(of.find(c)));
+  return p;
+}
+
+class EinsumMatMul {
+ public:
+  EinsumMatMul(Graph& g, const std::string (&subscripts)[3], const TensorId (&in)[2])
+      : g_(g), out_(subscripts[2]) {
+    for (int p = 0; p < 2; ++p) {
+      labels_[p] = subscripts[p];
+      in_[p] = in[p];
+      constant_[p] = IsConstant(g, in[p], labels_[p].size());
+    }
+  }
+
+  // Classifies the labels and checks the dims; false: not a form done here.
+  bool Classify() {
+    for (int p = 0; p < 2; ++p) {
+      if (g_.tensor(in_[p]).shape.size() != labels_[p].size()) return false;
+      for (size_t i = 0; i < labels_[p].size(); ++i) dim_.emplace(labels_[p][i], Shape{})
+          .first->second.push_back(g_.tensor(in_[p]).shape[i]);
+    }
+    for (const auto& [label, dims] : dim_) {
+      // A label of both operands has one size (no broadcasting outside "...").
+      if (dims.size() == 2 && !(dims[0] == dims[1])) return false;
+    }
+    for (char c : out_) {
+      if (!dim_.count(c)) return false;
+    }
+    for (char c : labels_[0]) {
+      const bool other = labels_[1].find(c) != std::string::npos;
+      const bool kept = out_.find(c) != std::string::npos;
+      if (other && kept) batch_ += c;
+      if (other && !kept) k_ += c;
+      if (!other && kept) free_[0] += c;
+      if (!other && !kept) return false;  // summed within one operand: not a MatMul
+    }
+    for (char c : labels_[1]) {
+      const bool other = labels_[0].find(c) != std::string::npos;
+      const bool kept = out_.find(c) != std::string::npos;
+      if (!other && kept) free_[1] += c;
+      if (!other && !kept) return false;
+    }
+    // Free and batch labels in the output's order.
+    auto by_output = [&](std::string& labels) {
+      std::sort(labels.begin(), labels.end(),
+                [&](char a, char b) { return out_.find(a) < out_.find(b); });
+    };
+    by_output(batch_);
+    by_output(free_[0]);
+    by_output(free_[1]);
+    return true;
+  }
+
+  // The plan of least cost, or nothing when no plan's reshapes can be
+  // written (more than one dim of unknown size to infer): fewest
+  // transposes (they move data), then fewest reshapes (views, but ops all
+  // the same); the first of equals in a fixed order.
+  std::optional<MatMulPlan> Best() {
+    std::optional<MatMulPlan> best;
+    for (int left = 0; left < 2; ++left) {
+      for (const std::string& m0 : MatrixChoices(0)) {
+        for (const std::string& m1 : MatrixChoices(1)) {
+          MatMulPlan plan;
+          plan.left = left;
+          plan.mat[0] = m0;
+          plan.mat[1] = m1;
+          plan.k = k_;
+          for (char c : out_) {
+            auto in = [&](const std::string& labels) { return labels.find(c) != std::string::npos; };
+            const bool moved = (in(free_[0]) && !in(m0)) || (in(free_[1]) && !in(m1));
+            if (in(batch_) || moved) plan.g += c;
+          }
+          if (!Cost(plan)) continue;
+          if (!best || std::tie(plan.transposes, plan.reshapes) <
+                           std::tie(best->transposes, best->reshapes)) {
+            best = plan;
+          }
+        }
+      }
+    }
+    return best;
+  }
+
+  // Rewrites op `id` (the Einsum) into the plan's ops; it becomes the MatMul.
+  void Rewrite(OpId id, const MatMulPlan& plan, std::map<std::string, TensorId>& folded) {
+    const Op& einsum = g_.op(id);
+    const std::string name = einsum.name;
+    const int64_t opset = einsum.attrs.onnx->opset;
+    const TensorId y = einsum.outputs[0];
+    const DType dtype = g_.tensor(y).dtype;
+    const std::vector<TensorId> old_inputs = einsum.inputs;
+    TensorId operand[2];
+    for (int role = 0; role < 2; ++role) {
+      const int p = role == 0 ? plan.left : 1 - plan.left;
+      const OperandLayout l = Layout(plan, p, role);
+      const char* side = role == 0 ? "a" : "b";
+      if (constant_[p]) {
+        operand[role] = Folded(in_[p], l, folded);
+        continue;
+      }
+      TensorId x = in_[p];
+      if (l.transpose) {
+        x = AddTranspose(fmt::format("{}/Transpose_{}", name, side), x, l.perm, opset);
+      }
+      if (l.reshape) x = AddOnnxReshape(fmt::format("{}/Reshape_{}", name, side), x, l.shape, opset);
+      operand[role] = x;
+    }
+    // The MatMul: the Einsum op, its id and name kept.
+    for (size_t i = 0; i < 2; ++i) g_.SetOperand(id, i, operand[i]);
+    auto mm = std::make_shared<OnnxNode>();
+    mm->op_type = "MatMul";
+    mm->opset = opset;
+    mm->input_slots = {0, 1};
+    mm->output_slots = {0};
+    g_.mutable_op(id).attrs.onnx = std::move(mm);
+    // Its output [G, m, n], reshaped to [G, mat_L..., mat_R...] and
+    // transposed to the Einsum's order as needed.
+    const std::string& mat_l = plan.mat[plan.left];
+    const std::string& mat_r = plan.mat[1 - plan.left];
+    const std::string labels = plan.g + mat_l + mat_r;
+    Shape mm_shape = Dims(plan.g);
+    mm_shape.push_back(ProductOfDims(g_, Dims(mat_l)));
+    mm_shape.push_back(ProductOfDims(g_, Dims(mat_r)));
+    const bool reshape = mat_l.size() != 1 || mat_r.size() != 1;
+    const std::vector<int64_t> perm = Positions(out_, labels);
+    const bool transpose = !IsIdentity(perm);
+    if (reshape || transpose) {
+      TensorId cur = AddFreshTensor(g_, g_.tensor(y).name + "_mm", mm_shape, dtype);
+      g_.SetOutputs(id, {cur});
+      if (reshape) {
+        const TensorId to = transpose ? AddFreshTensor(g_, g_.tensor(y).name + "_unmerged",
+                                                       Dims(labels), dtype)
+                                      : y;
+        AddOnnxOp(fmt::format("{}/Reshape_out", name), "Reshape", cur, to, opset,
+                  ReshapeTarget(g_.tensor(cur).shape, g_.tensor(to).shape));
+        cur = to;
+      }
+      if (transpose) AddOnnxOp(fmt::format("{}/Transpose_out", name), "Transpose", cur, y, opset,
+                               std::nullopt, perm);
+    }
+    for (TensorId t : old_inputs) {
+      const Tensor& tt = g_.tensor(t);
+      if (tt.alive && tt.role == Role::kParam && tt.users.empty() && !g_.IsGraphOutput(t)) {
+        g_.EraseTensor(t);
+      }
+    }
+  }
+
+  // The Einsum's output shape, from its labels.
+  Shape OutputShape() const { return Dims(out_); }
+
+ private:
+  Shape Dims(const std::string& labels) const {
+    Shape s;
+    for (char c : labels) s.push_back(dim_.at(c)[0]);
+    return s;
+  }
+
+  // An operand's matrix labels: all its free labels merged, or one of them
+  // (the others go to G, broadcast over by the other operand).
+  std::vector<std::string> MatrixChoices(int p) const {
+    std::vector<std::string> choices = {free_[p]};
+    if (free_[p].size() > 1) {
+      for (char c : free_[p]) choices.emplace_back(1, c);
+    }
+    return choices;
+  }
+
+  // Operand p as MatMul's operand `role` (0: first, [.., mat, K]; 1:
+  // second, [.., K, mat]): the G labels it has, with a 1 for each it lacks
+  // after its first (leading ones broadcast without).
+  OperandLayout Layout(const MatMulPlan& plan, int p, int role) {
+    const std::string& labels = labels_[p];
+    auto has = [&](char c) { return labels.find(c) != std::string::npos; };
+    std::string order;
+    Shape shape;
+    bool interior_one = false;
+    for (char c : plan.g) {
+      if (has(c)) {
+        order += c;
+        shape.push_back(dim_.at(c)[0]);
+      } else if (!order.empty()) {
+        shape.push_back(Dim::Static(1));
+        interior_one = true;
+      }
+    }
+    const std::string& mat = plan.mat[p];
+    order += role == 0 ? mat + plan.k : plan.k + mat;
+    const Dim m = ProductOfDims(g_, Dims(mat)), k = ProductOfDims(g_, Dims(plan.k));
+    shape.push_back(role == 0 ? m : k);
+    shape.push_back(role == 0 ? k : m);
+    OperandLayout l;
+    l.perm = Positions(order, labels);
+    l.transpose = !IsIdentity(l.perm);
+    l.reshape = interior_one || mat.size() != 1 || plan.k.size() != 1;
+    l.shape = l.reshape ? shape : Dims(order);
+    return l;
+  }
+
+  // Fills in the plan's cost; false when a reshape cannot be written.
+  bool Cost(MatMulPlan& plan) {
+    for (int role = 0; role < 2; ++role) {
+      const int p = role == 0 ? plan.left : 1 - plan.left;
+      const OperandLayout l = Layout(plan, p, role);
+      if (constant_[p]) continue;
+      plan.transposes += l.transpose;
+      if (l.reshape) {
+        Shape transposed;
+        for (int64_t i : l.perm) transposed.push_back(g_.tensor(in_[p]).shape[static_cast<size_t>(i)]);
+        if (!ReshapeTarget(transposed, l.shape)) return false;
+        ++plan.reshapes;
+      }
+    }
+    const std::string& mat_l = plan.mat[plan.left];
+    const std::string& mat_r = plan.mat[1 - plan.left];
+    const std::string labels = plan.g + mat_l + mat_r;
+    if (mat_l.size() != 1 || mat_r.size() != 1) {
+      Shape mm = Dims(plan.g);
+      mm.push_back(ProductOfDims(g_, Dims(mat_l)));
+      mm.push_back(ProductOfDims(g_, Dims(mat_r)));
+      if (!ReshapeTarget(mm, Dims(labels))) return false;
+      ++plan.reshapes;
+    }
+    plan.transposes += !IsIdentity(Positions(out_, labels));
+    return true;
+  }
+
+  // ONNX Reshape's shape operand from `in` to `out`: static sizes as they
+  // are, 0 for a named dim at the same place in both (Reshape copies it),
+  // -1 for the one other; nothing when two would need inferring, or a
+  // static size is 0 (which Reshape would read as "copy").
+  static std::optional<std::vector<int64_t>> ReshapeTarget(const Shape& in, const Shape& out) {
+    std::vector<int64_t> target;
+    bool inferred = false;
+    for (size_t i = 0; i < out.size(); ++i) {
+      const Dim& d = out[i];
+      if (d.is_static()) {
+        if (d.value == 0) return std::nullopt;
+        target.push_back(d.value);
+      } else if (i < in.size() && in[i] == d) {
+        target.push_back(0);
+      } else {
+        if (inferred) return std::nullopt;
+        inferred = true;
+        target.push_back(-1);
+      }
+    }
+    return target;
+  }
+
+  // A constant operand transposed and reshaped once, into a new param (one
+  // per weight and layout, however many Einsums read it).
+  TensorId Folded(TensorId w, const OperandLayout& l, std::map<std::string, TensorId>& folded) {
+    const Tensor& t = g_.tensor(w);
+    std::vector<int64_t> dims;
+    for (const Dim& d : t.shape) dims.push_back(d.value);
+    std::vector<int64_t> new_dims;
+    for (const Dim& d : l.shape) new_dims.push_back(d.value);
+    if (!l.transpose && new_dims == dims) return w;
+    const std::string key = fmt::format("{}:{}:{}", w, fmt::join(l.perm, ","), fmt::join(new_dims, ","));
+    if (auto it = folded.find(key); it != folded.end()) return it->second;
+    std::vector<uint8_t> data(t.data->size());
+    if (l.transpose) {
+      PermuteBytes(t.data->data(), data.data(), dims, l.perm, static_cast<size_t>(DTypeBytes(t.dtype)));
+    } else {
+      data = *t.data;
+    }
+    const std::string name = t.name + (l.transpose ? "_t" : "_r");
+    const DType dtype = t.dtype;
+    const TensorId id = AddParamTensor(g_, name, l.shape, dtype, std::move(data));
+    folded[key] = id;
+    return id;
+  }
+
+  TensorId AddTranspose(const std::string& name, TensorId x, const std::vector<int64_t>& perm,
+                        int64_t opset) {
+    Shape shape;
+    for (int64_t i : perm) shape.push_back(g_.tensor(x).shape[static_cast<size_t>(i)]);
+    const TensorId out = AddFreshTensor(g_, g_.tensor(x).name + "_t", shape, g_.tensor(x).dtype);
+    AddOnnxOp(name, "Transpose", x, out, opset, std::nullopt, perm);
+    return out;
+  }
+
+  TensorId AddOnnxReshape(const std::string& name, TensorId x, const Shape& shape, int64_t opset) {
+    const TensorId out = AddFreshTensor(g_, g_.tensor(x).name + "_r", shape, g_.tensor(x).dtype);
+    AddOnnxOp(name, "Reshape", x, out, opset, ReshapeTarget(g_.tensor(x).shape, shape));
+    return out;
+  }
+
+  // An opaque ONNX op a pass makes (graph.h, OnnxNode: no NodeProto; the
+  // exporter writes it from these fields): `x` in, `out` out, Reshape's
+  // shape as a constant it keeps, Transpose's perm as an attribute.
+  void AddOnnxOp(const std::string& name, const std::string& type, TensorId x, TensorId out,
+                 int64_t opset, std::optional<std::vector<int64_t>> shape,
+                 std::vector<int64_t> perm = {}) {
+    auto node = std::make_shared<OnnxNode>();
+    node->op_type = type;
+    node->opset = opset;
+    node->input_slots = {0};
+    node->output_slots = {0};
+    if (type == "Transpose") node->ints["perm"] = std::move(perm);
+    if (type == "Reshape") {
+      HFUSE_CHECK(shape.has_value());  // Cost() checked that it can be written
+      OnnxNode::Value v;
+      v.dtype = DType::kInt64;
+      v.dims = {static_cast<int64_t>(shape->size())};
+      v.data.resize(shape->size() * 8);
+      std::memcpy(v.data.data(), shape->data(), v.data.size());
+      node->constants.emplace_back(name + "/shape", "");
+      node->constant_values.push_back(std::move(v));
+      node->input_slots.push_back(-2);
+    }
+    Op op;
+    op.type = OpType::kOpaque;
+    op.inputs = {x};
+    op.outputs = {out};
+    op.attrs.onnx = std::move(node);
+    op.name = name;
+    while (g_.AddOp(op) == kNone) op.name = g_.UniqueOpName(name);
+  }
+
+  Graph& g_;
+  std::string labels_[2];
+  TensorId in_[2];
+  bool constant_[2];
+  std::string out_;
+  std::map<char, Shape> dim_;  // each label's dim, once per operand that has it
+  std::string batch_, k_, free_[2];
+};
+
 }  // namespace
 
 int64_t EinsumToGemm(Graph& g) {
@@ -283,6 +657,32 @@ int64_t PointwiseConvToGemm(Graph& g) {
     const TensorId w2 = AddParamTensor(g, wt.name + "_2d", {Dim::Static(o), c}, wt.dtype, *wt.data);
     const Dim m = g.tensor(x).shape[0];
     BecomeGemm(g, id, x, {m, c}, w2, bias, {m, Dim::Static(o)});
+    ++rewritten;
+  }
+  return rewritten;
+}
+
+int64_t EinsumToMatMul(Graph& g) {
+  int64_t rewritten = 0;
+  std::map<std::string, TensorId> folded;
+  for (OpId id : g.LiveOps()) {
+    const OnnxNode* node = OnnxOp(g, id, "Einsum", 2);
+    if (!node) continue;
+    auto s = Subscripts(*node);
+    if (!s) continue;
+    const Op& op = g.op(id);
+    const TensorId a = op.inputs[0], b = op.inputs[1];
+    const DType dtype = g.tensor(a).dtype;
+    if (!IsFloat(dtype) || g.tensor(b).dtype != dtype || g.tensor(op.outputs[0]).dtype != dtype) {
+      continue;
+    }
+    const std::string subscripts[3] = {(*s)[0], (*s)[1], (*s)[2]};
+    const TensorId in[2] = {a, b};
+    EinsumMatMul form(g, subscripts, in);
+    if (!form.Classify()) continue;
+    const std::optional<MatMulPlan> plan = form.Best();
+    if (!plan || !SettleShape(g, op.outputs[0], form.OutputShape())) continue;
+    form.Rewrite(id, *plan, folded);
     ++rewritten;
   }
   return rewritten;

@@ -63,27 +63,7 @@ std::optional<Key> KeyOf(const Graph& graph, const Op& op, bool dynamic_m) {
 }
 
 // M as a dim: static, one named dim, or the derived dim of the product.
-Dim MDim(Graph& graph, const FlatM& m) {
-  if (m.dims.empty()) return Dim::Static(m.factor);
-  if (m.dims.size() == 1 && m.factor == 1) return Dim::Dynamic(m.dims[0]);
-  std::string name;
-  int64_t lo = m.factor, hi = m.factor;
-  for (int32_t f : m.dims) {
-    const DynamicDim& d = graph.dims()[static_cast<size_t>(f)];
-    name += (name.empty() ? "" : "*") + d.name;
-    lo = std::min<int64_t>(lo * d.min, INT32_MAX);
-    hi = std::min<int64_t>(hi * d.max, INT32_MAX);
-  }
-  if (m.factor != 1) name += fmt::format("*{}", m.factor);
-  if (auto d = graph.FindDim(name)) return Dim::Dynamic(*d);
-  DynamicDim dim;
-  dim.name = name;
-  dim.min = lo;
-  dim.max = hi;
-  dim.product_of = m.dims;
-  dim.factor = m.factor;
-  return Dim::Dynamic(graph.AddDim(std::move(dim)));
-}
+Dim MDim(Graph& graph, const FlatM& m) { return DerivedDim(graph, m.factor, m.dims); }
 
 // Whether a reshape to `shape` can be written: the IR's shape attribute
 // holds one -1 at most.

@@ -23,6 +23,11 @@ PassResult RunEinsumToGemmPass(PassState& state, const PassOptions&) {
   return {n > 0, {{"Einsums rewritten", n}}};
 }
 
+PassResult RunEinsumToMatMulPass(PassState& state, const PassOptions&) {
+  const int64_t n = EinsumToMatMul(state.graph);
+  return {n > 0, {{"Einsums rewritten", n}}};
+}
+
 PassResult RunLeftMatMulToGemmPass(PassState& state, const PassOptions&) {
   const int64_t n = LeftMatMulToGemm(state.graph);
   return {n > 0, {{"MatMuls rewritten", n}}};
@@ -97,7 +102,7 @@ const std::vector<NamedPipeline>& NamedPipelines() {
   static const std::vector<NamedPipeline> pipelines = {
       {"seed", {"fuse-group-ops"}, "AITemplate's pass: what `hfuse fuse` runs on graph JSON"},
       {"onnx-import",
-       {"einsum-to-gemm", "left-matmul-to-gemm", "pointwise-conv-to-gemm",
+       {"einsum-to-gemm", "einsum-to-matmul", "left-matmul-to-gemm", "pointwise-conv-to-gemm",
         "fold-batchnorm", "fuse-mm-elementwise", "flatten-gemm-inputs"},
        "what ONNX input goes through before seed"},
       {"gpu", {"fuse-group-ops", "elide-split-concat"}, "what the CUDA backend runs"},

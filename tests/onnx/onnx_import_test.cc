@@ -811,6 +811,52 @@ TEST(CanonicalGemmsTest, EinsumMatrixProductsBecomeGemms) {
   EXPECT_THAT(r.groups[0].members, ::testing::UnorderedElementsAre("e1", "e3"));
 }
 
+// einsum-to-matmul's Transpose, MatMul and Reshape are ops a pass made, with
+// no NodeProto to write back: the export writes them as standard ONNX nodes,
+// which ONNX's checker and strict shape inference accept when read back,
+// and which compute what the Einsums did, at a named batch.
+TEST(CanonicalGemmsTest, EinsumsBecomeMatMulsThatExportAsStandardOnnx) {
+  ModelBuilder m;
+  const std::string n = "N";
+  m.Input("q", {n, int64_t{4}, int64_t{26}, int64_t{8}});
+  m.Input("k", {n, int64_t{4}, int64_t{26}, int64_t{8}});
+  m.Input("x", {n, int64_t{39}, int64_t{32}});
+  m.Init("E", {39, 19});
+  m.Input("x0", {n, int64_t{26}, int64_t{16}});
+  m.Input("xk", {n, int64_t{12}, int64_t{16}});
+  auto einsum = [&](const char* name, std::vector<std::string> in, const char* eq) {
+    auto* node = m.Node("Einsum", name, in, {std::string(name) + "_y"});
+    auto* a = node->add_attribute();
+    a->set_name("equation");
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(eq);
+  };
+  einsum("scores", {"q", "k"}, "bhsd,bhld->bhsl");
+  einsum("proj", {"x", "E"}, "b s i, s k -> b k i");
+  einsum("outer", {"x0", "xk"}, "bhd,bmd->bhmd");
+  m.Output("scores_y", {n, int64_t{4}, int64_t{26}, int64_t{26}});
+  m.Output("proj_y", {n, int64_t{19}, int64_t{32}});
+  m.Output("outer_y", {n, int64_t{26}, int64_t{12}, int64_t{16}});
+  OnnxModel model = m.Import();
+  const Graph before = model.graph;
+  EXPECT_EQ(EinsumToMatMul(model.graph), 3);
+  VerifyGraph(model.graph);
+  const std::vector<std::string> outputs = {"scores_y", "proj_y", "outer_y"};
+  ExpectSameOutputs(before, model.graph, outputs, 5);
+  const OnnxExportResult out =
+      ExportOnnx(model.graph, model.shell, {.mode = OnnxExportMode::kStandard});
+  onnx::ModelProto written;
+  ASSERT_TRUE(written.ParseFromString(out.bytes));
+  std::map<std::string, int> types;
+  for (const auto& node : written.graph().node()) ++types[node.op_type()];
+  EXPECT_EQ(types["Einsum"], 0);
+  EXPECT_EQ(types["MatMul"], 3);
+  EXPECT_EQ(types["Transpose"], 4);  // k; x0, xk and the outer product's output
+  EXPECT_EQ(types["Reshape"], 2);    // x0's and xk's unit dims
+  OnnxModel back = ImportOnnx(out.bytes, "matmuls.onnx", "");
+  ExpectSameOutputs(before, back.graph, outputs, 5);
+}
+
 // DCN-Mix's experts: V_e @ x on x = unsqueeze(h) [N, 16, 1]; the GEMMs read
 // h itself, and with the 2-D gate on h they form one group of M = N.
 TEST(CanonicalGemmsTest, ConstantLeftMatMulOnAColumnBecomesAGemm) {

@@ -55,8 +55,9 @@ TEST(PassRegistryTest, ParsesPassesAndPipelines) {
   const std::vector<const PassInfo*> passes = ParsePassList("onnx-import,seed,elide-split-concat");
   std::vector<std::string_view> names;
   for (const PassInfo* p : passes) names.push_back(p->name);
-  EXPECT_THAT(names, ::testing::ElementsAre("einsum-to-gemm", "left-matmul-to-gemm",
-                                            "pointwise-conv-to-gemm", "fold-batchnorm",
+  EXPECT_THAT(names, ::testing::ElementsAre("einsum-to-gemm", "einsum-to-matmul",
+                                            "left-matmul-to-gemm", "pointwise-conv-to-gemm",
+                                            "fold-batchnorm",
                                             "fuse-mm-elementwise", "flatten-gemm-inputs",
                                             "fuse-group-ops", "elide-split-concat"));
   EXPECT_THROW(ParsePassList("fuse-group-ops,fuse-everything"), InputError);

@@ -152,9 +152,14 @@ struct OnnxNode {
   std::string op_type;                   // e.g. "Softmax"
   int64_t opset = 0;                     // the model's opset version of `domain`
   OpType imported_as = OpType::kOpaque;  // the node's op type when imported
-  std::string node;                      // serialized onnx.NodeProto, names as read
+  // The serialized onnx.NodeProto, names as read. Empty for a node a pass
+  // made (einsum-to-matmul's Transpose, MatMul, Reshape), which is all in the
+  // decoded fields below: the exporter writes it from them, its constants
+  // from constant_values, each int attribute as its operator's schema types it.
+  std::string node;
   // Constant inputs the node keeps to itself, by name: int64 shapes, axes
-  // and the like, which are no tensors of the IR (serialized onnx.TensorProto).
+  // and the like, which are no tensors of the IR (serialized onnx.TensorProto;
+  // only the name, for a node a pass made).
   std::vector<std::pair<std::string, std::string>> constants;
   // The node's int, float and string attributes, decoded for the CPU
   // executor (a tensor attribute, such as ConstantOfShape's value, as its

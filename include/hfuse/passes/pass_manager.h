@@ -11,8 +11,9 @@
 //
 // Pipelines (--passes accepts their names too, and any mix with passes):
 //   seed         fuse-group-ops: what `hfuse fuse` runs on graph JSON
-//   onnx-import  einsum-to-gemm, left-matmul-to-gemm, pointwise-conv-to-gemm,
-//                fold-batchnorm, fuse-mm-elementwise, flatten-gemm-inputs: what ONNX input
+//   onnx-import  einsum-to-gemm, einsum-to-matmul, left-matmul-to-gemm,
+//                pointwise-conv-to-gemm, fold-batchnorm, fuse-mm-elementwise,
+//                flatten-gemm-inputs: what ONNX input
 //                goes through first (so `hfuse fuse model.onnx` runs
 //                onnx-import then seed)
 //   gpu          fuse-group-ops, elide-split-concat: what the CUDA backend runs
