@@ -52,6 +52,7 @@ def main():
     ap.add_argument("--torch-variants", default="eager,eager_graph,compile,compile_graph")
     ap.add_argument("--torch-budget", type=float, default=1e9)
     ap.add_argument("--reps", type=int, default=200)
+    ap.add_argument("--no-torch", action="store_true", help="hfuse only (the peers come from another run)")
     args = ap.parse_args()
     os.makedirs(os.path.join(args.out_dir, "models"), exist_ok=True)
     specs = args.models.split(",")
@@ -74,7 +75,11 @@ def main():
                    "--json", out, "--reps", str(args.reps)]
             if spec in profile:
                 cmd.append("--profile")
-            r = subprocess.run(cmd, capture_output=True, text=True)
+            try:
+                r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            except subprocess.TimeoutExpired:
+                print(f"{spec} @ {batch}: hfuse bench did not finish in 120 s", flush=True)
+                continue
             with open(os.path.join(args.out_dir, f"hfuse_{library}_{name}_{batch}.log"), "w") as f:
                 f.write(" ".join(cmd) + "\n" + r.stdout + r.stderr)
             print(r.stdout if spec in profile else "\n".join(r.stdout.splitlines()[:4]), flush=True)
@@ -84,9 +89,10 @@ def main():
             with open(out) as f:
                 rows[(spec, batch)] = {v["name"]: v for v in json.load(f)["variants"]}
     peers_json = os.path.join(args.out_dir, "torch_peers.json")
-    subprocess.run([sys.executable, os.path.join(here, "torch_peers.py"), peers_json, "--models", ",".join(specs),
-                    "--batches", args.batches, "--variants", args.torch_variants,
-                    "--budget", str(args.torch_budget), "--reps", str(args.reps)], check=False)
+    if not args.no_torch:
+        subprocess.run([sys.executable, os.path.join(here, "torch_peers.py"), peers_json, "--models",
+                        ",".join(specs), "--batches", args.batches, "--variants", args.torch_variants,
+                        "--budget", str(args.torch_budget), "--reps", str(args.reps)], check=False)
     peers = {}
     if os.path.exists(peers_json):
         with open(peers_json) as f:
