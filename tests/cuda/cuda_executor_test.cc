@@ -293,8 +293,9 @@ TEST_F(CudaTest, CutlassGroupGemmOfOneMember) {
 TEST_F(CudaTest, GroupGemmAlignments842TakeTheirPaths) {
   test::GraphBuilder b;
   std::vector<std::string> outs;
-  const int ks[] = {64, 40, 200, 12, 20, 36, 6, 10, 14};  // 8 8 8 | 4 4 4 | 2 2 2
-  for (int i = 0; i < 9; ++i) {
+  // Five members of each alignment: more than PlanGemm runs one by one.
+  const int ks[] = {64, 40, 200, 16, 24, 12, 20, 36, 28, 44, 6, 10, 14, 18, 22};  // 8 x5 | 4 x5 | 2 x5
+  for (int i = 0; i < 15; ++i) {
     outs.push_back(b.Fc(fmt::format("fc{}", i), b.Input(fmt::format("x{}", i), {77, ks[i]}), 24 + 8 * (i % 3),
                         {.type = OpType::kGemmRcrBiasRelu}));
   }
@@ -306,6 +307,26 @@ TEST_F(CudaTest, GroupGemmAlignments842TakeTheirPaths) {
   EXPECT_TRUE(AnyLabelHas(labels, "CUTLASS grouped"));
   EXPECT_TRUE(AnyLabelHas(labels, "cublasGemmGroupedBatchedEx, not CUTLASS: alignment below 8"));
   ExpectAllVariantsMatch(b.Build(), 23, "alignments 8/4/2");
+}
+
+// A group of at most four members CUTLASS cannot take runs one cuBLASLt
+// call a member, bias and ReLU in the call's epilogue.
+TEST_F(CudaTest, SmallGroupGemmBelowCutlassRunsMemberByMember) {
+  test::GraphBuilder b;
+  std::vector<std::string> outs;
+  const int ks[] = {12, 20, 36};  // alignment 4
+  for (int i = 0; i < 3; ++i) {
+    outs.push_back(b.Fc(fmt::format("fc{}", i), b.Input(fmt::format("x{}", i), {77, ks[i]}), 24 + 8 * i,
+                        {.type = OpType::kGemmRcrBiasRelu}));
+  }
+  b.Outputs(outs);
+  Graph fused = b.Build();
+  FuseGroupOps(fused);
+  ASSERT_EQ(fused.NumLiveOps(), 1);
+  const std::vector<std::string> labels = LaunchLabels(fused);
+  EXPECT_EQ(labels.size(), 3u);
+  for (const std::string& l : labels) EXPECT_NE(l.find("(cublasLt)"), std::string::npos) << l;
+  ExpectAllVariantsMatch(b.Build(), 29, "three members of alignment 4");
 }
 
 // The hfuse rules' LayerNorm groups: 80 LayerNorms of widths from 8 to 8192
