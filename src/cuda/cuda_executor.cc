@@ -259,21 +259,7 @@ void CudaExecutor::Impl::PlanIrElementwise(const Op& op) {
     a.num_inputs = static_cast<int32_t>(op.inputs.size());
     for (size_t k = 0; k < op.inputs.size(); ++k) a.in[k] = Operand(op.inputs[k], ys);
     a.integer = 1;
-    a.out = PlaceOf(op.outputs[0]).base;
-    a.out_type = static_cast<int32_t>(dtype);
-    a.rank = static_cast<int32_t>(ys.size());
-    a.numel = 1;
-    const std::vector<int64_t> os = cuda::RowMajorStrides(ys);
-    for (size_t d = 0; d < ys.size(); ++d) {
-      a.shape[d] = ys[d];
-      a.out_strides[d] = os[d];
-      a.numel *= ys[d];
-    }
-    if (a.numel == 0) return;
-    Add("integer elementwise kernel", [a](cudaStream_t s) {
-      cuda::LaunchOnnxElementwise(a, s);
-      HFUSE_LAUNCHED();
-    });
+    PlanElementwiseTo(a, op.outputs[0], "integer elementwise kernel");
     return;
   }
   if (op.inputs.size() > 4) throw CudaError(fmt::format("op '{}': more than 4 elementwise inputs", op.name));

@@ -197,6 +197,22 @@ void CudaExecutor::Impl::PlanBatch(std::vector<cuda::OnnxElementwiseArgs> ops, c
   });
 }
 
+void CudaExecutor::Impl::PlanElementwiseTo(cuda::OnnxElementwiseArgs a, TensorId y, const std::string& what) {
+  const std::vector<int64_t>& ys = views.shape[static_cast<size_t>(y)];
+  HFUSE_CHECK(ys.size() <= cuda::kMaxOnnxRank);
+  a.out = PlaceOf(y).base;
+  a.out_type = static_cast<int32_t>(g.tensor(y).dtype);
+  a.rank = static_cast<int32_t>(ys.size());
+  a.numel = 1;
+  const std::vector<int64_t> os = cuda::RowMajorStrides(ys);
+  for (size_t d = 0; d < ys.size(); ++d) {
+    a.shape[d] = ys[d];
+    a.out_strides[d] = os[d];
+    a.numel *= ys[d];
+  }
+  PlanBatch({a}, what);
+}
+
 void CudaExecutor::Impl::PlanPartCopies(const std::vector<TensorId>& parts, TensorId whole, size_t axis,
                                         bool split, const std::string& what) {
   const std::vector<int64_t>& ws = views.shape[static_cast<size_t>(whole)];
@@ -510,22 +526,7 @@ bool CudaExecutor::Impl::PlanOnnxElementwise(const Op& op, std::string& why) {
       a.beta = std::min(a.beta, 9.2e18f);
     }
   }
-  a.out = PlaceOf(y).base;
-  a.out_type = static_cast<int32_t>(g.tensor(y).dtype);
-  a.rank = static_cast<int32_t>(ys.size());
-  a.numel = 1;
-  const std::vector<int64_t> os = cuda::RowMajorStrides(ys);
-  for (size_t d = 0; d < ys.size(); ++d) {
-    a.shape[d] = ys[d];
-    a.out_strides[d] = os[d];
-    a.numel *= ys[d];
-  }
-  if (a.numel == 0) return true;
-  Coalesce(a);
-  Add(fmt::format("{} kernel", type), [a](cudaStream_t s) {
-    cuda::LaunchOnnxElementwise(a, s);
-    HFUSE_LAUNCHED();
-  });
+  PlanElementwiseTo(a, y, fmt::format("{} kernel", type));
   return true;
 }
 
@@ -881,22 +882,7 @@ bool CudaExecutor::Impl::PlanOnnxBatchNorm(const Op& op, std::string& why) {
     a.in[k].type = a.in[k].as = static_cast<int32_t>(DType::kFloat32);
     a.in[k].strides[1] = 1;
   }
-  a.out = PlaceOf(y).base;
-  a.out_type = static_cast<int32_t>(g.tensor(y).dtype);
-  a.rank = static_cast<int32_t>(ys.size());
-  a.numel = 1;
-  const std::vector<int64_t> os = cuda::RowMajorStrides(ys);
-  for (size_t d = 0; d < ys.size(); ++d) {
-    a.shape[d] = ys[d];
-    a.out_strides[d] = os[d];
-    a.numel *= ys[d];
-  }
-  if (a.numel == 0) return true;
-  Coalesce(a);
-  Add("batchnorm kernel", [a](cudaStream_t s) {
-    cuda::LaunchOnnxElementwise(a, s);
-    HFUSE_LAUNCHED();
-  });
+  PlanElementwiseTo(a, y, "batchnorm kernel");
   return true;
 }
 
@@ -1073,7 +1059,7 @@ bool CudaExecutor::Impl::PlanOnnxConv(const Op& op, std::string& why) {
     return it == node.ints.end() || std::all_of(it->second.begin(), it->second.end(), [&](int64_t e) { return e == v; });
   };
   auto pad = node.strings.find("auto_pad");
-  const bool pointwise = xs.size() >= 3 && ws.size() == xs.size() &&
+  const bool pointwise = xs.size() >= 3 && xs.size() <= cuda::kMaxOnnxRank && ws.size() == xs.size() &&
                          std::all_of(ws.begin() + 2, ws.end(), [](int64_t d) { return d == 1; }) &&
                          all("strides", 1) && all("dilations", 1) && all("pads", 0) && all("group", 1) &&
                          (pad == node.strings.end() || pad->second == "NOTSET" || pad->second == "VALID");
@@ -1104,21 +1090,7 @@ bool CudaExecutor::Impl::PlanOnnxConv(const Op& op, std::string& why) {
     e.in[1].type = bo.type;
     e.in[1].as = bo.as;
     e.in[1].strides[1] = bo.strides[0];
-    e.out = out;
-    e.out_type = static_cast<int32_t>(dtype);
-    e.rank = static_cast<int32_t>(ys.size());
-    e.numel = 1;
-    const std::vector<int64_t> os = cuda::RowMajorStrides(ys);
-    for (size_t d = 0; d < ys.size(); ++d) {
-      e.shape[d] = ys[d];
-      e.out_strides[d] = os[d];
-      e.numel *= ys[d];
-    }
-    Coalesce(e);
-    Add("conv bias kernel", [e](cudaStream_t s) {
-      cuda::LaunchOnnxElementwise(e, s);
-      HFUSE_LAUNCHED();
-    });
+    PlanElementwiseTo(e, y, "conv bias kernel");
   }
   return true;
 }
