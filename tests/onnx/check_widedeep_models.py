@@ -195,7 +195,8 @@ def one(work, mode, rules, model, static_groups):
 
     standard = os.path.join(work, f"{tag}.standard.onnx")
     r = hfuse("fuse", model, "-o", standard, "--export", "standard", "--rules", rules)
-    check(r.returncode == 0, f"{label}: fuse --export standard (exit {r.returncode}) {r.stderr.strip()}")
+    check(r.returncode == 0,
+          f"{label}: fuse --export standard (exit {r.returncode}) {r.stderr.strip()}")
     if r.returncode:
         return
     full_check(standard, f"{label}: standard")
