@@ -2,6 +2,7 @@
 """Builds small ranking models in the forms that hfuse's canonical-GEMM passes rewrite.
 
     .venv/bin/python scripts/make_canonical_models.py OUT_DIR [--batch 512]
+                     [--exporter dynamo|torchscript]
 
 torch-rechub (scripts/make_rechub_models.py) writes none of these forms
 except the constant-left MatMul (its DCNv2); other libraries do. The layers
@@ -18,12 +19,23 @@ TensorFlow):
   ConvHeads         three kernel-1 Conv1d heads on a length-1 input (a Linear
                     in Conv clothing, as 1x1-conv towers export) and xDeepFM's
                     CIN (a kernel-1 Conv1d over the embedding dim, which needs
-                    a transpose to be a GEMM and stays a Conv).
+                    a transpose to be a GEMM and stays a Conv; its outer
+                    product torch.einsum("bhd,bmd->bhmd") a MatMul of K = 1);
+  EinsumAutoInt     AutoInt written with torch.einsum throughout, as DeepCTR's
+                    PyTorch ports write it: two interacting layers whose
+                    Q/K/V/Res projections are "bfe,ed->bfd" (einsum-to-gemm:
+                    GEMMs that group) and whose attention is "bnik,bnjk->bnij",
+                    softmax, "bnij,bnjk->bnik" (einsum-to-matmul: MatMuls).
 
-Each is exported by torch.onnx.export (opset 17) at a fixed batch
-(OUT_DIR/NAME.static.onnx) and with a dynamic one (NAME.dynamic.onnx), with
-OUT_DIR/NAME.json describing its inputs as make_rechub_models.py does, so
-that tests/onnx/check_rechub_models.py checks them the same way.
+Each is exported at a fixed batch (OUT_DIR/NAME.static.onnx) and with a
+dynamic one (NAME.dynamic.onnx), with OUT_DIR/NAME.json describing its
+inputs as make_rechub_models.py does, so that
+tests/onnx/check_rechub_models.py checks them the same way. Without
+--exporter, by torch.onnx.export as it stands (opset 17: the TorchScript
+exporter of Debian's torch 1.13, the only one it has); --exporter
+torchscript (opset 17) or dynamo (opset 18, torch >= 2.5, which defaults to
+it) asks for one, and NAME.json then names it, with the torch version, as
+make_rechub_models.py --exporter writes it.
 """
 import argparse
 import json
@@ -116,14 +128,80 @@ class ConvHeads(nn.Module):
         return torch.sigmoid(self.out(torch.cat(heads + [cin], dim=1)))
 
 
-MODELS = {"TensordotAutoInt": TensordotAutoInt, "ConvHeads": ConvHeads}
+class EinsumInteractingLayer(nn.Module):
+    """AutoInt's interacting layer, every product a torch.einsum."""
+
+    def __init__(self, dim, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.W_Query, self.W_key, self.W_Value, self.W_Res = (
+            nn.Parameter(torch.randn(dim, dim) / dim ** 0.5) for _ in range(4))
+
+    def forward(self, x):  # [B, F, E]
+        q, k, v = (torch.einsum("bfe,ed->bfd", x, w)
+                   for w in (self.W_Query, self.W_key, self.W_Value))
+        b, f, e = x.shape
+        q, k, v = (t.reshape(b, f, self.heads, e // self.heads).transpose(1, 2) for t in (q, k, v))
+        scores = torch.einsum("bnik,bnjk->bnij", q, k)
+        att = torch.einsum("bnij,bnjk->bnik", torch.softmax(scores, dim=-1), v)
+        out = att.transpose(1, 2).reshape(b, f, e)
+        return torch.relu(out + torch.einsum("bfe,ed->bfd", x, self.W_Res))
+
+
+class EinsumAutoInt(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embedding = Embeddings()
+        self.interacting = nn.Sequential(EinsumInteractingLayer(EMBED),
+                                         EinsumInteractingLayer(EMBED))
+        d = N_FIELDS * EMBED + N_DENSE
+        self.dnn = nn.Sequential(nn.Linear(d, 64), nn.ReLU(), nn.Linear(64, 32), nn.ReLU())
+        self.out = nn.Linear(N_FIELDS * EMBED + 32, 1)
+
+    def forward(self, ids, dense):
+        e = self.embedding(ids)
+        flat = torch.cat([e.flatten(1), dense], dim=1)
+        att = self.interacting(e).flatten(1)
+        return torch.sigmoid(self.out(torch.cat([att, self.dnn(flat)], dim=1)))
+
+
+MODELS = {"TensordotAutoInt": TensordotAutoInt, "ConvHeads": ConvHeads,
+          "EinsumAutoInt": EinsumAutoInt}
+
+
+def export(model, feeds, path, exporter, dynamic):
+    """torch.onnx.export as it stands (exporter None), or by the exporter asked for."""
+    names = ["ids", "dense"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if exporter is None:
+            axes = {n: {0: "batch"} for n in names + ["output"]}
+            torch.onnx.export(model, feeds, path, opset_version=17, input_names=names,
+                              output_names=["output"], dynamic_axes=axes if dynamic else None)
+        elif exporter == "torchscript":
+            axes = {n: {0: "batch"} for n in names + ["output"]}
+            torch.onnx.export(model, feeds, path, dynamo=False, opset_version=17, input_names=names,
+                              output_names=["output"], dynamic_axes=axes if dynamic else None)
+        else:
+            shapes = None
+            if dynamic:
+                batch = torch.export.Dim("batch", min=1, max=1 << 20)
+                shapes = tuple({0: batch} for _ in feeds)
+            program = torch.onnx.export(model, feeds, dynamo=True, input_names=names,
+                                        output_names=["output"], opset_version=18,
+                                        dynamic_shapes=shapes, external_data=False)
+            program.save(path)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out_dir")
     ap.add_argument("--batch", type=int, default=512)
+    ap.add_argument("--exporter", choices=("dynamo", "torchscript"), default=None,
+                    help="default: torch.onnx.export's own (TorchScript on torch 1.13)")
     args = ap.parse_args()
+    if args.exporter and tuple(int(p) for p in torch.__version__.split(".")[:2]) < (2, 5):
+        ap.error(f"--exporter needs torch >= 2.5 (this is {torch.__version__}); leave it out")
     os.makedirs(args.out_dir, exist_ok=True)
     torch.set_num_threads(1)
     for index, (name, make) in enumerate(MODELS.items()):
@@ -134,19 +212,16 @@ def main():
         dense = torch.rand((args.batch, N_DENSE), generator=gen)
         for mode in ("static", "dynamic"):
             path = os.path.join(args.out_dir, f"{name}.{mode}.onnx")
-            axes = {n: {0: "batch"} for n in ("ids", "dense", "output")}
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                torch.onnx.export(model, (ids, dense), path, opset_version=17,
-                                  input_names=["ids", "dense"], output_names=["output"],
-                                  dynamic_axes=axes if mode == "dynamic" else None)
+            export(model, (ids, dense), path, args.exporter, mode == "dynamic")
             print(f"wrote {path} ({os.path.getsize(path) // 1024} KB)")
         info = [{"name": "ids", "dtype": "int64", "shape": [args.batch, N_FIELDS], "high": VOCAB},
                 {"name": "dense", "dtype": "float32", "shape": [args.batch, N_DENSE]}]
+        described = {"model": name, "batch": args.batch, "inputs": info, "output": "output"}
+        if args.exporter:
+            described.update(exporter=args.exporter, torch=torch.__version__,
+                             opset=18 if args.exporter == "dynamo" else 17)
         with open(os.path.join(args.out_dir, f"{name}.json"), "w") as f:
-            json.dump({"model": name, "batch": args.batch, "inputs": info, "output": "output"},
-                      f, indent=1)
-
+            json.dump(described, f, indent=1)
 
 if __name__ == "__main__":
     main()

@@ -16,7 +16,8 @@ FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 bash scripts/setup.sh >/dev/null  # clang-14, libclang-rt-14-dev, libomp-14-dev
 tests=(permute_test graph_test graph_json_test graph_json_paths_test bad_input_test hostile_input_test file_test
        canonical_order_test fuse_group_ops_test cli_test cpu_executor_test
-       fused_equals_unfused_test strided_views_test fuse_mm_elementwise_test onnx_import_test
+       fused_equals_unfused_test strided_views_test fuse_mm_elementwise_test einsum_to_matmul_test
+       onnx_import_test
        onnx_hostile_test)
 fuzzers=(graph_json onnx_import npz pipeline)
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <climits>
 #include <map>
 #include <string_view>
 
@@ -512,15 +513,14 @@ class ShapeRules {
       if (v < 0) v = v < -size ? -size - 1 : v + size;  // from the end
       return std::clamp(v, lo, hi);
     };
-    int64_t length = 0;
+    // ceil(span / stride), written so that no step (INT64_MIN included) overflows.
     if (step > 0) {
       const int64_t b = clamp(start, 0, size), e = clamp(end, 0, size);
-      length = e > b ? (e - b + step - 1) / step : 0;
-    } else {
-      const int64_t b = clamp(start, 0, size - 1), e = clamp(end, -1, size - 1);
-      length = b > e ? (b - e + (-step) - 1) / (-step) : 0;
+      return Dim::Static(e > b ? (e - b - 1) / step + 1 : 0);
     }
-    return Dim::Static(length);
+    const int64_t b = clamp(start, 0, size - 1), e = clamp(end, -1, size - 1);
+    const int64_t stride = step == INT64_MIN ? INT64_MAX : -step;
+    return Dim::Static(b > e ? (b - e - 1) / stride + 1 : 0);
   }
 
   Result Broadcasting(bool compare) {

@@ -2,6 +2,7 @@
 #include "shape_arithmetic.h"
 
 #include <algorithm>
+#include <climits>
 #include <set>
 
 #include "onnx_util.h"
@@ -47,9 +48,18 @@ std::pair<int64_t, int64_t> ShapeRange(const NodeProto& node, int64_t rank) {
 // with the identity of the operation (d · 1, d + 0, 1 · d, 0 + d, d / 1).
 std::optional<Dim> Arithmetic(const std::string& t, const Dim& x, const Dim& y) {
   if (x.is_static() && y.is_static()) {
+    // Checked: a model's constants may be anything, and a value that wraps has none.
     const int64_t p = x.value, q = y.value;
-    if (t == "Div" && q == 0) return std::nullopt;
-    return Dim::Static(t == "Add" ? p + q : t == "Sub" ? p - q : t == "Mul" ? p * q : p / q);
+    int64_t r = 0;
+    if (t == "Div") {
+      if (q == 0 || (p == INT64_MIN && q == -1)) return std::nullopt;
+      return Dim::Static(p / q);
+    }
+    const bool wrapped = t == "Add"   ? __builtin_add_overflow(p, q, &r)
+                         : t == "Sub" ? __builtin_sub_overflow(p, q, &r)
+                                      : __builtin_mul_overflow(p, q, &r);
+    if (wrapped) return std::nullopt;
+    return Dim::Static(r);
   }
   if (!y.is_static()) {
     if ((t == "Mul" || t == "Add") && x.is_static() && x.value == (t == "Mul" ? 1 : 0)) return y;
@@ -142,8 +152,7 @@ std::optional<SymValue> EvalShapeArithmetic(const NodeProto& node, const SymInpu
     int64_t n = 1;
     if (shape) {
       for (const Dim& d : *shape) {
-        if (!d.is_static()) return std::nullopt;
-        n *= d.value;
+        if (!d.is_static() || __builtin_mul_overflow(n, d.value, &n)) return std::nullopt;
       }
     } else if (auto x = in(0)) {
       n = static_cast<int64_t>(x->v.size());

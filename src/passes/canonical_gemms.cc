@@ -276,7 +276,9 @@ class EinsumMatMul {
           plan.mat[1] = m1;
           plan.k = k_;
           for (char c : out_) {
-            auto in = [&](const std::string& labels) { return labels.find(c) != std::string::npos; };
+            auto in = [&](const std::string& labels) {
+              return labels.find(c) != std::string::npos;
+            };
             const bool moved = (in(free_[0]) && !in(m0)) || (in(free_[1]) && !in(m1));
             if (in(batch_) || moved) plan.g += c;
           }
@@ -312,7 +314,9 @@ class EinsumMatMul {
       if (l.transpose) {
         x = AddTranspose(fmt::format("{}/Transpose_{}", name, side), x, l.perm, opset);
       }
-      if (l.reshape) x = AddOnnxReshape(fmt::format("{}/Reshape_{}", name, side), x, l.shape, opset);
+      if (l.reshape) {
+        x = AddOnnxReshape(fmt::format("{}/Reshape_{}", name, side), x, l.shape, opset);
+      }
       operand[role] = x;
     }
     // The MatMul: the Einsum op, its id and name kept.
@@ -416,7 +420,8 @@ class EinsumMatMul {
       plan.transposes += l.transpose;
       if (l.reshape) {
         Shape transposed;
-        for (int64_t i : l.perm) transposed.push_back(g_.tensor(in_[p]).shape[static_cast<size_t>(i)]);
+        const Shape& shape = g_.tensor(in_[p]).shape;
+        for (int64_t i : l.perm) transposed.push_back(shape[static_cast<size_t>(i)]);
         if (!ReshapeTarget(transposed, l.shape)) return false;
         ++plan.reshapes;
       }
@@ -467,11 +472,13 @@ class EinsumMatMul {
     std::vector<int64_t> new_dims;
     for (const Dim& d : l.shape) new_dims.push_back(d.value);
     if (!l.transpose && new_dims == dims) return w;
-    const std::string key = fmt::format("{}:{}:{}", w, fmt::join(l.perm, ","), fmt::join(new_dims, ","));
+    const std::string key =
+        fmt::format("{}:{}:{}", w, fmt::join(l.perm, ","), fmt::join(new_dims, ","));
     if (auto it = folded.find(key); it != folded.end()) return it->second;
     std::vector<uint8_t> data(t.data->size());
     if (l.transpose) {
-      PermuteBytes(t.data->data(), data.data(), dims, l.perm, static_cast<size_t>(DTypeBytes(t.dtype)));
+      const auto bytes = static_cast<size_t>(DTypeBytes(t.dtype));
+      PermuteBytes(t.data->data(), data.data(), dims, l.perm, bytes);
     } else {
       data = *t.data;
     }

@@ -9,9 +9,10 @@ input, added (what the pass groups), then the form under test: Split with
 num_outputs (18), reductions with their axes as an input (18, 20),
 noop_with_empty_axes, Gelu (20, both approximations), Mish (18), Swish (24),
 Cast's saturate (19), Pad with its axes as an input (18) and at opset 25,
-Squeeze/Unsqueeze/Reshape/Transpose/Flatten at the
-newest opsets, LayerNormalization, and If with a constant condition or one
-that the shapes decide (`x.dim() == 2`, nested; folded).
+Squeeze/Unsqueeze/Reshape/Transpose/Flatten at the newest opsets,
+LayerNormalization, Einsums that einsum-to-matmul makes MatMuls (none left
+in the fused model), and If with a constant condition or one that the
+shapes decide (`x.dim() == 2`, nested; folded).
 For each: `hfuse check`; `hfuse fuse` under both rule sets groups the two
 Gemms and keeps the model's opset and IR version; `hfuse verify`; `hfuse
 run` on the fused model matches onnxruntime on the original; onnxruntime
@@ -124,6 +125,17 @@ def cases():
             N("If", ["cond"], ["y"], name="branch", then_branch=then_g, else_branch=else_g),
             N("Tanh", ["y"], ["z"], name="after")], [("z", F)])
 
+    # einsum-to-matmul's forms: widedeep's constant projection, xDeepFM's
+    # outer product, attention scores; the standard export holds no Einsum.
+    yield model("einsum17_matmul", 17, [
+        N("Reshape", ["h", "s3"], ["h3"], name="to3d"),
+        N("Reshape", ["h", "s4"], ["h4"], name="to4d"),
+        N("Einsum", ["h3", "E"], ["proj"], name="proj", equation="b s i, s k -> b k i"),
+        N("Einsum", ["h3", "h3"], ["outer"], name="outer", equation="bhd,bmd->bhmd"),
+        N("Einsum", ["h4", "h4"], ["scores"], name="scores", equation="bhsd,bhld->bhsl")],
+        [("proj", F), ("outer", F), ("scores", F)],
+        [const("s3", np.array([8, 4, 8], np.int64)), const("s4", np.array([8, 2, 2, 8], np.int64)),
+         const("E", rng.standard_normal((4, 3)).astype(np.float32))])
     # `if x.dim() == 2:` and `if x.shape[1] == 32:` as torch.onnx scripting
     # writes them (Equal(Size(Shape(x)), 2), Equal(Gather(Shape(x), 1), 32)):
     # the shapes decide, so the If goes as a constant one does; the second,
@@ -224,6 +236,9 @@ def positive(work, m):
         if name.startswith("if"):
             left = [n.name for n in onnx.load(fused).graph.node if n.op_type == "If"]
             check(not left, f"{label}: no If left in the fused model ({left})")
+        if name.startswith("einsum"):
+            left = [n.name for n in onnx.load(fused).graph.node if n.op_type == "Einsum"]
+            check(not left, f"{label}: no Einsum left in the fused model ({left})")
         check(["gemm1", "gemm2"] in groups, f"{label}: groups the two Gemms ({groups})")
         check(versions(fused) == versions(path),
               f"{label}: fused keeps IR version and opset {versions(path)}: {versions(fused)}")

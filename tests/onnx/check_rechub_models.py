@@ -127,6 +127,14 @@ GROUPS = {
         ("group_gemm_rcr", [f"/interacting/Einsum{s}" for s in ("", "_1", "_2", "_3")])
     ],
     "ConvHeads": [],
+    # The same layer written with torch.einsum, twice: per layer the Q, K, V
+    # and Res projections ("bfe,ed->bfd": Einsum, _1, _2, _5); the attention's
+    # two Einsums (_3, _4) are MatMuls (einsum-to-matmul) on the path.
+    "EinsumAutoInt": [
+        ("group_gemm_rcr", [f"/interacting/interacting.{layer}/Einsum{s}"
+                            for s in ("", "_1", "_2", "_5")])
+        for layer in range(2)
+    ],
 }
 
 
@@ -165,6 +173,7 @@ HFUSE_GROUPS = {
     "DIN": GROUPS["DIN"],
     "TensordotAutoInt": GROUPS["TensordotAutoInt"],
     "ConvHeads": [("group_gemm_rcr_bias", [f"/heads.{i}/Conv" for i in range(3)])],
+    "EinsumAutoInt": GROUPS["EinsumAutoInt"],
 }
 
 

@@ -238,7 +238,8 @@ TEST(EinsumToMatMulTest, OuterProductIsAMatMulWithKOne) {
                           "x0_t_r = opaque(x0_t) {onnx = Reshape}  # outer/Reshape_a",
                           "xk_t = opaque(xk) {onnx = Transpose}  # outer/Transpose_b",
                           "xk_t_r = opaque(xk_t) {onnx = Reshape}  # outer/Reshape_b",
-                          "outer_y = opaque(outer_y_mm) {onnx = Transpose}  # outer/Transpose_out"));
+                          "outer_y = opaque(outer_y_mm) {onnx = Transpose}  "
+                          "# outer/Transpose_out"));
   EXPECT_THAT(PermOf(g, "outer/Transpose_a"), ElementsAre(0, 2, 1));
   EXPECT_THAT(ShapeConstantOf(g, "outer/Reshape_a"), ElementsAre(0, 16, 26, 1));
   EXPECT_THAT(ShapeConstantOf(g, "outer/Reshape_b"), ElementsAre(0, 16, 1, 12));

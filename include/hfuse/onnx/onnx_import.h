@@ -4,7 +4,9 @@
 // shape inference, strict), so an invalid model is rejected with ONNX's own
 // message; a model of opset 18 to 28 or IR version 9 to 14 is checked on its
 // opset-17 copy (src/onnx/opset_compat.h), and an If with a constant
-// condition is replaced by its branch first. Then each node becomes IR ops:
+// condition is replaced by its branch first, as is one whose condition the
+// inferred shapes decide (`if x.dim() == 3:`), after which the model is
+// inferred again (src/onnx/onnx_read.h). Then each node becomes IR ops:
 //
 //   Gemm(A, B, C)     transB=1, or transB=0 with a constant B (transposed
 //                     here) -> gemm_rcr_bias(A, B', C) [alpha] when C is a
@@ -32,8 +34,9 @@
 // tensors that only opaque ops read and write. Shape arithmetic (Shape ->
 // Gather -> Unsqueeze -> Concat -> Reshape and the like) is evaluated dim by
 // dim and folded into constants where all static; where ONNX's shape
-// inference stops or makes up a dim, hfuse infers the shape itself (README.md,
-// "ONNX", says which ops).
+// inference stops or makes up a dim, hfuse infers the shape itself, by the
+// rule onnx_ops.def's Shape column names for the operator
+// (src/onnx/onnx_shapes.h); a made-up dim no rule works out is an error.
 //
 // Problems with the input throw InputError: a file that does not parse,
 // an opset outside 11..28 or an IR version above 14, an operator version

@@ -34,8 +34,10 @@
 //                                                 s  = MatMul(q, kt)
 //     y = Einsum(x, E) {"bsi,sk->bki"}            y  = MatMul(Eᵀ, x)
 //     # x: [batch, 39, 32], E: [39, 19]           # Eᵀ: [19, 39], a new param
-//     o = Einsum(a, b) {"bhd,bmd->bhmd"}          a2 = Reshape(Transpose(a) {[0, 2, 1]}, [0, 16, 26, 1])
-//     # a: [batch, 26, 16], b: [batch, 12, 16]    b2 = Reshape(Transpose(b) {[0, 2, 1]}, [0, 16, 1, 12])
+//     o = Einsum(a, b) {"bhd,bmd->bhmd"}          a2 = Reshape(Transpose(a) {[0, 2, 1]},
+//     # a: [batch, 26, 16], b: [batch, 12, 16]                 [0, 16, 26, 1])
+//                                                 b2 = Reshape(Transpose(b) {[0, 2, 1]},
+//                                                              [0, 16, 1, 12])
 //                                                 o  = Transpose(MatMul(a2, b2)) {[0, 2, 3, 1]}
 //
 //   The labels are batch (both operands and the output), contracted (both,
