@@ -359,8 +359,9 @@ class ShapeRules {
   // exporter writes for `chunk` and `split` (a static dim cut at
   // Div(Add(d, 1), n) · k, which ONNX 1.12 does not propagate). A static
   // dim is cut as ONNX says (negative bounds from the end, clamped, any
-  // step); a named dim only whole (0 to the end or past it, step 1, or the
-  // end to the start, step -1), since its size is not known here.
+  // step); a named dim only whole (0 to the end, or past it, step 1, or the
+  // end to the start, step -1), since its size is not known here; the end
+  // may be the named dim itself (Shape -> Gather of the input).
   Result Slice() {
     const Tensor* x = X();
     if (!x || node_.input_size() < 3) return std::nullopt;
@@ -388,16 +389,23 @@ class ShapeRules {
     std::vector<bool> seen(x->shape.size(), false);
     for (size_t i = 0; i < n; ++i) {
       const Dim &a = axes[i], &b = starts->v[i], &e = ends->v[i], &s = steps[i];
-      if (!a.is_static() || !b.is_static() || !e.is_static() || !s.is_static() || s.value == 0 ||
-          a.value < -rank || a.value >= rank) {
+      if (!a.is_static() || !s.is_static() || s.value == 0 || a.value < -rank ||
+          a.value >= rank) {
         return std::nullopt;
       }
       const auto axis = static_cast<size_t>(a.value < 0 ? a.value + rank : a.value);
       if (seen[axis]) return std::nullopt;  // an axis named twice is invalid
       seen[axis] = true;
-      const std::optional<Dim> d = SlicedDim(x->shape[axis], b.value, e.value, s.value);
-      if (!d) return std::nullopt;
-      out[axis] = *d;
+      const Dim& d = x->shape[axis];
+      if (b.is_static() && e.is_static()) {
+        const std::optional<Dim> sliced = SlicedDim(d, b.value, e.value, s.value);
+        if (!sliced) return std::nullopt;
+        out[axis] = *sliced;
+      } else if (!d.is_static() && b == Dim::Static(0) && e == d && s.value == 1) {
+        // x[:, :x.shape[1]] on a named dim: the end is the dim itself, so all of it.
+      } else {
+        return std::nullopt;
+      }
     }
     return Out(x->dtype, std::move(out));
   }

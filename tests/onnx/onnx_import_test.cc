@@ -515,7 +515,8 @@ void ClearOutputShape(ModelBuilder& m, int output) {
 // TorchScript's `q, k = x.chunk(2, -1)`: Slice bounds computed from the
 // shape, (d + 1) / 2 · {0, 1, 2}, which ONNX 1.12 does not propagate
 // through Div. hfuse's Slice rule cuts the static dim; the named batch is
-// sliced whole (to INT64_MAX), a step of -2 counts as ONNX does.
+// sliced whole (to INT64_MAX, or to its own size), a step of -2 counts as
+// ONNX does.
 TEST(OnnxImportTest, SliceBoundsFromShapeArithmeticGiveTheShape) {
   ModelBuilder m;
   m.Input("x", {std::string("N"), int64_t{5}, int64_t{64}});
@@ -535,10 +536,13 @@ TEST(OnnxImportTest, SliceBoundsFromShapeArithmeticGiveTheShape) {
   m.Node("Slice", "chunk1", {"x", "b", "e", "last"}, {"y"});
   m.Node("Slice", "batch_whole", {"x", "zero", "to_end", "zero"}, {"w"});
   m.Node("Slice", "reversed", {"x", "to_end", "minus_big", "last", "back"}, {"r"});
+  m.Node("Gather", "batch", {"s", "zero"}, {"n"});  // [N]: x[:n] is all of x
+  m.Node("Slice", "to_batch", {"x", "zero", "n", "zero"}, {"whole"});
   m.Output("y", {std::string("N"), int64_t{5}, int64_t{32}});
   m.Output("w", {std::string("N"), int64_t{5}, int64_t{64}});
   m.Output("r", {std::string("N"), int64_t{5}, int64_t{32}});
-  for (int o = 0; o < 3; ++o) ClearOutputShape(m, o);
+  m.Output("whole", {std::string("N"), int64_t{5}, int64_t{64}});
+  for (int o = 0; o < 4; ++o) ClearOutputShape(m, o);
   OnnxModel model = m.Import();
   auto shape = [&](const char* name) {
     return ShapeString(model.graph, model.graph.tensor(*model.graph.FindTensor(name)).shape);
@@ -546,12 +550,14 @@ TEST(OnnxImportTest, SliceBoundsFromShapeArithmeticGiveTheShape) {
   EXPECT_EQ(shape("y"), "[N, 5, 32]");
   EXPECT_EQ(shape("w"), "[N, 5, 64]");
   EXPECT_EQ(shape("r"), "[N, 5, 32]");
+  EXPECT_EQ(shape("whole"), "[N, 5, 64]");
   // The CPU executor agrees, at a bound batch.
   const DimValues dims = BindDims(model.graph, {{"N", 3}});
   const TensorMap out = RunOnCpu(model.graph, RandomFeeds(model.graph, dims, 1), dims);
   EXPECT_THAT(out.at("y").shape, ElementsAre(3, 5, 32));
   EXPECT_THAT(out.at("w").shape, ElementsAre(3, 5, 64));
   EXPECT_THAT(out.at("r").shape, ElementsAre(3, 5, 32));
+  EXPECT_THAT(out.at("whole").shape, ElementsAre(3, 5, 64));
 }
 
 // A named dim cut at static bounds has no size hfuse can tell: one error
