@@ -1,18 +1,32 @@
 #!/usr/bin/env bash
-# Installs what hfuse needs to build and test, from Debian's packages (and
-# from PyPI into .venv: onnxruntime, CUTLASS's headers).
-# Idempotent: packages already present are not fetched again.
+# Installs what hfuse needs, in two steps:
+#
+#   bash scripts/setup.sh build   what building and running the hfuse tool needs
+#                                 (compiler, CMake, nlohmann-json, CLI11, fmt,
+#                                 OpenBLAS, libonnx-dev, protobuf): Debian's packages
+#   bash scripts/setup.sh         that, and what the tests, benchmarks, Python
+#                                 module and CUDA build need (GoogleTest, Google
+#                                 Benchmark, PyTorch, Chromium, ...; from PyPI into
+#                                 .venv: onnxruntime, torch-rechub, mypy, CUTLASS's headers)
+#
+# scripts/example.sh asks for the first; scripts/test.sh and .ci/run for the
+# second. Idempotent: packages already present are not fetched again.
 set -euo pipefail
 
-packages=(
+# ---- build: the hfuse tool (scripts/example.sh) ----
+build_packages=(
   build-essential cmake
   nlohmann-json3-dev libcli11-dev libfmt-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
-  libopenblas-dev zlib1g-dev python3-numpy
-  # ---- ONNX frontend (src/onnx) and its tests (tests/onnx) ----
-  # ONNX 1.12 and protobuf for C++; Debian's PyTorch (CPU only) and ONNX for
-  # exporting test models; python3-venv for the onnxruntime venv below.
+  libopenblas-dev zlib1g-dev
+  # ONNX 1.12 and protobuf for C++: the ONNX frontend (src/onnx).
   libonnx-dev libprotobuf-dev protobuf-compiler
+)
+packages=(
+  "${build_packages[@]}"
+  libgtest-dev libgmock-dev libbenchmark-dev python3-numpy
+  # ---- ONNX tests (tests/onnx) ----
+  # Debian's PyTorch (CPU only) and ONNX for exporting test models;
+  # python3-venv for the onnxruntime venv below.
   python3-onnx python3-torch python3-venv
   # What torch-rechub (the real-model tests, below) imports besides torch.
   python3-tqdm python3-pandas python3-sklearn
@@ -33,6 +47,13 @@ packages=(
   # ---- end pictures ----
 )
 
+step=${1:-all}
+case $step in
+  build) packages=("${build_packages[@]}") ;;
+  all) ;;
+  *) echo "setup: unknown step '$step' (build, or none for everything)" >&2; exit 2 ;;
+esac
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -45,6 +66,7 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 echo "setup: system packages ready"
+[[ $step == build ]] && exit 0
 
 # ---- ONNX tests: onnxruntime, which Debian lacks, from PyPI in .venv ----
 # The venv sees Debian's torch and numpy (--system-site-packages); PyPI's
