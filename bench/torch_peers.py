@@ -90,6 +90,15 @@ def build(library, name):
     model, wide = widedeep.build(name, wd)
     widedeep.refill(model, 2000 + index)
     module = widedeep.Exported(model, wide).cuda().eval()
+    # pytorch-widedeep indexes columns with Python lists (X[:, self.cont_idx]),
+    # which PyTorch turns into a host tensor copied to the GPU on every call:
+    # no CUDA graph can capture that. The same indices as a device tensor
+    # select the same columns, and the module then captures.
+    for m in module.modules():
+        for attr in ("cont_idx", "cat_idx"):
+            idx = getattr(m, attr, None)
+            if isinstance(idx, (list, tuple)) and idx and all(isinstance(i, int) for i in idx):
+                setattr(m, attr, torch.tensor(idx, dtype=torch.long, device="cuda"))
 
     def inputs(batch):
         feeds, _ = widedeep.inputs_for(batch, wide, 7)

@@ -3,12 +3,15 @@
 # cores), runs the GPU tests, then the benchmarks, in one call. Results go
 # to $OUT (the device tool's output folder) or out/device.
 #
-#   bash scripts/device.sh [build|tests|bench|all|models]
+#   bash scripts/device.sh [build|tests|bench|real|all|models]   (or a list: tests,real)
 #
 # SHARED= the shared/ folder (default ../shared); BUILD= the build folder
 # (default build-device, relative or absolute); BIN= a folder holding an
 # hfuse and a cuda_executor_test built elsewhere for sm_90a (then nothing is
-# built). The GPU machine reaches no package registry:
+# built); DEB_DIR= the Debian packages' folder (default .deb); REAL_ARGS=
+# more arguments of bench/real_models.py (`real`: that alone, without the
+# towers and micro-benchmarks of `bench`). The GPU machine reaches no
+# package registry:
 #   - CUTLASS's headers come from the nvidia-cutlass 4.2.0.0 wheel brought
 #     along with the tree: CUTLASS_WHEEL= its path (default
 #     .whl/nvidia_cutlass-4.2.0.0-*.whl), unpacked once into
@@ -29,6 +32,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
+want() { [[ $what == all || ,$what, == *,$1,* ]]; }
 SHARED=${SHARED:-$(pwd)/../shared}
 OUT=${OUT:-$(pwd)/out/device}
 BUILD=${BUILD:-build-device}
@@ -63,8 +67,9 @@ if [[ $what == models ]]; then
 fi
 
 have_debs=OFF
-if compgen -G ".deb/*.deb" >/dev/null; then
-  for f in .deb/*.deb; do
+DEB_DIR=${DEB_DIR:-.deb}
+if compgen -G "$DEB_DIR/*.deb" >/dev/null; then
+  for f in "$DEB_DIR"/*.deb; do
     # the image's own libgfortran, where it has one, stays
     [[ $f == *libgfortran5* && -e /usr/lib/x86_64-linux-gnu/libgfortran.so.5 ]] && continue
     dpkg -x "$f" / || { echo "device: cannot unpack $f"; exit 1; }
@@ -100,7 +105,7 @@ fi
 [[ $what == build ]] && exit 0
 
 status=0
-if [[ $what == tests || $what == all ]]; then
+if want tests; then
   t0=$SECONDS
   "$GTEST" >"$OUT/gpu_tests.log" 2>&1 || status=1
   grep -E "PASSED|FAILED" "$OUT/gpu_tests.log" | head -20
@@ -122,7 +127,7 @@ if [[ $what == tests || $what == all ]]; then
   echo "device: GPU tests took $((SECONDS - t0)) s"
 fi
 
-if [[ $what == bench || $what == all ]]; then
+if want bench; then
   t0=$SECONDS
   : >"$OUT/bench.log"
   if [[ -d $SHARED/bench ]]; then
@@ -145,6 +150,8 @@ if [[ $what == bench || $what == all ]]; then
     python3 scripts/gen_gemm_group.py --members $t --rows 2048 --mixed -o "$tmp/mixed_$t.json"
     python3 scripts/gen_gemm_group.py --members $t --rows 2048 --mixed --op gemm_rcr_bias_relu -o "$tmp/relu_$t.json"
     python3 scripts/gen_gemm_group.py --members $t --rows 256 --k 128 --n 128 -o "$tmp/uniform_$t.json"
+    python3 scripts/gen_gemm_group.py --members $t --rows 2048 --mixed --dtype float32 --op gemm_rcr_bias_relu -o "$tmp/f32_$t.json"
+    "$HFUSE" bench "$tmp/f32_$t.json" --rules hfuse --gemm-paths --json "$OUT/gemm_f32_T$t.bench.json" >>"$OUT/bench.log" 2>&1 || status=1
     "$HFUSE" bench "$tmp/mixed_$t.json" --rules hfuse --gemm-paths --json "$OUT/gemm_mixed_T$t.bench.json" >>"$OUT/bench.log" 2>&1 || status=1
     "$HFUSE" bench "$tmp/relu_$t.json" --rules hfuse --gemm-paths --json "$OUT/gemm_relu_T$t.bench.json" >>"$OUT/bench.log" 2>&1 || status=1
     "$HFUSE" bench "$tmp/uniform_$t.json" --rules hfuse --grouped-too --json "$OUT/gemm_uniform_T$t.bench.json" >>"$OUT/bench.log" 2>&1 || status=1
@@ -156,8 +163,15 @@ if [[ $what == bench || $what == all ]]; then
   tail -45 "$OUT/real_models.log"
   echo "device: benchmarks took $((SECONDS - t0)) s"
 fi
+if [[ ,$what, == *,real,* ]]; then
+  t0=$SECONDS
+  # shellcheck disable=SC2086  # REAL_ARGS is a list of arguments
+  python3 bench/real_models.py "$OUT/real" --hfuse "$HFUSE" ${REAL_ARGS:-} >"$OUT/real_models.log" 2>&1 || status=1
+  tail -50 "$OUT/real_models.log"
+  echo "device: real models took $((SECONDS - t0)) s"
+fi
 # Everything in one file: the device tool brings back at most 8.
 # The rest moves three folders down, where the tool does not look.
-(cd "$OUT" && tar czf /tmp/device_results.tgz . && mkdir -p all/of/it && \
+(cd "$OUT" && tar czf /tmp/device_results.tgz --exclude=./real/models --exclude="*.npz" . && mkdir -p all/of/it && \
   find . -maxdepth 1 -type f -exec mv {} all/of/it/ \; && mv /tmp/device_results.tgz .) 2>/dev/null
 exit $status

@@ -17,7 +17,15 @@
 namespace hfuse {
 namespace {
 // Up to this many members without CUTLASS: one cuBLASLt call each (PlanGemm).
+// float16/bfloat16 groups CUTLASS cannot take (rows not 16-byte aligned)
+// go to cublasGemmGroupedBatchedEx above four; float32, which no CUTLASS
+// kernel here takes, up to 16: cublasGemmGroupedBatchedEx took 104 us for
+// DCNv2's eight float32 members at batch 2048 (bench/RESULTS.md, issue
+// 19), several times what eight cuBLASLt calls of those shapes take in a
+// CUDA graph. The float32 micro-benchmark of scripts/device.sh bench
+// (`gemm_f32_T*`, --gemm-paths) measures both paths.
 constexpr size_t kLtMembersMax = 4;
+constexpr size_t kLtMembersMaxF32 = 16;
 }  // namespace
 
 void CudaExecutor::Impl::PlanGemm(const Op& op) {
@@ -57,7 +65,7 @@ void CudaExecutor::Impl::PlanGemm(const Op& op) {
   // the two calls unfused took less (bench/RESULTS.md, 2026-12-01), and a
   // group of this size saves at most that many launches.
   const bool lt_epilogue = act == cuda::kNoActivation || act == static_cast<int>(EwFunc::kRelu);
-  if (options.cutlass && options.gemm_kernel == GemmKernelChoice::kRule && ms.size() <= kLtMembersMax &&
+  if (options.cutlass && options.gemm_kernel == GemmKernelChoice::kRule && ms.size() <= (dtype == DType::kFloat32 ? kLtMembersMaxF32 : kLtMembersMax) &&
       lt_epilogue) {
     for (const cuda::DeviceGemm& m : ms) PlanLtGemm({m}, dtype, alpha, act);
     return;

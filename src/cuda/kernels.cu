@@ -246,6 +246,86 @@ unsigned GridFor(int64_t work, int threads) {
   return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65536 ? 65536 : blocks));
 }
 
+__device__ __forceinline__ float ReduceInit(int kind) {
+  return kind == kReduceMax ? -INFINITY : kind == kReduceMin ? INFINITY : kind == kReduceProd ? 1.0f : 0.0f;
+}
+// acc folded with one element v (the element's term: |v|, v*v, or v).
+__device__ __forceinline__ float ReduceStep(int kind, float acc, float v) {
+  switch (kind) {
+    case kReduceMax: return fmaxf(acc, v);
+    case kReduceMin: return fminf(acc, v);
+    case kReduceProd: return acc * v;
+    case kReduceL1: return acc + fabsf(v);
+    case kReduceL2:
+    case kReduceSumSquare: return acc + v * v;
+    default: return acc + v;
+  }
+}
+// Two partial results combined.
+__device__ __forceinline__ float ReduceCombine(int kind, float a, float b) {
+  switch (kind) {
+    case kReduceMax: return fmaxf(a, b);
+    case kReduceMin: return fminf(a, b);
+    case kReduceProd: return a * b;
+    default: return a + b;
+  }
+}
+__device__ __forceinline__ float ReduceFinish(int kind, float acc, int64_t count) {
+  if (kind == kReduceMean) return acc / static_cast<float>(count > 0 ? count : 1);
+  if (kind == kReduceL2) return sqrtf(acc);
+  return acc;
+}
+
+// The reduced dims one run of neighbours: x seen as [outer, len, inner],
+// y[o, i] = reduce over j of x[o, j, i]. One thread an output, the threads
+// of a warp on neighbouring i (coalesced), no index division per element.
+template <typename T>
+__global__ void ReduceLinesKernel(const T* x, T* y, int64_t outer, int64_t len, int64_t inner, int kind) {
+  for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; r < outer * inner;
+       r += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t o = r / inner, i = r - o * inner;
+    const T* p = x + o * len * inner + i;
+    float acc = ReduceInit(kind);
+    for (int64_t j = 0; j < len; ++j) acc = ReduceStep(kind, acc, ToFloat(p[j * inner]));
+    y[r] = FromFloat<T>(ReduceFinish(kind, acc, len));
+  }
+}
+
+// The same with inner == 1 and rows at least a warp long: one warp a row.
+template <typename T>
+__global__ void ReduceRowsKernel(const T* x, T* y, int64_t rows, int64_t len, int kind) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / 32;
+  for (int64_t r = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32; r < rows; r += warps) {
+    const T* xr = x + r * len;
+    float acc = ReduceInit(kind);
+    for (int64_t j = lane; j < len; j += 32) acc = ReduceStep(kind, acc, ToFloat(xr[j]));
+    for (int o = 16; o > 0; o >>= 1) acc = ReduceCombine(kind, acc, __shfl_xor_sync(0xffffffffu, acc, o));
+    if (lane == 0) y[r] = FromFloat<T>(ReduceFinish(kind, acc, len));
+  }
+}
+
+// The same with few outputs over long lines (a mean over the batch, as
+// Dice's statistics): a block of 8 warps a tile of 32 neighbouring i, the
+// warps splitting j, combined through shared memory.
+template <typename T>
+__global__ void ReduceColumnsKernel(const T* x, T* y, int64_t len, int64_t inner, int kind) {
+  __shared__ float part[8][33];
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  const int64_t o = blockIdx.x, i = static_cast<int64_t>(blockIdx.y) * 32 + lane;
+  float acc = ReduceInit(kind);
+  if (i < inner) {
+    const T* p = x + o * len * inner + i;
+    for (int64_t j = warp; j < len; j += 8) acc = ReduceStep(kind, acc, ToFloat(p[j * inner]));
+  }
+  part[warp][lane] = acc;
+  __syncthreads();
+  if (warp == 0 && i < inner) {
+    for (int w = 1; w < 8; ++w) acc = ReduceCombine(kind, acc, part[w][lane]);
+    y[o * inner + i] = FromFloat<T>(ReduceFinish(kind, acc, len));
+  }
+}
+
 // One thread an output element: its kept coordinates, then every
 // combination of the reduced ones (last dim fastest), accumulated in fp32.
 template <typename T>
@@ -362,8 +442,45 @@ void LaunchGroupEpilogue(int dtype, const EpilogueDesc* descs, const EpilogueTil
   if (dtype == 2) GroupEpilogueKernel<float><<<grid, 256, 0, stream>>>(descs, tiles, a);
 }
 
+namespace {
+template <typename T>
+void LaunchReduceLines(const ReduceArgs& a, int64_t outer, int64_t len, int64_t inner, cudaStream_t stream) {
+  const T* x = static_cast<const T*>(a.x);
+  T* y = static_cast<T*>(a.y);
+  if (inner == 1 && len >= 32) {
+    ReduceRowsKernel<T><<<GridFor(outer * 32, 256), 256, 0, stream>>>(x, y, outer, len, a.kind);
+  } else if (len >= 64 && outer * inner < 32768 && outer < 65536) {
+    const dim3 grid(static_cast<unsigned>(outer), static_cast<unsigned>((inner + 31) / 32));
+    ReduceColumnsKernel<T><<<grid, 256, 0, stream>>>(x, y, len, inner, a.kind);
+  } else {
+    ReduceLinesKernel<T><<<GridFor(outer * inner, 128), 128, 0, stream>>>(x, y, outer, len, inner, a.kind);
+  }
+}
+}  // namespace
+
 void LaunchReduce(int dtype, const ReduceArgs& args, cudaStream_t stream) {
   if (args.out_numel == 0) return;
+  // The reduced dims (of more than one element) one run of neighbours: x is
+  // [outer, len, inner], read without decoding indices.
+  int first = -1, last = -1;
+  bool one_run = true;
+  for (int d = 0; d < args.rank; ++d) {
+    if (!args.reduced[d] || args.shape[d] == 1) continue;
+    if (first < 0) first = d;
+    for (int e = last + 1; last >= 0 && e < d; ++e) one_run = one_run && args.shape[e] == 1;
+    last = d;
+  }
+  if (one_run) {
+    int64_t outer = 1, len = 1, inner = 1;
+    for (int d = 0; d < args.rank; ++d) {
+      (first < 0 || d < first ? outer : d > last ? inner : len) *= args.shape[d];
+    }
+    if (first < 0) inner = 1, outer = args.out_numel;
+    if (dtype == 0) LaunchReduceLines<__half>(args, outer, len, inner, stream);
+    if (dtype == 1) LaunchReduceLines<__nv_bfloat16>(args, outer, len, inner, stream);
+    if (dtype == 2) LaunchReduceLines<float>(args, outer, len, inner, stream);
+    return;
+  }
   const unsigned grid = GridFor(args.out_numel, 128);
   if (dtype == 0) ReduceKernel<__half><<<grid, 128, 0, stream>>>(args);
   if (dtype == 1) ReduceKernel<__nv_bfloat16><<<grid, 128, 0, stream>>>(args);

@@ -70,7 +70,7 @@ __device__ __forceinline__ void Store(void* p, int64_t i, int type, Scalar v) {
 __device__ __forceinline__ float Softplus(float f) { return log1pf(expf(-fabsf(f))) + fmaxf(f, 0.0f); }
 
 // The CPU executor's formulas (cpu_onnx_ops.cc, Binary and Unary), in fp32.
-__device__ float FloatFunc(const OnnxElementwiseArgs& a, const float* x) {
+__device__ __forceinline__ float FloatFunc(const OnnxElementwiseArgs& a, const float* x) {
   const float u = x[0], v = x[1];
   switch (a.func) {
     case kCopy: return u;
@@ -120,7 +120,7 @@ __device__ float FloatFunc(const OnnxElementwiseArgs& a, const float* x) {
   }
 }
 
-__device__ int64_t IntFunc(const OnnxElementwiseArgs& a, const int64_t* x) {
+__device__ __forceinline__ int64_t IntFunc(const OnnxElementwiseArgs& a, const int64_t* x) {
   const int64_t u = x[0], v = x[1];
   switch (a.func) {
     case kCopy: return u;
@@ -169,36 +169,137 @@ unsigned GridFor(int64_t work, int threads) {
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < (n); \
        e += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
-__device__ __forceinline__ void ElementwiseAt(const OnnxElementwiseArgs& a, int64_t e) {
-  int64_t rest = e, out = 0;
-  int64_t off[3] = {0, 0, 0};
+// Element e's offsets in every operand, decoded in Index arithmetic
+// (uint32_t where the host found every offset to fit: a 64-bit division is
+// tens of instructions, the bulk of the kernel's time otherwise). kIn, the
+// operand count, is a template argument so that the offsets and values
+// stay in registers (a loop to a run-time count puts them in local memory).
+template <int kIn, typename Index, typename Offset>
+__device__ __forceinline__ Offset Decode(const OnnxElementwiseArgs& a, Index e, Offset (&off)[3]) {
+  Index rest = e;
+  Offset out = 0;
+  off[0] = off[1] = off[2] = 0;
   for (int d = a.rank - 1; d >= 0; --d) {
-    const int64_t i = rest % a.shape[d];
-    rest /= a.shape[d];
-    out += i * a.out_strides[d];
-    for (int k = 0; k < a.num_inputs; ++k) off[k] += i * a.in[k].strides[d];
+    const Index n = static_cast<Index>(a.shape[d]);
+    const Index i = rest % n;
+    rest /= n;
+    out += static_cast<Offset>(i) * static_cast<Offset>(a.out_strides[d]);
+#pragma unroll
+    for (int k = 0; k < kIn; ++k) off[k] += static_cast<Offset>(i) * static_cast<Offset>(a.in[k].strides[d]);
   }
-  if (a.integer) {
+  return out;
+}
+
+template <int kIn, typename Index, typename Offset>
+__device__ __forceinline__ void ElementwiseAt(const OnnxElementwiseArgs& a, Index e) {
+  Offset off[3];
+  const Offset out = Decode<kIn, Index, Offset>(a, e, off);
+  if (a.all_f32) {
+    float x[3] = {0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int k = 0; k < kIn; ++k) x[k] = static_cast<const float*>(a.in[k].ptr)[off[k]];
+    static_cast<float*>(a.out)[out] = FloatFunc(a, x);
+  } else if (a.integer) {
     int64_t x[3] = {0, 0, 0};
-    for (int k = 0; k < a.num_inputs; ++k) x[k] = Read(a.in[k], off[k]).AsInt();
+#pragma unroll
+    for (int k = 0; k < kIn; ++k) x[k] = Read(a.in[k], off[k]).AsInt();
     Store(a.out, out, a.out_type, {0.0f, IntFunc(a, x), true});
   } else {
     float x[3] = {0.0f, 0.0f, 0.0f};
-    for (int k = 0; k < a.num_inputs; ++k) x[k] = Read(a.in[k], off[k]).AsFloat();
+#pragma unroll
+    for (int k = 0; k < kIn; ++k) x[k] = Read(a.in[k], off[k]).AsFloat();
     Store(a.out, out, a.out_type, {FloatFunc(a, x), 0, false});
   }
 }
 
+#define HFUSE_GRID_STRIDE32(e, n)                                                          \
+  for (uint32_t e = blockIdx.x * blockDim.x + threadIdx.x; e < static_cast<uint32_t>(n); \
+       e += gridDim.x * blockDim.x)
+
+// Every element of one op, in the index arithmetic the host chose.
+template <bool kNarrow, int kIn>
+__device__ __forceinline__ void ElementwiseAll(const OnnxElementwiseArgs& a) {
+  if constexpr (kNarrow) {
+    HFUSE_GRID_STRIDE32(e, a.numel) ElementwiseAt<kIn, uint32_t, int32_t>(a, e);
+  } else {
+    HFUSE_GRID_STRIDE(e, a.numel) ElementwiseAt<kIn, int64_t, int64_t>(a, e);
+  }
+}
+
+template <bool kNarrow>
+__device__ __forceinline__ void ElementwiseOp(const OnnxElementwiseArgs& a) {
+  switch (a.num_inputs) {
+    case 1: ElementwiseAll<kNarrow, 1>(a); break;
+    case 2: ElementwiseAll<kNarrow, 2>(a); break;
+    default: ElementwiseAll<kNarrow, 3>(a); break;
+  }
+}
+
+template <bool kNarrow, int kIn>
 __global__ void OnnxElementwiseKernel(OnnxElementwiseArgs a) {
-  HFUSE_GRID_STRIDE(e, a.numel) ElementwiseAt(a, e);
+  ElementwiseAll<kNarrow, kIn>(a);
+}
+
+// The float32 path four elements a thread, with 16-byte loads and stores:
+// the innermost dim is contiguous in the output (a multiple of 4 long),
+// and each operand walks it contiguously (read as a float4) or not at all
+// (one float, broadcast). The host checked the alignment of every vector
+// access (VectorOk).
+template <int kIn>
+__global__ void OnnxElementwiseF32x4Kernel(OnnxElementwiseArgs a) {
+  const int last = a.rank - 1;
+  const uint32_t inner = static_cast<uint32_t>(a.shape[last]) / 4;
+  const uint32_t vectors = static_cast<uint32_t>(a.numel) / 4;
+  for (uint32_t v = blockIdx.x * blockDim.x + threadIdx.x; v < vectors; v += gridDim.x * blockDim.x) {
+    uint32_t rest = v / inner;
+    const int32_t i = static_cast<int32_t>(v - rest * inner) * 4;
+    int32_t out = i, off[kIn];
+#pragma unroll
+    for (int k = 0; k < kIn; ++k) off[k] = i * static_cast<int32_t>(a.in[k].strides[last]);
+    for (int d = last - 1; d >= 0; --d) {
+      const uint32_t n = static_cast<uint32_t>(a.shape[d]);
+      const uint32_t j = rest % n;
+      rest /= n;
+      out += static_cast<int32_t>(j) * static_cast<int32_t>(a.out_strides[d]);
+#pragma unroll
+      for (int k = 0; k < kIn; ++k) off[k] += static_cast<int32_t>(j) * static_cast<int32_t>(a.in[k].strides[d]);
+    }
+    float4 x[kIn];
+#pragma unroll
+    for (int k = 0; k < kIn; ++k) {
+      const float* p = static_cast<const float*>(a.in[k].ptr) + off[k];
+      if (a.in[k].strides[last] == 1) {
+        x[k] = *reinterpret_cast<const float4*>(p);
+      } else {
+        const float s = *p;
+        x[k] = make_float4(s, s, s, s);
+      }
+    }
+    float u[3] = {0.0f, 0.0f, 0.0f};
+    float4 y;
+#pragma unroll
+    for (int k = 0; k < kIn; ++k) u[k] = x[k].x;
+    y.x = FloatFunc(a, u);
+#pragma unroll
+    for (int k = 0; k < kIn; ++k) u[k] = x[k].y;
+    y.y = FloatFunc(a, u);
+#pragma unroll
+    for (int k = 0; k < kIn; ++k) u[k] = x[k].z;
+    y.z = FloatFunc(a, u);
+#pragma unroll
+    for (int k = 0; k < kIn; ++k) u[k] = x[k].w;
+    y.w = FloatFunc(a, u);
+    *reinterpret_cast<float4*>(static_cast<float*>(a.out) + out) = y;
+  }
 }
 
 // One op of the batch per grid row (blockIdx.y), its elements over the row's blocks.
+template <bool kNarrow>
 __global__ void OnnxElementwiseBatchKernel(const OnnxElementwiseArgs* args) {
   __shared__ OnnxElementwiseArgs a;
   if (threadIdx.x == 0) a = args[blockIdx.y];
   __syncthreads();
-  HFUSE_GRID_STRIDE(e, a.numel) ElementwiseAt(a, e);
+  ElementwiseOp<kNarrow>(a);
 }
 
 // One thread a word of an output row (4 bytes when rows and pointers allow).
@@ -325,16 +426,77 @@ __global__ void PadKernel(PadArgs a) {
 
 }  // namespace
 
-void LaunchOnnxElementwise(const OnnxElementwiseArgs& args, cudaStream_t stream) {
-  if (args.numel == 0) return;
-  OnnxElementwiseKernel<<<GridFor(args.numel, 256), 256, 0, stream>>>(args);
+void ClassifyElementwise(OnnxElementwiseArgs& a) {
+  // The largest offset |sum (shape[d] - 1) * stride[d]| of each view.
+  auto fits = [&](const int64_t* strides) {
+    int64_t reach = 0;
+    for (int d = 0; d < a.rank; ++d) reach += (a.shape[d] - 1) * (strides[d] < 0 ? -strides[d] : strides[d]);
+    return reach < INT32_MAX;
+  };
+  bool narrow = a.numel < INT32_MAX && fits(a.out_strides);
+  bool f32 = !a.integer && a.out_type == kF32;
+  for (int k = 0; k < a.num_inputs; ++k) {
+    narrow = narrow && fits(a.in[k].strides);
+    f32 = f32 && a.in[k].type == kF32 && a.in[k].as == kF32;
+  }
+  a.narrow = narrow ? 1 : 0;
+  a.all_f32 = f32 ? 1 : 0;
 }
 
-void LaunchOnnxElementwiseBatch(const OnnxElementwiseArgs* args, int count, int64_t max_numel,
+namespace {
+// Whether the float4 kernel can take the op (OnnxElementwiseF32x4Kernel).
+bool VectorOk(const OnnxElementwiseArgs& a) {
+  if (!a.narrow || !a.all_f32 || a.rank < 1) return false;
+  const int last = a.rank - 1;
+  if (a.shape[last] % 4 != 0 || a.out_strides[last] != 1) return false;
+  auto aligned = [&](const void* p, const int64_t* strides) {
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+    for (int d = 0; d < last; ++d) {
+      if (strides[d] % 4 != 0) return false;
+    }
+    return true;
+  };
+  if (!aligned(a.out, a.out_strides)) return false;
+  for (int k = 0; k < a.num_inputs; ++k) {
+    const int64_t s = a.in[k].strides[last];
+    if (s != 0 && s != 1) return false;
+    if (s == 1 && !aligned(a.in[k].ptr, a.in[k].strides)) return false;
+  }
+  return true;
+}
+}  // namespace
+
+void LaunchOnnxElementwise(const OnnxElementwiseArgs& args, cudaStream_t stream) {
+  if (args.numel == 0) return;
+  if (VectorOk(args)) {
+    const unsigned grid = GridFor(args.numel / 4, 256);
+    switch (args.num_inputs) {
+      case 1: OnnxElementwiseF32x4Kernel<1><<<grid, 256, 0, stream>>>(args); return;
+      case 2: OnnxElementwiseF32x4Kernel<2><<<grid, 256, 0, stream>>>(args); return;
+      case 3: OnnxElementwiseF32x4Kernel<3><<<grid, 256, 0, stream>>>(args); return;
+      default: break;
+    }
+  }
+  const unsigned grid = GridFor(args.numel, 256);
+  switch (args.num_inputs * 2 + (args.narrow ? 1 : 0)) {
+    case 2: OnnxElementwiseKernel<false, 1><<<grid, 256, 0, stream>>>(args); break;
+    case 3: OnnxElementwiseKernel<true, 1><<<grid, 256, 0, stream>>>(args); break;
+    case 4: OnnxElementwiseKernel<false, 2><<<grid, 256, 0, stream>>>(args); break;
+    case 5: OnnxElementwiseKernel<true, 2><<<grid, 256, 0, stream>>>(args); break;
+    case 6: OnnxElementwiseKernel<false, 3><<<grid, 256, 0, stream>>>(args); break;
+    default: OnnxElementwiseKernel<true, 3><<<grid, 256, 0, stream>>>(args); break;
+  }
+}
+
+void LaunchOnnxElementwiseBatch(const OnnxElementwiseArgs* args, int count, int64_t max_numel, bool narrow,
                                 cudaStream_t stream) {
   if (count == 0 || max_numel == 0) return;
   const dim3 grid(GridFor(max_numel, 256), static_cast<unsigned>(count));
-  OnnxElementwiseBatchKernel<<<grid, 256, 0, stream>>>(args);
+  if (narrow) {
+    OnnxElementwiseBatchKernel<true><<<grid, 256, 0, stream>>>(args);
+  } else {
+    OnnxElementwiseBatchKernel<false><<<grid, 256, 0, stream>>>(args);
+  }
 }
 
 void LaunchOnnxGather(const GatherArgs& a, cudaStream_t stream) {

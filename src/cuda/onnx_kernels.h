@@ -60,12 +60,20 @@ struct OnnxElementwiseArgs {
   float alpha, beta;
   int64_t shape[kMaxOnnxRank];
   int64_t numel;
+  // Set by ClassifyElementwise (the host, once the dims are merged): every
+  // index and offset fits 32 bits, so the kernel decodes indices with
+  // 32-bit divisions; every operand and the output are float32 read as
+  // such, so it loads and stores floats without switching on types.
+  int32_t narrow;
+  int32_t all_f32;
 };
+void ClassifyElementwise(OnnxElementwiseArgs& args);
 void LaunchOnnxElementwise(const OnnxElementwiseArgs& args, cudaStream_t stream);
 // `count` independent elementwise ops in one launch (args: a device array
 // the host wrote at plan time; max_numel: the largest op's numel): the
-// parts of a concatenate or a split, copied together.
-void LaunchOnnxElementwiseBatch(const OnnxElementwiseArgs* args, int count, int64_t max_numel,
+// parts of a concatenate or a split, copied together. narrow: every op's
+// `narrow` is set.
+void LaunchOnnxElementwiseBatch(const OnnxElementwiseArgs* args, int count, int64_t max_numel, bool narrow,
                                 cudaStream_t stream);
 
 // Gather along an axis, data (contiguous) seen as [outer, len, inner bytes]:

@@ -85,6 +85,7 @@ void Coalesce(cuda::OnnxElementwiseArgs& a) {
     a.out_strides[d] = dims[d].stride[0];
     for (int k = 0; k < a.num_inputs; ++k) a.in[k].strides[d] = dims[d].stride[k + 1];
   }
+  cuda::ClassifyElementwise(a);
 }
 
 bool IntegerType(DType d) { return !IsFloat(d); }
@@ -188,11 +189,15 @@ void CudaExecutor::Impl::PlanBatch(std::vector<cuda::OnnxElementwiseArgs> ops, c
     return;
   }
   int64_t max_numel = 0;
-  for (const cuda::OnnxElementwiseArgs& a : ops) max_numel = std::max(max_numel, a.numel);
+  bool narrow = true;
+  for (const cuda::OnnxElementwiseArgs& a : ops) {
+    max_numel = std::max(max_numel, a.numel);
+    narrow = narrow && a.narrow;
+  }
   const cuda::OnnxElementwiseArgs* args = Device(ops);
   const int count = static_cast<int>(ops.size());
   Add(fmt::format("{}, {} parts", what, count), [=](cudaStream_t s) {
-    cuda::LaunchOnnxElementwiseBatch(args, count, max_numel, s);
+    cuda::LaunchOnnxElementwiseBatch(args, count, max_numel, narrow, s);
     HFUSE_LAUNCHED();
   });
 }

@@ -329,6 +329,31 @@ TEST_F(CudaTest, SmallGroupGemmBelowCutlassRunsMemberByMember) {
   ExpectAllVariantsMatch(b.Build(), 29, "three members of alignment 4");
 }
 
+// A float32 group of up to 16 members (no CUTLASS kernel takes float32)
+// runs one cuBLASLt call a member; 17 go to cublasGemmGroupedBatchedEx.
+TEST_F(CudaTest, Float32GroupUpToSixteenRunsMemberByMember) {
+  for (int members : {8, 17}) {
+    test::GraphBuilder b;
+    std::vector<std::string> outs;
+    for (int i = 0; i < members; ++i) {
+      outs.push_back(b.Fc(fmt::format("fc{}", i), b.Input(fmt::format("x{}", i), {70, 16 + 8 * (i % 4)}, DType::kFloat32),
+                          24 + 8 * (i % 3), {.type = OpType::kGemmRcrBiasRelu}));
+    }
+    b.Outputs(outs);
+    Graph fused = b.Build();
+    FuseGroupOps(fused);
+    ASSERT_EQ(fused.NumLiveOps(), 1);
+    const std::vector<std::string> labels = LaunchLabels(fused);
+    if (members <= 16) {
+      EXPECT_EQ(labels.size(), static_cast<size_t>(members));
+      for (const std::string& l : labels) EXPECT_NE(l.find("(cublasLt)"), std::string::npos) << l;
+    } else {
+      EXPECT_TRUE(AnyLabelHas(labels, "cublasGemmGroupedBatchedEx"));
+    }
+    ExpectAllVariantsMatch(b.Build(), 31, fmt::format("{} float32 members", members));
+  }
+}
+
 // The hfuse rules' LayerNorm groups: 80 LayerNorms of widths from 8 to 8192
 // (odd, aligned, wider than the register path) as one group op, one launch.
 TEST_F(CudaTest, UncappedLayerNormGroupOfMixedWidths) {

@@ -92,6 +92,26 @@ def op_models():
         node = helper.make_node(op, ["x", "axes"], ["y"], keepdims=1)
         yield f"{op}_axes_0_2", model("r", [node], [("x", F, [4, 5, 6])], [("y", F, [1, 5, 1])],
                                       [ints("axes", [0, -1])])
+    # The reduction kernels by form: rows a warp each (the last axis, long),
+    # columns split over a block (few outputs, long lines: a mean over the
+    # batch), and lines of one thread an output (the middle axis).
+    for op in ("ReduceSum", "ReduceMax", "ReduceL2"):
+        yield f"{op}_rows", model("r", [helper.make_node(op, ["x", "axes"], ["y"], keepdims=0)],
+                                  [("x", F, [N, 300])], [("y", F, [N])], [ints("axes", [-1])])
+        yield f"{op}_columns", model("r", [helper.make_node(op, ["x", "axes"], ["y"], keepdims=1)],
+                                     [("x", F, [N, 300, 45])], [("y", F, [1, 1, 45])], [ints("axes", [0, 1])])
+    # Elementwise forms of the float32 fast paths: a [N, 1] column and a
+    # [16] row broadcast over [N, 16] (four elements a thread), a width
+    # not a multiple of 4, and an operand at an odd offset (a slice).
+    yield "elementwise_f32_broadcasts", model("ew", [
+        helper.make_node("Mul", ["x", "col"], ["a"]),
+        helper.make_node("Add", ["a", "row"], ["b"]),
+        helper.make_node("Where", ["m", "b", "x"], ["y"]),
+        helper.make_node("Slice", ["x", "s1", "e15", "ax1"], ["xs"]),
+        helper.make_node("Sub", ["xs", "odd"], ["z"]),
+    ], [("x", F, [N, 16]), ("col", F, [N, 1]), ("m", B, [N, 16]), ("odd", F, [N, 14])],
+        [("y", F, [N, 16]), ("z", F, [N, 14])],
+        [floats("row", [16]), ints("s1", [1]), ints("e15", [15]), ints("ax1", [1])])
     yield "reducemean_axis1_nokeep_opset17", model(
         "r", [helper.make_node("ReduceMean", ["x"], ["y"], axes=[1], keepdims=0)],
         [("x", F, [N, 8, 16])], [("y", F, [N, 16])], opset=17)

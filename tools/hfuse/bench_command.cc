@@ -67,7 +67,14 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
   std::string why;
   if (!CudaDeviceAvailable(&why)) ThrowInputError("--device cuda: no usable CUDA device: {}", why);
   const LoadedModel model = LoadModel(path);  // graph JSON or ONNX
-  const Graph& original = model.graph;
+  // "unfused" is the model as the runtime sees it before fusion: for ONNX,
+  // after the import canonicalisations (einsum-to-matmul and the like), so
+  // that the CPU reference and the unfused variant run no Einsum by loops.
+  Graph original = model.graph;
+  if (model.format == ModelFormat::kOnnx) {
+    PassState canonical(original);
+    PassManager(PipelineNamed("onnx-import"), {}).Run(canonical, PassOptions{});
+  }
   const DimValues dims = BindDims(original, options.dims);
   TensorMap feeds = RandomFeeds(original, dims, options.seed);
   if (!options.inputs_npz.empty()) {
