@@ -242,31 +242,39 @@ void CudaExecutor::Impl::PlanCopies(const Op& op) {
 
 void CudaExecutor::Impl::PlanIrElementwise(const Op& op) {
   const DType dtype = g.tensor(op.outputs[0]).dtype;
-  if (!IsFloat(dtype)) {
-    // Integer arithmetic (shape math the importer made an IR op of): the
-    // ONNX elementwise kernel, in int64.
-    static const std::map<EwFunc, cuda::OnnxFunc> kFuncs = {
-        {EwFunc::kRelu, cuda::kRelu}, {EwFunc::kAdd, cuda::kAdd}, {EwFunc::kSub, cuda::kSub},
-        {EwFunc::kMul, cuda::kMul},   {EwFunc::kDiv, cuda::kDiv}};
-    auto f = kFuncs.find(op.attrs.func);
-    const std::vector<int64_t>& ys = views.shape[static_cast<size_t>(op.outputs[0])];
-    if (f == kFuncs.end() || op.inputs.empty() || op.inputs.size() > 2 || ys.size() > cuda::kMaxOnnxRank) {
-      throw CudaError(fmt::format("op '{}': {} on {} cannot run on the GPU", op.name, EwFuncName(op.attrs.func),
-                                  DTypeName(dtype)));
-    }
+  // One and two operands (every op the importer and the passes make): the
+  // ONNX elementwise kernel (32-bit index math, float32 four elements a
+  // thread; onnx_kernels.h), in int64 for integer shape math. The
+  // broadcast kernel of kernels.cu takes the rest (up to four operands,
+  // folded left), in float types only. (DIN's and DCN's Add/Mul launches
+  // took 21-48 us at 450-650 GB/s in that kernel, bench/RESULTS.md.)
+  static const std::map<EwFunc, cuda::OnnxFunc> kFuncs = {
+      {EwFunc::kRelu, cuda::kRelu}, {EwFunc::kSigmoid, cuda::kSigmoid}, {EwFunc::kTanh, cuda::kTanh},
+      {EwFunc::kGelu, cuda::kGelu}, {EwFunc::kSilu, cuda::kSwish},      {EwFunc::kAdd, cuda::kAdd},
+      {EwFunc::kSub, cuda::kSub},   {EwFunc::kMul, cuda::kMul},         {EwFunc::kDiv, cuda::kDiv}};
+  const std::vector<int64_t>& ys = views.shape[static_cast<size_t>(op.outputs[0])];
+  auto f = kFuncs.find(op.attrs.func);
+  const bool integer = !IsFloat(dtype);
+  if (f != kFuncs.end() && !op.inputs.empty() && op.inputs.size() <= 2 && ys.size() <= cuda::kMaxOnnxRank &&
+      (!integer || f->first == EwFunc::kRelu || !IsUnary(f->first))) {
     cuda::OnnxElementwiseArgs a{};
     a.func = f->second;
+    a.alpha = 1.0f;  // Silu = Swish(alpha 1)
     a.num_inputs = static_cast<int32_t>(op.inputs.size());
     for (size_t k = 0; k < op.inputs.size(); ++k) a.in[k] = Operand(op.inputs[k], ys);
-    a.integer = 1;
-    PlanElementwiseTo(a, op.outputs[0], "integer elementwise kernel");
+    a.integer = integer ? 1 : 0;
+    PlanElementwiseTo(a, op.outputs[0], integer ? "integer elementwise kernel" : "elementwise kernel");
     return;
+  }
+  if (integer) {
+    throw CudaError(fmt::format("op '{}': {} on {} cannot run on the GPU", op.name, EwFuncName(op.attrs.func),
+                                DTypeName(dtype)));
   }
   if (op.inputs.size() > 4) throw CudaError(fmt::format("op '{}': more than 4 elementwise inputs", op.name));
   if (g.tensor(op.outputs[0]).shape.size() > 6) throw CudaError(fmt::format("op '{}': rank above 6", op.name));
   const cuda::ElementwiseArgs args = BroadcastArgs(op);
-  const int type = cuda::KernelType(g.tensor(op.outputs[0]).dtype);
-  Add("elementwise kernel", [=](cudaStream_t s) {
+  const int type = cuda::KernelType(dtype);
+  Add("elementwise kernel, up to 4 operands", [=](cudaStream_t s) {
     cuda::LaunchElementwise(type, args, s);
     HFUSE_LAUNCHED();
   });
