@@ -123,6 +123,21 @@ void CudaExecutor::Impl::PlanLtGemm(const std::vector<cuda::DeviceGemm>& ms, DTy
     PlanEpilogue(ms, dtype, act, /*zero_first=*/true);
     return;
   }
+  const bool relu = act == static_cast<int>(EwFunc::kRelu);
+  if (batch == 1 && m.n == 1) {  // one output column: a warp a row (kernels.h, LaunchGemv)
+    const int type = cuda::KernelType(dtype);
+    const int64_t lda = m.lda, ldy = m.ldy, rows = m.m, k = m.k;
+    const void *a = m.a, *w = m.w, *bias = m.bias;
+    void* y = m.y;
+    Add("GEMV kernel (N = 1)", [=](cudaStream_t s) {
+      cuda::LaunchGemv(type, a, lda, w, bias, y, ldy, rows, k, alpha, relu, s);
+      HFUSE_LAUNCHED();
+    });
+    if (act != cuda::kNoActivation && !relu) {
+      PlanEpilogue({cuda::DeviceGemm{m.a, m.w, nullptr, m.y, m.m, m.n, m.k, m.lda, m.ldy}}, dtype, act, false);
+    }
+    return;
+  }
   cublasLtMatmulDesc_t desc;
   HFUSE_CUBLAS(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   lt_descs.push_back(desc);
@@ -130,7 +145,6 @@ void CudaExecutor::Impl::PlanLtGemm(const std::vector<cuda::DeviceGemm>& ms, DTy
   HFUSE_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t)));
   HFUSE_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &nt, sizeof(nt)));
   cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
-  const bool relu = act == static_cast<int>(EwFunc::kRelu);
   if (m.bias) epi = relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
   HFUSE_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
   if (m.bias) {

@@ -329,6 +329,19 @@ TEST_F(CudaTest, SmallGroupGemmBelowCutlassRunsMemberByMember) {
   ExpectAllVariantsMatch(b.Build(), 29, "three members of alignment 4");
 }
 
+// A GEMM of one output column runs the GEMV kernel, its epilogue included.
+TEST_F(CudaTest, OneColumnGemmRunsTheGemvKernel) {
+  for (const char* dt : kDtypes) {
+    for (OpType type : kGemmTypes) {
+      test::GraphBuilder b;
+      b.Outputs({b.Fc("fc", b.Input("x", {300, 429}, ParseDt(dt)), 1, {.type = type})});
+      const Graph g = b.Build();
+      EXPECT_TRUE(AnyLabelHas(LaunchLabels(g), "GEMV kernel")) << dt;
+      ExpectGpuMatchesCpu(g, 32, std::string("N = 1 ") + std::string(OpTypeName(type)) + " " + dt);
+    }
+  }
+}
+
 // A float32 group of up to 16 members (no CUTLASS kernel takes float32)
 // runs one cuBLASLt call a member; 17 go to cublasGemmGroupedBatchedEx.
 TEST_F(CudaTest, Float32GroupUpToSixteenRunsMemberByMember) {
