@@ -407,31 +407,24 @@ __global__ void SoftmaxKernel(const T* x, T* y, int64_t outer, int64_t len, int6
   }
 }
 
-// Rows of a contiguous last axis (inner == 1): `lanes` threads a row (a
-// power of two up to a warp, about the row's length), so that long rows
-// (attention over a sequence, or a batch) are read in parallel and short
-// ones (attention over a few tokens) by neighbouring threads, coalesced
-// either way. Every lane of a row holds its values' part of the max and sum.
+// Rows of a contiguous last axis (inner == 1) at least a warp long: one
+// warp a row, so that long rows (attention over a sequence, or a batch) are
+// read in parallel and coalesced.
 template <typename T>
-__global__ void SoftmaxRowsKernel(const T* x, T* y, int64_t rows, int64_t len, int lanes, bool log) {
-  const int lane = static_cast<int>(threadIdx.x) & (lanes - 1);
-  const int group_in_warp = static_cast<int>(threadIdx.x % 32) / lanes;
-  const int64_t groups = static_cast<int64_t>(gridDim.x) * blockDim.x / lanes;
-  // The whole warp goes round while any of its rows is left (the shuffles
-  // take every lane); a lane past the last row reads and writes nothing.
-  for (int64_t r = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / lanes; r - group_in_warp < rows;
-       r += groups) {
-    const int64_t n = r < rows ? len : 0;
+__global__ void SoftmaxRowsKernel(const T* x, T* y, int64_t rows, int64_t len, bool log) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / 32;
+  for (int64_t r = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32; r < rows; r += warps) {
     const T* xr = x + r * len;
     T* yr = y + r * len;
     float high = -INFINITY;
-    for (int64_t j = lane; j < n; j += lanes) high = fmaxf(high, ToFloat(xr[j]));
-    for (int o = lanes / 2; o > 0; o >>= 1) high = fmaxf(high, __shfl_xor_sync(0xffffffffu, high, o));
+    for (int64_t j = lane; j < len; j += 32) high = fmaxf(high, ToFloat(xr[j]));
+    for (int o = 16; o > 0; o >>= 1) high = fmaxf(high, __shfl_xor_sync(0xffffffffu, high, o));
     float sum = 0.0f;
-    for (int64_t j = lane; j < n; j += lanes) sum += expf(ToFloat(xr[j]) - high);
-    sum = RowSum(sum, lanes);
+    for (int64_t j = lane; j < len; j += 32) sum += expf(ToFloat(xr[j]) - high);
+    sum = RowSum(sum, 32);
     const float log_sum = logf(sum);
-    for (int64_t j = lane; j < n; j += lanes) {
+    for (int64_t j = lane; j < len; j += 32) {
       const float v = ToFloat(xr[j]) - high;
       yr[j] = FromFloat<T>(log ? v - log_sum : expf(v) / sum);
     }
@@ -532,13 +525,11 @@ void LaunchGemv(int dtype, const void* a, int64_t lda, const void* w, const void
 void LaunchSoftmax(int dtype, const void* x, void* y, int64_t outer, int64_t len, int64_t inner,
                    bool log, cudaStream_t stream) {
   if (outer * inner == 0 || len == 0) return;
-  if (inner == 1) {
-    int lanes = 1;
-    while (lanes < 32 && lanes < len) lanes *= 2;
-    const unsigned g = GridFor(outer * lanes, 256);
-    if (dtype == 0) SoftmaxRowsKernel<<<g, 256, 0, stream>>>(static_cast<const __half*>(x), static_cast<__half*>(y), outer, len, lanes, log);
-    if (dtype == 1) SoftmaxRowsKernel<<<g, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), static_cast<__nv_bfloat16*>(y), outer, len, lanes, log);
-    if (dtype == 2) SoftmaxRowsKernel<<<g, 256, 0, stream>>>(static_cast<const float*>(x), static_cast<float*>(y), outer, len, lanes, log);
+  if (inner == 1 && len >= 32) {
+    const unsigned g = GridFor(outer * 32, 256);
+    if (dtype == 0) SoftmaxRowsKernel<<<g, 256, 0, stream>>>(static_cast<const __half*>(x), static_cast<__half*>(y), outer, len, log);
+    if (dtype == 1) SoftmaxRowsKernel<<<g, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), static_cast<__nv_bfloat16*>(y), outer, len, log);
+    if (dtype == 2) SoftmaxRowsKernel<<<g, 256, 0, stream>>>(static_cast<const float*>(x), static_cast<float*>(y), outer, len, log);
     return;
   }
   const unsigned grid = GridFor(outer * inner, 128);
