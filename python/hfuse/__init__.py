@@ -31,8 +31,28 @@ import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 
-from . import _hfuse
-from ._hfuse import InputError
+def _ask_for_blas_core() -> None:
+    """OpenBLAS picks its kernels by CPU model when it loads, and falls back to its
+    slowest (SSE3) ones on a model it does not know, as virtual machines often
+    report; so, unless OPENBLAS_CORETYPE says otherwise, name the kernel set the
+    CPU's features run (hfuse's CpuBlasCoreType; the hfuse tool does the same)."""
+    if "OPENBLAS_CORETYPE" in os.environ:
+        return
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return
+    if {"avx512f", "avx512dq", "avx512cd", "avx512bw", "avx512vl"} <= set(flags):
+        os.environ["OPENBLAS_CORETYPE"] = "SkylakeX"
+    elif {"avx2", "fma"} <= set(flags):
+        os.environ["OPENBLAS_CORETYPE"] = "Haswell"
+
+
+_ask_for_blas_core()
+
+from . import _hfuse  # noqa: E402  (after the kernel set is named)
+from ._hfuse import InputError  # noqa: E402
 
 __all__ = ["InferenceSession", "NodeArg", "InputError", "fuse", "cuda_available",
            "get_available_providers"]
