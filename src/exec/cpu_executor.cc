@@ -133,6 +133,7 @@ class CpuRun {
   TensorMap Run(const TensorMap& feeds) {
     CheckTensorSizes(g_, dims_);
     if (!options_.reference) cpu::fast::SetThreads(options_.threads);
+    const cpu::fast::SingleThreadedBlas blas;  // the pool splits products, not OpenBLAS
     for (TensorId id = 0; id < g_.num_tensor_ids(); ++id) {
       const Tensor& t = g_.tensor(id);
       if (!t.alive || t.role == Role::kIntermediate) continue;
@@ -204,7 +205,15 @@ class CpuRun {
     const auto i = static_cast<size_t>(id);
     HostTensor& t = owned_[i];
     live_ -= Bytes(t);
-    t = HostTensor(g_.tensor(id).dtype, ConcreteShape(g_.tensor(id).shape, dims_), Named(id));
+    if (options_.pool && g_.tensor(id).role == Role::kIntermediate) {
+      Give(t);
+      t.dtype = g_.tensor(id).dtype;
+      t.shape = ConcreteShape(g_.tensor(id).shape, dims_);
+      const int64_t n = ByteCountOf(t.shape, DTypeBytes(t.dtype), Named(id));
+      t.bytes = Allocate(n, Named(id), [&] { return options_.pool->Take(static_cast<size_t>(n)); });
+    } else {
+      t = HostTensor(g_.tensor(id).dtype, ConcreteShape(g_.tensor(id).shape, dims_), Named(id));
+    }
     value_[i] = &t;
     live_ += Bytes(t);
     peak_ = std::max(peak_, live_);
@@ -214,8 +223,13 @@ class CpuRun {
     const auto i = static_cast<size_t>(id);
     if (value_[i] != &owned_[i]) return;
     live_ -= Bytes(owned_[i]);
+    Give(owned_[i]);
     owned_[i] = HostTensor();
     value_[i] = nullptr;
+  }
+  void Give(HostTensor& t) {
+    if (options_.pool && !t.bytes.empty()) options_.pool->Give(std::move(t.bytes));
+    t.bytes = {};
   }
   // Whether `id`'s buffer may be taken over by the op at this step: an
   // intermediate, no view, no graph output, read for the last time here.
@@ -230,17 +244,21 @@ class CpuRun {
   // input's last read, copied otherwise.
   void SameBytes(TensorId in, TensorId out) {
     if (!options_.reference && LastRead(in) && g_.tensor(out).storage == kNone) {
-      const auto o = static_cast<size_t>(out);
-      HostTensor& y = owned_[o];
+      HostTensor& x = owned_[static_cast<size_t>(in)];
+      HostTensor& y = owned_[static_cast<size_t>(out)];
+      Give(y);
       y.dtype = g_.tensor(out).dtype;
       y.shape = ConcreteShape(g_.tensor(out).shape, dims_);
-      y.bytes = std::move(owned_[static_cast<size_t>(in)].bytes);
-      value_[o] = &y;
-      Release(in);
-      live_ += Bytes(y);
+      y.bytes = std::move(x.bytes);
+      x = HostTensor();
+      value_[static_cast<size_t>(in)] = nullptr;
+      value_[static_cast<size_t>(out)] = &y;  // live_ unchanged: the bytes moved
       return;
     }
-    Out(out).bytes = In(in).bytes;
+    const HostTensor& x = In(in);
+    HostTensor& y = Out(out);
+    HFUSE_CHECK(y.bytes.size() == x.bytes.size());
+    if (!x.bytes.empty()) std::memcpy(y.bytes.data(), x.bytes.data(), x.bytes.size());
   }
   std::string Named(TensorId id) const { return fmt::format("tensor '{}'", g_.tensor(id).name); }
   void ScatterViews(const Op& op) {
@@ -530,6 +548,20 @@ class CpuRun {
     Out(y).FromFloat(yf.data());
   }
 
+  // Split and concatenate: one strided copy per part (fast: typed loops
+  // over the threads, cpu_fast_kernels.h; reference: a memcpy a row).
+  void CopyPart(uint8_t* dst, int64_t dst_stride, const uint8_t* src, int64_t src_stride, int64_t rows,
+                int64_t width) {
+    if (width <= 0 || rows <= 0) return;  // an empty part's data() may be null
+    if (!options_.reference) {
+      cpu::fast::CopyRows(dst, dst_stride, src, src_stride, rows, width);
+      return;
+    }
+    for (int64_t o = 0; o < rows; ++o) {
+      std::memcpy(dst + o * dst_stride, src + o * src_stride, static_cast<size_t>(width));
+    }
+  }
+
   void Split(const Op& op) {
     const HostTensor& x = In(op.inputs[0]);
     const size_t axis = Axis(op.attrs.dim, x.shape.size());
@@ -539,11 +571,7 @@ class CpuRun {
     for (size_t i = 0; i < op.outputs.size(); ++i) {
       HostTensor& y = Out(op.outputs[i]);
       const int64_t chunk = op.attrs.split_sizes[i] * inner;
-      // An empty output's data() may be null: memcpy gets no null pointer.
-      for (int64_t o = 0; chunk > 0 && o < outer; ++o) {
-        std::memcpy(y.bytes.data() + o * chunk,
-                    x.bytes.data() + o * x.shape[axis] * inner + offset, static_cast<size_t>(chunk));
-      }
+      CopyPart(y.bytes.data(), chunk, x.bytes.data() + offset, x.shape[axis] * inner, outer, chunk);
       offset += chunk;
     }
   }
@@ -553,14 +581,38 @@ class CpuRun {
     const size_t axis = Axis(op.attrs.dim, y.shape.size());
     const int64_t outer = Product(y.shape, 0, axis);
     const int64_t inner = Product(y.shape, axis + 1, y.shape.size()) * DTypeBytes(y.dtype);
+    const int64_t row = y.shape[axis] * inner;
+    if (!options_.reference && row <= 256 && outer > 1) {
+      // Narrow parts (a stack along a new last axis): output row by output
+      // row, so that writes are contiguous, not one strided pass per part.
+      std::vector<std::pair<const uint8_t*, int64_t>> parts;
+      for (TensorId in : op.inputs) {
+        const HostTensor& x = In(in);
+        if (x.shape[axis] > 0) parts.emplace_back(x.bytes.data(), x.shape[axis] * inner);
+      }
+      uint8_t* out = y.bytes.data();
+      const bool words = std::all_of(parts.begin(), parts.end(), [](const auto& p) { return p.second % 4 == 0; });
+      cpu::fast::ParallelFor(outer, 4096, [&](int64_t o0, int64_t o1) {
+        for (int64_t o = o0; o < o1; ++o) {
+          uint8_t* dst = out + o * row;
+          for (const auto& [src, width] : parts) {
+            const uint8_t* from = src + o * width;
+            if (words) {  // fixed-size copies, inlined: a call per 4 bytes costs more than the copy
+              for (int64_t b = 0; b < width; b += 4) std::memcpy(dst + b, from + b, 4);
+            } else {
+              std::memcpy(dst, from, static_cast<size_t>(width));
+            }
+            dst += width;
+          }
+        }
+      });
+      return;
+    }
     int64_t offset = 0;
     for (TensorId in : op.inputs) {
       const HostTensor& x = In(in);
       const int64_t chunk = x.shape[axis] * inner;
-      for (int64_t o = 0; chunk > 0 && o < outer; ++o) {
-        std::memcpy(y.bytes.data() + o * y.shape[axis] * inner + offset,
-                    x.bytes.data() + o * chunk, static_cast<size_t>(chunk));
-      }
+      CopyPart(y.bytes.data() + offset, y.shape[axis] * inner, x.bytes.data(), chunk, outer, chunk);
       offset += chunk;
     }
   }
@@ -616,6 +668,24 @@ class CpuRun {
 };
 
 }  // namespace
+
+std::vector<uint8_t> CpuBufferPool::Take(size_t n) {
+  // A buffer of at least n bytes and at most twice that; small ones are
+  // malloc's business.
+  auto it = n >= 4096 ? free_.lower_bound(n) : free_.end();
+  if (it == free_.end() || it->first > 2 * n) return std::vector<uint8_t>(n);
+  std::vector<uint8_t> b = std::move(it->second);
+  bytes_ -= it->first;
+  free_.erase(it);
+  b.assign(n, 0);
+  return b;
+}
+
+void CpuBufferPool::Give(std::vector<uint8_t>&& buffer) {
+  if (buffer.capacity() < 4096) return;
+  bytes_ += buffer.capacity();
+  free_.emplace(buffer.capacity(), std::move(buffer));
+}
 
 HostTensor ParamValue(const Tensor& t, const DimValues& dims) {
   HostTensor v(t.dtype, ConcreteShape(t.shape, dims), fmt::format("param '{}'", t.name));
@@ -710,6 +780,8 @@ const char* CpuBlasCoreToAskFor() {
   if (!running || std::string_view(running) != "Prescott") return nullptr;
   return CpuBlasCoreType();
 }
+
+const char* CpuBlasCoreName() { return cpu::fast::BlasCoreName(); }
 
 int CpuFastThreads(int n) { return cpu::fast::SetThreads(n); }
 

@@ -5,6 +5,7 @@
 #include <cblas.h>
 extern "C" void openblas_set_num_threads(int);
 extern "C" char* openblas_get_corename();
+extern "C" int openblas_get_num_threads();
 #endif
 #include <omp.h>
 
@@ -32,10 +33,20 @@ float Sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 int SetThreads(int n) {
   if (n <= 0) n = omp_get_max_threads();
   g_threads = std::max(n, 1);
-#if HFUSE_HAVE_CBLAS
-  openblas_set_num_threads(1);
-#endif
   return g_threads;
+}
+
+SingleThreadedBlas::SingleThreadedBlas() {
+#if HFUSE_HAVE_CBLAS
+  before_ = openblas_get_num_threads();
+  if (before_ != 1) openblas_set_num_threads(1);
+#endif
+}
+
+SingleThreadedBlas::~SingleThreadedBlas() {
+#if HFUSE_HAVE_CBLAS
+  if (before_ != 1) openblas_set_num_threads(before_);
+#endif
 }
 
 const char* BlasCoreName() {
@@ -275,6 +286,33 @@ void Binary(BinOp op, const float* a, const std::vector<int64_t>& a_shape, const
     case BinOp::kMin: return BinaryWith([](float x, float z) { return std::min(x, z); }, a, a_shape, b, b_shape, y, y_shape);
     case BinOp::kPow: return BinaryWith([](float x, float z) { return std::pow(x, z); }, a, a_shape, b, b_shape, y, y_shape);
   }
+}
+
+namespace {
+template <typename T>
+void CopyTyped(uint8_t* dst, int64_t dst_stride, const uint8_t* src, int64_t src_stride, int64_t r0, int64_t r1,
+               int64_t count) {
+  for (int64_t r = r0; r < r1; ++r) {
+    T* d = reinterpret_cast<T*>(dst + r * dst_stride);
+    const T* s = reinterpret_cast<const T*>(src + r * src_stride);
+    for (int64_t i = 0; i < count; ++i) std::memcpy(d + i, s + i, sizeof(T));
+  }
+}
+}  // namespace
+
+void CopyRows(uint8_t* dst, int64_t dst_stride, const uint8_t* src, int64_t src_stride, int64_t rows,
+              int64_t width) {
+  if (rows <= 0 || width <= 0) return;
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 18) / width);  // 256 KiB a part
+  ParallelFor(rows, grain, [&](int64_t r0, int64_t r1) {
+    if (width <= 64 && width % 4 == 0 && dst_stride % 4 == 0 && src_stride % 4 == 0) {
+      CopyTyped<uint32_t>(dst, dst_stride, src, src_stride, r0, r1, width / 4);
+    } else {
+      for (int64_t r = r0; r < r1; ++r) {
+        std::memcpy(dst + r * dst_stride, src + r * src_stride, static_cast<size_t>(width));
+      }
+    }
+  });
 }
 
 void Unary(EwFunc func, const float* x, float* y, int64_t n) {

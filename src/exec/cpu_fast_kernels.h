@@ -24,8 +24,20 @@
 namespace hfuse::cpu::fast {
 
 // The pool's size: n > 0 sets it, 0 takes OMP_NUM_THREADS (or the cores).
-// Pins OpenBLAS to one thread. Returns the size in effect.
+// Returns the size in effect.
 int SetThreads(int n);
+// OpenBLAS on one thread for a scope (a run), then as it was: the process
+// may share the library (numpy links the same libopenblas).
+class SingleThreadedBlas {
+ public:
+  SingleThreadedBlas();
+  ~SingleThreadedBlas();
+  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
+  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
+
+ private:
+  int before_ = 1;
+};
 int Threads();
 // The kernel set OpenBLAS runs (its core name), or null without OpenBLAS.
 const char* BlasCoreName();
@@ -65,6 +77,12 @@ enum class BinOp : uint8_t { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow };
 std::optional<BinOp> BinOpOf(EwFunc func);
 void Binary(BinOp op, const float* a, const std::vector<int64_t>& a_shape, const float* b,
             const std::vector<int64_t>& b_shape, float* y, const std::vector<int64_t>& y_shape);
+// Copies `rows` rows of `width` bytes from src (rows `src_stride` bytes
+// apart) to dst (`dst_stride` apart): typed loops for rows of one to a few
+// elements (a stack along a new last axis), memcpy for wider ones, rows
+// split over the pool when there are many.
+void CopyRows(uint8_t* dst, int64_t dst_stride, const uint8_t* src, int64_t src_stride, int64_t rows,
+              int64_t width);
 // y = f(x), n values.
 void Unary(EwFunc func, const float* x, float* y, int64_t n);
 

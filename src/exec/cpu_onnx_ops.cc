@@ -668,9 +668,8 @@ class OnnxOp {
       const HostTensor* x = Input(slot);
       if (!x) continue;
       const int64_t chunk = x->shape[axis] * inner;
-      for (int64_t o = 0; o < outer; ++o) {
-        std::memcpy(y.bytes.data() + o * y.shape[axis] * inner + offset,
-                    x->bytes.data() + o * chunk, static_cast<size_t>(chunk));
+      if (chunk > 0) {
+        fast::CopyRows(y.bytes.data() + offset, y.shape[axis] * inner, x->bytes.data(), chunk, outer, chunk);
       }
       offset += chunk;
     }
@@ -704,9 +703,8 @@ class OnnxOp {
       const int64_t chunk = sizes[i] * inner;
       if (HostTensor* y = Output(i)) {
         SameSize(*y, outer * sizes[i] * (inner / DTypeBytes(x.dtype)));
-        for (int64_t o = 0; o < outer; ++o) {
-          std::memcpy(y->bytes.data() + o * chunk, x.bytes.data() + o * x.shape[axis] * inner + offset,
-                      static_cast<size_t>(chunk));
+        if (chunk > 0) {
+          fast::CopyRows(y->bytes.data(), chunk, x.bytes.data() + offset, x.shape[axis] * inner, outer, chunk);
         }
       }
       offset += chunk;
@@ -1282,7 +1280,7 @@ class OnnxOp {
     const HostTensor* a = Input(0);
     const HostTensor* b = Input(1);
     HostTensor* y = Output(0);
-    if (!F32(a) || !F32(b) || !F32(y) || a->shape.size() > y->shape.size() || b->shape.size() > y->shape.size()) {
+    if (!F32(a) || !b || !F32(y) || a->shape.size() > y->shape.size() || b->shape.size() > y->shape.size()) {
       return false;
     }
     static const std::map<std::string_view, fast::BinOp> kOps = {
@@ -1299,7 +1297,23 @@ class OnnxOp {
       }
     }
     if (y->numel() == 0) return true;
-    fast::Binary(it->second, P(*a), a->shape, P(*b), b->shape, P(*y), y->shape);
+    // A small integer operand (Pow's exponent) as floats, as the reference reads it.
+    std::vector<float> b_values;
+    const float* bp = nullptr;
+    if (F32(b)) {
+      bp = P(*b);
+    } else if (it->second == fast::BinOp::kPow && !IsFloat(b->dtype) && b->numel() <= 4096) {
+      for (int64_t i = 0; i < b->numel(); ++i) b_values.push_back(static_cast<float>(b->GetInt(i)));
+      bp = b_values.data();
+    } else {
+      return false;
+    }
+    // x ** 2 (a sum of squares, FM's second order): a product.
+    if (it->second == fast::BinOp::kPow && b->numel() == 1 && bp[0] == 2.0f) {
+      fast::Binary(fast::BinOp::kMul, P(*a), a->shape, P(*a), a->shape, P(*y), y->shape);
+      return true;
+    }
+    fast::Binary(it->second, P(*a), a->shape, bp, b->shape, P(*y), y->shape);
     return true;
   }
 

@@ -137,6 +137,7 @@ struct Session::Impl {
   // The CPU executor reads params in place from here: their values made
   // once per set of dims, not once per run.
   std::map<DimValues, TensorMap> cpu_params;
+  CpuBufferPool cpu_pool;  // intermediates' buffers, from run to run
 
   const TensorMap& CpuParams(const DimValues& dims) {
     auto it = cpu_params.find(dims);
@@ -395,6 +396,7 @@ TensorMap Session::Run(const TensorMap& feeds, const std::vector<std::string>& o
     cpu.threads = impl_->options.threads;
     cpu.group_mode = impl_->options.cpu_group_mode;
     cpu.params = &impl_->CpuParams(dims);
+    cpu.pool = &impl_->cpu_pool;
     cpu.profile = impl_->options.cpu_profile;
     cpu.memory = impl_->options.cpu_memory;
     all = RunOnCpu(impl_->fused, feeds, dims, cpu);

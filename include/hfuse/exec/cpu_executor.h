@@ -65,6 +65,23 @@ struct CpuMemory {
   int64_t largest_live_bytes = 0;  // inputs, params, and the intermediates live at once, at most
   int64_t peak_bytes = 0;          // what the run allocated at once, at most (views' copies too)
 };
+// Buffers kept from one run to the next (a session's): an intermediate's
+// buffer goes back here after its last use and a later tensor of about its
+// size takes it, so that a run after the first touches no fresh page (a
+// page fault per 4 KiB costs more than the kernel that fills it). Holds at
+// most what one run held at once.
+class CpuBufferPool {
+ public:
+  // A buffer of n bytes, zeroed.
+  std::vector<uint8_t> Take(size_t n);
+  void Give(std::vector<uint8_t>&& buffer);
+  size_t bytes() const { return bytes_; }
+
+ private:
+  std::multimap<size_t, std::vector<uint8_t>> free_;  // by capacity
+  size_t bytes_ = 0;
+};
+
 struct CpuRunOptions {
   bool reference = false;  // the reference kernels alone
   int threads = 0;         // fast kernels: 0 = OMP_NUM_THREADS, or the cores
@@ -73,6 +90,7 @@ struct CpuRunOptions {
   uint8_t group_mode = 0;
   // Param values kept by the caller across runs (a session's), read in place.
   const TensorMap* params = nullptr;
+  CpuBufferPool* pool = nullptr;  // where intermediates' buffers come from and go back to
   std::vector<CpuOpProfile>* profile = nullptr;  // filled, op by op, when set
   CpuMemory* memory = nullptr;                   // filled when set
 };
@@ -90,6 +108,8 @@ const char* CpuBlasCoreType();
 // it and runs itself again; the Python package sets it before it imports
 // its extension.
 const char* CpuBlasCoreToAskFor();
+// The kernel set OpenBLAS runs (its core name), or null without OpenBLAS.
+const char* CpuBlasCoreName();
 // The fast kernels' thread count for CpuRunOptions::threads = n.
 int CpuFastThreads(int n);
 // RunOnCpu with the reference kernels: what `verify` compares against.
