@@ -142,15 +142,28 @@ void Gemm(Matrix a, Matrix b, float* y, int64_t ldy, int64_t m, int64_t n, int64
     return;
   }
   // Rows when there are enough of them for every thread to get a few
-  // micro-kernel panels (16 rows), columns otherwise (a GEMV-like product).
-  if (m >= 16 * Threads() || m >= n) {
-    ParallelFor(m, 16, [&](int64_t r0, int64_t r1) {
+  // micro-kernel panels, columns otherwise (a GEMV-like product). Parts
+  // start at multiples of 64 rows or columns: OpenBLAS computes the rows and
+  // columns left over past its micro-kernel's multiple (16 by 4, or so) with
+  // other kernels, which sum in another order; aligned parts leave over
+  // exactly what the whole product does, so every thread count gives the
+  // same bytes.
+  constexpr int64_t kAlign = 64;
+  const auto aligned_parts = [&](int64_t n, const std::function<void(int64_t, int64_t)>& f) {
+    const int64_t blocks = (n + kAlign - 1) / kAlign;
+    ParallelFor(blocks, 1, [&](int64_t b0, int64_t b1) { f(b0 * kAlign, std::min(n, b1 * kAlign)); });
+  };
+  if (m >= 2 * kAlign * Threads() || m >= n) {
+    if (m < 2 * kAlign) {
+      GemmPart(a, b, y, ldy, m, n, k, alpha, bias, activation);
+      return;
+    }
+    aligned_parts(m, [&](int64_t r0, int64_t r1) {
       GemmPart(RowsOf(a, r0), b, y + r0 * ldy, ldy, r1 - r0, n, k, alpha, bias, activation);
     });
   } else {
-    ParallelFor(n, 16, [&](int64_t c0, int64_t c1) {
-      GemmPart(a, ColsOf(b, c0), y + c0, ldy, m, c1 - c0, k, alpha, bias ? bias + c0 : nullptr,
-               activation);
+    aligned_parts(n, [&](int64_t c0, int64_t c1) {
+      GemmPart(a, ColsOf(b, c0), y + c0, ldy, m, c1 - c0, k, alpha, bias ? bias + c0 : nullptr, activation);
     });
   }
 }
