@@ -136,35 +136,35 @@ Matrix ColsOf(Matrix b, int64_t c0) {
 
 void Gemm(Matrix a, Matrix b, float* y, int64_t ldy, int64_t m, int64_t n, int64_t k, float alpha,
           const float* bias, std::optional<EwFunc> activation, bool parallel) {
-  const int64_t flops = m * n * std::max<int64_t>(k, 1);
-  if (!parallel || Threads() == 1 || flops < kParallelFlops) {
-    GemmPart(a, b, y, ldy, m, n, k, alpha, bias, activation);
-    return;
-  }
-  // Rows when there are enough of them for every thread to get a few
-  // micro-kernel panels, columns otherwise (a GEMV-like product). Parts
-  // start at multiples of 64 rows or columns: OpenBLAS computes the rows and
-  // columns left over past its micro-kernel's multiple (16 by 4, or so) with
-  // other kernels, which sum in another order; aligned parts leave over
-  // exactly what the whole product does, so every thread count gives the
-  // same bytes.
-  constexpr int64_t kAlign = 64;
-  const auto aligned_parts = [&](int64_t n, const std::function<void(int64_t, int64_t)>& f) {
-    const int64_t blocks = (n + kAlign - 1) / kAlign;
-    ParallelFor(blocks, 1, [&](int64_t b0, int64_t b1) { f(b0 * kAlign, std::min(n, b1 * kAlign)); });
-  };
-  if (m >= 2 * kAlign * Threads() || m >= n) {
-    if (m < 2 * kAlign) {
-      GemmPart(a, b, y, ldy, m, n, k, alpha, bias, activation);
-      return;
+  // Blocks of 256 rows (or, for a product of few rows, 256 columns), one
+  // single-threaded sgemm each, spread over the threads. The blocks depend
+  // on the shape alone, never on the thread count or on whether the product
+  // runs alone or beside a group's other members: OpenBLAS sums a row's
+  // products in an order that can depend on where the row falls in its call
+  // (its micro-kernel's leftover rows and columns), so the same calls are
+  // what gives the same bytes on any thread count and in any schedule.
+  constexpr int64_t kBlock = 256;
+  const bool by_rows = m >= 2 * kBlock;
+  const bool by_cols = !by_rows && n >= 2 * kBlock;
+  const int64_t blocks = by_rows ? (m + kBlock - 1) / kBlock : by_cols ? (n + kBlock - 1) / kBlock : 1;
+  const auto run = [&](int64_t b0, int64_t b1) {
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      const int64_t lo = blk * kBlock;
+      if (by_rows) {
+        GemmPart(RowsOf(a, lo), b, y + lo * ldy, ldy, std::min(kBlock, m - lo), n, k, alpha, bias, activation);
+      } else if (by_cols) {
+        GemmPart(a, ColsOf(b, lo), y + lo, ldy, m, std::min(kBlock, n - lo), k, alpha, bias ? bias + lo : nullptr,
+                 activation);
+      } else {
+        GemmPart(a, b, y, ldy, m, n, k, alpha, bias, activation);
+      }
     }
-    aligned_parts(m, [&](int64_t r0, int64_t r1) {
-      GemmPart(RowsOf(a, r0), b, y + r0 * ldy, ldy, r1 - r0, n, k, alpha, bias, activation);
-    });
+  };
+  const int64_t flops = m * n * std::max<int64_t>(k, 1);
+  if (!parallel || blocks == 1 || Threads() == 1 || flops < kParallelFlops) {
+    run(0, blocks);
   } else {
-    aligned_parts(n, [&](int64_t c0, int64_t c1) {
-      GemmPart(a, ColsOf(b, c0), y + c0, ldy, m, c1 - c0, k, alpha, bias ? bias + c0 : nullptr, activation);
-    });
+    ParallelFor(blocks, 1, run);
   }
 }
 

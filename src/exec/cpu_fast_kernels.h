@@ -6,12 +6,13 @@
 // reference on random data (tests/exec/cpu_fast_kernels_test.cc), and the
 // executor runs the reference for every form a fast kernel declines.
 //
-// Threads: one pool, OpenMP's. OpenBLAS is pinned to one thread by
-// SetThreads; a product large enough to pay for it is split by rows (or by
-// columns when it has few rows) over the pool, each part one single-threaded
-// sgemm. Each output element is then summed in the same order whatever the
-// thread count (OpenBLAS splits K the same way in every part), so results
-// do not depend on the number of threads.
+// Threads: one pool, OpenMP's. OpenBLAS runs single-threaded during a run
+// (SingleThreadedBlas); a product is cut into blocks of rows (or of columns
+// when it has few rows) that depend on its shape alone, one sgemm each,
+// and the blocks of a large enough product are spread over the pool. The
+// same calls whatever the thread count and schedule: results do not depend
+// on the number of threads, nor on whether a group's members run side by
+// side (cpu_executor_test and cpu_fast_kernels_test check both).
 #pragma once
 
 #include <cstdint>
