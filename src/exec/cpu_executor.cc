@@ -133,7 +133,10 @@ class CpuRun {
   TensorMap Run(const TensorMap& feeds) {
     CheckTensorSizes(g_, dims_);
     if (!options_.reference) cpu::fast::SetThreads(options_.threads);
-    const cpu::fast::SingleThreadedBlas blas;  // the pool splits products, not OpenBLAS
+    // The fast kernels' pool splits products, not OpenBLAS; the reference
+    // kernels keep OpenBLAS's own threads.
+    std::optional<cpu::fast::SingleThreadedBlas> blas;
+    if (!options_.reference) blas.emplace();
     for (TensorId id = 0; id < g_.num_tensor_ids(); ++id) {
       const Tensor& t = g_.tensor(id);
       if (!t.alive || t.role == Role::kIntermediate) continue;

@@ -29,12 +29,8 @@ TEST_P(FusedEqualsUnfused, BitwiseOnConformanceGraph) {
     EXPECT_TRUE(c.problem.empty()) << c.name << ": " << c.problem;
     EXPECT_TRUE(c.bitwise_equal) << c.name << ": max_abs " << c.max_abs;
   }
-  // The reference kernels alike (RunOnCpu takes the fast ones where they apply).
-  const TensorMap want_ref = RunOnCpuReference(original, feeds, dims);
-  const TensorMap got_ref = RunOnCpuReference(fused, feeds, BindDims(fused));
-  for (const OutputComparison& c : CompareOutputs(want_ref, got_ref)) {
-    EXPECT_TRUE(c.bitwise_equal) << c.name << " (reference kernels): max_abs " << c.max_abs;
-  }
+  // (These graphs are float16: RunOnCpu runs them on the reference kernels;
+  // cpu_fast_kernels_test checks the fast ones on float32 groups.)
 }
 
 INSTANTIATE_TEST_SUITE_P(Shared, FusedEqualsUnfused,

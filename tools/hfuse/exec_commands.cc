@@ -201,25 +201,39 @@ int RunGraphCommand(const std::string& path, const RunOptions& options) {
       }
       all = ReadNpz(options.inputs_npz, want);
     }
-    const TensorMap feeds = FeedsOf(session, all);
-    const TensorMap outputs = session.Run(feeds);
-    // Files first: a write that fails leaves nothing that looks like a result.
-    if (!options.save_inputs.empty()) {
-      // The model's inputs by their names, what --inputs (and onnxruntime)
-      // take; params keep the values the model holds.
-      TensorMap inputs;
-      for (const TensorInfo& info : session.inputs()) {
-        if (auto it = all.find(info.name); it != all.end()) inputs[info.name] = it->second;
+    // The feeds moved out of `all` unless --save-inputs still needs them:
+    // resident memory is what `run --profile` reports.
+    TensorMap feeds;
+    if (options.save_inputs.empty()) {
+      for (const auto* list : {&session.inputs(), &session.overridable_inputs()}) {
+        for (const TensorInfo& info : *list) {
+          if (auto node = all.extract(info.name)) feeds.insert(std::move(node));
+        }
       }
-      WriteNpz(options.save_inputs, inputs);
+      all.clear();
+    } else {
+      feeds = FeedsOf(session, all);
     }
-    if (!options.output_npz.empty()) WriteNpz(options.output_npz, outputs);
-    fmt::print("{}: {}: {}\n", path, DeviceName(session_options.device), Summary(session));
-    PrintPlan(session, dims);
-    for (TensorId id : graph.outputs()) {
-      const HostTensor& t = outputs.at(graph.tensor(id).name);
-      fmt::print("{}: {} [{}] sum={:.6g} hash={:016x}\n", graph.tensor(id).name,
-                 DTypeName(t.dtype), fmt::join(t.shape, ", "), Checksum(t), BytesHash(t));
+    {  // the outputs go before --profile runs again
+      const TensorMap outputs = session.Run(feeds);
+      // Files first: a write that fails leaves nothing that looks like a result.
+      if (!options.save_inputs.empty()) {
+        // The model's inputs by their names, what --inputs (and onnxruntime)
+        // take; params keep the values the model holds.
+        TensorMap inputs;
+        for (const TensorInfo& info : session.inputs()) {
+          if (auto it = all.find(info.name); it != all.end()) inputs[info.name] = it->second;
+        }
+        WriteNpz(options.save_inputs, inputs);
+      }
+      if (!options.output_npz.empty()) WriteNpz(options.output_npz, outputs);
+      fmt::print("{}: {}: {}\n", path, DeviceName(session_options.device), Summary(session));
+      PrintPlan(session, dims);
+      for (TensorId id : graph.outputs()) {
+        const HostTensor& t = outputs.at(graph.tensor(id).name);
+        fmt::print("{}: {} [{}] sum={:.6g} hash={:016x}\n", graph.tensor(id).name,
+                   DTypeName(t.dtype), fmt::join(t.shape, ", "), Checksum(t), BytesHash(t));
+      }
     }
     if (options.profile) PrintCpuProfile(session, feeds, options.profile_reps);
     return 0;
