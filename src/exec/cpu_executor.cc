@@ -180,11 +180,14 @@ class CpuRun {
       options_.memory->peak_bytes = peak_;
     }
     TensorMap out;
+    int64_t handed_over = 0;
     for (TensorId id : g_.outputs()) {
       const size_t i = static_cast<size_t>(id);
       HostTensor& v = owned_[i];
+      if (value_[i] == &v) handed_over += Bytes(v);
       out[g_.tensor(id).name] = value_[i] == &v ? std::move(v) : *value_[i];
     }
+    if (options_.pool) options_.pool->Trim(static_cast<size_t>(std::max<int64_t>(0, peak_ - handed_over)));
     return out;
   }
 
@@ -684,6 +687,14 @@ std::vector<uint8_t> CpuBufferPool::Take(size_t n) {
   return b;
 }
 
+void CpuBufferPool::Trim(size_t bytes) {
+  while (bytes_ > bytes && !free_.empty()) {
+    auto last = std::prev(free_.end());
+    bytes_ -= last->first;
+    free_.erase(last);
+  }
+}
+
 void CpuBufferPool::Give(std::vector<uint8_t>&& buffer) {
   if (buffer.capacity() < 4096) return;
   bytes_ += buffer.capacity();
@@ -740,13 +751,15 @@ TensorMap RandomFeeds(const Graph& graph, const DimValues& dims, uint64_t seed) 
     HostTensor v(t.dtype, ConcreteShape(t.shape, dims), 
                  fmt::format("{} '{}'", t.role == Role::kInput ? "input" : "param", t.name));
     const float low = is_gamma[static_cast<size_t>(id)] ? 0.5f : -1.0f;
-    std::vector<float> values(static_cast<size_t>(v.numel()));
-    for (float& x : values) {
+    // float32 straight into the tensor (no second copy of a large input).
+    std::vector<float> values(t.dtype == DType::kFloat32 ? 0 : static_cast<size_t>(v.numel()));
+    float* out = t.dtype == DType::kFloat32 ? reinterpret_cast<float*>(v.bytes.data()) : values.data();
+    for (int64_t i = 0; i < v.numel(); ++i) {
       // 24 random bits -> [0, 1): the same on every platform.
       const float u = static_cast<float>(rng() >> 40) * (1.0f / 16777216.0f);
-      x = low + 2.0f * u * (is_gamma[static_cast<size_t>(id)] ? 0.5f : 1.0f);
+      out[i] = low + 2.0f * u * (is_gamma[static_cast<size_t>(id)] ? 0.5f : 1.0f);
     }
-    v.FromFloat(values.data());
+    if (t.dtype != DType::kFloat32) v.FromFloat(values.data());
     feeds[t.name] = std::move(v);
   }
   return feeds;

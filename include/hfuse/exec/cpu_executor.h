@@ -68,13 +68,16 @@ struct CpuMemory {
 // Buffers kept from one run to the next (a session's): an intermediate's
 // buffer goes back here after its last use and a later tensor of about its
 // size takes it, so that a run after the first touches no fresh page (a
-// page fault per 4 KiB costs more than the kernel that fills it). Holds at
-// most what one run held at once.
+// page fault per 4 KiB costs more than the kernel that fills it). After a
+// run it holds at most what the run held at once less the outputs it handed
+// over, so that the outputs and the pool together stay within the run's peak.
 class CpuBufferPool {
  public:
   // A buffer of n bytes, zeroed.
   std::vector<uint8_t> Take(size_t n);
   void Give(std::vector<uint8_t>&& buffer);
+  // Frees buffers, largest first, until the pool holds at most `bytes`.
+  void Trim(size_t bytes);
   size_t bytes() const { return bytes_; }
 
  private:
