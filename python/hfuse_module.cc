@@ -21,6 +21,7 @@
 #include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
+#include "hfuse/exec/cpu_executor.h"
 #include "hfuse/session/session.h"
 #include "hfuse/support/error.h"
 
@@ -156,9 +157,9 @@ class PySession {
  public:
   PySession(ModelArg model, const std::string& device, std::optional<std::string> rules,
             std::map<std::string, int64_t> dims, bool fuse, bool group_gemm, bool cuda_graph,
-            std::string format, ArrayDict params)
+            std::string format, ArrayDict params, int threads)
       : session_(Make(model, device, rules, std::move(dims), fuse, group_gemm, cuda_graph,
-                      std::move(format), params)) {
+                      std::move(format), params, threads)) {
     for (const auto* list : {&session_.inputs(), &session_.overridable_inputs()}) {
       for (const TensorInfo& i : *list) dtype_[i.name] = i.dtype;
     }
@@ -194,8 +195,10 @@ class PySession {
   static Session Make(nb::object model, const std::string& device,
                       const std::optional<std::string>& rules, std::map<std::string, int64_t> dims,
                       bool fuse, bool group_gemm, bool cuda_graph, std::string format,
-                      nb::dict params) {
+                      nb::dict params, int threads) {
     SessionOptions options;
+    if (threads < 0) ThrowInputError("threads {}: expected 0 (the default) or more", threads);
+    options.threads = threads;
     for (auto [key, value] : params) {
       const std::string name = nb::cast<std::string>(key);
       nb::ndarray<> a = nb::cast<nb::ndarray<>>(
@@ -352,13 +355,14 @@ NB_MODULE(_hfuse, m) {
 
   nb::class_<PySession>(m, "Session", "A model loaded, fused for its device and ready to run.")
       .def(nb::init<ModelArg, const std::string&, std::optional<std::string>,
-                    std::map<std::string, int64_t>, bool, bool, bool, std::string, ArrayDict>(),
+                    std::map<std::string, int64_t>, bool, bool, bool, std::string, ArrayDict, int>(),
            nb::arg("model"), nb::arg("device") = "cpu", nb::arg("rules") = nb::none(),
            nb::arg("dims") = std::map<std::string, int64_t>{}, nb::arg("fuse") = true,
            nb::arg("group_gemm") = true, nb::arg("cuda_graph") = true, nb::arg("format") = "",
-           nb::arg("params") = ArrayDict(),
+           nb::arg("params") = ArrayDict(), nb::arg("threads") = 0,
            "Loads `model` (a path, or the bytes of a graph JSON or ONNX model with `format`), "
-           "runs the import and fusion pipelines for `device` ('cpu' or 'cuda').")
+           "runs the import and fusion pipelines for `device` ('cpu' or 'cuda'); on the CPU, "
+           "`threads` (0: OMP_NUM_THREADS, or the cores) run the kernels.")
       .def("inputs", [](const PySession& s) { return Infos(s.session().inputs()); },
            nb::sig("def inputs(self) -> list[tuple[str, list[int | str], str]]"),
            "(name, shape, type) of each input; a dynamic dim is its name.")
@@ -387,6 +391,14 @@ NB_MODULE(_hfuse, m) {
                    },
                    "The device the session runs on: 'cpu' or 'cuda'.");
 
+  m.def("blas_core",
+        [] {
+          const char* running = CpuBlasCoreName();
+          const char* best = CpuBlasCoreType();
+          return nb::make_tuple(std::string(running ? running : ""), std::string(best ? best : ""));
+        },
+        nb::sig("def blas_core() -> tuple[str, str]"),
+        "(the kernel set OpenBLAS runs, the one this CPU's features run; '' when unknown)");
   m.def("cuda_available",
         [] {
           std::string why;

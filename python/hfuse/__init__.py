@@ -31,8 +31,44 @@ import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 
-from . import _hfuse
-from ._hfuse import InputError
+def _ask_for_blas_core() -> None:
+    """OpenBLAS picks its kernels by CPU model when it loads, and falls back to its
+    slowest (SSE3) ones on a model it does not know, as virtual machines often
+    report; so, unless OPENBLAS_CORETYPE says otherwise, name the kernel set the
+    CPU's features run (hfuse's CpuBlasCoreType; the hfuse tool does the same)."""
+    if "OPENBLAS_CORETYPE" in os.environ:
+        return
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return
+    if {"avx512f", "avx512dq", "avx512cd", "avx512bw", "avx512vl"} <= set(flags):
+        os.environ["OPENBLAS_CORETYPE"] = "SkylakeX"
+    elif {"avx2", "fma"} <= set(flags):
+        os.environ["OPENBLAS_CORETYPE"] = "Haswell"
+
+
+_ask_for_blas_core()
+_blas_warned = False
+
+
+def _warn_slow_blas() -> None:
+    """Once: OpenBLAS was loaded (by numpy, imported before hfuse) on its
+    SSE3 kernels although this CPU runs faster ones, so products run at a
+    third of their speed or less."""
+    global _blas_warned
+    running, best = _hfuse.blas_core()
+    if _blas_warned or running != "Prescott" or not best:
+        return
+    _blas_warned = True
+    import warnings
+    warnings.warn(f"OpenBLAS runs its {running} (SSE3) kernels on this CPU, which runs {best}'s: "
+                  f"set OPENBLAS_CORETYPE={best} in the environment, or import hfuse before numpy",
+                  RuntimeWarning, stacklevel=3)
+
+from . import _hfuse  # noqa: E402  (after the kernel set is named)
+from ._hfuse import InputError  # noqa: E402
 
 __all__ = ["InferenceSession", "NodeArg", "InputError", "fuse", "cuda_available",
            "get_available_providers"]
@@ -115,21 +151,31 @@ class InferenceSession:
     fuse: False runs the model as imported.
     cuda_graph: on CUDA, replay each shape's plan from a CUDA graph.
     format: "onnx" or "json" (default: by extension, or by the bytes).
+    threads: on the CPU, the threads the kernels run on (default: onnxruntime's
+        sess_options.intra_op_num_threads when given and positive, else
+        OMP_NUM_THREADS, else the cores).
     """
 
     def __init__(self, model: PathOrBytes, sess_options: Any = None,
                  providers: Optional[Sequence[Any]] = None, *, device: Optional[str] = None,
                  rules: Optional[str] = None, dims: Optional[Mapping[str, int]] = None,
                  params: Optional[Mapping[str, Any]] = None, fuse: bool = True,
-                 cuda_graph: bool = True, format: Optional[str] = None) -> None:
-        del sess_options  # accepted for onnxruntime compatibility; hfuse has none
+                 cuda_graph: bool = True, format: Optional[str] = None,
+                 threads: Optional[int] = None) -> None:
+        # onnxruntime's SessionOptions: only the thread count means something here.
+        if threads is None:
+            threads = getattr(sess_options, "intra_op_num_threads", 0) or 0
+        if not isinstance(threads, int) or threads < 0:
+            raise ValueError(f"threads {threads!r}: expected a count >= 0")
         self._device = _device_of(providers, device)
         if not isinstance(model, bytes):
             model = os.fspath(model)
         self._session = _hfuse.Session(model, device=self._device, rules=rules,
                                        dims=dict(dims or {}), fuse=fuse,
                                        cuda_graph=cuda_graph, format=_format_of(model, format),
-                                       params=dict(params or {}))
+                                       params=dict(params or {}), threads=threads)
+        if self._device == "cpu":
+            _warn_slow_blas()
         self._inputs = [NodeArg(*i) for i in self._session.inputs()]
         self._outputs = [NodeArg(*o) for o in self._session.outputs()]
 

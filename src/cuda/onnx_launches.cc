@@ -95,7 +95,7 @@ bool IntegerType(DType d) { return !IsFloat(d); }
 void CudaExecutor::Impl::PlanOpaque(const Op& op) {
   using Planner = bool (Impl::*)(const Op&, std::string&);
   static const std::map<std::string_view, Planner> kPlanners = {
-#define HFUSE_ONNX_OP(Name, Shape, Fold, Cpu, Cuda) {#Name, &Impl::PlanOnnx##Cuda},
+#define HFUSE_ONNX_OP(Name, Shape, Fold, Cpu, Fast, Cuda) {#Name, &Impl::PlanOnnx##Cuda},
 #include "hfuse/ir/onnx_ops.def"
 #undef HFUSE_ONNX_OP
   };

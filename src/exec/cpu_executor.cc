@@ -1,14 +1,23 @@
 // The CPU reference executor. See cpu_executor.h.
 #include "hfuse/exec/cpu_executor.h"
 
+#include <algorithm>
+#include <chrono>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <span>
 #include <random>
 
+#include "cpu_fast_kernels.h"
+#include "cpu_group_rule.h"
 #include "cpu_kernels.h"
 #include "cpu_onnx_ops.h"
 #include "hfuse/ir/analysis.h"
+#include "hfuse/ir/onnx_ops.h"
 #include "hfuse/ir/op_members.h"
 #include "hfuse/support/checked.h"
 #include "hfuse/support/error.h"
@@ -35,42 +44,150 @@ uint64_t SplitMix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// When a tensor's buffer can go: after the last op that reads it, or reads
+// a view of it, or writes a view into it (passes/strided_views.h). Graph
+// outputs are kept; a tensor nobody reads goes right after its producer.
+// The largest live set is what the run must hold at once: inputs and params
+// throughout, each intermediate from its producer to its last use.
+struct MemoryPlan {
+  std::vector<std::vector<TensorId>> release_after;  // per step of the order
+  int64_t largest_live_bytes = 0;
+};
+
+MemoryPlan PlanMemory(const Graph& g, const std::vector<OpId>& order, const DimValues& dims) {
+  const auto n = static_cast<size_t>(g.num_tensor_ids());
+  std::vector<int64_t> first(n, -1), last(n, -1);
+  for (size_t i = 0; i < order.size(); ++i) {
+    const Op& op = g.op(order[i]);
+    for (TensorId t : op.inputs) last[static_cast<size_t>(t)] = static_cast<int64_t>(i);
+    for (TensorId t : op.outputs) {
+      first[static_cast<size_t>(t)] = static_cast<int64_t>(i);
+      last[static_cast<size_t>(t)] = std::max(last[static_cast<size_t>(t)], static_cast<int64_t>(i));
+    }
+  }
+  // A view's root lives as long as the view is read or written.
+  for (TensorId id = 0; id < g.num_tensor_ids(); ++id) {
+    const Tensor& t = g.tensor(id);
+    if (!t.alive || t.storage == kNone) continue;
+    auto& root_first = first[static_cast<size_t>(t.storage)];
+    auto& root_last = last[static_cast<size_t>(t.storage)];
+    const int64_t f = first[static_cast<size_t>(id)], l = last[static_cast<size_t>(id)];
+    if (f >= 0) root_first = root_first < 0 ? f : std::min(root_first, f);
+    root_last = std::max(root_last, l);
+  }
+  std::vector<bool> keep(n, false);
+  for (TensorId t : g.outputs()) keep[static_cast<size_t>(t)] = true;
+  MemoryPlan plan;
+  plan.release_after.resize(order.size());
+  std::vector<int64_t> delta(order.size() + 1, 0);
+  int64_t fixed = 0;
+  for (TensorId id = 0; id < g.num_tensor_ids(); ++id) {
+    const Tensor& t = g.tensor(id);
+    if (!t.alive) continue;
+    const std::vector<int64_t> shape = ConcreteShape(t.shape, dims);
+    const int64_t bytes = ByteCountOf(shape, DTypeBytes(t.dtype), t.name);
+    const auto i = static_cast<size_t>(id);
+    if (t.role != Role::kIntermediate) {
+      fixed += bytes;
+      continue;
+    }
+    if (first[i] < 0) continue;  // never made (an op that did not run)
+    const int64_t end = keep[i] ? static_cast<int64_t>(order.size()) - 1 : last[i];
+    delta[static_cast<size_t>(first[i])] += bytes;
+    delta[static_cast<size_t>(end) + 1] -= bytes;
+    if (!keep[i]) plan.release_after[static_cast<size_t>(end)].push_back(id);
+  }
+  int64_t live = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    live += delta[i];
+    plan.largest_live_bytes = std::max(plan.largest_live_bytes, live);
+  }
+  plan.largest_live_bytes += fixed;
+  return plan;
+}
+
+int64_t Bytes(const HostTensor& t) { return static_cast<int64_t>(t.bytes.size()); }
+
 class CpuRun {
  public:
-  CpuRun(const Graph& graph, const DimValues& dims)
-      : g_(graph), dims_(dims), values_(static_cast<size_t>(graph.num_tensor_ids())) {}
+  CpuRun(const Graph& graph, const DimValues& dims, const CpuRunOptions& options)
+      : g_(graph), dims_(dims), options_(options), owned_(static_cast<size_t>(graph.num_tensor_ids())),
+        value_(owned_.size(), nullptr) {}
 
   // Every live tensor's value (views gathered from their storage).
   std::vector<HostTensor> All() {
     for (TensorId id = 0; id < g_.num_tensor_ids(); ++id) {
       if (g_.tensor(id).alive && g_.tensor(id).storage != kNone) In(id);
     }
-    return std::move(values_);
+    std::vector<HostTensor> all(owned_.size());
+    for (size_t i = 0; i < owned_.size(); ++i) {
+      if (value_[i] == &owned_[i]) {
+        all[i] = std::move(owned_[i]);
+      } else if (value_[i]) {
+        all[i] = *value_[i];
+      }
+    }
+    return all;
   }
 
   TensorMap Run(const TensorMap& feeds) {
     CheckTensorSizes(g_, dims_);
+    if (!options_.reference) cpu::fast::SetThreads(options_.threads);
+    // The fast kernels' pool splits products, not OpenBLAS; the reference
+    // kernels keep OpenBLAS's own threads.
+    std::optional<cpu::fast::SingleThreadedBlas> blas;
+    if (!options_.reference) blas.emplace();
     for (TensorId id = 0; id < g_.num_tensor_ids(); ++id) {
       const Tensor& t = g_.tensor(id);
       if (!t.alive || t.role == Role::kIntermediate) continue;
-      auto it = feeds.find(t.name);
-      if (it == feeds.end() && t.data) {  // a param that came with its values
-        values_[static_cast<size_t>(id)] = ParamValue(t, dims_);
+      const HostTensor* given = nullptr;
+      if (auto it = feeds.find(t.name); it != feeds.end()) {
+        given = &it->second;
+      } else if (options_.params) {
+        if (auto p = options_.params->find(t.name); p != options_.params->end()) given = &p->second;
+      }
+      if (!given && t.data) {  // a param that came with its values
+        owned_[static_cast<size_t>(id)] = ParamValue(t, dims_);
+        value_[static_cast<size_t>(id)] = &owned_[static_cast<size_t>(id)];
         continue;
       }
-      if (it == feeds.end()) ThrowInputError("no value given for {} '{}'", RoleName(t), t.name);
-      const HostTensor& v = it->second;
+      if (!given) ThrowInputError("no value given for {} '{}'", RoleName(t), t.name);
+      const HostTensor& v = *given;
       const std::vector<int64_t> want = ConcreteShape(t.shape, dims_);
       if (v.dtype != t.dtype || v.shape != want) {
         ThrowInputError("value for '{}' is {} [{}], expected {} [{}]", t.name,
                         DTypeName(v.dtype), fmt::join(v.shape, ", "), DTypeName(t.dtype),
                         fmt::join(want, ", "));
       }
-      values_[static_cast<size_t>(id)] = v;
+      value_[static_cast<size_t>(id)] = &v;  // read in place, never copied
     }
-    for (OpId op : StableTopologicalOrder(g_)) Execute(g_.op(op));
+    const std::vector<OpId> order = StableTopologicalOrder(g_);
+    if (!options_.keep_all) plan_ = PlanMemory(g_, order, dims_);
+    for (size_t step = 0; step < order.size(); ++step) {
+      step_ = step;
+      const Op& op = g_.op(order[step]);
+      if (options_.profile) {
+        Profiled(op);
+      } else {
+        Execute(op);
+      }
+      if (!options_.keep_all) {
+        for (TensorId t : plan_.release_after[step]) Release(t);
+      }
+    }
+    if (options_.memory) {
+      options_.memory->largest_live_bytes = plan_.largest_live_bytes;
+      options_.memory->peak_bytes = peak_;
+    }
     TensorMap out;
-    for (TensorId id : g_.outputs()) out[g_.tensor(id).name] = values_[static_cast<size_t>(id)];
+    int64_t handed_over = 0;
+    for (TensorId id : g_.outputs()) {
+      const size_t i = static_cast<size_t>(id);
+      HostTensor& v = owned_[i];
+      if (value_[i] == &v) handed_over += Bytes(v);
+      out[g_.tensor(id).name] = value_[i] == &v ? std::move(v) : *value_[i];
+    }
+    if (options_.pool) options_.pool->Trim(static_cast<size_t>(std::max<int64_t>(0, peak_ - handed_over)));
     return out;
   }
 
@@ -80,30 +197,83 @@ class CpuRun {
   // A view (passes/strided_views.h) is gathered from its storage when first
   // read, and scattered into it right after its producer wrote it.
   const HostTensor& In(TensorId id) {
-    HostTensor& t = values_[static_cast<size_t>(id)];
+    const auto i = static_cast<size_t>(id);
     const Tensor& tensor = g_.tensor(id);
-    if (tensor.storage != kNone && t.bytes.empty()) {
-      t = HostTensor(tensor.dtype, ConcreteShape(tensor.shape, dims_), Named(id));
-      CopyRows(values_[static_cast<size_t>(tensor.storage)], tensor.storage_offset, t, 0, true);
+    if (tensor.storage != kNone && !value_[i]) {
+      HostTensor& t = Own(id);
+      CopyRows(*value_[static_cast<size_t>(tensor.storage)], tensor.storage_offset, t, 0, true);
     }
+    HFUSE_CHECK(value_[i] != nullptr);
+    return *value_[i];
+  }
+  HostTensor& Out(TensorId id) { return Own(id); }
+  HostTensor& Own(TensorId id) {
+    const auto i = static_cast<size_t>(id);
+    HostTensor& t = owned_[i];
+    live_ -= Bytes(t);
+    if (options_.pool && g_.tensor(id).role == Role::kIntermediate) {
+      Give(t);
+      t.dtype = g_.tensor(id).dtype;
+      t.shape = ConcreteShape(g_.tensor(id).shape, dims_);
+      const int64_t n = ByteCountOf(t.shape, DTypeBytes(t.dtype), Named(id));
+      t.bytes = Allocate(n, Named(id), [&] { return options_.pool->Take(static_cast<size_t>(n)); });
+    } else {
+      t = HostTensor(g_.tensor(id).dtype, ConcreteShape(g_.tensor(id).shape, dims_), Named(id));
+    }
+    value_[i] = &t;
+    live_ += Bytes(t);
+    peak_ = std::max(peak_, live_);
     return t;
   }
-  HostTensor& Out(TensorId id) {
-    HostTensor& t = values_[static_cast<size_t>(id)];
-    t = HostTensor(g_.tensor(id).dtype, ConcreteShape(g_.tensor(id).shape, dims_), Named(id));
-    return t;
+  void Release(TensorId id) {
+    const auto i = static_cast<size_t>(id);
+    if (value_[i] != &owned_[i]) return;
+    live_ -= Bytes(owned_[i]);
+    Give(owned_[i]);
+    owned_[i] = HostTensor();
+    value_[i] = nullptr;
+  }
+  void Give(HostTensor& t) {
+    if (options_.pool && !t.bytes.empty()) options_.pool->Give(std::move(t.bytes));
+    t.bytes = {};
+  }
+  // Whether `id`'s buffer may be taken over by the op at this step: an
+  // intermediate, no view, no graph output, read for the last time here.
+  bool LastRead(TensorId id) const {
+    const auto i = static_cast<size_t>(id);
+    if (options_.keep_all || value_[i] != &owned_[i] || g_.tensor(id).storage != kNone) return false;
+    const std::vector<TensorId>& going = plan_.release_after[step_];
+    // (A root's release waits for the last read of its views: PlanMemory.)
+    return std::find(going.begin(), going.end(), id) != going.end();
+  }
+  // The output takes the input's bytes (a reshape): moved when this is the
+  // input's last read, copied otherwise.
+  void SameBytes(TensorId in, TensorId out) {
+    if (!options_.reference && LastRead(in) && g_.tensor(out).storage == kNone) {
+      HostTensor& x = owned_[static_cast<size_t>(in)];
+      HostTensor& y = owned_[static_cast<size_t>(out)];
+      Give(y);
+      y.dtype = g_.tensor(out).dtype;
+      y.shape = ConcreteShape(g_.tensor(out).shape, dims_);
+      y.bytes = std::move(x.bytes);
+      x = HostTensor();
+      value_[static_cast<size_t>(in)] = nullptr;
+      value_[static_cast<size_t>(out)] = &y;  // live_ unchanged: the bytes moved
+      return;
+    }
+    const HostTensor& x = In(in);
+    HostTensor& y = Out(out);
+    HFUSE_CHECK(y.bytes.size() == x.bytes.size());
+    if (!x.bytes.empty()) std::memcpy(y.bytes.data(), x.bytes.data(), x.bytes.size());
   }
   std::string Named(TensorId id) const { return fmt::format("tensor '{}'", g_.tensor(id).name); }
   void ScatterViews(const Op& op) {
     for (TensorId out : op.outputs) {
       const Tensor& tensor = g_.tensor(out);
       if (tensor.storage == kNone) continue;
-      HostTensor& base = values_[static_cast<size_t>(tensor.storage)];
-      if (base.bytes.empty()) {
-        base = HostTensor(g_.tensor(tensor.storage).dtype,
-                          ConcreteShape(g_.tensor(tensor.storage).shape, dims_), Named(tensor.storage));
-      }
-      CopyRows(values_[static_cast<size_t>(out)], 0, base, tensor.storage_offset, false);
+      const auto root = static_cast<size_t>(tensor.storage);
+      if (!value_[root]) Own(tensor.storage);
+      CopyRows(*value_[static_cast<size_t>(out)], 0, owned_[root], tensor.storage_offset, false);
     }
   }
   // Copies the rows of the narrower of `wide` and `narrow` between them: the
@@ -128,14 +298,76 @@ class CpuRun {
     ScatterViews(op);
   }
 
+  // Execute, timed, with the op's bytes (every operand read and result
+  // written once) and FLOPs (2 per multiply-add of a product; 1 per
+  // element of the rest).
+  void Profiled(const Op& op) {
+    const auto start = std::chrono::steady_clock::now();
+    Execute(op);
+    const auto end = std::chrono::steady_clock::now();
+    CpuOpProfile p;
+    p.op = op.name;
+    p.kind = op.type == OpType::kOpaque && op.attrs.onnx ? op.attrs.onnx->op_type
+                                                         : std::string(OpTypeName(op.type));
+    if (NumMembers(op) > 1 && (IsGroupGemm(op.type) || IsGroupLayerNorm(op.type))) {
+      p.kind += fmt::format(" x{} {}", NumMembers(op), group_path_);
+    }
+    p.us = std::chrono::duration<double, std::micro>(end - start).count();
+    if (!op.elided) {
+      for (TensorId t : op.inputs) p.bytes += TensorBytes(t);
+      for (TensorId t : op.outputs) p.bytes += TensorBytes(t);
+      p.flops = Flops(op);
+    }
+    options_.profile->push_back(std::move(p));
+  }
+  int64_t TensorBytes(TensorId id) const {
+    const Tensor& t = g_.tensor(id);
+    return ByteCountOf(ConcreteShape(t.shape, dims_), DTypeBytes(t.dtype), t.name);
+  }
+  int64_t Numel(TensorId id) const {
+    return ByteCountOf(ConcreteShape(g_.tensor(id).shape, dims_), 1, g_.tensor(id).name);
+  }
+  std::vector<int64_t> Shape(TensorId id) const { return ConcreteShape(g_.tensor(id).shape, dims_); }
+  int64_t Flops(const Op& op) const {
+    if (IsGemm(op.type) || IsGroupGemm(op.type)) {
+      int64_t f = 0;
+      for (size_t m = 0; m < NumMembers(op); ++m) {
+        const GemmMember mem = GemmMemberOf(op, m);
+        f += 2 * Numel(mem.y) * Shape(mem.a).back();
+      }
+      return f;
+    }
+    if (op.type == OpType::kOpaque && op.attrs.onnx && !op.outputs.empty() && !op.inputs.empty()) {
+      const std::string& type = op.attrs.onnx->op_type;
+      const int64_t y = Numel(op.outputs[0]);
+      if (type == "MatMul" || type == "Gemm") {
+        const std::vector<int64_t> a = Shape(op.inputs[0]);
+        const bool ta = type == "Gemm" && !op.attrs.onnx->ints.empty() &&
+                        op.attrs.onnx->ints.count("transA") && op.attrs.onnx->ints.at("transA")[0] != 0;
+        const int64_t k = a.empty() ? 1 : ta ? a[0] : a.back();
+        return 2 * y * k;
+      }
+      if (type == "Conv" && op.inputs.size() >= 2) {
+        const std::vector<int64_t> w = Shape(op.inputs[1]);
+        int64_t per = 1;
+        for (size_t d = 1; d < w.size(); ++d) per *= w[d];
+        return 2 * y * per;
+      }
+      return y;
+    }
+    return op.outputs.empty() ? 0 : Numel(op.outputs[0]);
+  }
+
   void ExecuteOp(const Op& op) {
     switch (FamilyOf(op.type)) {
       case OpFamily::kGemm:
       case OpFamily::kGroupGemm:
+        if (!options_.reference && FastGemms(op)) break;
         for (size_t m = 0; m < NumMembers(op); ++m) Gemm(op, GemmMemberOf(op, m));
         break;
       case OpFamily::kLayerNorm:
       case OpFamily::kGroupLayerNorm:
+        if (!options_.reference && FastLayerNorms(op)) break;
         for (size_t m = 0; m < NumMembers(op); ++m) {
           LayerNorm(LayerNormMemberOf(op, m), op.attrs.Eps(),
                     ActivationOf(op.type) == EwFunc::kSigmoid);
@@ -143,20 +375,149 @@ class CpuRun {
         break;
       case OpFamily::kSplit: Split(op); break;
       case OpFamily::kConcatenate: Concatenate(op); break;
-      case OpFamily::kElementwise: Elementwise(op); break;
-      case OpFamily::kReshape: Out(op.outputs[0]).bytes = In(op.inputs[0]).bytes; break;
+      case OpFamily::kElementwise:
+        if (!options_.reference && FastElementwise(op)) break;
+        Elementwise(op);
+        break;
+      case OpFamily::kReshape: SameBytes(op.inputs[0], op.outputs[0]); break;
       case OpFamily::kOpaque: Opaque(op); break;
     }
   }
 
   void Opaque(const Op& op) {
+    const OnnxNode& node = *op.attrs.onnx;
+    // Same bytes, another shape: the output takes the input's buffer.
+    if (!options_.reference && op.outputs.size() == 1 && !op.inputs.empty() &&
+        (node.input_slots.empty() || node.input_slots[0] == 0) && (node.domain.empty() || node.domain == "ai.onnx")) {
+      const OnnxOpInfo* info = FindOnnxOp(node.op_type);
+      if (info && info->cpu == "SameBytes" && (node.output_slots.empty() || node.output_slots[0] == 0) &&
+          Numel(op.inputs[0]) == Numel(op.outputs[0]) &&
+          g_.tensor(op.inputs[0]).dtype == g_.tensor(op.outputs[0]).dtype) {
+        SameBytes(op.inputs[0], op.outputs[0]);
+        return;
+      }
+    }
     std::vector<const HostTensor*> in;
     for (TensorId t : op.inputs) in.push_back(&In(t));
     std::vector<HostTensor*> out;
     for (TensorId t : op.outputs) out.push_back(&Out(t));
-    cpu::RunOnnxOp(op.name, *op.attrs.onnx, in, out);
+    cpu::RunOnnxOp(op.name, node, in, out, !options_.reference);
   }
 
+  // ---- fast paths of the IR ops (float32; others take the reference) ----
+  bool AllF32(const Op& op) const {
+    for (TensorId t : op.inputs) {
+      if (g_.tensor(t).dtype != DType::kFloat32) return false;
+    }
+    for (TensorId t : op.outputs) {
+      if (g_.tensor(t).dtype != DType::kFloat32) return false;
+    }
+    return true;
+  }
+  static const float* F(const HostTensor& t) { return reinterpret_cast<const float*>(t.bytes.data()); }
+  static float* F(HostTensor& t) { return reinterpret_cast<float*>(t.bytes.data()); }
+
+  struct GemmJob {
+    const float *a, *w, *bias;
+    float* y;
+    int64_t rows, n, k;
+  };
+  // A GEMM or a group of them on the tensors' bytes. A group's members run
+  // side by side, one thread each with a single-threaded product, when that
+  // balances (cpu_group_rule.h); else one after another, each split over the
+  // threads. The result is the same bytes either way.
+  bool FastGemms(const Op& op) {
+    if (!AllF32(op)) return false;
+    std::vector<GemmJob> jobs;
+    for (size_t m = 0; m < NumMembers(op); ++m) {
+      const GemmMember mem = GemmMemberOf(op, m);
+      const HostTensor& a = In(mem.a);
+      const HostTensor& w = In(mem.w);
+      const int64_t k = a.shape.back(), n = w.shape[0];
+      const int64_t rows = k > 0 ? a.numel() / k : Product(a.shape, 0, a.shape.size() - 1);
+      if (rows > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return false;  // the reference says why
+      const float* bias = mem.bias != kNone ? F(In(mem.bias)) : nullptr;
+      jobs.push_back({F(a), F(w), bias, nullptr, rows, n, k});
+    }
+    for (size_t m = 0; m < jobs.size(); ++m) jobs[m].y = F(Out(GemmMemberOf(op, m).y));
+    const float alpha = static_cast<float>(op.attrs.Alpha());
+    const std::optional<EwFunc> act = ActivationOf(op.type);
+    std::vector<double> cost;
+    for (const GemmJob& j : jobs) cost.push_back(static_cast<double>(j.rows) * j.n * std::max<int64_t>(j.k, 1));
+    const auto run = [&](size_t m, bool parallel) {
+      const GemmJob& j = jobs[m];
+      cpu::fast::Gemm({j.a, j.k, false}, {j.w, j.k, true}, j.y, j.n, j.rows, j.n, j.k, alpha, j.bias, act,
+                      parallel);
+    };
+    RunMembers(cost, run);
+    return true;
+  }
+
+  bool FastLayerNorms(const Op& op) {
+    if (!AllF32(op)) return false;
+    struct Job {
+      const float *x, *gamma, *beta;
+      float* y;
+      int64_t rows, n;
+    };
+    std::vector<Job> jobs;
+    std::vector<double> cost;
+    for (size_t m = 0; m < NumMembers(op); ++m) {
+      const LayerNormMember mem = LayerNormMemberOf(op, m);
+      const HostTensor& x = In(mem.x);
+      const int64_t n = Product(*mem.normalized_shape, 0, mem.normalized_shape->size());
+      jobs.push_back({F(x), mem.gamma != kNone ? F(In(mem.gamma)) : nullptr,
+                      mem.beta != kNone ? F(In(mem.beta)) : nullptr, nullptr, n > 0 ? x.numel() / n : 0, n});
+      cost.push_back(static_cast<double>(x.numel()));
+    }
+    for (size_t m = 0; m < jobs.size(); ++m) jobs[m].y = F(Out(LayerNormMemberOf(op, m).y));
+    const auto eps = static_cast<float>(op.attrs.Eps());
+    const bool sigmoid_mul = ActivationOf(op.type) == EwFunc::kSigmoid;
+    RunMembers(cost, [&](size_t m, bool parallel) {
+      const Job& j = jobs[m];
+      cpu::fast::LayerNorm(j.x, j.gamma, j.beta, j.y, j.rows, j.n, eps, sigmoid_mul, parallel);
+    });
+    return true;
+  }
+
+  // The group rule (cpu_group_rule.h): side by side or one by one.
+  template <typename F>
+  void RunMembers(const std::vector<double>& cost, F&& run) {
+    const cpu::GroupSchedule s = cpu::ScheduleGroup(cost, cpu::fast::Threads(), static_cast<cpu::GroupMode>(options_.group_mode));
+    group_path_ = s.side_by_side ? "side by side" : "one by one";
+    if (!s.side_by_side) {
+      for (size_t m = 0; m < cost.size(); ++m) run(m, true);
+      return;
+    }
+    const auto threads = static_cast<int64_t>(s.lanes.size());
+    cpu::fast::ParallelFor(threads, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        for (size_t m : s.lanes[static_cast<size_t>(t)]) run(m, false);
+      }
+    });
+  }
+
+  bool FastElementwise(const Op& op) {
+    if (!AllF32(op)) return false;
+    const EwFunc func = op.attrs.func;
+    if (op.inputs.size() == 1 && IsUnary(func)) {
+      const HostTensor& x = In(op.inputs[0]);
+      HostTensor& y = Out(op.outputs[0]);
+      if (x.numel() != y.numel()) return false;
+      cpu::fast::Unary(func, F(x), F(y), y.numel());
+      return true;
+    }
+    const std::optional<cpu::fast::BinOp> bin = cpu::fast::BinOpOf(func);
+    if (op.inputs.size() != 2 || !bin) return false;
+    const HostTensor& a = In(op.inputs[0]);
+    const HostTensor& b = In(op.inputs[1]);
+    HostTensor& y = Out(op.outputs[0]);
+    if (a.shape.size() > y.shape.size() || b.shape.size() > y.shape.size()) return false;
+    if (y.numel() > 0) cpu::fast::Binary(*bin, F(a), a.shape, F(b), b.shape, F(y), y.shape);
+    return true;
+  }
+
+  // ---- the reference kernels ----
   void Gemm(const Op& op, const GemmMember& member) {
     const bool bias = member.bias != kNone;
     const HostTensor& a = In(member.a);
@@ -193,6 +554,20 @@ class CpuRun {
     Out(y).FromFloat(yf.data());
   }
 
+  // Split and concatenate: one strided copy per part (fast: typed loops
+  // over the threads, cpu_fast_kernels.h; reference: a memcpy a row).
+  void CopyPart(uint8_t* dst, int64_t dst_stride, const uint8_t* src, int64_t src_stride, int64_t rows,
+                int64_t width) {
+    if (width <= 0 || rows <= 0) return;  // an empty part's data() may be null
+    if (!options_.reference) {
+      cpu::fast::CopyRows(dst, dst_stride, src, src_stride, rows, width);
+      return;
+    }
+    for (int64_t o = 0; o < rows; ++o) {
+      std::memcpy(dst + o * dst_stride, src + o * src_stride, static_cast<size_t>(width));
+    }
+  }
+
   void Split(const Op& op) {
     const HostTensor& x = In(op.inputs[0]);
     const size_t axis = Axis(op.attrs.dim, x.shape.size());
@@ -202,11 +577,7 @@ class CpuRun {
     for (size_t i = 0; i < op.outputs.size(); ++i) {
       HostTensor& y = Out(op.outputs[i]);
       const int64_t chunk = op.attrs.split_sizes[i] * inner;
-      // An empty output's data() may be null: memcpy gets no null pointer.
-      for (int64_t o = 0; chunk > 0 && o < outer; ++o) {
-        std::memcpy(y.bytes.data() + o * chunk,
-                    x.bytes.data() + o * x.shape[axis] * inner + offset, static_cast<size_t>(chunk));
-      }
+      CopyPart(y.bytes.data(), chunk, x.bytes.data() + offset, x.shape[axis] * inner, outer, chunk);
       offset += chunk;
     }
   }
@@ -216,14 +587,38 @@ class CpuRun {
     const size_t axis = Axis(op.attrs.dim, y.shape.size());
     const int64_t outer = Product(y.shape, 0, axis);
     const int64_t inner = Product(y.shape, axis + 1, y.shape.size()) * DTypeBytes(y.dtype);
+    const int64_t row = y.shape[axis] * inner;
+    if (!options_.reference && row <= 256 && outer > 1) {
+      // Narrow parts (a stack along a new last axis): output row by output
+      // row, so that writes are contiguous, not one strided pass per part.
+      std::vector<std::pair<const uint8_t*, int64_t>> parts;
+      for (TensorId in : op.inputs) {
+        const HostTensor& x = In(in);
+        if (x.shape[axis] > 0) parts.emplace_back(x.bytes.data(), x.shape[axis] * inner);
+      }
+      uint8_t* out = y.bytes.data();
+      const bool words = std::all_of(parts.begin(), parts.end(), [](const auto& p) { return p.second % 4 == 0; });
+      cpu::fast::ParallelFor(outer, 4096, [&](int64_t o0, int64_t o1) {
+        for (int64_t o = o0; o < o1; ++o) {
+          uint8_t* dst = out + o * row;
+          for (const auto& [src, width] : parts) {
+            const uint8_t* from = src + o * width;
+            if (words) {  // fixed-size copies, inlined: a call per 4 bytes costs more than the copy
+              for (int64_t b = 0; b < width; b += 4) std::memcpy(dst + b, from + b, 4);
+            } else {
+              std::memcpy(dst, from, static_cast<size_t>(width));
+            }
+            dst += width;
+          }
+        }
+      });
+      return;
+    }
     int64_t offset = 0;
     for (TensorId in : op.inputs) {
       const HostTensor& x = In(in);
       const int64_t chunk = x.shape[axis] * inner;
-      for (int64_t o = 0; chunk > 0 && o < outer; ++o) {
-        std::memcpy(y.bytes.data() + o * y.shape[axis] * inner + offset,
-                    x.bytes.data() + o * chunk, static_cast<size_t>(chunk));
-      }
+      CopyPart(y.bytes.data() + offset, y.shape[axis] * inner, x.bytes.data(), chunk, outer, chunk);
       offset += chunk;
     }
   }
@@ -269,10 +664,42 @@ class CpuRun {
 
   const Graph& g_;
   const DimValues& dims_;
-  std::vector<HostTensor> values_;
+  const CpuRunOptions& options_;
+  std::vector<HostTensor> owned_;          // what the run allocated, by tensor id
+  std::vector<const HostTensor*> value_;   // every tensor's value: owned_, a feed or a param
+  MemoryPlan plan_;
+  size_t step_ = 0;
+  int64_t live_ = 0, peak_ = 0;            // bytes of owned_, now and at most
+  std::string group_path_;
 };
 
 }  // namespace
+
+std::vector<uint8_t> CpuBufferPool::Take(size_t n) {
+  // A buffer of at least n bytes and at most twice that; small ones are
+  // malloc's business.
+  auto it = n >= 4096 ? free_.lower_bound(n) : free_.end();
+  if (it == free_.end() || it->first > 2 * n) return std::vector<uint8_t>(n);
+  std::vector<uint8_t> b = std::move(it->second);
+  bytes_ -= it->first;
+  free_.erase(it);
+  b.assign(n, 0);
+  return b;
+}
+
+void CpuBufferPool::Trim(size_t bytes) {
+  while (bytes_ > bytes && !free_.empty()) {
+    auto last = std::prev(free_.end());
+    bytes_ -= last->first;
+    free_.erase(last);
+  }
+}
+
+void CpuBufferPool::Give(std::vector<uint8_t>&& buffer) {
+  if (buffer.capacity() < 4096) return;
+  bytes_ += buffer.capacity();
+  free_.emplace(buffer.capacity(), std::move(buffer));
+}
 
 HostTensor ParamValue(const Tensor& t, const DimValues& dims) {
   HostTensor v(t.dtype, ConcreteShape(t.shape, dims), fmt::format("param '{}'", t.name));
@@ -324,24 +751,67 @@ TensorMap RandomFeeds(const Graph& graph, const DimValues& dims, uint64_t seed) 
     HostTensor v(t.dtype, ConcreteShape(t.shape, dims), 
                  fmt::format("{} '{}'", t.role == Role::kInput ? "input" : "param", t.name));
     const float low = is_gamma[static_cast<size_t>(id)] ? 0.5f : -1.0f;
-    std::vector<float> values(static_cast<size_t>(v.numel()));
-    for (float& x : values) {
+    // float32 straight into the tensor (no second copy of a large input).
+    std::vector<float> values(t.dtype == DType::kFloat32 ? 0 : static_cast<size_t>(v.numel()));
+    float* out = t.dtype == DType::kFloat32 ? reinterpret_cast<float*>(v.bytes.data()) : values.data();
+    for (int64_t i = 0; i < v.numel(); ++i) {
       // 24 random bits -> [0, 1): the same on every platform.
       const float u = static_cast<float>(rng() >> 40) * (1.0f / 16777216.0f);
-      x = low + 2.0f * u * (is_gamma[static_cast<size_t>(id)] ? 0.5f : 1.0f);
+      out[i] = low + 2.0f * u * (is_gamma[static_cast<size_t>(id)] ? 0.5f : 1.0f);
     }
-    v.FromFloat(values.data());
+    if (t.dtype != DType::kFloat32) v.FromFloat(values.data());
     feeds[t.name] = std::move(v);
   }
   return feeds;
 }
 
-TensorMap RunOnCpu(const Graph& graph, const TensorMap& feeds, const DimValues& dims) {
-  return CpuRun(graph, dims).Run(feeds);
+TensorMap RunOnCpu(const Graph& graph, const TensorMap& feeds, const DimValues& dims,
+                   const CpuRunOptions& options) {
+  return CpuRun(graph, dims, options).Run(feeds);
+}
+
+const char* CpuBlasCoreType() {
+#if defined(__x86_64__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return nullptr;
+  const bool fma = (c >> 12) & 1, osxsave = (c >> 27) & 1, avx = (c >> 28) & 1;
+  if (!fma || !osxsave || !avx) return nullptr;
+  unsigned lo = 0, hi = 0;
+  __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  const uint64_t xcr0 = (static_cast<uint64_t>(hi) << 32) | lo;
+  if ((xcr0 & 0x6) != 0x6) return nullptr;  // the OS saves no YMM state
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return nullptr;
+  const bool avx2 = (b >> 5) & 1;
+  const bool avx512 = ((b >> 16) & 1) && ((b >> 17) & 1) && ((b >> 28) & 1) && ((b >> 30) & 1) && ((b >> 31) & 1);
+  if (avx512 && (xcr0 & 0xe6) == 0xe6) return "SkylakeX";
+  return avx2 ? "Haswell" : nullptr;
+#else
+  return nullptr;
+#endif
+}
+
+const char* CpuBlasCoreToAskFor() {
+  if (std::getenv("OPENBLAS_CORETYPE")) return nullptr;
+  const char* running = cpu::fast::BlasCoreName();
+  if (!running || std::string_view(running) != "Prescott") return nullptr;
+  return CpuBlasCoreType();
+}
+
+const char* CpuBlasCoreName() { return cpu::fast::BlasCoreName(); }
+
+int CpuFastThreads(int n) { return cpu::fast::SetThreads(n); }
+
+TensorMap RunOnCpuReference(const Graph& graph, const TensorMap& feeds, const DimValues& dims) {
+  CpuRunOptions options;
+  options.reference = true;
+  return CpuRun(graph, dims, options).Run(feeds);
 }
 
 std::vector<HostTensor> RunOnCpuKeepAll(const Graph& graph, const TensorMap& feeds, const DimValues& dims) {
-  CpuRun run(graph, dims);
+  CpuRunOptions options;
+  options.reference = true;
+  options.keep_all = true;
+  CpuRun run(graph, dims, options);
   run.Run(feeds);
   return run.All();
 }

@@ -11,6 +11,7 @@
 #include <set>
 #include <span>
 
+#include "cpu_fast_kernels.h"
 #include "cpu_kernels.h"
 #include "hfuse/support/checked.h"
 #include "hfuse/support/error.h"
@@ -80,18 +81,24 @@ class OnnxOp {
     }
   }
 
-  // One kernel per operator of onnx_ops.def (its Cpu column).
-  void Run() {
+  // One kernel pair per operator of onnx_ops.def (its Cpu and Fast
+  // columns): with `fast`, the fast kernel first; it returns false for a
+  // form it does not cover, which the reference then runs.
+  void Run(bool fast) {
     if (!node_.domain.empty() && node_.domain != "ai.onnx") Unsupported("");
-    using Kernel = void (OnnxOp::*)();
-    static const std::map<std::string_view, Kernel> kKernels = {
-#define HFUSE_ONNX_OP(Name, Shape, Fold, Cpu, Cuda) {#Name, &OnnxOp::Cpu},
+    struct Kernels {
+      void (OnnxOp::*reference)();
+      bool (OnnxOp::*fast)();
+    };
+    static const std::map<std::string_view, Kernels> kKernels = {
+#define HFUSE_ONNX_OP(Name, Shape, Fold, Cpu, Fast, Cuda) {#Name, {&OnnxOp::Cpu, &OnnxOp::Fast}},
 #include "hfuse/ir/onnx_ops.def"
 #undef HFUSE_ONNX_OP
     };
     auto it = kKernels.find(node_.op_type);
     if (it == kKernels.end()) Unsupported("");
-    (this->*it->second)();
+    if (fast && (this->*it->second.fast)()) return;
+    (this->*it->second.reference)();
   }
 
  private:
@@ -661,9 +668,8 @@ class OnnxOp {
       const HostTensor* x = Input(slot);
       if (!x) continue;
       const int64_t chunk = x->shape[axis] * inner;
-      for (int64_t o = 0; o < outer; ++o) {
-        std::memcpy(y.bytes.data() + o * y.shape[axis] * inner + offset,
-                    x->bytes.data() + o * chunk, static_cast<size_t>(chunk));
+      if (chunk > 0) {
+        fast::CopyRows(y.bytes.data() + offset, y.shape[axis] * inner, x->bytes.data(), chunk, outer, chunk);
       }
       offset += chunk;
     }
@@ -697,9 +703,8 @@ class OnnxOp {
       const int64_t chunk = sizes[i] * inner;
       if (HostTensor* y = Output(i)) {
         SameSize(*y, outer * sizes[i] * (inner / DTypeBytes(x.dtype)));
-        for (int64_t o = 0; o < outer; ++o) {
-          std::memcpy(y->bytes.data() + o * chunk, x.bytes.data() + o * x.shape[axis] * inner + offset,
-                      static_cast<size_t>(chunk));
+        if (chunk > 0) {
+          fast::CopyRows(y->bytes.data(), chunk, x.bytes.data() + offset, x.shape[axis] * inner, outer, chunk);
         }
       }
       offset += chunk;
@@ -1061,6 +1066,493 @@ class OnnxOp {
     }
   }
 
+
+  // ---- fast kernels (onnx_ops.def's Fast column) ------------------------
+  // float32 only, on the tensors' bytes; each returns false, computing
+  // nothing, for a form it does not cover (the reference kernel runs it and
+  // reports what is wrong with it).
+  bool Ref() { return false; }
+  static bool F32(const HostTensor* t) { return t && t->dtype == DType::kFloat32; }
+  static const float* P(const HostTensor& t) { return reinterpret_cast<const float*>(t.bytes.data()); }
+  static float* P(HostTensor& t) { return reinterpret_cast<float*>(t.bytes.data()); }
+  bool OutF32(size_t slot, int64_t numel) {
+    HostTensor* y = Output(slot);
+    return F32(y) && y->numel() == numel;
+  }
+
+  bool FastMatMul() {
+    const HostTensor* xa = Input(0);
+    const HostTensor* xb = Input(1);
+    if (!F32(xa) || !F32(xb) || xa->shape.empty() || xb->shape.empty()) return false;
+    std::vector<int64_t> a = xa->shape, b = xb->shape;
+    if (a.size() == 1) a.insert(a.begin(), 1);
+    if (b.size() == 1) b.push_back(1);
+    const int64_t m = a[a.size() - 2], k = a.back(), n = b.back();
+    if (b[b.size() - 2] != k) return false;
+    const size_t rank = std::max(a.size(), b.size());
+    a.insert(a.begin(), rank - a.size(), 1);
+    b.insert(b.begin(), rank - b.size(), 1);
+    std::vector<int64_t> batch(rank - 2);
+    for (size_t d = 0; d + 2 < rank; ++d) {
+      if (a[d] != b[d] && a[d] != 1 && b[d] != 1) return false;
+      batch[d] = std::max(a[d], b[d]);
+    }
+    const int64_t batches = Product(batch, 0, batch.size());
+    if (!OutF32(0, batches * m * n)) return false;
+    if (m == 0 || n == 0 || batches == 0) return true;
+    float* y = P(*Output(0));
+    if (k == 0) {
+      std::fill(y, y + batches * m * n, 0.0f);
+      return true;
+    }
+    const bool b_shared = std::all_of(b.begin(), b.end() - 2, [](int64_t d) { return d == 1; });
+    const bool a_full = std::equal(batch.begin(), batch.end(), a.begin());
+    if (b_shared && a_full) {  // one weight for every matrix of a: one product of all rows
+      fast::Gemm({P(*xa), k, false}, {P(*xb), n, false}, y, n, batches * m, n, k, 1.0f, nullptr,
+                 std::nullopt);
+      return true;
+    }
+    std::vector<int64_t> a_off, b_off, index(batch.size(), 0);
+    for (int64_t i = 0; i < batches; ++i) {
+      int64_t ao = 0, bo = 0;  // this batch's matrices, in matrices
+      for (size_t d = 0; d < batch.size(); ++d) {
+        ao = ao * a[d] + (a[d] == 1 ? 0 : index[d]);
+        bo = bo * b[d] + (b[d] == 1 ? 0 : index[d]);
+      }
+      a_off.push_back(ao * m * k);
+      b_off.push_back(bo * k * n);
+      Next(index, batch);
+    }
+    fast::BatchedGemm(P(*xa), a_off, k, false, P(*xb), b_off, n, false, y, m, n, k);
+    return true;
+  }
+
+  bool FastGemm() {
+    const HostTensor* a = Input(0);
+    const HostTensor* b = Input(1);
+    const HostTensor* c = Input(2);
+    if (!F32(a) || !F32(b) || (c && !F32(c)) || a->shape.size() != 2 || b->shape.size() != 2) return false;
+    const bool ta = Int("transA", 0) != 0, tb = Int("transB", 0) != 0;
+    const int64_t m = ta ? a->shape[1] : a->shape[0], k = ta ? a->shape[0] : a->shape[1];
+    const int64_t n = tb ? b->shape[0] : b->shape[1];
+    if ((tb ? b->shape[1] : b->shape[0]) != k || !OutF32(0, m * n)) return false;
+    HostTensor& y = *Output(0);
+    if (y.shape.size() != 2 || (c && c->shape.size() > 2)) return false;
+    fast::Gemm({P(*a), a->shape[1], ta}, {P(*b), b->shape[1], tb}, P(y), n, m, n, k,
+               static_cast<float>(Float("alpha", 1.0)), nullptr, std::nullopt);
+    if (c) {  // + beta * C, C broadcast to [m, n]
+      const float beta = static_cast<float>(Float("beta", 1.0));
+      const std::vector<int64_t> s = BroadcastStrides(c->shape, y.shape);
+      const float* cp = P(*c);
+      float* yp = P(y);
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) yp[i * n + j] += beta * cp[i * s[0] + j * s[1]];
+      }
+    }
+    return true;
+  }
+
+  // Conv as GEMMs: each image and group is W_g [opg, cpg*K] . cols [cpg*K, L],
+  // where cols is the input itself for a kernel-1 Conv of stride 1 without
+  // padding (xDeepFM's CIN, 1x1-conv towers) and its im2col otherwise.
+  bool FastConv() {
+    const HostTensor* x = Input(0);
+    const HostTensor* w = Input(1);
+    const HostTensor* b = Input(2);
+    if (!F32(x) || !F32(w) || (b && !F32(b)) || x->shape.size() < 3 || w->shape.size() != x->shape.size()) {
+      return false;
+    }
+    auto it = node_.strings.find("auto_pad");
+    if (it != node_.strings.end() && it->second != "NOTSET" && it->second != "VALID") return false;
+    const size_t sp = x->shape.size() - 2;
+    const int64_t batch = x->shape[0], cin = x->shape[1], cout = w->shape[0];
+    const int64_t groups = Int("group", 1);
+    if (groups <= 0 || cin % groups != 0 || cout % groups != 0 || w->shape[1] != cin / groups) return false;
+    if (b && b->numel() != cout) return false;
+    std::vector<int64_t> strides = Ints("strides"), dil = Ints("dilations"), pads = Ints("pads");
+    strides.resize(sp, 1);
+    dil.resize(sp, 1);
+    pads.resize(2 * sp, 0);
+    const std::vector<int64_t> in_sp(x->shape.begin() + 2, x->shape.end());
+    const std::vector<int64_t> k_sp(w->shape.begin() + 2, w->shape.end());
+    std::vector<int64_t> out_sp(sp);
+    bool pointwise = true;
+    for (size_t d = 0; d < sp; ++d) {
+      if (strides[d] <= 0 || dil[d] <= 0) return false;
+      out_sp[d] = (in_sp[d] + pads[d] + pads[sp + d] - dil[d] * (k_sp[d] - 1) - 1) / strides[d] + 1;
+      if (out_sp[d] < 0) return false;
+      pointwise = pointwise && k_sp[d] == 1 && strides[d] == 1 && pads[d] == 0 && pads[sp + d] == 0;
+    }
+    const int64_t in_size = Product(in_sp, 0, sp), k_size = Product(k_sp, 0, sp),
+                  out_size = Product(out_sp, 0, sp);
+    if (!OutF32(0, batch * cout * out_size)) return false;
+    const int64_t cpg = cin / groups, opg = cout / groups, depth = cpg * k_size;
+    float* y = P(*Output(0));
+    const float* xp = P(*x);
+    const float* wp = P(*w);
+    if (pointwise) {
+      if (out_size == 1) {  // [batch, cin] . W^T: one product (groups = 1)
+        if (groups == 1) {
+          fast::Gemm({xp, cin, false}, {wp, cin, true}, y, cout, batch, cout, cin, 1.0f, b ? P(*b) : nullptr,
+                     std::nullopt);
+          return true;
+        }
+      }
+      std::vector<int64_t> a_off, b_off;
+      for (int64_t n = 0; n < batch; ++n) {
+        for (int64_t g = 0; g < groups; ++g) {
+          a_off.push_back(g * opg * cpg);
+          b_off.push_back((n * cin + g * cpg) * in_size);
+        }
+      }
+      fast::BatchedGemm(wp, a_off, cpg, false, xp, b_off, in_size, false, y, opg, out_size, cpg);
+    } else {
+      std::vector<float> cols(static_cast<size_t>(depth * out_size));
+      std::vector<int64_t> opos(sp), kpos(sp);
+      for (int64_t n = 0; n < batch; ++n) {
+        for (int64_t g = 0; g < groups; ++g) {
+          // cols[(ic * K + kk), o] = x[n, g*cpg + ic, o*stride - pad + kk*dil] (0 outside)
+          for (int64_t ic = 0; ic < cpg; ++ic) {
+            const float* xc = xp + (n * cin + g * cpg + ic) * in_size;
+            std::fill(kpos.begin(), kpos.end(), 0);
+            for (int64_t kk = 0; kk < k_size; ++kk) {
+              float* row = cols.data() + (ic * k_size + kk) * out_size;
+              std::fill(opos.begin(), opos.end(), 0);
+              for (int64_t o = 0; o < out_size; ++o) {
+                int64_t at = 0;
+                bool inside = true;
+                for (size_t d = 0; d < sp; ++d) {
+                  const int64_t p = opos[d] * strides[d] - pads[d] + kpos[d] * dil[d];
+                  inside = inside && p >= 0 && p < in_sp[d];
+                  at = at * in_sp[d] + p;
+                }
+                row[o] = inside ? xc[at] : 0.0f;
+                Next(opos, out_sp);
+              }
+              Next(kpos, k_sp);
+            }
+          }
+          fast::Gemm({wp + g * opg * depth, depth, false}, {cols.data(), out_size, false},
+                     y + (n * cout + g * opg) * out_size, out_size, opg, out_size, depth, 1.0f, nullptr,
+                     std::nullopt);
+        }
+      }
+    }
+    if (b) {
+      const float* bp = P(*b);
+      for (int64_t n = 0; n < batch; ++n) {
+        for (int64_t oc = 0; oc < cout; ++oc) {
+          float* row = y + (n * cout + oc) * out_size;
+          for (int64_t o = 0; o < out_size; ++o) row[o] += bp[oc];
+        }
+      }
+    }
+    return true;
+  }
+
+  bool FastSoftmax() {
+    const HostTensor* x = Input(0);
+    if (!F32(x)) return false;
+    const std::optional<AxisView> view = SoftmaxView(node_, x->shape);
+    if (!view || view->inner != 1 || !OutF32(0, x->numel())) return false;
+    fast::SoftmaxRows(P(*x), P(*Output(0)), view->outer, view->len, node_.op_type == "LogSoftmax");
+    return true;
+  }
+
+  bool FastLayerNorm() {
+    const HostTensor* x = Input(0);
+    const HostTensor* scale = Input(1);
+    const HostTensor* bias = Input(2);
+    if (!F32(x) || !F32(scale) || (bias && !F32(bias)) || Output(1) || Output(2)) return false;
+    const size_t rank = x->shape.size();
+    const std::optional<size_t> axis = Axis(Int("axis", -1), rank);
+    if (!axis) return false;
+    const int64_t rows = Product(x->shape, 0, *axis), n = Product(x->shape, *axis, rank);
+    if (scale->numel() != n || (bias && bias->numel() != n) || !OutF32(0, x->numel())) return false;
+    fast::LayerNorm(P(*x), P(*scale), bias ? P(*bias) : nullptr, P(*Output(0)), rows, n,
+                    static_cast<float>(Float("epsilon", 1e-5)), false);
+    return true;
+  }
+
+  // Elementwise ops on float32, numpy broadcasting: the reference's
+  // arithmetic (float ops), in runs.
+  bool FastBinary() {
+    const HostTensor* a = Input(0);
+    const HostTensor* b = Input(1);
+    HostTensor* y = Output(0);
+    if (!F32(a) || !b || !F32(y) || a->shape.size() > y->shape.size() || b->shape.size() > y->shape.size()) {
+      return false;
+    }
+    static const std::map<std::string_view, fast::BinOp> kOps = {
+        {"Add", fast::BinOp::kAdd}, {"Sub", fast::BinOp::kSub}, {"Mul", fast::BinOp::kMul},
+        {"Div", fast::BinOp::kDiv}, {"Max", fast::BinOp::kMax}, {"Min", fast::BinOp::kMin},
+        {"Pow", fast::BinOp::kPow}};
+    auto it = kOps.find(node_.op_type);
+    if (it == kOps.end() || NumInputSlots() != 2) return false;
+    // Every operand dim is 1 or the output's (the reference checks nothing more).
+    for (const HostTensor* t : {a, b}) {
+      for (size_t d = 0; d < t->shape.size(); ++d) {
+        const int64_t od = y->shape[y->shape.size() - t->shape.size() + d];
+        if (t->shape[d] != 1 && t->shape[d] != od) return false;
+      }
+    }
+    if (y->numel() == 0) return true;
+    // A small integer operand (Pow's exponent) as floats, as the reference reads it.
+    std::vector<float> b_values;
+    const float* bp = nullptr;
+    if (F32(b)) {
+      bp = P(*b);
+    } else if (it->second == fast::BinOp::kPow && !IsFloat(b->dtype) && b->numel() <= 4096) {
+      for (int64_t i = 0; i < b->numel(); ++i) b_values.push_back(static_cast<float>(b->GetInt(i)));
+      bp = b_values.data();
+    } else {
+      return false;
+    }
+    // x ** 2 (a sum of squares, FM's second order): a product.
+    if (it->second == fast::BinOp::kPow && b->numel() == 1 && bp[0] == 2.0f) {
+      fast::Binary(fast::BinOp::kMul, P(*a), a->shape, P(*a), a->shape, P(*y), y->shape);
+      return true;
+    }
+    fast::Binary(it->second, P(*a), a->shape, bp, b->shape, P(*y), y->shape);
+    return true;
+  }
+
+  bool FastUnary() {
+    const HostTensor* x = Input(0);
+    if (!F32(x) || !OutF32(0, x->numel())) return false;
+    const float* in = P(*x);
+    float* out = P(*Output(0));
+    const int64_t n = x->numel();
+    const std::string& type = node_.op_type;
+    const auto map = [&](auto f) {
+      fast::ParallelFor(n, int64_t{1} << 14, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) out[i] = f(in[i]);
+      });
+      return true;
+    };
+    // The reference's float expressions, one loop each.
+    if (type == "Relu") return map([](float f) { return std::max(f, 0.0f); });
+    if (type == "Sigmoid") return map([](float f) { return 1.0f / (1.0f + std::exp(-f)); });
+    if (type == "Tanh") return map([](float f) { return std::tanh(f); });
+    if (type == "Sqrt") return map([](float f) { return std::sqrt(f); });
+    if (type == "Exp") return map([](float f) { return std::exp(f); });
+    if (type == "Log") return map([](float f) { return std::log(f); });
+    if (type == "Neg") return map([](float f) { return -f; });
+    if (type == "Abs") return map([](float f) { return std::fabs(f); });
+    if (type == "Erf") return map([](float f) { return std::erf(f); });
+    if (type == "Reciprocal") return map([](float f) { return 1.0f / f; });
+    if (type == "Softplus") {
+      return map([](float f) { return std::log1p(std::exp(-std::fabs(f))) + std::max(f, 0.0f); });
+    }
+    if (type == "LeakyRelu") {
+      const double alpha = Float("alpha", 0.01);
+      return map([alpha](float f) { return static_cast<float>(f < 0 ? f * alpha : f); });
+    }
+    if (type == "Gelu") {
+      auto approximate = node_.strings.find("approximate");
+      if (approximate != node_.strings.end() && approximate->second != "none") return false;
+      return map([](float f) { return 0.5f * f * (1.0f + std::erf(f * 0.70710678118654752f)); });
+    }
+    return false;
+  }
+
+  // Reductions over one block of adjacent dims ([outer, len, inner]):
+  // in double, element order, as the reference sums.
+  bool FastReduce() {
+    const HostTensor* x = Input(0);
+    if (!F32(x)) return false;
+    const size_t rank = x->shape.size();
+    std::vector<int64_t> axes_input;
+    if (const HostTensor* a = Input(1)) axes_input = IntValues(*a);
+    const std::optional<std::vector<bool>> dims = ReducedDims(node_, rank, Input(1) ? &axes_input : nullptr);
+    if (!dims) return false;
+    size_t first = rank, last = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      if ((*dims)[d] && x->shape[d] != 1) {
+        first = std::min(first, d);
+        last = d;
+      }
+    }
+    if (first == rank) first = last = 0;  // nothing (but dims of 1) reduced
+    for (size_t d = first; d <= last && rank > 0; ++d) {
+      if (!(*dims)[d] && x->shape[d] != 1) return false;  // not one block
+    }
+    const int64_t outer = rank ? Product(x->shape, 0, first) : 1;
+    const int64_t len = rank ? Product(x->shape, first, last + 1) : 1;
+    const int64_t inner = rank ? Product(x->shape, last + 1, rank) : 1;
+    if (!OutF32(0, outer * inner)) return false;
+    const std::string& type = node_.op_type;
+    const bool max = type == "ReduceMax", min = type == "ReduceMin";
+    const bool l1 = type == "ReduceL1", squares = type == "ReduceL2" || type == "ReduceSumSquare";
+    const float* in = P(*x);
+    float* out = P(*Output(0));
+    const double init = max ? -INFINITY : min ? INFINITY : 0.0;
+    fast::ParallelFor(outer, std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(len * inner, 1)),
+                      [&](int64_t o0, int64_t o1) {
+      std::vector<double> acc(static_cast<size_t>(inner));
+      for (int64_t o = o0; o < o1; ++o) {
+        std::fill(acc.begin(), acc.end(), init);
+        for (int64_t j = 0; j < len; ++j) {
+          const float* row = in + (o * len + j) * inner;
+          for (int64_t i = 0; i < inner; ++i) {
+            double v = row[i];
+            if (l1) v = std::fabs(v);
+            if (squares) v *= v;
+            double& a = acc[static_cast<size_t>(i)];
+            a = max ? std::max(a, v) : min ? std::min(a, v) : a + v;
+          }
+        }
+        for (int64_t i = 0; i < inner; ++i) {
+          double v = acc[static_cast<size_t>(i)];
+          if (type == "ReduceMean") v /= static_cast<double>(std::max<int64_t>(len, 1));
+          if (type == "ReduceL2") v = std::sqrt(v);
+          out[o * inner + i] = static_cast<float>(v);
+        }
+      }
+    });
+    return true;
+  }
+
+  // Slice as copies of runs: the last dims taken whole (step 1) are one run.
+  bool FastSlice() {
+    const HostTensor* x = Input(0);
+    const HostTensor* s = Input(1);
+    const HostTensor* e = Input(2);
+    if (!x || !s || !e || x->shape.empty()) return false;
+    const size_t rank = x->shape.size();
+    std::vector<int64_t> axes, steps;
+    if (const HostTensor* a = Input(3)) axes = IntValues(*a);
+    if (const HostTensor* st = Input(4)) steps = IntValues(*st);
+    const std::optional<SliceRange> range = SliceRanges(x->shape, IntValues(*s), IntValues(*e), axes, steps);
+    if (!range) return false;
+    const auto& [first, step, count] = *range;
+    HostTensor* y = Output(0);
+    if (!y || y->dtype != x->dtype || y->numel() != Product(count, 0, rank)) return false;
+    if (y->numel() == 0) return true;
+    // The run: the innermost dims, while they are taken whole, then one more at step 1.
+    size_t d0 = rank;
+    int64_t run = 1;
+    while (d0 > 0 && first[d0 - 1] == 0 && step[d0 - 1] == 1 && count[d0 - 1] == x->shape[d0 - 1]) {
+      run *= x->shape[--d0];
+    }
+    if (d0 > 0 && step[d0 - 1] == 1) run *= count[--d0];
+    const std::vector<int64_t> stride = Strides(x->shape);
+    const auto bytes = static_cast<size_t>(DTypeBytes(x->dtype));
+    const std::vector<int64_t> outer_count(count.begin(), count.begin() + static_cast<std::ptrdiff_t>(d0));
+    const int64_t runs = Product(outer_count, 0, d0);
+    std::vector<int64_t> index(d0, 0);
+    int64_t base = 0;  // the first element's offset
+    for (size_t d = 0; d < rank; ++d) base += first[d] * stride[d];
+    for (int64_t r = 0; r < runs; ++r) {
+      int64_t src = base;
+      for (size_t d = 0; d < d0; ++d) src += index[d] * step[d] * stride[d];
+      std::memcpy(y->bytes.data() + static_cast<size_t>(r * run) * bytes,
+                  x->bytes.data() + static_cast<size_t>(src) * bytes, static_cast<size_t>(run) * bytes);
+      Next(index, outer_count);
+    }
+    return true;
+  }
+
+  // Expand of any dtype: the input's innermost run copied whole, or one
+  // value repeated over a broadcast innermost run.
+  bool FastExpand() {
+    const HostTensor* x = Input(0);
+    HostTensor* y = Output(0);
+    if (!x || !y || x->dtype != y->dtype || x->shape.size() > y->shape.size()) return false;
+    const size_t rank = y->shape.size();
+    std::vector<int64_t> xs(rank, 1);
+    std::copy(x->shape.begin(), x->shape.end(), xs.begin() + static_cast<std::ptrdiff_t>(rank - x->shape.size()));
+    for (size_t d = 0; d < rank; ++d) {
+      if (xs[d] != 1 && xs[d] != y->shape[d]) return false;
+    }
+    if (y->numel() == 0) return true;
+    // The innermost dims the input has whole are one run.
+    size_t d0 = rank;
+    int64_t run = 1;
+    while (d0 > 0 && xs[d0 - 1] == y->shape[d0 - 1]) run *= xs[--d0];
+    const auto bytes = static_cast<size_t>(DTypeBytes(x->dtype));
+    const std::vector<int64_t> s = BroadcastStrides(xs, y->shape);
+    const std::vector<int64_t> outer(y->shape.begin(), y->shape.begin() + static_cast<std::ptrdiff_t>(d0));
+    const int64_t runs = Product(outer, 0, d0);
+    std::vector<int64_t> index(d0, 0);
+    for (int64_t r = 0; r < runs; ++r) {
+      int64_t src = 0;
+      for (size_t d = 0; d < d0; ++d) src += index[d] * s[d];
+      std::memcpy(y->bytes.data() + static_cast<size_t>(r * run) * bytes,
+                  x->bytes.data() + static_cast<size_t>(src) * bytes, static_cast<size_t>(run) * bytes);
+      Next(index, outer);
+    }
+    return true;
+  }
+
+  bool FastBatchNorm() {
+    if (Output(1) || Output(2)) return false;
+    const HostTensor* x = Input(0);
+    if (!F32(x) || x->shape.size() < 2 || !OutF32(0, x->numel())) return false;
+    const int64_t c = x->shape[1];
+    const int64_t inner = Product(x->shape, 2, x->shape.size());
+    for (size_t slot = 1; slot <= 4; ++slot) {
+      if (!F32(Input(slot)) || Input(slot)->numel() != c) return false;
+    }
+    const float *scale = P(*Input(1)), *bias = P(*Input(2)), *mean = P(*Input(3)), *var = P(*Input(4));
+    const auto eps = static_cast<float>(Float("epsilon", 1e-5));
+    const float* in = P(*x);
+    float* out = P(*Output(0));
+    const int64_t outer = x->shape[0];
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const float m = mean[ch], sd = std::sqrt(var[ch] + eps), sc = scale[ch], bi = bias[ch];
+        const int64_t at = (o * c + ch) * inner;
+        for (int64_t i = 0; i < inner; ++i) out[at + i] = (in[at + i] - m) / sd * sc + bi;
+      }
+    }
+    return true;
+  }
+
+  // Where with a bool condition on float32 operands, all of the output's shape
+  // or scalars (the masks ranking models write).
+  bool FastWhere() {
+    const HostTensor *c = Input(0), *a = Input(1), *b = Input(2);
+    HostTensor* y = Output(0);
+    if (!c || c->dtype != DType::kBool || !F32(a) || !F32(b) || !F32(y)) return false;
+    const int64_t n = y->numel();
+    for (const HostTensor* t : {c, a, b}) {
+      if (t->numel() != n && t->numel() != 1) return false;
+      if (t->numel() == n && t->shape != y->shape) return false;
+    }
+    const uint8_t* cp = c->bytes.data();
+    const float *ap = P(*a), *bp = P(*b);
+    float* yp = P(*y);
+    const int64_t sc = c->numel() == n ? 1 : 0, sa = a->numel() == n ? 1 : 0, sb = b->numel() == n ? 1 : 0;
+    for (int64_t i = 0; i < n; ++i) yp[i] = cp[i * sc] ? ap[i * sa] : bp[i * sb];
+    return true;
+  }
+
+  // Cast between float32 and int64 (ids fed as floats, and back), and to bool.
+  bool FastCast() {
+    const HostTensor* x = Input(0);
+    HostTensor* y = Output(0);
+    if (!x || !y || y->numel() != x->numel()) return false;
+    const int64_t n = x->numel();
+    if (x->dtype == y->dtype) {
+      y->bytes = x->bytes;
+      return true;
+    }
+    if (x->dtype == DType::kFloat32 && y->dtype == DType::kInt64) {
+      const float* in = P(*x);
+      auto* out = reinterpret_cast<int64_t*>(y->bytes.data());
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<int64_t>(in[i]);
+      return true;
+    }
+    if (x->dtype == DType::kInt64 && y->dtype == DType::kFloat32) {
+      const auto* in = reinterpret_cast<const int64_t*>(x->bytes.data());
+      float* out = P(*y);
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(in[i]);
+      return true;
+    }
+    return false;
+  }
+
   const std::string& name_;
   const OnnxNode& node_;
   const std::vector<const HostTensor*>& in_;
@@ -1163,8 +1655,8 @@ std::optional<AxisView> GatherView(const OnnxNode& node, const std::vector<int64
 
 void RunOnnxOp(const std::string& op_name, const OnnxNode& node,
                const std::vector<const HostTensor*>& inputs,
-               const std::vector<HostTensor*>& outputs) {
-  OnnxOp(op_name, node, inputs, outputs).Run();
+               const std::vector<HostTensor*>& outputs, bool fast) {
+  OnnxOp(op_name, node, inputs, outputs).Run(fast);
 }
 
 }  // namespace hfuse::cpu

@@ -57,9 +57,11 @@ std::optional<AxisView> GatherView(const OnnxNode& node, const std::vector<int64
 
 // Computes `node` (an opaque op named `op_name`) from `inputs` into `outputs`,
 // which the caller has allocated with the shapes of the graph. Throws
-// InputError for an operator or a form of one it cannot run.
+// InputError for an operator or a form of one it cannot run. With `fast`,
+// the operator's fast kernel (onnx_ops.def's Fast column) runs the forms it
+// covers; the reference kernel runs the rest, and every form without it.
 void RunOnnxOp(const std::string& op_name, const OnnxNode& node,
                const std::vector<const HostTensor*>& inputs,
-               const std::vector<HostTensor*>& outputs);
+               const std::vector<HostTensor*>& outputs, bool fast = false);
 
 }  // namespace hfuse::cpu

@@ -8,7 +8,7 @@ namespace hfuse {
 namespace {
 
 constexpr OnnxOpInfo kOps[] = {
-#define HFUSE_ONNX_OP(Name, Shape, Fold, Cpu, Cuda) {#Name, #Shape, #Fold, #Cpu, #Cuda},
+#define HFUSE_ONNX_OP(Name, Shape, Fold, Cpu, Fast, Cuda) {#Name, #Shape, #Fold, #Cpu, #Fast, #Cuda},
 #include "hfuse/ir/onnx_ops.def"
 #undef HFUSE_ONNX_OP
 };

@@ -563,7 +563,7 @@ std::optional<InferredOutput> InferOutput(const ShapeRuleInput& in) {
   using Rule = Result (ShapeRules::*)();
   // One rule per operator of onnx_ops.def (its Shape column).
   static const std::map<std::string_view, Rule> kRules = {
-#define HFUSE_ONNX_OP(Name, Shape, Fold, Cpu, Cuda) {#Name, &ShapeRules::Shape},
+#define HFUSE_ONNX_OP(Name, Shape, Fold, Cpu, Fast, Cuda) {#Name, &ShapeRules::Shape},
 #include "hfuse/ir/onnx_ops.def"
 #undef HFUSE_ONNX_OP
   };

@@ -134,6 +134,22 @@ struct Session::Impl {
 #if HFUSE_HAVE_CUDA
   std::map<DimValues, std::unique_ptr<CudaPlan>> plans;
 #endif
+  // The CPU executor reads params in place from here: their values made
+  // once per set of dims, not once per run.
+  std::map<DimValues, TensorMap> cpu_params;
+  CpuBufferPool cpu_pool;  // intermediates' buffers, from run to run
+
+  const TensorMap& CpuParams(const DimValues& dims) {
+    auto it = cpu_params.find(dims);
+    if (it != cpu_params.end()) return it->second;
+    if (cpu_params.size() >= 8) cpu_params.clear();  // a few batch sizes, not every one
+    TensorMap& values = cpu_params[dims];
+    for (TensorId id = 0; id < fused.num_tensor_ids(); ++id) {
+      const Tensor& t = fused.tensor(id);
+      if (t.alive && t.role == Role::kParam && t.data) values[t.name] = ParamValue(t, dims);
+    }
+    return values;
+  }
 
   void Build() {
     if (options.device == Device::kCuda) {
@@ -363,12 +379,27 @@ DimValues Session::DimsFor(const std::map<std::string, std::vector<int64_t>>& sh
   return impl_->Bind(shapes, dtypes);
 }
 
+void Session::SetCpuProfile(std::vector<CpuOpProfile>* profile, CpuMemory* memory) {
+  impl_->options.cpu_profile = profile;
+  impl_->options.cpu_memory = memory;
+  if (profile) profile->clear();
+}
+
+int Session::CpuThreads() const { return CpuFastThreads(impl_->options.threads); }
+
 TensorMap Session::Run(const TensorMap& feeds, const std::vector<std::string>& output_names) {
   impl_->CheckOutputNames(output_names);
   const DimValues dims = impl_->BindHost(feeds);
   TensorMap all;
   if (impl_->options.device == Device::kCpu) {
-    all = RunOnCpu(impl_->fused, feeds, dims);
+    CpuRunOptions cpu;
+    cpu.threads = impl_->options.threads;
+    cpu.group_mode = impl_->options.cpu_group_mode;
+    cpu.params = &impl_->CpuParams(dims);
+    cpu.pool = &impl_->cpu_pool;
+    cpu.profile = impl_->options.cpu_profile;
+    cpu.memory = impl_->options.cpu_memory;
+    all = RunOnCpu(impl_->fused, feeds, dims, cpu);
   } else {
 #if HFUSE_HAVE_CUDA
     CudaPlan& plan = impl_->PlanFor(dims);

@@ -29,6 +29,8 @@ TEST_P(FusedEqualsUnfused, BitwiseOnConformanceGraph) {
     EXPECT_TRUE(c.problem.empty()) << c.name << ": " << c.problem;
     EXPECT_TRUE(c.bitwise_equal) << c.name << ": max_abs " << c.max_abs;
   }
+  // (These graphs are float16: RunOnCpu runs them on the reference kernels;
+  // cpu_fast_kernels_test checks the fast ones on float32 groups.)
 }
 
 INSTANTIATE_TEST_SUITE_P(Shared, FusedEqualsUnfused,

@@ -2,6 +2,10 @@
 #include "exec_commands.h"
 
 #include <fmt/format.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
 
 #include "hfuse/exec/compare.h"
 #include "hfuse/exec/cpu_executor.h"
@@ -89,6 +93,69 @@ TensorMap FeedsFor(const Graph& graph, const DimValues& dims, uint64_t seed, con
   return all;
 }
 
+// `run --profile` on the CPU: each op's median time over `reps` runs, the
+// slowest first, with its bytes and FLOPs and the rates they make; then the
+// run's memory: the largest live set (what must be held at once), what the
+// executor held at most, and the process's peak resident set.
+void PrintCpuProfile(Session& session, const TensorMap& feeds, int reps) {
+  std::vector<std::vector<CpuOpProfile>> runs(static_cast<size_t>(std::max(reps, 1)));
+  CpuMemory memory;
+  std::vector<double> totals;
+  for (auto& run : runs) {
+    session.SetCpuProfile(&run, &memory);
+    const auto start = std::chrono::steady_clock::now();
+    session.Run(feeds);
+    totals.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  session.SetCpuProfile(nullptr, nullptr);
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  struct Row {
+    const CpuOpProfile* op;
+    double us;
+  };
+  std::vector<Row> rows;
+  double sum = 0;
+  for (size_t i = 0; i < runs[0].size(); ++i) {
+    std::vector<double> us;
+    for (const auto& run : runs) us.push_back(run[i].us);
+    rows.push_back({&runs[0][i], median(us)});
+    sum += rows.back().us;
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.us > b.us; });
+  fmt::print("cpu profile: {} ops, {} threads, median of {} runs: {:.3f} ms a run ({:.3f} ms in ops)\n",
+             rows.size(), session.CpuThreads(), runs.size(), median(totals), sum / 1000);
+  fmt::print("  {:>10} {:>6} {:>10} {:>9} {:>8} {:>8}  {:<28} {}\n", "us", "%", "bytes", "FLOPs", "GB/s",
+             "GFLOP/s", "kind", "op");
+  for (const Row& r : rows) {
+    const CpuOpProfile& p = *r.op;
+    const double s = r.us * 1e-6;
+    fmt::print("  {:>10.1f} {:>6.1f} {:>10} {:>9.3g} {:>8.2f} {:>8.2f}  {:<28} {}\n", r.us,
+               sum > 0 ? 100 * r.us / sum : 0.0, p.bytes, static_cast<double>(p.flops),
+               s > 0 ? static_cast<double>(p.bytes) / s * 1e-9 : 0.0,
+               s > 0 ? static_cast<double>(p.flops) / s * 1e-9 : 0.0, p.kind, p.op);
+  }
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const double mib = 1.0 / (1 << 20);
+  fmt::print("cpu memory: largest live set {:.1f} MiB, executor peak {:.1f} MiB (+ inputs and params), "
+             "peak resident {:.1f} MiB ({:.2f}x the live set)\n",
+             static_cast<double>(memory.largest_live_bytes) * mib, static_cast<double>(memory.peak_bytes) * mib,
+             static_cast<double>(usage.ru_maxrss) / 1024.0,
+             memory.largest_live_bytes > 0
+                 ? static_cast<double>(usage.ru_maxrss) * 1024.0 / static_cast<double>(memory.largest_live_bytes)
+                 : 0.0);
+}
+
+uint8_t CpuGroupMode(const std::string& name) {
+  if (name == "auto") return 0;
+  if (name == "side") return 1;
+  if (name == "serial") return 2;
+  ThrowInputError("--cpu-groups '{}': expected auto, side or serial", name);
+}
+
 }  // namespace
 
 namespace {
@@ -116,6 +183,11 @@ int RunGraphCommand(const std::string& path, const RunOptions& options) {
         SessionOptionsFor(options.device, options.rules, options.dims);
     session_options.fuse = options.fuse;
     session_options.cuda_graph = options.cuda_graph;
+    session_options.threads = options.threads;
+    session_options.cpu_group_mode = CpuGroupMode(options.cpu_groups);
+    if (options.profile && session_options.device != Device::kCpu) {
+      ThrowInputError("--profile: on the CPU only (hfuse bench --profile times CUDA launches)");
+    }
     Session session = Session::FromFile(path, session_options);
     const Graph& graph = session.graph();
     const DimValues dims = BindDims(graph, options.dims);
@@ -129,25 +201,41 @@ int RunGraphCommand(const std::string& path, const RunOptions& options) {
       }
       all = ReadNpz(options.inputs_npz, want);
     }
-    const TensorMap outputs = session.Run(FeedsOf(session, all));
-    // Files first: a write that fails leaves nothing that looks like a result.
-    if (!options.save_inputs.empty()) {
-      // The model's inputs by their names, what --inputs (and onnxruntime)
-      // take; params keep the values the model holds.
-      TensorMap inputs;
-      for (const TensorInfo& info : session.inputs()) {
-        if (auto it = all.find(info.name); it != all.end()) inputs[info.name] = it->second;
+    // The feeds moved out of `all` unless --save-inputs still needs them:
+    // resident memory is what `run --profile` reports.
+    TensorMap feeds;
+    if (options.save_inputs.empty()) {
+      for (const auto* list : {&session.inputs(), &session.overridable_inputs()}) {
+        for (const TensorInfo& info : *list) {
+          if (auto node = all.extract(info.name)) feeds.insert(std::move(node));
+        }
       }
-      WriteNpz(options.save_inputs, inputs);
+      all.clear();
+    } else {
+      feeds = FeedsOf(session, all);
     }
-    if (!options.output_npz.empty()) WriteNpz(options.output_npz, outputs);
-    fmt::print("{}: {}: {}\n", path, DeviceName(session_options.device), Summary(session));
-    PrintPlan(session, dims);
-    for (TensorId id : graph.outputs()) {
-      const HostTensor& t = outputs.at(graph.tensor(id).name);
-      fmt::print("{}: {} [{}] sum={:.6g} hash={:016x}\n", graph.tensor(id).name,
-                 DTypeName(t.dtype), fmt::join(t.shape, ", "), Checksum(t), BytesHash(t));
+    {  // the outputs go before --profile runs again
+      const TensorMap outputs = session.Run(feeds);
+      // Files first: a write that fails leaves nothing that looks like a result.
+      if (!options.save_inputs.empty()) {
+        // The model's inputs by their names, what --inputs (and onnxruntime)
+        // take; params keep the values the model holds.
+        TensorMap inputs;
+        for (const TensorInfo& info : session.inputs()) {
+          if (auto it = all.find(info.name); it != all.end()) inputs[info.name] = it->second;
+        }
+        WriteNpz(options.save_inputs, inputs);
+      }
+      if (!options.output_npz.empty()) WriteNpz(options.output_npz, outputs);
+      fmt::print("{}: {}: {}\n", path, DeviceName(session_options.device), Summary(session));
+      PrintPlan(session, dims);
+      for (TensorId id : graph.outputs()) {
+        const HostTensor& t = outputs.at(graph.tensor(id).name);
+        fmt::print("{}: {} [{}] sum={:.6g} hash={:016x}\n", graph.tensor(id).name,
+                   DTypeName(t.dtype), fmt::join(t.shape, ", "), Checksum(t), BytesHash(t));
+      }
     }
+    if (options.profile) PrintCpuProfile(session, feeds, options.profile_reps);
     return 0;
   });
 }
@@ -156,7 +244,7 @@ int VerifyGraphs(const Graph& original, const Graph& fused, uint64_t seed,
                  const std::map<std::string, int64_t>& dim_overrides) {
   const DimValues dims = BindDims(original, dim_overrides);
   const TensorMap feeds = RandomFeeds(original, dims, seed);
-  const TensorMap want = RunOnCpu(original, feeds, dims);
+  const TensorMap want = RunOnCpuReference(original, feeds, dims);
   const TensorMap got = RunOnCpu(fused, feeds, BindDims(fused, dim_overrides));
   return PrintComparisons(want, got) ? 0 : 1;
 }
@@ -174,7 +262,7 @@ int VerifyCommand(const std::string& path, const VerifyOptions& options) {
     Session session = Session::FromFile(model, session_options);
     const DimValues dims = BindDims(original, options.dims);
     const TensorMap feeds = FeedsFor(original, dims, options.seed, options.inputs_npz);
-    const TensorMap want = RunOnCpu(original, feeds, dims);
+    const TensorMap want = RunOnCpuReference(original, feeds, dims);
     const TensorMap got = session.Run(FeedsOf(session, feeds));
     // Printed once both have run: a failure on the way prints nothing.
     fmt::print("{}: {} on {}, against the CPU reference of {}\n", model, Summary(session),

@@ -23,6 +23,12 @@ struct RunOptions {
   std::string rules;        // "", "seed" or "hfuse" ("": the device's default)
   bool fuse = true;
   bool cuda_graph = true;
+  // CPU: --profile (each op's time, bytes and FLOPs over `profile_reps`
+  // runs, and the run's memory), --threads, --cpu-groups (auto, side, serial).
+  bool profile = false;
+  int profile_reps = 10;
+  int threads = 0;
+  std::string cpu_groups = "auto";
 };
 
 // `hfuse run`: prints what ran, then each output's dtype, shape, sum and byte hash.

@@ -12,7 +12,10 @@
 //
 // Input problems print one line "hfuse: error: ..." and exit with status 2.
 #include <fmt/format.h>
+
+#include "hfuse/exec/cpu_executor.h"
 #include <malloc.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cctype>
@@ -265,9 +268,11 @@ int RunCheck(const std::string& input) {
 
 // `hfuse --list-ops`: onnx_ops.def as a table.
 void ListOps() {
-  fmt::print("{:<20} {:<10} {:<6} {:<16} {}\n", "ONNX operator", "shape", "fold", "CPU kernel", "CUDA");
+  fmt::print("{:<20} {:<10} {:<6} {:<16} {:<14} {}\n", "ONNX operator", "shape", "fold", "CPU kernel",
+             "CPU fast", "CUDA");
   for (const OnnxOpInfo& op : OnnxOps()) {
-    fmt::print("{:<20} {:<10} {:<6} {:<16} {}\n", op.name, op.shape, op.fold, op.cpu,
+    fmt::print("{:<20} {:<10} {:<6} {:<16} {:<14} {}\n", op.name, op.shape, op.fold, op.cpu,
+               op.fast == "Ref" ? "(reference)" : std::string(op.fast),
                op.cuda == "Host" ? "on the host (no kernel)" : std::string(op.cuda));
   }
   fmt::print("Any other operator is refused by the CPU executor and runs on neither device.\n");
@@ -360,6 +365,13 @@ int Main(int argc, char** argv) {
   run->add_flag("--no-fuse", run_no_fuse, "run the model as imported, unfused");
   run->add_flag("--no-cuda-graph", run_no_cuda_graph,
                 "cuda: plain launches instead of replaying a CUDA graph");
+  run->add_flag("--profile", run_options.profile,
+                "cpu: each op's time, bytes and FLOPs (median of --reps runs), and the run's memory");
+  run->add_option("--reps", run_options.profile_reps, "runs that --profile times")->check(CLI::Range(1, 100000));
+  run->add_option("--threads", run_options.threads, "cpu: threads of the fast kernels (0: OMP_NUM_THREADS or the cores)")
+      ->check(CLI::Range(0, 1024));
+  run->add_option("--cpu-groups", run_options.cpu_groups,
+                  "cpu: how group ops run: auto (the rule), side (members side by side), serial (one by one)");
 
   std::string verify_input, fused_input;
   bool verify_no_group_gemm = false;
@@ -541,5 +553,11 @@ int main(int argc, char** argv) {
   // freed mmap block goes back to the kernel, so that the next phase pays a
   // page fault per 4 KB again (about 8% of fusing a 10^6-op graph).
   mallopt(M_MMAP_MAX, 0);
+  // OpenBLAS on its slowest kernels (a CPU model it does not know): again,
+  // with the kernel set the CPU runs (cpu_executor.h), once.
+  if (const char* core = hfuse::CpuBlasCoreToAskFor()) {
+    setenv("OPENBLAS_CORETYPE", core, 1);
+    execv("/proc/self/exe", argv);  // on failure, run as we are
+  }
   return hfuse::Main(argc, argv);
 }

@@ -1,12 +1,20 @@
-// The CPU reference executor: runs any graph of the spec, original or fused.
+// The CPU executor: runs any graph of the spec, original or fused, with
+// two sets of kernels.
 //
-// Arithmetic is fp32; float16 and bfloat16 tensors are stored in their own
-// type and converted on load and store with round-to-nearest-even, as a GPU
-// kernel does. GEMMs go through OpenBLAS (cblas_sgemm); LayerNorm computes
-// its statistics in fp32, two-pass. A group op runs each member with the
-// same kernel as the ungrouped op, so on the CPU a fused graph gives results
-// bitwise equal to the original's. Every other backend is checked against
-// this one.
+// The reference kernels (RunOnCpuReference; CpuRunOptions::reference) are
+// simple loops that every other path is checked against. Arithmetic is
+// fp32; float16 and bfloat16 tensors are stored in their own type and
+// converted on load and store with round-to-nearest-even, as a GPU kernel
+// does. GEMMs go through OpenBLAS (cblas_sgemm); LayerNorm computes its
+// statistics in fp32, two-pass.
+//
+// The fast kernels (the default: `hfuse run`, the session) compute float32
+// tensors in place, every matrix product through OpenBLAS, over the
+// threads (src/exec/cpu_fast_kernels.h), and take the reference for every
+// other form. Either way a group op runs each member with the same kernel
+// as the ungrouped op, so a fused graph gives results bitwise equal to the
+// original's; buffers are freed after their last use (the memory plan), and
+// reshapes take over their input's buffer where it is read for the last time.
 #pragma once
 
 #include <cstdint>
@@ -43,8 +51,73 @@ TensorMap RandomFeeds(const Graph& graph, const DimValues& dims, uint64_t seed);
 // when it has them) and returns the graph outputs by name. Opaque ops run
 // only for the few ONNX operators of src/exec/cpu_onnx_ops.h; others throw
 // InputError.
-TensorMap RunOnCpu(const Graph& graph, const TensorMap& feeds, const DimValues& dims);
-// As RunOnCpu, and returns every live tensor's value, indexed by tensor id
+// One op of a profiled run: its time, and what it moved and computed
+// (every operand read and result written once; 2 FLOPs per multiply-add
+// of a product, 1 per element of the rest).
+struct CpuOpProfile {
+  std::string op;    // its name
+  std::string kind;  // op type or ONNX operator; a group op's member count and path
+  double us = 0;
+  int64_t bytes = 0;
+  int64_t flops = 0;
+};
+struct CpuMemory {
+  int64_t largest_live_bytes = 0;  // inputs, params, and the intermediates live at once, at most
+  int64_t peak_bytes = 0;          // what the run allocated at once, at most (views' copies too)
+};
+// Buffers kept from one run to the next (a session's): an intermediate's
+// buffer goes back here after its last use and a later tensor of about its
+// size takes it, so that a run after the first touches no fresh page (a
+// page fault per 4 KiB costs more than the kernel that fills it). After a
+// run it holds at most what the run held at once less the outputs it handed
+// over, so that the outputs and the pool together stay within the run's peak.
+class CpuBufferPool {
+ public:
+  // A buffer of n bytes, zeroed.
+  std::vector<uint8_t> Take(size_t n);
+  void Give(std::vector<uint8_t>&& buffer);
+  // Frees buffers, largest first, until the pool holds at most `bytes`.
+  void Trim(size_t bytes);
+  size_t bytes() const { return bytes_; }
+
+ private:
+  std::multimap<size_t, std::vector<uint8_t>> free_;  // by capacity
+  size_t bytes_ = 0;
+};
+
+struct CpuRunOptions {
+  bool reference = false;  // the reference kernels alone
+  int threads = 0;         // fast kernels: 0 = OMP_NUM_THREADS, or the cores
+  bool keep_all = false;   // keep every value (RunOnCpuKeepAll)
+  // How group ops run (cpu_group_rule.h): 0 the rule, 1 side by side, 2 one by one.
+  uint8_t group_mode = 0;
+  // Param values kept by the caller across runs (a session's), read in place.
+  const TensorMap* params = nullptr;
+  CpuBufferPool* pool = nullptr;  // where intermediates' buffers come from and go back to
+  std::vector<CpuOpProfile>* profile = nullptr;  // filled, op by op, when set
+  CpuMemory* memory = nullptr;                   // filled when set
+};
+TensorMap RunOnCpu(const Graph& graph, const TensorMap& feeds, const DimValues& dims,
+                   const CpuRunOptions& options = {});
+// The OpenBLAS kernel set this CPU can run (OPENBLAS_CORETYPE): "SkylakeX"
+// with AVX-512 (F, DQ, CD, BW, VL, enabled by the OS), "Haswell" with AVX2
+// and FMA, else null.
+const char* CpuBlasCoreType();
+// OpenBLAS picks its kernels by CPU model when it is loaded, and falls back
+// to its SSE3 ones (Prescott, a third of the speed or less) on a model it
+// does not know, as virtual machines often report. The kernel set to ask
+// for instead, when that happened and OPENBLAS_CORETYPE is unset; else
+// null. The variable is read once, when OpenBLAS loads: hfuse's main sets
+// it and runs itself again; the Python package sets it before it imports
+// its extension.
+const char* CpuBlasCoreToAskFor();
+// The kernel set OpenBLAS runs (its core name), or null without OpenBLAS.
+const char* CpuBlasCoreName();
+// The fast kernels' thread count for CpuRunOptions::threads = n.
+int CpuFastThreads(int n);
+// RunOnCpu with the reference kernels: what `verify` compares against.
+TensorMap RunOnCpuReference(const Graph& graph, const TensorMap& feeds, const DimValues& dims);
+// As RunOnCpuReference, and returns every live tensor's value, indexed by tensor id
 // (for checking an execution plan against the reference, tensor by tensor).
 std::vector<HostTensor> RunOnCpuKeepAll(const Graph& graph, const TensorMap& feeds, const DimValues& dims);
 

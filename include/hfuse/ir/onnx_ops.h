@@ -15,7 +15,8 @@ struct OnnxOpInfo {
   std::string_view name;   // the op_type
   std::string_view shape;  // the importer's shape rule ("Onnx": ONNX's inference alone)
   std::string_view fold;   // "Shape" or "Value"
-  std::string_view cpu;    // the CPU kernel
+  std::string_view cpu;    // the CPU reference kernel
+  std::string_view fast;   // the CPU fast kernel, or "Ref"
   std::string_view cuda;   // the CUDA planner, or "Host"
 };
 

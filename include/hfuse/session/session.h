@@ -45,6 +45,7 @@
 #include "hfuse/passes/fuse_group_ops.h"
 #include "hfuse/passes/pass_manager.h"
 #include "hfuse/runtime/bound_dims.h"
+#include "hfuse/exec/cpu_executor.h"
 #include "hfuse/runtime/host_tensor.h"
 #include "hfuse/session/model_files.h"
 
@@ -68,6 +69,13 @@ struct SessionOptions {
   // before fusion. The others take their size from the feeds.
   std::map<std::string, int64_t> dims;
   bool cuda_graph = true;  // CUDA: replay each plan from a CUDA graph
+  // CPU: the fast kernels' threads (0: OMP_NUM_THREADS, or the cores), how
+  // group ops run (exec/cpu_executor.h: 0 the rule, 1 side by side, 2 one
+  // by one), and where a profiled run puts each op's time (null: none).
+  int threads = 0;
+  uint8_t cpu_group_mode = 0;
+  std::vector<CpuOpProfile>* cpu_profile = nullptr;
+  CpuMemory* cpu_memory = nullptr;
   std::string format;      // "", "json" or "onnx" (FromFile: "" is by extension)
   // Values for params (graph JSON carries none): each becomes the param's
   // own value, as an ONNX initializer is, so that runs need not feed it.
@@ -128,6 +136,10 @@ class Session {
   // SerializeModel: ONNX with ai.hfuse group ops, or graph JSON).
   std::string FusedModelBytes() const;
 
+  // CPU: the next runs record each op's time and the run's memory here
+  // (null: stop); and the fast kernels' thread count.
+  void SetCpuProfile(std::vector<CpuOpProfile>* profile, CpuMemory* memory);
+  int CpuThreads() const;
   // Runs on host tensors; returns the named outputs (empty: all of them).
   TensorMap Run(const TensorMap& feeds, const std::vector<std::string>& output_names = {});
 

@@ -1,0 +1,98 @@
+// The CPU executor's fast kernels: float32 only, on the tensors' own bytes
+// (no conversion copies), every matrix product through OpenBLAS, loops over
+// contiguous runs, work split over OpenMP threads where an op is large
+// enough to pay for the split. The simple kernels (cpu_kernels.h,
+// cpu_onnx_ops.cc) stay the reference: each of these is tested against its
+// reference on random data (tests/exec/cpu_fast_kernels_test.cc), and the
+// executor runs the reference for every form a fast kernel declines.
+//
+// Threads: one pool, OpenMP's. OpenBLAS runs single-threaded during a run
+// (SingleThreadedBlas); a product is cut into blocks of rows (or of columns
+// when it has few rows) that depend on its shape alone, one sgemm each,
+// and the blocks of a large enough product are spread over the pool. The
+// same calls whatever the thread count and schedule: results do not depend
+// on the number of threads, nor on whether a group's members run side by
+// side (cpu_executor_test and cpu_fast_kernels_test check both).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "hfuse/ir/graph.h"
+
+namespace hfuse::cpu::fast {
+
+// The pool's size: n > 0 sets it, 0 takes OMP_NUM_THREADS (or the cores).
+// Returns the size in effect.
+int SetThreads(int n);
+// OpenBLAS on one thread for a scope (a run), then as it was: the process
+// may share the library (numpy links the same libopenblas).
+class SingleThreadedBlas {
+ public:
+  SingleThreadedBlas();
+  ~SingleThreadedBlas();
+  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
+  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
+
+ private:
+  int before_ = 1;
+};
+int Threads();
+// The kernel set OpenBLAS runs (its core name), or null without OpenBLAS.
+const char* BlasCoreName();
+
+// Runs f(begin, end) over [0, n) in parts of at least `grain` items, on up
+// to Threads() threads (inline when one part covers it).
+void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f);
+
+// y[m, n] (row stride ldy) = alpha * op(a) . op(b) (+ bias[n]) then the
+// activation; op(a) is [m, k] (a's rows at stride lda; trans_a: a is [k, m]),
+// op(b) is [k, n] (trans_b: b is [n, k], the weight layout of gemm_rcr).
+// Splits over the pool when `parallel` and the product is large enough.
+struct Matrix {
+  const float* data;
+  int64_t ld;
+  bool trans;
+};
+void Gemm(Matrix a, Matrix b, float* y, int64_t ldy, int64_t m, int64_t n, int64_t k, float alpha,
+          const float* bias, std::optional<EwFunc> activation, bool parallel = true);
+// The same with the activation and bias applied in one pass over y's rows
+// (the GEMM's epilogue): exposed for the group ops, which split members.
+void Epilogue(float* y, int64_t ldy, int64_t m, int64_t n, const float* bias,
+              std::optional<EwFunc> activation);
+
+// A batch of products of one shape: matrix i of a at a + a_off[i], of b at
+// b + b_off[i], of y at y + i * m * n (contiguous). The batch is split over
+// the pool when it has several matrices, else each product is.
+void BatchedGemm(const float* a, const std::vector<int64_t>& a_off, int64_t lda, bool trans_a,
+                 const float* b, const std::vector<int64_t>& b_off, int64_t ldb, bool trans_b,
+                 float* y, int64_t m, int64_t n, int64_t k);
+
+// y = f(a, b) with numpy broadcasting of a and b to y's shape (ranks
+// aligned at the right). The dims are first collapsed into the fewest runs;
+// the innermost run is a plain loop (both operands contiguous, or one a
+// scalar over the run).
+enum class BinOp : uint8_t { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow };
+std::optional<BinOp> BinOpOf(EwFunc func);
+void Binary(BinOp op, const float* a, const std::vector<int64_t>& a_shape, const float* b,
+            const std::vector<int64_t>& b_shape, float* y, const std::vector<int64_t>& y_shape);
+// Copies `rows` rows of `width` bytes from src (rows `src_stride` bytes
+// apart) to dst (`dst_stride` apart): typed loops for rows of one to a few
+// elements (a stack along a new last axis), memcpy for wider ones, rows
+// split over the pool when there are many.
+void CopyRows(uint8_t* dst, int64_t dst_stride, const uint8_t* src, int64_t src_stride, int64_t rows,
+              int64_t width);
+// y = f(x), n values.
+void Unary(EwFunc func, const float* x, float* y, int64_t n);
+
+// Softmax (or log-softmax) of each of `rows` contiguous rows of n values.
+void SoftmaxRows(const float* x, float* y, int64_t rows, int64_t n, bool log);
+
+// LayerNorm of `rows` rows of n (cpu_kernels.h's LayerNorm, same arithmetic
+// per row, rows split over the pool).
+void LayerNorm(const float* x, const float* gamma, const float* beta, float* y, int64_t rows,
+               int64_t n, float eps, bool sigmoid_mul, bool parallel = true);
+
+}  // namespace hfuse::cpu::fast
