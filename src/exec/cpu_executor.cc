@@ -184,8 +184,10 @@ class CpuRun {
     for (TensorId id : g_.outputs()) {
       const size_t i = static_cast<size_t>(id);
       HostTensor& v = owned_[i];
-      if (value_[i] == &v) handed_over += Bytes(v);
-      out[g_.tensor(id).name] = value_[i] == &v ? std::move(v) : *value_[i];
+      // Moved out, unless the run keeps every value (All() hands them over).
+      const bool move = value_[i] == &v && !options_.keep_all;
+      if (move) handed_over += Bytes(v);
+      out[g_.tensor(id).name] = move ? std::move(v) : *value_[i];
     }
     if (options_.pool) options_.pool->Trim(static_cast<size_t>(std::max<int64_t>(0, peak_ - handed_over)));
     return out;

@@ -16,6 +16,11 @@ cmake -S "$src/examples/cpp_session" -B "$work/build" -DCMAKE_BUILD_TYPE=Release
       -DCMAKE_PREFIX_PATH="$work/prefix" >"$work/configure.log"
 cmake --build "$work/build" -j2 >"$work/build.log"
 
+# Both programs on the same OpenBLAS kernels: hfuse picks the CPU's own set
+# where OpenBLAS would fall back to Prescott's (cpu_executor.h), a program
+# that links hfuse gets what OpenBLAS picks, and products sum in the order
+# of the kernel set that computes them.
+export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Prescott}
 model="$src/examples/ranking_small.onnx"
 "$hfuse" run "$model" --seed 3 --save-inputs "$work/in.npz" >"$work/want.txt"
 "$work/build/cpp_session" "$model" "$work/in.npz" >"$work/got.txt"
