@@ -575,6 +575,10 @@ class CpuRun {
     const size_t axis = Axis(op.attrs.dim, x.shape.size());
     const int64_t outer = Product(x.shape, 0, axis);
     const int64_t inner = Product(x.shape, axis + 1, x.shape.size()) * DTypeBytes(x.dtype);
+    if (x.bytes.empty()) {  // nothing to split (outer 0 or an empty axis): the parts are empty too
+      for (TensorId out : op.outputs) (void)Out(out);
+      return;
+    }
     int64_t offset = 0;
     for (size_t i = 0; i < op.outputs.size(); ++i) {
       HostTensor& y = Out(op.outputs[i]);
@@ -586,6 +590,7 @@ class CpuRun {
 
   void Concatenate(const Op& op) {
     HostTensor& y = Out(op.outputs[0]);
+    if (y.bytes.empty()) return;  // an empty result (outer 0): no part has bytes to place
     const size_t axis = Axis(op.attrs.dim, y.shape.size());
     const int64_t outer = Product(y.shape, 0, axis);
     const int64_t inner = Product(y.shape, axis + 1, y.shape.size()) * DTypeBytes(y.dtype);
