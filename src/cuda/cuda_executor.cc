@@ -72,6 +72,8 @@ CudaExecutor::Impl::Impl(const Graph& graph_in, const DimValues& d, CudaOptions 
   for (OpId id : order) {
     if (!views.skip[static_cast<size_t>(id)]) PlanOp(g.op(id));
   }
+  FlushGathers();
+  FlushChain();
   stats.folded_ops = folded.folded_ops;
   stats.view_ops = views.views;
 }
@@ -159,6 +161,7 @@ cuda::StridedOperand CudaExecutor::Impl::Operand(TensorId t, const cuda::Layout&
 void CudaExecutor::Impl::PlanOp(const Op& op) {
   if (op.elided) return;
   current = op.name;
+  current_op = &op;
   std::vector<TensorId> touched = op.inputs;
   touched.insert(touched.end(), op.outputs.begin(), op.outputs.end());
   std::sort(touched.begin(), touched.end());

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cutlass_grouped_gemm.h"
+#include "fused_elementwise.h"
 #include "gemm_plan.h"
 #include "hfuse/cuda/cuda_executor.h"
 #include "hfuse/exec/plan_constants.h"
@@ -144,10 +145,58 @@ struct CudaExecutor::Impl {
   std::string current;              // the op being planned
   double current_bytes = 0;
   void Add(const std::string& what, std::function<void(cudaStream_t)> f) {
-    launches.push_back(std::move(f));
-    labels.push_back(fmt::format("{} ({})", current, what));
-    op_bytes.push_back(current_bytes);
+    FlushGathers();
+    FlushChain();
+    AddLaunch(fmt::format("{} ({})", current, what), current_bytes, std::move(f));
   }
+  void AddLaunch(std::string label, double bytes, std::function<void(cudaStream_t)> f) {
+    launches.push_back(std::move(f));
+    labels.push_back(std::move(label));
+    op_bytes.push_back(bytes);
+  }
+  // Gathers planned and not yet launched (PlanOnnxGather): independent
+  // gathers next to each other in the order (a model's embedding lookups,
+  // one table each) go out as one launch, as TorchRec's table-batched
+  // embedding does; the next launch of another kind, a gather that reads
+  // or overwrites what a waiting one touches, and the end of planning
+  // flush them.
+  struct Span {
+    const char* begin;
+    const char* end;
+    bool Overlaps(const Span& o) const { return begin < o.end && o.begin < end; }
+  };
+  struct PendingGather {
+    cuda::GatherArgs args;
+    std::string op;
+    double bytes;
+    std::vector<Span> reads;
+    Span write;
+  };
+  std::vector<PendingGather> pending_gathers;
+  void QueueGather(PendingGather g);
+  void FlushGathers();
+  // A chain of float32 elementwise ops planned and not yet launched
+  // (PlanElementwiseTo): while the next op planned is elementwise, reads
+  // the chain's result element for element and is its only reader, it
+  // joins the chain as one more step (cuda::FusedElementwiseArgs); anything
+  // else launches the chain, as one fused kernel (a chain of one op as that
+  // op's own kernel). DCN's cross layer x0 * (x w) + b + x, the Erf form of
+  // GELU (Div, Erf, Add, Mul, Mul) and the like run as one launch each.
+  struct PendingChain {
+    cuda::FusedElementwiseArgs fused;  // every step so far
+    cuda::OnnxElementwiseArgs first;   // the first op, as it launches alone
+    std::string first_what;
+    TensorId y = kNone;  // the last step's output
+    std::vector<std::string> ops;
+    double bytes = 0;
+  };
+  std::optional<PendingChain> chain;
+  // false: `a` (a float32 op writing y) cannot be chained; plan it alone.
+  bool ChainElementwise(const cuda::OnnxElementwiseArgs& a, TensorId y, const std::string& what);
+  void FlushChain();
+  // Whether `reader` is the one op that reads t (through views), t no graph output.
+  bool OnlyReadBy(TensorId t, const Op& reader) const;
+  const Op* current_op = nullptr;  // the op being planned
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t graph_exec = nullptr;
   CudaRunStats stats;

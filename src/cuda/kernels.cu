@@ -431,6 +431,42 @@ __global__ void SoftmaxRowsKernel(const T* x, T* y, int64_t rows, int64_t len, b
   }
 }
 
+// Rows of a contiguous last axis shorter than a warp (attention over a
+// few columns): a block takes as many rows as it has threads, reads them
+// into shared memory with coalesced loads, each thread works out its row
+// there, and the block writes the tile back coalesced. One thread a row
+// straight from global memory (SoftmaxKernel) reads each warp's rows at a
+// stride of the row length, three times: 96 us (460 GB/s) for
+// TabTransformer's attention at batch 2048.
+template <typename T>
+__global__ void SoftmaxShortRowsKernel(const T* x, T* y, int64_t rows, int len, bool log) {
+  extern __shared__ float tile[];  // blockDim.x rows of len
+  const int64_t tile_rows = blockDim.x;
+  for (int64_t r0 = blockIdx.x * tile_rows; r0 < rows; r0 += static_cast<int64_t>(gridDim.x) * tile_rows) {
+    const int n_rows = static_cast<int>(rows - r0 < tile_rows ? rows - r0 : tile_rows);
+    const int n = n_rows * len;
+    const T* xs = x + r0 * len;
+    for (int e = threadIdx.x; e < n; e += blockDim.x) tile[e] = ToFloat(xs[e]);
+    __syncthreads();
+    if (static_cast<int>(threadIdx.x) < n_rows) {
+      float* row = tile + threadIdx.x * len;
+      float high = -INFINITY;
+      for (int j = 0; j < len; ++j) high = fmaxf(high, row[j]);
+      float sum = 0.0f;
+      for (int j = 0; j < len; ++j) sum += expf(row[j] - high);
+      const float log_sum = logf(sum);
+      for (int j = 0; j < len; ++j) {
+        const float v = row[j] - high;
+        row[j] = log ? v - log_sum : expf(v) / sum;
+      }
+    }
+    __syncthreads();
+    T* ys = y + r0 * len;
+    for (int e = threadIdx.x; e < n; e += blockDim.x) ys[e] = FromFloat<T>(tile[e]);
+    __syncthreads();
+  }
+}
+
 }  // namespace
 
 int LayerNormLanes(int64_t n, int elem_bytes, bool vec) {
@@ -530,6 +566,16 @@ void LaunchSoftmax(int dtype, const void* x, void* y, int64_t outer, int64_t len
     if (dtype == 0) SoftmaxRowsKernel<<<g, 256, 0, stream>>>(static_cast<const __half*>(x), static_cast<__half*>(y), outer, len, log);
     if (dtype == 1) SoftmaxRowsKernel<<<g, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), static_cast<__nv_bfloat16*>(y), outer, len, log);
     if (dtype == 2) SoftmaxRowsKernel<<<g, 256, 0, stream>>>(static_cast<const float*>(x), static_cast<float*>(y), outer, len, log);
+    return;
+  }
+  if (inner == 1) {
+    constexpr int kThreads = 256;
+    const unsigned g = GridFor(outer, kThreads);
+    const size_t smem = static_cast<size_t>(kThreads) * static_cast<size_t>(len) * sizeof(float);
+    const int l = static_cast<int>(len);
+    if (dtype == 0) SoftmaxShortRowsKernel<<<g, kThreads, smem, stream>>>(static_cast<const __half*>(x), static_cast<__half*>(y), outer, l, log);
+    if (dtype == 1) SoftmaxShortRowsKernel<<<g, kThreads, smem, stream>>>(static_cast<const __nv_bfloat16*>(x), static_cast<__nv_bfloat16*>(y), outer, l, log);
+    if (dtype == 2) SoftmaxShortRowsKernel<<<g, kThreads, smem, stream>>>(static_cast<const float*>(x), static_cast<float*>(y), outer, l, log);
     return;
   }
   const unsigned grid = GridFor(outer * inner, 128);

@@ -67,57 +67,20 @@ __device__ __forceinline__ void Store(void* p, int64_t i, int type, Scalar v) {
   }
 }
 
-__device__ __forceinline__ float Softplus(float f) { return log1pf(expf(-fabsf(f))) + fmaxf(f, 0.0f); }
-
 // The CPU executor's formulas (cpu_onnx_ops.cc, Binary and Unary), in fp32.
-__device__ __forceinline__ float FloatFunc(const OnnxElementwiseArgs& a, const float* x) {
-  const float u = x[0], v = x[1];
-  switch (a.func) {
-    case kCopy: return u;
-    case kAdd: return u + v;
-    case kSub: return u - v;
-    case kMul: return u * v;
-    case kDiv: return u / v;
-    case kPow: return powf(u, v);
-    case kMax: return fmaxf(u, v);
-    case kMin: return fminf(u, v);
-    case kMod: return u - floorf(u / v) * v;
-    case kFMod: return fmodf(u, v);
-    case kPRelu: return u < 0.0f ? u * v : u;
-    case kEqual: return u == v;
-    case kLess: return u < v;
-    case kGreater: return u > v;
-    case kLessOrEqual: return u <= v;
-    case kGreaterOrEqual: return u >= v;
-    case kWhere: return u != 0.0f ? v : x[2];
-    case kMulAdd: return u * v + x[2];
-    case kRelu: return fmaxf(u, 0.0f);
-    case kSigmoid: return 1.0f / (1.0f + expf(-u));
-    case kTanh: return tanhf(u);
-    case kSqrt: return sqrtf(u);
-    case kExp: return expf(u);
-    case kLog: return logf(u);
-    case kNeg: return -u;
-    case kAbs: return fabsf(u);
-    case kErf: return erff(u);
-    case kReciprocal: return 1.0f / u;
-    case kSoftplus: return Softplus(u);
-    case kLeakyRelu: return u < 0.0f ? u * a.alpha : u;
-    case kClip: return fminf(fmaxf(u, a.alpha), a.beta);
-    case kNot: return u == 0.0f;
-    case kFloor: return floorf(u);
-    case kCeil: return ceilf(u);
-    case kElu: return u < 0.0f ? a.alpha * expm1f(u) : u;
-    case kHardSigmoid: return fminf(fmaxf(a.alpha * u + a.beta, 0.0f), 1.0f);
-    case kSign: return static_cast<float>((u > 0.0f) - (u < 0.0f));
-    case kGelu: return 0.5f * u * (1.0f + erff(u * 0.70710678118654752f));
-    case kGeluTanh: return 0.5f * u * (1.0f + tanhf(0.79788456080286536f * (u + 0.044715f * u * u * u)));
-    case kSelu: return u > 0.0f ? a.beta * u : a.beta * a.alpha * expm1f(u);
-    case kSoftsign: return u / (1.0f + fabsf(u));
-    case kSwish: return u / (1.0f + expf(-a.alpha * u));
-    case kMish: return u * tanhf(Softplus(u));
+__device__ __forceinline__ float FloatFuncOf(int32_t func, float alpha, float beta, const float* x) {
+  const float u = x[0], v = x[1], w = x[2];
+  switch (func) {
+#define HFUSE_FLOAT_FUNC(Func, expression) \
+  case Func: return expression;
+#include "float_funcs.def"
+#undef HFUSE_FLOAT_FUNC
     default: return 0.0f;
   }
+}
+
+__device__ __forceinline__ float FloatFunc(const OnnxElementwiseArgs& a, const float* x) {
+  return FloatFuncOf(a.func, a.alpha, a.beta, x);
 }
 
 __device__ __forceinline__ int64_t IntFunc(const OnnxElementwiseArgs& a, const int64_t* x) {
@@ -304,7 +267,7 @@ __global__ void OnnxElementwiseBatchKernel(const OnnxElementwiseArgs* args) {
 
 // One thread a word of an output row (4 bytes when rows and pointers allow).
 template <typename Word>
-__global__ void GatherKernel(GatherArgs a, int64_t row_words) {
+__device__ __forceinline__ void GatherOp(const GatherArgs& a, int64_t row_words) {
   HFUSE_GRID_STRIDE(e, a.outer * a.count * row_words) {
     const int64_t row = e / row_words, w = e % row_words;
     const int64_t o = row / a.count, i = row % a.count;
@@ -321,6 +284,20 @@ __global__ void GatherKernel(GatherArgs a, int64_t row_words) {
     }
     static_cast<Word*>(a.y)[e] = static_cast<const Word*>(a.data)[(o * a.len + at) * row_words + w];
   }
+}
+
+template <typename Word>
+__global__ void GatherKernel(GatherArgs a, int64_t row_words) {
+  GatherOp<Word>(a, row_words);
+}
+
+// One gather of the batch per grid row (blockIdx.y), its words over the row's blocks.
+template <typename Word>
+__global__ void GatherBatchKernel(const GatherArgs* args) {
+  __shared__ GatherArgs a;
+  if (threadIdx.x == 0) a = args[blockIdx.y];
+  __syncthreads();
+  GatherOp<Word>(a, a.inner_bytes / static_cast<int64_t>(sizeof(Word)));
 }
 
 __device__ __forceinline__ int64_t IndexAt(const void* p, int64_t i, int32_t index64) {
@@ -499,16 +476,30 @@ void LaunchOnnxElementwiseBatch(const OnnxElementwiseArgs* args, int count, int6
   }
 }
 
+bool GatherWords(const GatherArgs& a) {
+  return a.inner_bytes % 4 == 0 && reinterpret_cast<uintptr_t>(a.data) % 4 == 0 &&
+         reinterpret_cast<uintptr_t>(a.y) % 4 == 0;
+}
+
 void LaunchOnnxGather(const GatherArgs& a, cudaStream_t stream) {
   if (a.outer * a.count * a.inner_bytes == 0) return;
-  const bool words = a.inner_bytes % 4 == 0 && reinterpret_cast<uintptr_t>(a.data) % 4 == 0 &&
-                     reinterpret_cast<uintptr_t>(a.y) % 4 == 0;
+  const bool words = GatherWords(a);
   const int64_t row_words = words ? a.inner_bytes / 4 : a.inner_bytes;
   const unsigned grid = GridFor(a.outer * a.count * row_words, 256);
   if (words) {
     GatherKernel<uint32_t><<<grid, 256, 0, stream>>>(a, row_words);
   } else {
     GatherKernel<uint8_t><<<grid, 256, 0, stream>>>(a, row_words);
+  }
+}
+
+void LaunchOnnxGatherBatch(const GatherArgs* args, int count, int64_t max_bytes, bool words, cudaStream_t stream) {
+  if (count == 0 || max_bytes == 0) return;
+  const dim3 grid(GridFor(words ? max_bytes / 4 : max_bytes, 256), static_cast<unsigned>(count));
+  if (words) {
+    GatherBatchKernel<uint32_t><<<grid, 256, 0, stream>>>(args);
+  } else {
+    GatherBatchKernel<uint8_t><<<grid, 256, 0, stream>>>(args);
   }
 }
 

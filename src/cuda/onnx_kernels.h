@@ -90,6 +90,13 @@ struct GatherArgs {
   int* bad;
 };
 void LaunchOnnxGather(const GatherArgs& args, cudaStream_t stream);
+// Whether the gather moves 4-byte words (rows and pointers aligned), not bytes.
+bool GatherWords(const GatherArgs& args);
+// `count` independent gathers in one launch (args: a device array the host
+// wrote at plan time; max_bytes: the largest gather's output bytes; words:
+// GatherWords of every one): the embedding lookups of a model's tables,
+// which TorchRec's table-batched embedding also does in one launch.
+void LaunchOnnxGatherBatch(const GatherArgs* args, int count, int64_t max_bytes, bool words, cudaStream_t stream);
 
 // GatherElements (contiguous operands): y[i] = data[i with index[i] on axis].
 // GatherND: indices [n, k] (batch_dims 0, flattened): y[j, :] = data[index[j]], slices of

@@ -27,6 +27,7 @@
 
 #include "cpu_onnx_ops.h"
 #include "cuda_executor_impl.h"
+#include "fused_elementwise.h"
 #include "hfuse/support/error.h"
 #include "kernels.h"
 #include "onnx_kernels.h"
@@ -215,7 +216,177 @@ void CudaExecutor::Impl::PlanElementwiseTo(cuda::OnnxElementwiseArgs a, TensorId
     a.out_strides[d] = os[d];
     a.numel *= ys[d];
   }
+  if (ChainElementwise(a, y, what)) return;
   PlanBatch({a}, what);
+}
+
+namespace {
+
+constexpr int32_t kF32 = static_cast<int32_t>(DType::kFloat32);
+
+// The bytes an operand reads over `shape`: [lowest, highest element] of its strides.
+std::pair<const char*, const char*> SpanOf(const cuda::StridedOperand& o, const int64_t* shape, int rank,
+                                           int64_t esize) {
+  int64_t lo = 0, hi = 0;
+  for (int d = 0; d < rank; ++d) {
+    const int64_t reach = o.strides[d] * (shape[d] - 1);
+    (reach < 0 ? lo : hi) += reach;
+  }
+  const char* p = static_cast<const char*>(o.ptr);
+  return {p + lo * esize, p + (hi + 1) * esize};
+}
+
+bool Fits32(int64_t v) { return v >= 0 && v < (int64_t{1} << 31); }
+
+}  // namespace
+
+bool CudaExecutor::Impl::OnlyReadBy(TensorId t, const Op& reader) const {
+  if (g.IsGraphOutput(t)) return false;
+  for (OpId u : g.tensor(t).users) {
+    const Op& op = g.op(u);
+    if (&op == &reader) continue;
+    if (op.elided || !views.view_op[static_cast<size_t>(u)]) return false;
+    for (TensorId out : op.outputs) {
+      if (!OnlyReadBy(out, reader)) return false;
+    }
+  }
+  return true;
+}
+
+bool CudaExecutor::Impl::ChainElementwise(const cuda::OnnxElementwiseArgs& a, TensorId y, const std::string& what) {
+  bool f32 = !a.integer && a.out_type == kF32 && a.numel > 0 && a.num_inputs >= 1 && a.num_inputs <= 3 &&
+             Fits32(a.numel) && cuda::FusableFunc(a.func);
+  for (int k = 0; k < a.num_inputs; ++k) {
+    f32 = f32 && a.in[k].type == kF32 && a.in[k].as == kF32;
+    const auto [lo, hi] = SpanOf(a.in[k], a.shape, a.rank, 4);
+    f32 = f32 && Fits32((hi - lo) / 4);
+  }
+  if (!f32 || !options.elementwise_chains) return false;
+  const char* out = static_cast<const char*>(a.out);
+  const std::pair<const char*, const char*> out_span{out, out + a.numel * 4};
+  // Joins the chain: the operands that are the chain's result read its
+  // last register, the others the chain's inputs (one register per
+  // distinct operand).
+  if (chain) {
+    cuda::FusedElementwiseArgs f = chain->fused;
+    bool same_shape = f.rank == a.rank && current_op && OnlyReadBy(chain->y, *current_op);
+    for (int d = 0; same_shape && d < a.rank; ++d) same_shape = f.shape[d] == a.shape[d];
+    bool reads = false, fits = same_shape && f.num_steps < cuda::kMaxFusedSteps;
+    cuda::FusedStep step{a.func, {0, 0, 0}, a.alpha, a.beta};
+    for (int k = 0; fits && k < a.num_inputs; ++k) {
+      const cuda::StridedOperand& o = a.in[k];
+      bool is_result = o.ptr == f.out;
+      for (int d = 0; is_result && d < a.rank; ++d) {
+        is_result = a.shape[d] == 1 || o.strides[d] == f.out_strides[d];
+      }
+      if (is_result) {
+        reads = true;
+        step.arg[k] = static_cast<int8_t>(cuda::kMaxFusedInputs + f.num_steps - 1);
+        continue;
+      }
+      // Any other read of the chain's result (a slice of it, say) would
+      // find it unwritten: such an op starts a chain of its own.
+      const auto [lo, hi] = SpanOf(o, a.shape, a.rank, 4);
+      const char* result = static_cast<const char*>(f.out);
+      if (lo < result + f.numel * 4 && result < hi) {
+        fits = false;
+        break;
+      }
+      int at = -1;
+      for (int j = 0; j < f.num_inputs && at < 0; ++j) {
+        bool same = f.in[j].ptr == o.ptr;
+        for (int d = 0; same && d < a.rank; ++d) same = f.in[j].strides[d] == o.strides[d];
+        if (same) at = j;
+      }
+      if (at < 0) {
+        if (f.num_inputs == cuda::kMaxFusedInputs) {
+          fits = false;
+          break;
+        }
+        at = f.num_inputs++;
+        f.in[at] = o;
+      }
+      step.arg[k] = static_cast<int8_t>(at);
+    }
+    // The fused kernel reads every input while it writes the output: the
+    // output may not lie on any (the memory plan reuses a buffer once its
+    // last reader has run, which inside a chain has not), unless it is that
+    // input element for element (a thread reads element e, then writes it).
+    for (int j = 0; fits && reads && j < f.num_inputs; ++j) {
+      bool in_place = f.in[j].ptr == a.out;
+      for (int d = 0; in_place && d < a.rank; ++d) {
+        in_place = a.shape[d] == 1 || f.in[j].strides[d] == a.out_strides[d];
+      }
+      const auto [lo, hi] = SpanOf(f.in[j], f.shape, f.rank, 4);
+      fits = in_place || !(lo < out_span.second && out_span.first < hi);
+    }
+    if (fits && reads) {
+      for (int k = a.num_inputs; k < 3; ++k) step.arg[k] = step.arg[0];
+      f.steps[f.num_steps++] = step;
+      f.out = a.out;
+      chain->fused = f;
+      chain->y = y;
+      chain->ops.push_back(current);
+      chain->bytes += current_bytes;
+      return true;
+    }
+    FlushChain();
+  }
+  PendingChain c;
+  c.first = a;
+  c.first_what = what;
+  c.y = y;
+  c.ops = {current};
+  c.bytes = current_bytes;
+  cuda::FusedElementwiseArgs& f = c.fused;
+  f = cuda::FusedElementwiseArgs{};
+  f.rank = a.rank;
+  f.numel = a.numel;
+  for (int d = 0; d < a.rank; ++d) {
+    f.shape[d] = a.shape[d];
+    f.out_strides[d] = a.out_strides[d];
+  }
+  f.out = a.out;
+  cuda::FusedStep step{a.func, {0, 0, 0}, a.alpha, a.beta};
+  for (int k = 0; k < a.num_inputs; ++k) {
+    int at = -1;
+    for (int j = 0; j < f.num_inputs && at < 0; ++j) {
+      bool same = f.in[j].ptr == a.in[k].ptr;
+      for (int d = 0; same && d < a.rank; ++d) same = f.in[j].strides[d] == a.in[k].strides[d];
+      if (same) at = j;
+    }
+    if (at < 0) {
+      at = f.num_inputs++;
+      f.in[at] = a.in[k];
+    }
+    step.arg[k] = static_cast<int8_t>(at);
+  }
+  for (int k = a.num_inputs; k < 3; ++k) step.arg[k] = step.arg[0];
+  f.steps[f.num_steps++] = step;
+  FlushGathers();
+  chain = std::move(c);
+  return true;
+}
+
+void CudaExecutor::Impl::FlushChain() {
+  if (!chain) return;
+  PendingChain c = std::move(*chain);
+  chain.reset();
+  const std::string now = current;
+  const double now_bytes = current_bytes;
+  current = c.ops.front();
+  current_bytes = c.bytes;
+  if (c.fused.num_steps == 1) {
+    PlanBatch({c.first}, c.first_what);
+  } else {
+    const cuda::FusedElementwiseArgs f = c.fused;
+    const cudaKernel_t kernel = cuda::FusedElementwiseKernel(f);  // NVRTC, once per chain source
+    AddLaunch(fmt::format("{} (fused elementwise kernel, {} ops: {} to {})", c.ops.front(), c.ops.size(),
+                          c.ops.front(), c.ops.back()),
+              c.bytes, [kernel, f](cudaStream_t s) { cuda::LaunchFusedElementwise(kernel, f, s); });
+  }
+  current = now;
+  current_bytes = now_bytes;
 }
 
 void CudaExecutor::Impl::PlanPartCopies(const std::vector<TensorId>& parts, TensorId whole, size_t axis,
@@ -588,11 +759,64 @@ bool CudaExecutor::Impl::PlanOnnxGather(const Op& op, std::string& why) {
   a.len = v->len;
   a.inner_bytes = v->inner * esize;
   a.bad = NextIndexFlag(op, "ONNX Gather");
-  Add("gather kernel", [a](cudaStream_t s) {
-    cuda::LaunchOnnxGather(a, s);
-    HFUSE_LAUNCHED();
-  });
+  PendingGather p{a, current, current_bytes, {}, {}};
+  const char* table = static_cast<const char*>(a.data);
+  p.reads.push_back({table, table + Bytes(data)});
+  if (index != kNone) {
+    const char* ids = BufferOf(views.layout[static_cast<size_t>(index)].root);
+    p.reads.push_back({ids, ids + Bytes(views.layout[static_cast<size_t>(index)].root)});
+  }
+  const char* out = static_cast<const char*>(a.y);
+  p.write = {out, out + Bytes(y)};
+  QueueGather(std::move(p));
   return true;
+}
+
+void CudaExecutor::Impl::QueueGather(PendingGather p) {
+  FlushChain();
+  if (!options.gather_batches) FlushGathers();
+  for (const PendingGather& q : pending_gathers) {
+    bool clash = p.write.Overlaps(q.write);
+    for (const Span& r : q.reads) clash = clash || p.write.Overlaps(r);
+    for (const Span& r : p.reads) clash = clash || r.Overlaps(q.write);
+    if (clash) {
+      FlushGathers();
+      break;
+    }
+  }
+  pending_gathers.push_back(std::move(p));
+}
+
+void CudaExecutor::Impl::FlushGathers() {
+  if (pending_gathers.empty()) return;
+  std::vector<PendingGather> batch = std::move(pending_gathers);
+  pending_gathers.clear();
+  if (batch.size() == 1) {
+    const cuda::GatherArgs a = batch[0].args;
+    AddLaunch(fmt::format("{} (gather kernel)", batch[0].op), batch[0].bytes, [a](cudaStream_t s) {
+      cuda::LaunchOnnxGather(a, s);
+      HFUSE_LAUNCHED();
+    });
+    return;
+  }
+  std::vector<cuda::GatherArgs> args;
+  int64_t max_bytes = 0;
+  bool words = true;
+  double bytes = 0;
+  for (const PendingGather& p : batch) {
+    args.push_back(p.args);
+    max_bytes = std::max(max_bytes, p.args.outer * p.args.count * p.args.inner_bytes);
+    words = words && cuda::GatherWords(p.args);
+    bytes += p.bytes;
+  }
+  const cuda::GatherArgs* device_args = Device(args);
+  const int count = static_cast<int>(args.size());
+  AddLaunch(fmt::format("{} (gather kernel, {} tables: {} to {})", batch.front().op, count, batch.front().op,
+                        batch.back().op),
+            bytes, [=](cudaStream_t s) {
+              cuda::LaunchOnnxGatherBatch(device_args, count, max_bytes, words, s);
+              HFUSE_LAUNCHED();
+            });
 }
 
 bool CudaExecutor::Impl::PlanOnnxGatherElements(const Op& op, std::string& why) {

@@ -256,6 +256,46 @@ def op_models():
     ], [("x", F, [N, 3, 4])], [("l", F, [N, 3, 4]), ("bn", F, [N, 3, 4])],
         [floats("g", [3, 4], 0.05, 1.0), floats("be", [3, 4]), floats("s", [3], 0.1, 1.0),
          floats("bb", [3]), floats("mu", [3]), floats("var", [3], 0.05, 1.0)])
+    # The launch-level fusions (EXPECT_LAUNCHES bounds their launches).
+    # Embedding lookups of four tables as one launch; a lookup by ids
+    # another lookup made (whole numbers in a float table, cast on load),
+    # after it; then their concatenate.
+    yield "gather_tables_batched", model("gb", [
+        helper.make_node("Gather", ["table", "ids"], ["e0"]),
+        helper.make_node("Gather", ["table2", "ids2"], ["e1"]),
+        helper.make_node("Gather", ["table3", "ids"], ["e2"]),
+        helper.make_node("Gather", ["remap", "ids2"], ["rf"]),
+        helper.make_node("Cast", ["rf"], ["r"], to=I64),
+        helper.make_node("Gather", ["table", "r"], ["e3"]),
+        helper.make_node("Unsqueeze", ["e0", "ax1"], ["u0"]),
+        helper.make_node("Unsqueeze", ["e1", "ax1"], ["u1"]),
+        helper.make_node("Unsqueeze", ["e2", "ax1"], ["u2"]),
+        helper.make_node("Concat", ["u0", "u1", "u2", "e3"], ["y"], axis=1),
+    ], [("ids", I64, [N]), ("ids2", I32, [N])], [("y", F, [N, 4, 8]), ("e2", F, [N, 8])],
+        [table, floats("table2", [30, 8], 0.2), floats("table3", [50, 8], 0.3, 0.1),
+         floats("remap", [30, 1], 1.0, 6.0), ints("ax1", [1])])
+    # Elementwise chains as one kernel: DCN's cross layer x * (x w) + b + x,
+    # the Erf form of GELU; a step whose result is also a graph output, and
+    # one read twice, end a chain.
+    yield "elementwise_chains", model("ec", [
+        helper.make_node("MatMul", ["x", "w"], ["xw"]),
+        helper.make_node("Mul", ["x", "xw"], ["m"]),
+        helper.make_node("Add", ["m", "b"], ["mb"]),
+        helper.make_node("Add", ["mb", "x"], ["c"]),
+        helper.make_node("Div", ["c", "sqrt2"], ["d"]),
+        helper.make_node("Erf", ["d"], ["e"]),
+        helper.make_node("Add", ["e", "one"], ["e1"]),
+        helper.make_node("Mul", ["c", "e1"], ["ce"]),
+        helper.make_node("Mul", ["ce", "half"], ["gelu"]),
+        helper.make_node("Tanh", ["gelu"], ["t"]),
+        helper.make_node("Sigmoid", ["t"], ["st"]),
+        helper.make_node("Mul", ["st", "st"], ["sq"]),
+        helper.make_node("Neg", ["sq"], ["y"]),
+    ], [("x", F, [N, 12])], [("t", F, [N, 12]), ("y", F, [N, 12])],
+        [floats("w", [12, 1]), floats("b", [12], 0.05), floats("sqrt2", [1], 0.0, 1.4142135),
+         floats("one", [1], 0.0, 1.0), floats("half", [1], 0.0, 0.5)])
+    yield "softmax_short_rows_tiles", model("ss", [helper.make_node("Softmax", ["x"], ["y"], axis=-1)],
+                                            [("x", F, [N, 64, 9])], [("y", F, [N, 64, 9])])
     # Shape arithmetic over the dynamic batch: folded at plan time.
     yield "shape_folding", model("sf", [
         helper.make_node("Shape", ["x"], ["s"]),
@@ -277,14 +317,24 @@ def op_models():
 PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 
 
+# The most launches a plan of these may have: gather_tables_batched the
+# batch of four lookups, the lookup by looked-up ids, the concatenate;
+# elementwise_chains the GEMV, the cross layer (its result c has two
+# readers), the GELU up to the graph output t, the rest.
+EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4}
+
+
 def plan_of(stdout):
     m = PLAN.search(stdout)
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
-def verify(path, label, *args):
+def verify(path, label, *args, most_launches=None):
     r = hfuse("verify", path, "--device", "cuda", *args)
     plan = plan_of(r.stdout)
+    if most_launches is not None:
+        check(plan is not None and plan[0] <= most_launches,
+              f"{label}: {plan[0] if plan else '?'} launches, at most {most_launches} expected")
     lines = r.stdout.strip().splitlines()
     check(r.returncode == 0 and lines and lines[-1].endswith("PASS"),
           f"{label}: verify --device cuda {' '.join(args)} (exit {r.returncode}) "
@@ -320,7 +370,7 @@ def main():
             path = os.path.join(work, f"{name}.onnx")
             onnx.save(m, path)
             dims = ["--dim", "N=37"] if dynamic_dim(path) else []
-            verify(path, name, *dims)
+            verify(path, name, *dims, most_launches=EXPECT_LAUNCHES.get(name))
         if ops_only:
             dirs = []
         for d in dirs:

@@ -91,6 +91,7 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
     std::string name;
     Graph graph;
     CudaOptions cuda;
+    bool profiled = true;  // with --profile, each launch timed alone
   };
   std::vector<Variant> variants;
   variants.push_back({"unfused", original, {}});
@@ -112,6 +113,10 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
                            result.ops_before, result.ops_after, result.groups.size(),
                            RuleSetName(rules));
     variants.push_back({name, fused, {}});
+    if (rules == RuleSet::kHfuse) {  // what the launch-level fusions buy
+      variants.push_back(
+          {name + ", a launch an op", fused, {.gather_batches = false, .elementwise_chains = false}, false});
+    }
     if (options.grouped_too) {
       variants.push_back({name + ", grouped GEMM only", fused, {.strided_batched = false}});
     }
@@ -154,7 +159,7 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
                                   {"host_launches", stats.host_launches}, {"host_ops", stats.host_ops},
                                   {"folded_ops", stats.folded_ops}, {"view_ops", stats.view_ops},
                                   {"arena_bytes", stats.arena_bytes}, {"max_err", err}});
-    if (options.profile && v.name != "unfused") {
+    if (options.profile && v.name != "unfused" && v.profiled) {
       fmt::print("    profile ({}): each launch alone, median of 50; GB/s = its op's bytes "
                  "(inputs once, outputs once) / time\n", v.name);
       const auto launches = gpu.ProfileLaunches(50);

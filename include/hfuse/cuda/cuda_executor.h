@@ -62,6 +62,12 @@ struct CudaOptions {
   // cublasGemmGroupedBatchedEx and a separate epilogue kernel.
   bool cutlass = true;
   GemmKernelChoice gemm_kernel = GemmKernelChoice::kRule;
+  // Independent Gathers next to each other in the order (a model's
+  // embedding lookups) run as one launch; off, one launch each.
+  bool gather_batches = true;
+  // A chain of float32 elementwise ops, each read only by the next, runs as
+  // one fused kernel; off, one launch an op.
+  bool elementwise_chains = true;
 };
 
 class CudaExecutor {

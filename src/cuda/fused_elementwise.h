@@ -1,0 +1,65 @@
+// Fused elementwise chains: a chain of float32 elementwise ops, each read
+// only by the next (the CUDA planner finds them: cuda_executor_impl.h,
+// PendingChain), as one kernel written for the chain and compiled at plan
+// time by NVRTC, the CUDA toolkit's runtime compiler, as Inductor and XLA
+// write a loop per fusion:
+//
+//   before: t0 = x * c; t1 = t0 + b; y = t1 + x      three launches, t0 and t1 in memory
+//   after:  for e: y[e] = (x[e] * c[e / n] + b[e % n]) + x[e]        one launch
+//
+// The shape and strides are constants of the source (index arithmetic by
+// constant divisors), every input is read once, the intermediates stay in
+// registers, and each step is the formula its op's own kernel applies
+// (float_funcs.def), so the chain computes what its ops alone do up to the
+// compiler's contraction of a multiply and an add into one FMA. Kernels
+// are cached by their source text for the process.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "onnx_kernels.h"
+
+namespace hfuse::cuda {
+
+inline constexpr int kMaxFusedInputs = 6, kMaxFusedSteps = 10;
+
+// Registers 0..kMaxFusedInputs-1 hold the inputs; step t computes func
+// (an OnnxFunc of float_funcs.def) over its three argument registers into
+// register kMaxFusedInputs + t; the last step's value is the output.
+struct FusedStep {
+  int32_t func;
+  int8_t arg[3];
+  float alpha, beta;
+};
+struct FusedElementwiseArgs {
+  StridedOperand in[kMaxFusedInputs];  // float32, strides over the output's shape
+  int32_t num_inputs, num_steps;
+  FusedStep steps[kMaxFusedSteps];
+  void* out;  // float32, row-major over shape
+  int64_t out_strides[kMaxOnnxRank];
+  int64_t shape[kMaxOnnxRank];
+  int32_t rank;
+  int64_t numel;  // below 2^31, as every operand's reach (the host checks)
+};
+
+// Whether float_funcs.def has a formula for func.
+bool FusableFunc(int32_t func);
+
+// The CUDA C++ source of the chain's kernel `hfuse_chain(in0, ..., out)`.
+std::string FusedElementwiseSource(const FusedElementwiseArgs& args);
+
+// The source compiled for `arch` ("sm_90"): a cubin. Needs no device;
+// throws CudaError with NVRTC's log if it does not compile.
+std::vector<char> CompileFusedSource(const std::string& source, const std::string& arch);
+
+// The chain's kernel for the current device, compiled once per source.
+cudaKernel_t FusedElementwiseKernel(const FusedElementwiseArgs& args);
+
+// Launches `kernel` (FusedElementwiseKernel of args) over args' elements.
+void LaunchFusedElementwise(cudaKernel_t kernel, const FusedElementwiseArgs& args, cudaStream_t stream);
+
+}  // namespace hfuse::cuda
