@@ -21,11 +21,12 @@
 #include <string>
 #include <vector>
 
+#include "memory_plan.h"
 #include "onnx_kernels.h"
 
 namespace hfuse::cuda {
 
-inline constexpr int kMaxFusedInputs = 6, kMaxFusedSteps = 10;
+inline constexpr int kMaxFusedInputs = 6, kMaxFusedSteps = kMaxChainOps;
 
 // Registers 0..kMaxFusedInputs-1 hold the inputs; step t computes func
 // (an OnnxFunc of float_funcs.def) over its three argument registers into

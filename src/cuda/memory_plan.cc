@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "hfuse/ir/analysis.h"
+#include "hfuse/ir/onnx_ops.h"
 #include "hfuse/support/checked.h"
 
 namespace hfuse::cuda {
@@ -88,6 +89,33 @@ MemoryPlan PlanDeviceMemory(const Graph& g, const DimValues& dims, const ViewPla
       last[s] = std::max(last[s], pos[static_cast<size_t>(id)]);
     }
   }
+  // Runs of elementwise ops (the IR's, and the ONNX operators the CUDA
+  // planner runs on the elementwise kernel), views between them skipped.
+  auto elementwise = [&](OpId id) {
+    const Op& op = g.op(id);
+    if (FamilyOf(op.type) == OpFamily::kElementwise) return true;
+    const OnnxOpInfo* info = op.attrs.onnx ? FindOnnxOp(op.attrs.onnx->op_type) : nullptr;
+    return FamilyOf(op.type) == OpFamily::kOpaque && info && info->cuda == "Elementwise";
+  };
+  std::vector<OpId> run;
+  auto close_run = [&]() {
+    for (size_t j = 0; j < run.size(); ++j) {
+      const size_t until = std::min(run.size() - 1, j + kMaxChainOps - 1);
+      const int64_t end = pos[static_cast<size_t>(run[until])];
+      for (TensorId in : g.op(run[j]).inputs) {
+        if (root(in) == kNone) continue;
+        int64_t& l = last[static_cast<size_t>(root(in))];
+        l = std::max(l, end);
+      }
+    }
+    run.clear();
+  };
+  for (OpId id : order) {
+    if (!runs(id)) continue;
+    if (!elementwise(id)) close_run();
+    else run.push_back(id);
+  }
+  close_run();
   struct Unit {
     std::vector<TensorId> tensors;
     int64_t start, end, bytes;

@@ -25,6 +25,13 @@ namespace hfuse::cuda {
 // Every tensor's place in its buffer starts at a multiple of this (bytes).
 inline constexpr int64_t kBufferAlign = 256;
 
+// The most ops one fused elementwise chain holds (fused_elementwise.h). A
+// chain's kernel reads every input of the chain while it writes its last
+// op's output, so within a run of elementwise ops the plan keeps each op's
+// inputs alive up to this many ops on: no buffer a chain reads is handed to
+// an output of the same chain.
+inline constexpr int kMaxChainOps = 10;
+
 struct MemoryPlan {
   std::vector<OpId> order;      // the execution order (StableTopologicalOrder)
   std::vector<int64_t> offset;  // per tensor id: byte offset in its buffer, or -1

@@ -183,6 +183,32 @@ TEST(MemoryPlan, AChainReusesTheArena) {
   EXPECT_EQ(plan.offset[static_cast<size_t>(test::TensorNamed(g, "w_fc1"))], 8192 + 256);
 }
 
+// A run of elementwise ops may run as one fused chain (fused_elementwise.h),
+// which reads every input while it writes the last op's output: no input of
+// the run may lend its bytes to a later output of the run (a plan of op
+// after op would hand a0's bytes to a2: a0's last reader, the second op,
+// has run by then).
+TEST(MemoryPlan, AnElementwiseRunKeepsItsInputsAlive) {
+  test::GraphBuilder b;
+  b.Dim("batch", 1, 1024);
+  const std::string x = b.Input("x", {"batch", 64});
+  std::string t = b.Fc("fc", x, 64);
+  const std::string a0 = b.Elementwise("a0", "relu", {t});
+  const std::string a1 = b.Elementwise("a1", "mul", {a0, x});
+  const std::string a2 = b.Elementwise("a2", "add", {a1, x});
+  const std::string a3 = b.Elementwise("a3", "sigmoid", {a2});
+  b.Outputs({a3});
+  const Graph g = b.Build();
+  const DimValues dims = BindDims(g, {{"batch", 32}});
+  const MemoryPlan plan = PlanDeviceMemory(g, dims);
+  ExpectSound(g, dims, plan);
+  auto at = [&](const std::string& name) { return plan.offset[static_cast<size_t>(test::TensorNamed(g, name))]; };
+  const std::vector<int64_t> offsets = {at(t), at(a0), at(a1), at(a2)};
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    for (size_t j = i + 1; j < offsets.size(); ++j) EXPECT_NE(offsets[i], offsets[j]) << i << " and " << j;
+  }
+}
+
 TEST(MemoryPlan, TowersAndAFusedGroup) {
   test::GraphBuilder b;
   const std::string x = b.Input("x", {48, 32});
