@@ -35,6 +35,8 @@ class Importer {
       : model_(model), source_(std::move(source)), options_(options) {}
 
   OnnxModel Run();
+  // A named dim of one value: an If was folded for it (OnnxImportOptions::dims).
+  void PinDim(const std::string& name, int64_t value) { pinned_[name] = value; }
 
  private:
   template <typename... Args>
@@ -99,6 +101,7 @@ class Importer {
   onnx::ModelProto& model_;
   std::string source_;
   OnnxImportOptions options_;
+  std::map<std::string, int64_t> pinned_;  // PinDim
   Graph g_;
   std::map<std::string, int64_t> opsets_;
   std::unordered_map<std::string, const onnx::TypeProto*> types_;

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 #include "hfuse/ir/verifier.h"
 #include "hfuse/support/checked.h"
@@ -159,6 +160,9 @@ DType Importer::ValueType(const std::string& name, std::string_view what) {
 Dim Importer::NamedDim(const std::string& name) {
   if (auto d = g_.FindDim(name)) return Dim::Dynamic(*d);
   if (auto d = ProductNamed(g_, name)) return *d;
+  if (auto pin = pinned_.find(name); pin != pinned_.end()) {
+    return Dim::Dynamic(g_.AddDim({name, pin->second, pin->second, {}, pin->second}));
+  }
   return Dim::Dynamic(
       g_.AddDim({name, options_.dim_min, options_.dim_max, {}, options_.dim_run}));
 }
@@ -830,9 +834,11 @@ void Importer::ImportOpaque(const NodeProto& node) {
     if (node.op_type() == "If") {
       Error(
           "If node '{}': its condition '{}' is computed at run time; hfuse folds an If only "
-          "when its condition is a constant or follows from static shapes (control flow is "
-          "not supported)",
-          node.name(), node.input_size() > 0 ? node.input(0) : "");
+          "when its condition is a constant or follows from the shapes, static or at the dims "
+          "bound before import (--dim NAME=V, SessionOptions::dims){} (control flow is not "
+          "supported)",
+          node.name(), node.input_size() > 0 ? node.input(0) : "",
+          options_.dims.empty() ? "" : ", and these dims do not decide it");
     }
     Error("node '{}' ({}) has subgraphs; control flow is not supported", node.name(),
           node.op_type());
@@ -907,8 +913,11 @@ void Importer::ImportOpaque(const NodeProto& node) {
 
 OnnxModel ImportOnnx(std::string_view bytes, const std::string& source,
                      const std::string& model_dir, const OnnxImportOptions& options) {
-  onnx::ModelProto model = onnx_import::ReadModel(bytes, source, model_dir);
-  return onnx_import::Importer(model, source, options).Run();
+  std::set<std::string> specialised;
+  onnx::ModelProto model = onnx_import::ReadModel(bytes, source, model_dir, options.dims, &specialised);
+  onnx_import::Importer importer(model, source, options);
+  for (const std::string& name : specialised) importer.PinDim(name, options.dims.at(name));
+  return importer.Run();
 }
 
 OnnxModel ReadOnnxFile(const std::string& path, const OnnxImportOptions& options) {

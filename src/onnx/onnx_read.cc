@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "hfuse/onnx/onnx_import.h"
@@ -242,7 +243,8 @@ void FoldConstantIfs(ModelProto& model, const std::string& source) {
 // unknown is taken as such a dim of its own. Returns whether an If went
 // (the caller infers shapes again: what the branch computes may decide the
 // next one).
-bool FoldShapeIfs(ModelProto& model, const std::string& source) {
+bool FoldShapeIfs(ModelProto& model, const std::string& source,
+                  const std::map<std::string, int64_t>* bound = nullptr, std::set<std::string>* read = nullptr) {
   const onnx::GraphProto& g = model.graph();
   if (std::none_of(g.node().begin(), g.node().end(), IsIf)) return false;
   std::map<std::string, const onnx::TypeProto*> types;
@@ -272,6 +274,10 @@ bool FoldShapeIfs(ModelProto& model, const std::string& source) {
     for (const auto& d : it->second->tensor_type().shape().dim()) {
       if (d.has_dim_value()) {
         shape.push_back(Dim::Static(d.dim_value()));
+      } else if (d.has_dim_param() && !d.dim_param().empty() && bound && bound->count(d.dim_param())) {
+        // A dim the caller bound: its value, remembered as read.
+        shape.push_back(Dim::Static(bound->at(d.dim_param())));
+        read->insert(d.dim_param());
       } else if (d.has_dim_param() && !d.dim_param().empty()) {
         auto [at, fresh] = named.emplace(d.dim_param(), next_dim);
         next_dim += fresh;
@@ -357,7 +363,8 @@ void CheckAndInfer(ModelProto& model, int64_t opset, const std::string& source) 
 }  // namespace
 
 ModelProto ReadModel(std::string_view bytes, const std::string& source,
-                     const std::string& model_dir) {
+                     const std::string& model_dir, const std::map<std::string, int64_t>& bound_dims,
+                     std::set<std::string>* specialised) {
   ModelProto model;
   if (bytes.empty()) Fail(source, "the file is empty");
   if (bytes.size() > static_cast<size_t>(INT32_MAX) ||
@@ -389,7 +396,7 @@ ModelProto ReadModel(std::string_view bytes, const std::string& source,
   std::vector<onnx::TypeProto> declared_outputs;
   for (const auto& vi : model.graph().output()) declared_outputs.push_back(vi.type());
   CheckAndInfer(model, *opset, source);
-  while (FoldShapeIfs(model, source)) {
+  auto again = [&]() {
     FoldConstantIfs(model, source);  // a branch may hold constant ones
     onnx::GraphProto& g = *model.mutable_graph();
     *g.mutable_value_info() = declared_info;
@@ -397,6 +404,18 @@ ModelProto ReadModel(std::string_view bytes, const std::string& source,
       *g.mutable_output(i)->mutable_type() = declared_outputs[static_cast<size_t>(i)];
     }
     CheckAndInfer(model, *opset, source);
+  };
+  while (FoldShapeIfs(model, source)) again();
+  // Ifs left that the bound dims' values decide: the model is specialised
+  // to those values (the caller pins the dims it read to them).
+  std::set<std::string> read;
+  if (!bound_dims.empty()) {
+    while (FoldShapeIfs(model, source, &bound_dims, &read)) {
+      again();
+      if (specialised) specialised->insert(read.begin(), read.end());
+      read.clear();
+      while (FoldShapeIfs(model, source)) again();
+    }
   }
   return model;
 }

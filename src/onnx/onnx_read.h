@@ -14,6 +14,9 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <cstdint>
+#include <map>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -21,8 +24,13 @@ namespace hfuse::onnx_import {
 
 // The model, checked and with its value types inferred; throws InputError
 // ("SOURCE: ...") for anything it cannot read. `model_dir` is where
-// external data files are looked for.
+// external data files are looked for. `bound_dims` (named dim -> value):
+// an If that the shapes decide only once these dims have their values
+// (`if x.shape[0] == 1:`) is folded to the branch those values take, and
+// the names of the dims that were read for it go into `specialised`.
 onnx::ModelProto ReadModel(std::string_view bytes, const std::string& source,
-                           const std::string& model_dir);
+                           const std::string& model_dir,
+                           const std::map<std::string, int64_t>& bound_dims = {},
+                           std::set<std::string>* specialised = nullptr);
 
 }  // namespace hfuse::onnx_import

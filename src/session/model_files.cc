@@ -33,7 +33,8 @@ ModelFormat FormatOf(const std::string& path, const std::string& forced) {
                                                             : ModelFormat::kJson;
 }
 
-LoadedModel LoadModel(const std::string& path, const std::string& forced_format) {
+LoadedModel LoadModel(const std::string& path, const std::string& forced_format,
+                      const std::map<std::string, int64_t>& dims) {
   LoadedModel model;
   model.format = FormatOf(path, forced_format);
   if (model.format == ModelFormat::kJson && std::filesystem::path(path).extension() == ".onnx") {
@@ -48,22 +49,26 @@ LoadedModel LoadModel(const std::string& path, const std::string& forced_format)
     return model;
   }
 #if HFUSE_HAVE_ONNX
-  OnnxModel onnx = ReadOnnxFile(path);
+  OnnxImportOptions options;
+  options.dims = dims;
+  OnnxModel onnx = ReadOnnxFile(path, options);
   model.graph = std::move(onnx.graph);
   model.onnx_shell = std::move(onnx.shell);
   model.as_read = model.graph;
   return model;
 #else
+  (void)dims;
   NoOnnx(path);
 #endif
 }
 
-Graph LoadGraph(const std::string& path, const std::string& forced_format) {
-  return LoadModel(path, forced_format).graph;
+Graph LoadGraph(const std::string& path, const std::string& forced_format,
+                const std::map<std::string, int64_t>& dims) {
+  return LoadModel(path, forced_format, dims).graph;
 }
 
 LoadedModel LoadModelBytes(std::string_view bytes, ModelFormat format, const std::string& source,
-                           const std::string& model_dir) {
+                           const std::string& model_dir, const std::map<std::string, int64_t>& dims) {
   LoadedModel model;
   model.format = format;
   if (format == ModelFormat::kJson) {
@@ -71,13 +76,16 @@ LoadedModel LoadModelBytes(std::string_view bytes, ModelFormat format, const std
     return model;
   }
 #if HFUSE_HAVE_ONNX
-  OnnxModel onnx = ImportOnnx(bytes, source, model_dir);
+  OnnxImportOptions options;
+  options.dims = dims;
+  OnnxModel onnx = ImportOnnx(bytes, source, model_dir, options);
   model.graph = std::move(onnx.graph);
   model.onnx_shell = std::move(onnx.shell);
   model.as_read = model.graph;
   return model;
 #else
   (void)model_dir;
+  (void)dims;
   NoOnnx(source);
 #endif
 }

@@ -341,7 +341,7 @@ Session::~Session() = default;
 
 Session Session::FromFile(const std::string& path, SessionOptions options) {
   auto impl = std::make_unique<Impl>();
-  impl->model = LoadModel(path, options.format);
+  impl->model = LoadModel(path, options.format, options.dims);
   impl->options = std::move(options);
   impl->Build();
   return Session(std::move(impl));
@@ -354,7 +354,7 @@ Session Session::FromBytes(std::string_view bytes, SessionOptions options,
                     source, options.format);
   }
   auto impl = std::make_unique<Impl>();
-  impl->model = LoadModelBytes(bytes, FormatOf(source, options.format), source);
+  impl->model = LoadModelBytes(bytes, FormatOf(source, options.format), source, ".", options.dims);
   impl->options = std::move(options);
   impl->Build();
   return Session(std::move(impl));

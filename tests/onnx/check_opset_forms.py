@@ -192,7 +192,7 @@ def refused():
         [("y", F)], [const("zero_i", np.array(0, np.int64)), const("eight", np.array(8, np.int64))])
     m.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
     yield m, ["If node 'branch': its condition 'cond' is computed at run time",
-              "or follows from static shapes"]
+              "or follows from the shapes, static or at the dims bound before import"]
     yield (model("if_computed", 18, [
         N("ReduceSum", ["h"], ["total"], name="total", keepdims=0),
         N("Greater", ["total", "zero"], ["cond"], name="positive"),
@@ -336,6 +336,44 @@ def messages(work):
              "2 nodes cannot be imported", "to_double1", "to_double2")
 
 
+def bound_dim_if(work):
+    """`if x.shape[0] == 8:` on a named batch: folded once --dim binds it, to
+    the branch the value takes (both checked against onnxruntime)."""
+    x = helper.make_tensor_value_info("x", F, ["batch", 16])
+    branch = lambda op, out: helper.make_graph(  # noqa: E731
+        [helper.make_node(op, ["x"], [out], name=f"b_{op}")], op, [],
+        [helper.make_tensor_value_info(out, F, ["batch", 16])])
+    g = helper.make_graph([
+        helper.make_node("Shape", ["x"], ["s"], name="shape"),
+        helper.make_node("Gather", ["s", "zero"], ["b"], name="batch", axis=0),
+        helper.make_node("Equal", ["b", "eight"], ["cond"], name="is_8"),
+        helper.make_node("If", ["cond"], ["y"], name="branch", then_branch=branch("Relu", "t"),
+                         else_branch=branch("Sigmoid", "e"))],
+        "if_bound", [x], [helper.make_tensor_value_info("y", F, ["batch", 16])],
+        [helper.make_tensor("zero", TensorProto.INT64, [], [0]),
+         helper.make_tensor("eight", TensorProto.INT64, [], [8])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    path = os.path.join(work, "if_bound.onnx")
+    onnx.save(m, path)
+    for batch in (8, 3):
+        feeds = {"x": rng.standard_normal((batch, 16)).astype(np.float32)}
+        inputs, outs = (os.path.join(work, f"if_bound_{batch}.{e}.npz") for e in ("in", "out"))
+        np.savez(inputs, **feeds)
+        r = hfuse("run", path, "--dim", f"batch={batch}", "--inputs", inputs, "-o", outs)
+        check(r.returncode == 0, f"if_bound --dim batch={batch}: hfuse run (exit {r.returncode}) {r.stderr.strip()}")
+        if r.returncode == 0:
+            compare(f"if_bound --dim batch={batch}: hfuse vs onnxruntime", ort_run(path, feeds), dict(np.load(outs)))
+        # Folded for batch + 1, the graph takes no feeds of another batch.
+        r = hfuse("run", path, "--dim", f"batch={batch + 1}", "--inputs", inputs, "-o", outs)
+        check(r.returncode == 2 and f"the model wants [{batch + 1}, 16]" in r.stderr,
+              f"if_bound: feeds of batch {batch} refused by the graph folded for {batch + 1} "
+              f"(exit {r.returncode}) {r.stderr.strip()}")
+    r = hfuse("run", path)
+    check(r.returncode == 2 and "at the dims bound before import (--dim NAME=V" in r.stderr,
+          f"if_bound without --dim: the If named, --dim suggested (exit {r.returncode}) {r.stderr.strip()}")
+
+
 def main():
     set_tool(sys.argv[1])
     with tempfile.TemporaryDirectory() as tmp:
@@ -346,6 +384,7 @@ def main():
         for m, wants in refused():
             negative(work, m, wants)
         messages(work)
+        bound_dim_if(work)
     if failures:
         print(f"{len(failures)} check(s) failed")
         sys.exit(1)

@@ -630,6 +630,43 @@ TEST(OnnxImportTest, IfOnAConditionTheShapesDecideIsFolded) {
   EXPECT_THAT(error, HasSubstr("If node 'if_batch': its condition 'c2' is computed at run time"));
 }
 
+// `if x.shape[0] == 8` on a named batch folds once the caller binds N
+// (--dim, SessionOptions::dims): to the branch N's value takes, with N
+// pinned to that one value; a bound dim the condition does not read
+// leaves the error as it was.
+TEST(OnnxImportTest, IfOnABoundDimFoldsAndPinsTheDim) {
+  ModelBuilder m;
+  m.Input("x", {std::string("N"), int64_t{16}});
+  m.Ints("zero", {0});
+  m.Ints("eight", {8});
+  m.Node("Shape", "shape", {"x"}, {"s"});
+  m.Node("Gather", "batch", {"s", "zero"}, {"b"});
+  m.Node("Equal", "cmp", {"b", "eight"}, {"c"});
+  auto* node = m.Node("If", "if_batch", {"c"}, {"y"});
+  Branch(node, "then_branch", "Neg", "x", "neg_out");
+  Branch(node, "else_branch", "Abs", "x", "abs_out");
+  m.Output("y", {std::string("N"), int64_t{16}});
+  for (const int64_t n : {8, 5}) {
+    OnnxImportOptions options;
+    options.dims = {{"N", n}};
+    const OnnxModel model = ImportOnnx(m.Bytes(), "test.onnx", "", options);
+    EXPECT_THAT(Ops(model.graph), ElementsAre(n == 8 ? "neg_out_Neg:opaque.Neg" : "abs_out_Abs:opaque.Abs",
+                                              "if_batch/output0:opaque.Identity"));
+    ASSERT_EQ(model.graph.dims().size(), 1u);
+    EXPECT_EQ(model.graph.dims()[0].min, n);
+    EXPECT_EQ(model.graph.dims()[0].max, n);
+  }
+  OnnxImportOptions other;
+  other.dims = {{"M", 3}};
+  try {
+    ImportOnnx(m.Bytes(), "test.onnx", "", other);
+    FAIL() << "imported";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("If node 'if_batch'"));
+    EXPECT_THAT(e.what(), HasSubstr("these dims do not decide it"));
+  }
+}
+
 TEST(OnnxImportTest, UnknownOperatorIsOpaqueAndKeepsItsNode) {
   ModelBuilder m;
   m.Input("x", {int64_t{2}, int64_t{8}});

@@ -66,7 +66,7 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
   if (options.device != "cuda") ThrowInputError("--device {}: only cuda is supported", options.device);
   std::string why;
   if (!CudaDeviceAvailable(&why)) ThrowInputError("--device cuda: no usable CUDA device: {}", why);
-  const LoadedModel model = LoadModel(path);  // graph JSON or ONNX
+  const LoadedModel model = LoadModel(path, "", options.dims);  // graph JSON or ONNX
   // "unfused" is the model as the runtime sees it before fusion: for ONNX,
   // after the import canonicalisations (einsum-to-matmul and the like), so
   // that the CPU reference and the unfused variant run no Einsum by loops.

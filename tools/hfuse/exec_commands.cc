@@ -256,7 +256,7 @@ int VerifyCommand(const std::string& path, const VerifyOptions& options) {
     session_options.group_gemm = options.group_gemm;
     session_options.passes = options.flags.passes;
     session_options.pass_manager = options.flags.manager;
-    const Graph original = LoadGraph(path);
+    const Graph original = LoadGraph(path, "", options.dims);
     const std::string& model = options.fused_path.empty() ? path : options.fused_path;
     session_options.fuse = options.fused_path.empty();
     Session session = Session::FromFile(model, session_options);

@@ -47,6 +47,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -70,6 +71,14 @@ struct OnnxImportOptions {
   int64_t dim_min = 1;
   int64_t dim_max = INT32_MAX;
   int64_t dim_run = 64;
+  // Dims the caller binds (name -> value: `--dim`, SessionOptions::dims).
+  // An If whose condition the shapes decide only at these values (`if
+  // x.shape[0] == 1:`, where ONNX's inference leaves the batch a name) is
+  // replaced by the branch they take, as TensorRT evaluates shape tensors
+  // once a profile's dims are known; each dim that was read for it becomes
+  // a dim of that one value ([v, v]), so the specialised graph is never
+  // run at another. Without them such an If is an error naming its node.
+  std::map<std::string, int64_t> dims;
 };
 
 struct OnnxModel {

@@ -5,6 +5,7 @@
 // the passes that run after it are hfuse/session/pipelines.h's.
 #pragma once
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,13 +26,18 @@ struct LoadedModel {
   Graph as_read;           // ONNX input: the graph as imported (params shared)
 };
 
-LoadedModel LoadModel(const std::string& path, const std::string& forced_format = "");
-Graph LoadGraph(const std::string& path, const std::string& forced_format = "");
+// `dims`: the dims the caller binds (name -> value), which an ONNX model's
+// import may read to fold an If (OnnxImportOptions::dims).
+LoadedModel LoadModel(const std::string& path, const std::string& forced_format = "",
+                      const std::map<std::string, int64_t>& dims = {});
+Graph LoadGraph(const std::string& path, const std::string& forced_format = "",
+                const std::map<std::string, int64_t>& dims = {});
 // A model held in memory (the bytes of a graph JSON file or an ONNX model);
 // `source` names it in error messages, `model_dir` is where an ONNX model's
 // external data files are looked for.
 LoadedModel LoadModelBytes(std::string_view bytes, ModelFormat format, const std::string& source,
-                           const std::string& model_dir = ".");
+                           const std::string& model_dir = ".",
+                           const std::map<std::string, int64_t>& dims = {});
 
 // The file contents of `graph` (which came from `source`) in `format`;
 // `export_mode` is --export ("hfuse" or "standard", ONNX only). `op_order`
