@@ -335,20 +335,34 @@ void CudaExecutor::Poison() {
 }
 
 void CudaExecutor::Run() {
-  impl_->Enqueue();
-  HFUSE_CUDA(cudaStreamSynchronize(impl_->stream));
-  impl_->CheckHostOps();
+  Launch(false, nullptr);
+  Finish(nullptr);
 }
 
 void CudaExecutor::RunGraph() {
+  Launch(true, nullptr);
+  Finish(nullptr);
+}
+
+void CudaExecutor::Launch(bool use_graph, void* stream) {
+  const cudaStream_t s = stream ? static_cast<cudaStream_t>(stream) : impl_->stream;
+  if (!use_graph) {
+    for (auto& launch : impl_->launches) launch(s);
+    return;
+  }
   if (!impl_->graph_exec) {
+    // Captured on the executor's own stream, which holds no other work; the
+    // graph is a DAG of launches that any stream can replay.
     HFUSE_CUDA(cudaStreamBeginCapture(impl_->stream, cudaStreamCaptureModeThreadLocal));
     impl_->Enqueue();
     HFUSE_CUDA(cudaStreamEndCapture(impl_->stream, &impl_->graph));
     HFUSE_CUDA(cudaGraphInstantiate(&impl_->graph_exec, impl_->graph, 0));
   }
-  HFUSE_CUDA(cudaGraphLaunch(impl_->graph_exec, impl_->stream));
-  HFUSE_CUDA(cudaStreamSynchronize(impl_->stream));
+  HFUSE_CUDA(cudaGraphLaunch(impl_->graph_exec, s));
+}
+
+void CudaExecutor::Finish(void* stream) {
+  HFUSE_CUDA(cudaStreamSynchronize(stream ? static_cast<cudaStream_t>(stream) : impl_->stream));
   impl_->CheckHostOps();
 }
 

@@ -297,8 +297,54 @@ TEST(CudaSession, DevicePointersInAndOut) {
             cudaSuccess);
   out = s.RunDevice({{"features", in.at("features")}});
   EXPECT_EQ(to_host(out.at("score")).bytes, want.at("score").bytes);
+  EXPECT_EQ(s.LastDeviceCopyBytes(), 0);
   cudaFree(mine);
   EXPECT_EQ(s.NumPlans(), 1u);
+  EXPECT_EQ(s.DeviceId(), 0);
+}
+
+TEST(CudaSession, RunsOnTheCallersStreamIntoTheCallersBuffers) {
+  REQUIRE_GPU();
+  for (bool graph : {true, false}) {
+    SessionOptions options;
+    options.device = Device::kCuda;
+    options.cuda_graph = graph;
+    Session s = Session::FromFile(kRanking, options);
+    const TensorMap feeds = FeedsFor(s, BindDims(s.original()));
+    const TensorMap want = s.Run(feeds);
+    const HostTensor& x = feeds.at("features");
+    const HostTensor& w = want.at("score");
+    cudaStream_t stream = nullptr;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+    void* in = nullptr;
+    void* score = nullptr;
+    ASSERT_EQ(cudaMalloc(&in, x.bytes.size()), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&score, w.bytes.size()), cudaSuccess);
+    // The feed written on the caller's stream, the output buffer poisoned there.
+    ASSERT_EQ(cudaMemcpyAsync(in, x.bytes.data(), x.bytes.size(), cudaMemcpyHostToDevice, stream),
+              cudaSuccess);
+    ASSERT_EQ(cudaMemsetAsync(score, 0xFF, w.bytes.size(), stream), cudaSuccess);
+    for (int run = 0; run < 2; ++run) {
+      DeviceTensorMap out = s.RunDevice({{"features", {in, x.dtype, x.shape}}}, stream,
+                                        {{"score", {score, w.dtype, w.shape}}});
+      EXPECT_EQ(out.at("score").data, score);
+      EXPECT_EQ(s.LastDeviceCopyBytes(), static_cast<int64_t>(x.bytes.size() + w.bytes.size()));
+      HostTensor got(w.dtype, w.shape);
+      ASSERT_EQ(cudaMemcpy(got.bytes.data(), score, got.bytes.size(), cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      EXPECT_EQ(got.bytes, w.bytes) << "graph " << graph << " run " << run;
+      ASSERT_EQ(cudaMemsetAsync(score, 0xFF, w.bytes.size(), stream), cudaSuccess);
+    }
+    // A bound buffer of the wrong shape is an input error, before anything runs.
+    EXPECT_NE(ErrorOf([&] {
+                s.RunDevice({{"features", {in, x.dtype, x.shape}}}, stream,
+                            {{"score", {score, w.dtype, {1, 1}}}});
+              }).find("output 'score': the buffer bound is float32 [1, 1]"),
+              std::string::npos);
+    cudaFree(in);
+    cudaFree(score);
+    cudaStreamDestroy(stream);
+  }
 }
 #endif
 

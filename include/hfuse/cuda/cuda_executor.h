@@ -80,6 +80,14 @@ class CudaExecutor {
   void Run();
   // Runs through a CUDA graph captured on first use.
   void RunGraph();
+  // The two halves of Run/RunGraph, on a caller's stream (null: Stream()):
+  // Launch enqueues one run there without waiting (plain launches, or the
+  // CUDA graph, which is captured on Stream() the first time and can be
+  // launched on any stream); Finish waits for that stream and throws the
+  // first error a host op raised. The executor's buffers are shared by all
+  // its runs, so one run is in flight at a time.
+  void Launch(bool use_graph, void* stream);
+  void Finish(void* stream);
   TensorMap Outputs() const;
 
   // The device address of an input's, param's or output's buffer (dense,
