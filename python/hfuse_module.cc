@@ -213,7 +213,13 @@ class PySession {
     bool on_device = false;
     for (auto [key, value] : feeds) {
       nb::ndarray<> a;
-      if (!nb::try_cast(value, a, false) || !Contiguous(a)) {
+      const bool is_array = nb::try_cast(value, a, false);
+      if (is_array && a.device_type() != kDlCpu && !Contiguous(a)) {
+        // numpy cannot make a device array contiguous (and a copy is the caller's to make).
+        ThrowInputError("input '{}': the array is not C-contiguous",
+                        nb::cast<std::string>(nb::str(key)));
+      }
+      if (!is_array || !Contiguous(a)) {
         nb::object contiguous = nb::module_::import_("numpy").attr("ascontiguousarray")(value);
         if (!nb::try_cast(contiguous, a, false)) {
           ThrowInputError("input '{}': not an array", nb::cast<std::string>(nb::str(key)));
