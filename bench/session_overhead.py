@@ -171,6 +171,10 @@ def timed(fn, calls):
 
 def cuda_main(calls):
     import torch
+    ok, why = hfuse.cuda_available()
+    if not ok or not torch.cuda.is_available():
+        print(f"--device cuda: no CUDA device here ({why or 'torch ' + torch.__version__ + ' has none'})")
+        return 1
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; microseconds per run, "
           f"median of 5 rounds of {calls}; overhead = Python - C++")
     print(f"{'model':<22} {'batch':>5} {'graph':>5}   {'C++ wall':>9} {'run() wall':>10} "
