@@ -10,9 +10,10 @@ process and on the same session object: Session.time_run_device loops
 Session::RunDevice in C++ on the feeds imported once, with no Python in
 the loop. Against it: run() on torch CUDA tensors (each feed imported by
 DLPack, each output made a DLPack array, per call) and run_with_iobinding()
-(inputs and outputs bound once), each feed a torch tensor of the caller's
-(so every side copies it device to device into the session's buffer), the
-outputs the session's own buffers. Models: tiny_towers made dynamic in its
+(inputs and outputs bound once), all three on the same torch tensors, which
+the binding's plan reads in place (Session::BindInputs, made by its first
+run in the warm-up: from then on no side copies a feed), the outputs the
+session's own buffers. Models: tiny_towers made dynamic in its
 batch, weights given at creation (1 feed), and torch-rechub's MMOE (39
 feeds; refilled with seeded weights, which needs onnx); each at batch 1 and
 512, with the CUDA graph and without; 200 warm-up calls, then 5 rounds of N

@@ -13,7 +13,9 @@
 //   device into it (the plan's launches were made with the session's
 //   buffers' addresses); outputs are DLPack arrays viewing the session's
 //   output buffers, valid until the next run of that shape, or the caller's
-//   own buffers when bound (Binding, onnxruntime's IOBinding underneath).
+//   own buffers when bound (Binding, onnxruntime's IOBinding underneath). A
+//   binding's inputs are read where they lie: its first run plans for their
+//   addresses (Session::BindInputs), so no input is copied at all.
 //   The run goes on the stream set (set_stream), else on the session's own
 //   stream after the legacy default stream; it has ended when run returns.
 //
@@ -385,6 +387,7 @@ class PyBinding {
     }
     inputs_[name] = s_.DeviceFeed("input '" + name + "'", name, a);
     keep_[name] = std::move(value);
+    rebind_ = true;
   }
 
   // onnxruntime's long form: a raw device pointer with its dtype and shape.
@@ -392,6 +395,7 @@ class PyBinding {
                     std::vector<int64_t> shape, int device_id) {
     inputs_[name] = RawTensor("input '" + name + "'", ptr, dtype, std::move(shape), device_id);
     keep_.erase(name);
+    rebind_ = true;
   }
 
   // None: the session's own buffer (a view, overwritten by the next run).
@@ -431,6 +435,7 @@ class PyBinding {
   void ClearInputs() {
     inputs_.clear();
     keep_.clear();
+    rebind_ = true;
   }
   void ClearOutputs() {
     into_.clear();
@@ -442,7 +447,15 @@ class PyBinding {
     DeviceTensorMap out;
     {
       nb::gil_scoped_release release;
-      out = s_.mutable_session().RunDevice(inputs_, reinterpret_cast<void*>(s_.stream()), into_);
+      Session& session = s_.mutable_session();
+      // The inputs bound are read in place: the first run after (re)binding
+      // plans for their addresses (Session::BindInputs); an unaligned one
+      // leaves the ordinary plan, which copies it into its own buffer.
+      if (rebind_) {
+        session.BindInputs(inputs_);
+        rebind_ = false;
+      }
+      out = session.RunDevice(inputs_, reinterpret_cast<void*>(s_.stream()), into_);
     }
     last_ = std::move(out);
     ran_ = true;
@@ -519,6 +532,7 @@ class PyBinding {
   std::vector<std::string> bound_;
   std::map<std::string, std::pair<DeviceTensor, nb::object>> arrays_;
   bool ran_ = false;
+  bool rebind_ = true;  // inputs changed since the session last planned for them
 };
 
 // `calls` runs of the C++ session on these CUDA feeds, timed in C++ with

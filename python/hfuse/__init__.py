@@ -16,12 +16,15 @@ CUDA tensor, a CuPy array) and then returns DLPack arrays on the GPU
 view the session's buffers and are overwritten by its next run of the same
 shapes.
 
-CUDA feeds: an array that is one of the session's own input buffers
-(`input_buffers`) is read in place; any other is copied device to device
+CUDA feeds: `io_binding()` binds inputs and output buffers once
+(onnxruntime's IOBinding): its first run plans for the inputs' addresses,
+so that every run reads them where they lie (no copy at all; each must be
+256-byte aligned, as CUDA allocators give, else it is copied), converts and
+allocates nothing, and writes each bound output buffer. `run` reads a feed
+in place when it is one of the session's own input buffers
+(`input_buffers`) or the binding's; any other is copied device to device
 into the session's buffer (the plan's launches were made with its
-addresses), never through the host. `io_binding()` binds inputs and output
-buffers once (onnxruntime's IOBinding): a serving loop then converts and
-allocates nothing per run, and a bound output buffer is written at each run.
+addresses), never through the host.
 
 The stream: CUDA runs go on `stream` (an int cudaStream_t, or an object
 with `.cuda_stream`, such as torch.cuda.Stream, or `.ptr`, such as
@@ -333,10 +336,12 @@ class IOBinding:
     """onnxruntime's IOBinding: inputs and output buffers bound once, run
     with `InferenceSession.run_with_iobinding` as often as needed.
 
-    On a CUDA session inputs are CUDA arrays (any DLPack producer, read at
-    each run: fill them in place between runs) and outputs are the session's
-    own buffers or CUDA arrays of the caller's, written at each run; a run
-    converts and allocates nothing, and `get_outputs()` returns the same
+    On a CUDA session inputs are CUDA arrays (any DLPack producer, read
+    where they lie at each run: fill them in place between runs; the first
+    run after binding plans for their addresses, and one such plan is kept
+    per session) and outputs are the session's own buffers or CUDA arrays of
+    the caller's, written at each run; a run copies no input, converts and
+    allocates nothing, and `get_outputs()` returns the same
     objects while the shapes stay the same (``torch.from_dlpack`` of one
     keeps seeing each run's values). On a CPU session they are numpy
     arrays, and a bound output array is written at each run.

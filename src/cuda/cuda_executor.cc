@@ -114,7 +114,11 @@ void CudaExecutor::Impl::PlanMemory() {
 
 char* CudaExecutor::Impl::BufferOf(TensorId s) const {
   switch (region[static_cast<size_t>(s)]) {
-    case 'i': return static_cast<char*>(inputs_arena.ptr) + offset[static_cast<size_t>(s)];
+    case 'i': {
+      auto it = options.input_addresses.find(s);  // the caller's memory
+      if (it != options.input_addresses.end()) return static_cast<char*>(it->second);
+      return static_cast<char*>(inputs_arena.ptr) + offset[static_cast<size_t>(s)];
+    }
     case 'p': return static_cast<char*>(params_arena.ptr) + offset[static_cast<size_t>(s)];
     case 'o': return static_cast<char*>(outputs_arena.ptr) + offset[static_cast<size_t>(s)];
     case 'c': return static_cast<char*>(constants_arena.ptr) + offset[static_cast<size_t>(s)];
@@ -313,6 +317,7 @@ void CudaExecutor::SetFeeds(const TensorMap& feeds) {
   for (TensorId id = 0; id < g.num_tensor_ids(); ++id) {
     const Tensor& t = g.tensor(id);
     if (!t.alive || t.role == Role::kIntermediate || !impl_->region[static_cast<size_t>(id)]) continue;
+    if (impl_->options.input_addresses.count(id)) continue;  // the caller's memory, not ours to fill
     auto it = feeds.find(t.name);
     if (it == feeds.end()) ThrowInputError("no value given for '{}'", t.name);
     const std::vector<int64_t> want = ConcreteShape(t.shape, impl_->dims);

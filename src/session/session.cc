@@ -134,6 +134,12 @@ struct Session::Impl {
 #if HFUSE_HAVE_CUDA
   std::map<DimValues, std::unique_ptr<CudaPlan>> plans;
 #endif
+#if HFUSE_HAVE_CUDA
+  // The plan of BindInputs: its inputs are the caller's memory at `ptrs`.
+  std::unique_ptr<CudaPlan> bound_plan;
+  DimValues bound_dims;
+  std::map<std::string, void*> bound_ptrs;
+#endif
   int device_id = -1;               // CUDA: the device current at creation
   int64_t last_device_copy_bytes = 0;
   // The CPU executor reads params in place from here: their values made
@@ -293,8 +299,12 @@ struct Session::Impl {
   CudaPlan& PlanFor(const DimValues& dims) {
     auto it = plans.find(dims);
     if (it != plans.end()) return *it->second;
+    return *plans.emplace(dims, MakePlan(dims, {})).first->second;
+  }
+
+  std::unique_ptr<CudaPlan> MakePlan(const DimValues& dims, const CudaOptions& cuda) {
     auto plan = std::make_unique<CudaPlan>();
-    plan->executor = std::make_unique<CudaExecutor>(fused, dims);
+    plan->executor = std::make_unique<CudaExecutor>(fused, dims, cuda);
     // Params once per plan (their values or zeros until fed); inputs each run.
     TensorMap initial;
     for (TensorId id = 0; id < fused.num_tensor_ids(); ++id) {
@@ -311,7 +321,17 @@ struct Session::Impl {
     if (cudaEventCreateWithFlags(&plan->feeds_ready, cudaEventDisableTiming) != cudaSuccess) {
       throw CudaError("cudaEventCreate failed");
     }
-    return *plans.emplace(dims, std::move(plan)).first->second;
+    return plan;
+  }
+
+  // The bound plan when `feeds` are exactly its pointers at its dims.
+  CudaPlan* BoundPlanFor(const DimValues& dims, const DeviceTensorMap& feeds) const {
+    if (!bound_plan || bound_dims != dims || feeds.size() != bound_ptrs.size()) return nullptr;
+    for (const auto& [name, t] : feeds) {
+      auto it = bound_ptrs.find(name);
+      if (it == bound_ptrs.end() || it->second != t.data) return nullptr;
+    }
+    return bound_plan.get();
   }
 
   // A feed of a param the plan keeps no buffer for: its value was computed
@@ -464,7 +484,8 @@ DeviceTensorMap Session::RunDevice(const DeviceTensorMap& feeds, void* stream,
   DeviceTensorMap out;
   impl_->last_device_copy_bytes = 0;
 #if HFUSE_HAVE_CUDA
-  CudaPlan& plan = impl_->PlanFor(dims);
+  CudaPlan* bound = impl_->BoundPlanFor(dims, feeds);
+  CudaPlan& plan = bound ? *bound : impl_->PlanFor(dims);
   CudaExecutor& gpu = *plan.executor;
   // With a caller's stream, the whole run goes there, after what it holds.
   // Without one, on the session's stream, which waits (on the device) for
@@ -542,6 +563,38 @@ DeviceTensorMap Session::InputBuffers(const std::map<std::string, std::vector<in
   (void)dims;
 #endif
   return out;
+}
+
+bool Session::BindInputs(const DeviceTensorMap& feeds) {
+  impl_->RequireCuda("BindInputs");
+  std::map<std::string, std::vector<int64_t>> shapes;
+  std::map<std::string, DType> dtypes;
+  for (const auto& [name, t] : feeds) {
+    if (!t.data) ThrowInputError("input '{}': a null device pointer", name);
+    shapes[name] = t.shape;
+    dtypes[name] = t.dtype;
+  }
+  const DimValues dims = impl_->Bind(shapes, dtypes);
+#if HFUSE_HAVE_CUDA
+  CudaOptions cuda;
+  std::map<std::string, void*> ptrs;
+  for (const auto& [name, t] : feeds) {
+    const TensorId id = impl_->feedable.at(name);
+    if (impl_->fused.tensor(id).role != Role::kInput) return false;  // a param override
+    if (reinterpret_cast<uintptr_t>(t.data) % 256 != 0) return false;
+    cuda.input_addresses[id] = t.data;
+    ptrs[name] = t.data;
+  }
+  if (impl_->BoundPlanFor(dims, feeds)) return true;  // bound already
+  impl_->bound_plan.reset();  // its memory first
+  impl_->bound_plan = impl_->MakePlan(dims, cuda);
+  impl_->bound_dims = dims;
+  impl_->bound_ptrs = std::move(ptrs);
+  return true;
+#else
+  (void)dims;
+  return false;
+#endif
 }
 
 int64_t Session::LastDeviceCopyBytes() const { return impl_->last_device_copy_bytes; }

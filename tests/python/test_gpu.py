@@ -251,8 +251,18 @@ def test_a_poisoned_output_buffer_is_written_at_every_run():
         assert got is out and out.data_ptr() == ptr
         close(ort_run(RANKING, {"features": host})[0], out.cpu().numpy(), 1e-5)
         np.testing.assert_array_equal(binding.copy_outputs_to_cpu()[0], out.cpu().numpy())
-        # The feed copied in, the output copied out: nothing else.
-        assert sess.last_device_copy_bytes == x.numel() * 4 + out.numel() * 4
+        # The bound input read where it lies; the output copied into `out`.
+        assert sess.last_device_copy_bytes == out.numel() * 4
+    # An input 4 bytes past an allocation's start (not 256-byte aligned, which
+    # the plan's kernels assume): copied into the session's buffer instead.
+    odd = torch.empty(64 * 256 + 1, device="cuda")[1:].view(64, 256)
+    assert odd.data_ptr() % 256 != 0
+    host = ranking_input(15)
+    odd.copy_(torch.from_numpy(host))
+    binding.bind_input("features", odd)
+    sess.run_with_iobinding(binding)
+    assert sess.last_device_copy_bytes == odd.numel() * 4 + out.numel() * 4
+    close(ort_run(RANKING, {"features": host})[0], out.cpu().numpy(), 1e-5)
 
 
 @needs_torch
@@ -287,7 +297,7 @@ def test_binding_the_sessions_own_buffers_copies_nothing():
 @needs_torch
 def test_runs_go_on_the_stream_set_after_its_work():
     """A feed written on the stream behind a long sleep: a run that did not
-    wait for that stream would read the old values."""
+    wait for that stream would read the old values (zeros)."""
     stream = torch.cuda.Stream()
     sess = hfuse.InferenceSession(RANKING, providers=["CUDAExecutionProvider"], stream=stream)
     assert sess.stream == stream.cuda_stream

@@ -346,6 +346,43 @@ TEST(CudaSession, RunsOnTheCallersStreamIntoTheCallersBuffers) {
     cudaStreamDestroy(stream);
   }
 }
+
+TEST(CudaSession, BoundInputsAreReadWhereTheyLie) {
+  REQUIRE_GPU();
+  SessionOptions options;
+  options.device = Device::kCuda;
+  Session s = Session::FromFile(kRanking, options);
+  const DimValues dims = BindDims(s.original());
+  const TensorMap a = FeedsFor(s, dims), b = FeedsFor(s, dims, /*seed=*/9);
+  const TensorMap want_a = s.Run(a), want_b = s.Run(b);
+  ASSERT_NE(want_a.at("score").bytes, want_b.at("score").bytes);
+  const HostTensor& x = a.at("features");
+  char* mine = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&mine), x.bytes.size() + 256), cudaSuccess);
+  const DeviceTensorMap feeds{{"features", {mine, x.dtype, x.shape}}};
+  ASSERT_TRUE(s.BindInputs(feeds));
+  auto score_of = [&](const DeviceTensorMap& out) {
+    HostTensor h(out.at("score").dtype, out.at("score").shape);
+    EXPECT_EQ(cudaMemcpy(h.bytes.data(), out.at("score").data, h.bytes.size(), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    return h.bytes;
+  };
+  // Written in place between runs: each run reads what is there now, copying nothing.
+  for (const TensorMap* feed : {&a, &b, &a}) {
+    const HostTensor& v = feed->at("features");
+    ASSERT_EQ(cudaMemcpy(mine, v.bytes.data(), v.bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    const DeviceTensorMap out = s.RunDevice(feeds);
+    EXPECT_EQ(s.LastDeviceCopyBytes(), 0);
+    EXPECT_EQ(score_of(out), (feed == &b ? want_b : want_a).at("score").bytes);
+  }
+  // Not 256-byte aligned: not bound; such a feed is copied as before.
+  const DeviceTensorMap odd{{"features", {mine + 4, x.dtype, x.shape}}};
+  EXPECT_FALSE(s.BindInputs(odd));
+  ASSERT_EQ(cudaMemcpy(mine + 4, x.bytes.data(), x.bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT_EQ(score_of(s.RunDevice(odd)), want_a.at("score").bytes);
+  EXPECT_EQ(s.LastDeviceCopyBytes(), static_cast<int64_t>(x.bytes.size()));
+  cudaFree(mine);
+}
 #endif
 
 }  // namespace

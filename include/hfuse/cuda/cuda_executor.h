@@ -19,6 +19,7 @@
 // CudaError.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -62,6 +63,13 @@ struct CudaOptions {
   // cublasGemmGroupedBatchedEx and a separate epilogue kernel.
   bool cutlass = true;
   GemmKernelChoice gemm_kernel = GemmKernelChoice::kRule;
+  // Graph inputs whose buffers are the caller's device memory at these
+  // addresses (dense, row-major, the tensor's dtype and shape, aligned to
+  // kBufferAlign, 256 bytes): the executor uploads nothing to them (their
+  // space in its own inputs' buffer stays unused) and its launches (and CUDA
+  // graph) read them there. The caller
+  // keeps the memory alive and unchanged in place while a run is in flight.
+  std::map<TensorId, void*> input_addresses;
 };
 
 class CudaExecutor {

@@ -171,6 +171,16 @@ class Session {
   // shapes (plans them if needed): fill the inputs in place and RunDevice
   // on them to run with no copies at all.
   DeviceTensorMap InputBuffers(const std::map<std::string, std::vector<int64_t>>& shapes);
+  // Plans a run whose input buffers are the caller's device memory in
+  // `feeds` (every graph input, each pointer 256-byte aligned, as CUDA
+  // allocators give), so that RunDevice on exactly these pointers and shapes
+  // reads them in place and copies no input: what a binding that feeds the
+  // same tensors at every run wants. The plan holds its own params and
+  // intermediates, so one is kept at a time (the last bound); RunDevice on
+  // other pointers takes the ordinary plans. Returns false, planning
+  // nothing, when a pointer is not aligned or a feed is not a graph input
+  // (a param); feeds are checked as RunDevice checks them.
+  bool BindInputs(const DeviceTensorMap& feeds);
   // The bytes the last RunDevice copied device to device (feeds not in the
   // session's own buffers, and outputs into the caller's): 0 for a run on
   // InputBuffers with no outputs bound.
