@@ -302,9 +302,10 @@ struct Session::Impl {
     return *plans.emplace(dims, MakePlan(dims, {})).first->second;
   }
 
-  std::unique_ptr<CudaPlan> MakePlan(const DimValues& dims, const CudaOptions& cuda) {
+  // `inputs_at`: inputs in the caller's memory (BindInputs).
+  std::unique_ptr<CudaPlan> MakePlan(const DimValues& dims, std::map<TensorId, void*> inputs_at) {
     auto plan = std::make_unique<CudaPlan>();
-    plan->executor = std::make_unique<CudaExecutor>(fused, dims, cuda);
+    plan->executor = std::make_unique<CudaExecutor>(fused, dims, CudaOptions{}, std::move(inputs_at));
     // Params once per plan (their values or zeros until fed); inputs each run.
     TensorMap initial;
     for (TensorId id = 0; id < fused.num_tensor_ids(); ++id) {
@@ -576,18 +577,18 @@ bool Session::BindInputs(const DeviceTensorMap& feeds) {
   }
   const DimValues dims = impl_->Bind(shapes, dtypes);
 #if HFUSE_HAVE_CUDA
-  CudaOptions cuda;
+  std::map<TensorId, void*> at;
   std::map<std::string, void*> ptrs;
   for (const auto& [name, t] : feeds) {
     const TensorId id = impl_->feedable.at(name);
     if (impl_->fused.tensor(id).role != Role::kInput) return false;  // a param override
     if (reinterpret_cast<uintptr_t>(t.data) % 256 != 0) return false;
-    cuda.input_addresses[id] = t.data;
+    at[id] = t.data;
     ptrs[name] = t.data;
   }
   if (impl_->BoundPlanFor(dims, feeds)) return true;  // bound already
   impl_->bound_plan.reset();  // its memory first
-  impl_->bound_plan = impl_->MakePlan(dims, cuda);
+  impl_->bound_plan = impl_->MakePlan(dims, std::move(at));
   impl_->bound_dims = dims;
   impl_->bound_ptrs = std::move(ptrs);
   return true;

@@ -63,18 +63,18 @@ struct CudaOptions {
   // cublasGemmGroupedBatchedEx and a separate epilogue kernel.
   bool cutlass = true;
   GemmKernelChoice gemm_kernel = GemmKernelChoice::kRule;
-  // Graph inputs whose buffers are the caller's device memory at these
-  // addresses (dense, row-major, the tensor's dtype and shape, aligned to
-  // kBufferAlign, 256 bytes): the executor uploads nothing to them (their
-  // space in its own inputs' buffer stays unused) and its launches (and CUDA
-  // graph) read them there. The caller
-  // keeps the memory alive and unchanged in place while a run is in flight.
-  std::map<TensorId, void*> input_addresses;
 };
 
 class CudaExecutor {
  public:
-  CudaExecutor(const Graph& graph, const DimValues& dims, CudaOptions options = {});
+  // `input_addresses`: graph inputs whose buffers are the caller's device
+  // memory at these addresses (dense, row-major, the tensor's dtype and
+  // shape, aligned to 256 bytes as the executor's own buffers are): the
+  // executor uploads nothing to them (their space in its own inputs' buffer
+  // stays unused) and its launches (and CUDA graph) read them there. The
+  // caller keeps that memory alive while the executor may run.
+  CudaExecutor(const Graph& graph, const DimValues& dims, CudaOptions options = {},
+               std::map<TensorId, void*> input_addresses = {});
   ~CudaExecutor();
   CudaExecutor(const CudaExecutor&) = delete;
   CudaExecutor& operator=(const CudaExecutor&) = delete;
