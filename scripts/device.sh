@@ -28,8 +28,8 @@
 # built for hfuse are reused: offline, --no-build-isolation; building the
 # extension needs the -dev packages in $DEB_DIR as well: libonnx-dev
 # libonnxifi libprotobuf-dev libprotobuf-lite32 zlib1g-dev libfmt-dev
-# nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
-# libopenblas-pthread-dev), then runs tests/python/test_gpu.py and
+# nlohmann-json3-dev libcli11-dev libopenblas-pthread-dev, and for the
+# gtests of `tests` libgtest-dev libgmock-dev), then runs tests/python/test_gpu.py and
 # test_hfuse.py against the installed package (HFUSE_REQUIRE_GPU=1: a
 # missing GPU fails, not skips) and bench/session_overhead.py --device cuda;
 # logs: pip_install.log, python_tests.log, session_overhead.log.
@@ -109,13 +109,20 @@ else
   HFUSE=$BUILD/hfuse
   GTEST=$BUILD/tests/cuda_executor_test
   SESSION_TEST=$BUILD/tests/session_test
-  # HFUSE_BUILD_TESTS=ON again: a pip install into $BUILD turned it off.
+  # The gtests only where they run (they need GTest); HFUSE_BUILD_TESTS is
+  # given either way, since a pip install into $BUILD turns it off.
+  targets=(hfuse)
+  build_tests=OFF
+  if want tests || [[ $what == build ]]; then
+    targets+=(cuda_executor_test session_test)
+    build_tests=ON
+  fi
   cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DHFUSE_WERROR=ON -DHFUSE_CUDA=ON \
     -DHFUSE_REQUIRE_BLAS=$have_debs -DHFUSE_REQUIRE_ONNX=$have_debs -DHFUSE_BUILD_BENCH=OFF \
-    -DHFUSE_BUILD_TESTS=ON -DCMAKE_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread \
+    -DHFUSE_BUILD_TESTS=$build_tests -DCMAKE_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread \
     -DHFUSE_SHARED_DIR="$SHARED" -DCUTLASS_INCLUDE_DIR="$CUTLASS_INCLUDE_DIR" >"$OUT/cmake.log" 2>&1 \
     || { tail -30 "$OUT/cmake.log"; exit 1; }
-  cmake --build "$BUILD" -j"$JOBS" --target hfuse cuda_executor_test session_test >"$OUT/build.log" 2>&1 \
+  cmake --build "$BUILD" -j"$JOBS" --target "${targets[@]}" >"$OUT/build.log" 2>&1 \
     || { grep -E "error" -A5 "$OUT/build.log" | head -60; exit 1; }
   echo "device: built in $((SECONDS - start)) s"
 fi
