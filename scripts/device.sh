@@ -3,7 +3,7 @@
 # cores), runs the GPU tests, then the benchmarks, in one call. Results go
 # to $OUT (the device tool's output folder) or out/device.
 #
-#   bash scripts/device.sh [build|tests|bench|real|all|models]   (or a list: tests,real)
+#   bash scripts/device.sh [build|tests|python|bench|real|all|models]   (or a list: tests,real)
 #
 # SHARED= the shared/ folder (default ../shared); BUILD= the build folder
 # (default build-device, relative or absolute); BIN= a folder holding an
@@ -23,6 +23,16 @@
 #     with its ONNX frontend; without them the build goes on without ONNX;
 #   - torch-rechub and pytorch-widedeep, for the models and PyTorch's
 #     times, are wheels in .whl/ (pip install --no-deps --target).
+# `python` (part of `tests` too) installs the Python module with
+# `pip install .` (CUDA on, into the same build folder, so the libraries
+# built for hfuse are reused: offline, --no-build-isolation; building the
+# extension needs the -dev packages in $DEB_DIR as well: libonnx-dev
+# libonnxifi libprotobuf-dev libprotobuf-lite32 zlib1g-dev libfmt-dev
+# nlohmann-json3-dev libcli11-dev libopenblas-pthread-dev, and for the
+# gtests of `tests` libgtest-dev libgmock-dev), then runs tests/python/test_gpu.py and
+# test_hfuse.py against the installed package (HFUSE_REQUIRE_GPU=1: a
+# missing GPU fails, not skips) and bench/session_overhead.py --device cuda;
+# logs: pip_install.log, python_tests.log, session_overhead.log.
 # `models` exports the models that need PyTorch 2.11 (pytorch-widedeep's,
 # both exporters) into $OUT/models.tgz; `tests` runs the GPU tests (the
 # executor's gtest, check_gpu_models.py on every ONNX model, the rechub
@@ -36,6 +46,7 @@ want() { [[ $what == all || ,$what, == *,$1,* ]]; }
 SHARED=${SHARED:-$(pwd)/../shared}
 OUT=${OUT:-$(pwd)/out/device}
 BUILD=${BUILD:-build-device}
+JOBS=${JOBS:-16}  # compile jobs (the GPU machine's 16 cores)
 [[ $BUILD = /* ]] || BUILD=$(pwd)/$BUILD
 mkdir -p "$OUT" "$BUILD"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
@@ -79,26 +90,39 @@ if compgen -G "$DEB_DIR/*.deb" >/dev/null; then
   have_debs=ON
 fi
 
+# One generator for device.sh's build and pip's (scikit-build-core takes
+# CMAKE_GENERATOR), which share $BUILD.
+export CMAKE_GENERATOR=${CMAKE_GENERATOR:-Unix Makefiles}
+if [[ -z ${CUTLASS_INCLUDE_DIR:-} ]]; then
+  wheel=${CUTLASS_WHEEL:-$(ls .whl/nvidia_cutlass-4.2.0.0-*.whl 2>/dev/null | head -1)}
+  if [[ -n $wheel && ! -f $BUILD/cutlass-wheel/cutlass_library/source/include/cutlass/cutlass.h ]]; then
+    python3 -m zipfile -e "$wheel" "$BUILD/cutlass-wheel" || { echo "device: cannot unpack $wheel"; exit 1; }
+  fi
+  CUTLASS_INCLUDE_DIR=$BUILD/cutlass-wheel/cutlass_library/source/include
+fi
 if [[ -n ${BIN:-} ]]; then
   HFUSE=$BIN/hfuse
   GTEST=$BIN/cuda_executor_test
+  SESSION_TEST=$BIN/session_test
   export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 else
   HFUSE=$BUILD/hfuse
   GTEST=$BUILD/tests/cuda_executor_test
-  if [[ -z ${CUTLASS_INCLUDE_DIR:-} ]]; then
-    wheel=${CUTLASS_WHEEL:-$(ls .whl/nvidia_cutlass-4.2.0.0-*.whl 2>/dev/null | head -1)}
-    if [[ -n $wheel && ! -f $BUILD/cutlass-wheel/cutlass_library/source/include/cutlass/cutlass.h ]]; then
-      python3 -m zipfile -e "$wheel" "$BUILD/cutlass-wheel" || { echo "device: cannot unpack $wheel"; exit 1; }
-    fi
-    CUTLASS_INCLUDE_DIR=$BUILD/cutlass-wheel/cutlass_library/source/include
+  SESSION_TEST=$BUILD/tests/session_test
+  # The gtests only where they run (they need GTest); HFUSE_BUILD_TESTS is
+  # given either way, since a pip install into $BUILD turns it off.
+  targets=(hfuse)
+  build_tests=OFF
+  if want tests || [[ $what == build ]]; then
+    targets+=(cuda_executor_test session_test)
+    build_tests=ON
   fi
   cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DHFUSE_WERROR=ON -DHFUSE_CUDA=ON \
     -DHFUSE_REQUIRE_BLAS=$have_debs -DHFUSE_REQUIRE_ONNX=$have_debs -DHFUSE_BUILD_BENCH=OFF \
-    -DCMAKE_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread -DHFUSE_SHARED_DIR="$SHARED" \
-    -DCUTLASS_INCLUDE_DIR="$CUTLASS_INCLUDE_DIR" >"$OUT/cmake.log" 2>&1 \
+    -DHFUSE_BUILD_TESTS=$build_tests -DCMAKE_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread \
+    -DHFUSE_SHARED_DIR="$SHARED" -DCUTLASS_INCLUDE_DIR="$CUTLASS_INCLUDE_DIR" >"$OUT/cmake.log" 2>&1 \
     || { tail -30 "$OUT/cmake.log"; exit 1; }
-  cmake --build "$BUILD" -j16 --target hfuse cuda_executor_test >"$OUT/build.log" 2>&1 \
+  cmake --build "$BUILD" -j"$JOBS" --target "${targets[@]}" >"$OUT/build.log" 2>&1 \
     || { grep -E "error" -A5 "$OUT/build.log" | head -60; exit 1; }
   echo "device: built in $((SECONDS - start)) s"
 fi
@@ -109,6 +133,10 @@ if want tests; then
   t0=$SECONDS
   "$GTEST" >"$OUT/gpu_tests.log" 2>&1 || status=1
   grep -E "PASSED|FAILED" "$OUT/gpu_tests.log" | head -20
+  if [[ -x $SESSION_TEST ]]; then
+    "$SESSION_TEST" >"$OUT/session_tests.log" 2>&1 || status=1
+    grep -E "PASSED|FAILED|SKIPPED \]" "$OUT/session_tests.log" | head -20
+  fi
   dirs=(tests/onnx/dynamo tests/onnx/widedeep/dynamo tests/onnx/widedeep/torchscript)
   # torch-rechub's models as this PyTorch's TorchScript exporter writes them.
   if python3 -c "import torch_rechub" 2>/dev/null; then
@@ -125,6 +153,35 @@ if want tests; then
   echo "device: check_gpu_models: $(grep -c '^ok' "$OUT/gpu_models.log") ok, $(grep -c '^FAIL' "$OUT/gpu_models.log") failed"
   grep '^FAIL' "$OUT/gpu_models.log" | cut -c1-300 | head -30
   echo "device: GPU tests took $((SECONDS - t0)) s"
+fi
+
+if want python || want tests; then
+  t0=$SECONDS
+  # `pip install .`, CUDA on, offline, into $BUILD (scikit-build-core
+  # reconfigures it for the extension; the libraries built above are reused).
+  PIP_BREAK_SYSTEM_PACKAGES=1 CMAKE_BUILD_PARALLEL_LEVEL=$JOBS CUDACXX=${CUDACXX:-/usr/local/cuda/bin/nvcc} \
+    python3 -m pip install -v --no-build-isolation --no-deps --no-index . \
+      --config-settings=build-dir="$BUILD" --config-settings=cmake.define.HFUSE_CUDA=ON \
+      --config-settings=cmake.define.CUTLASS_INCLUDE_DIR="$CUTLASS_INCLUDE_DIR" \
+      --config-settings=cmake.define.HFUSE_REQUIRE_BLAS=$have_debs --config-settings=cmake.define.HFUSE_REQUIRE_ONNX=$have_debs \
+      --config-settings=cmake.define.CMAKE_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-pthread \
+      --config-settings=cmake.define.HFUSE_SHARED_DIR="$SHARED" >"$OUT/pip_install.log" 2>&1
+  if [[ $? -ne 0 ]]; then
+    status=1
+    echo "device: pip install . failed:"; grep -E "error|Error" -A3 "$OUT/pip_install.log" | head -40
+  else
+    echo "device: pip install . took $((SECONDS - t0)) s"
+    # From outside the tree: the installed package, not python/hfuse.
+    (cd / && python3 -c "import hfuse; print('device: hfuse', hfuse.__file__, hfuse.get_available_providers(), hfuse.cuda_available())") \
+      | tee "$OUT/python_providers.txt"
+    HFUSE_REQUIRE_GPU=1 HFUSE_SOURCE_DIR=$(pwd) HFUSE_TOOL=$HFUSE \
+      python3 -m pytest -q -rs -p no:cacheprovider tests/python/test_gpu.py tests/python/test_hfuse.py \
+      >"$OUT/python_tests.log" 2>&1 || status=1
+    tail -25 "$OUT/python_tests.log"
+    python3 bench/session_overhead.py --device cuda >"$OUT/session_overhead.log" 2>&1 || status=1
+    cat "$OUT/session_overhead.log"
+  fi
+  echo "device: Python on the GPU took $((SECONDS - t0)) s"
 fi
 
 if want bench; then

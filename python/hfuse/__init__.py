@@ -16,6 +16,24 @@ CUDA tensor, a CuPy array) and then returns DLPack arrays on the GPU
 view the session's buffers and are overwritten by its next run of the same
 shapes.
 
+CUDA feeds: `io_binding()` binds inputs and output buffers once
+(onnxruntime's IOBinding): its first run plans for the inputs' addresses,
+so that every run reads them where they lie (no copy at all; each must be
+256-byte aligned, as CUDA allocators give, else it is copied), converts and
+allocates nothing, and writes each bound output buffer. `run` reads a feed
+in place when it is one of the session's own input buffers
+(`input_buffers`) or the binding's; any other is copied device to device
+into the session's buffer (the plan's launches were made with its
+addresses), never through the host.
+
+The stream: CUDA runs go on `stream` (an int cudaStream_t, or an object
+with `.cuda_stream`, such as torch.cuda.Stream, or `.ptr`, such as
+cupy.cuda.Stream; also onnxruntime's ``("CUDAExecutionProvider",
+{"user_compute_stream": "<int>"})``), after the work already queued there;
+unset (None), on the session's own stream after the legacy default stream
+(torch's default stream). Either way `run` returns once the run has ended,
+so the outputs may be read on any stream.
+
 dtypes: float32 and float16 are themselves; bfloat16, which NumPy lacks, is
 its 16-bit patterns in a uint16 array (float32 input is also accepted and
 rounded). Bad feeds (a wrong name, dtype or shape, a missing input) raise
@@ -70,7 +88,7 @@ def _warn_slow_blas() -> None:
 from . import _hfuse  # noqa: E402  (after the kernel set is named)
 from ._hfuse import InputError  # noqa: E402
 
-__all__ = ["InferenceSession", "NodeArg", "InputError", "fuse", "cuda_available",
+__all__ = ["InferenceSession", "IOBinding", "NodeArg", "InputError", "fuse", "cuda_available",
            "get_available_providers"]
 __version__ = "0.1.0"
 
@@ -124,6 +142,50 @@ def _device_of(providers: Optional[Sequence[Any]], device: Optional[str]) -> str
     return _PROVIDERS[names[0]]  # CUDA alone and absent: the session says why
 
 
+def _stream_of(providers: Optional[Sequence[Any]]) -> Optional[int]:
+    """onnxruntime's ("CUDAExecutionProvider", {"user_compute_stream": "<int>"})."""
+    for p in providers or []:
+        if isinstance(p, (tuple, list)) and len(p) == 2 and p[0] == "CUDAExecutionProvider":
+            value = dict(p[1]).get("user_compute_stream")
+            if value is not None:
+                return int(value)
+    return None
+
+
+def _stream_handle(stream: Any) -> int:
+    """A cudaStream_t as an int: an int, or an object with .cuda_stream
+    (torch.cuda.Stream) or .ptr (cupy.cuda.Stream); None is 0."""
+    if stream is None:
+        return 0
+    for attr in ("cuda_stream", "ptr"):
+        if hasattr(stream, attr):
+            stream = getattr(stream, attr)
+            break
+    if isinstance(stream, bool) or not isinstance(stream, int) or stream < 0:
+        raise InputError(f"stream {stream!r}: expected a cudaStream_t as an int, or an object "
+                         f"with .cuda_stream (torch.cuda.Stream) or .ptr (cupy.cuda.Stream)")
+    return stream
+
+
+_ELEMENT_TYPES = {"float32": "float32", "float": "float32", "float16": "float16",
+                  "half": "float16", "bfloat16": "bfloat16", "uint16": "bfloat16",
+                  "int64": "int64", "int32": "int32", "bool": "bool"}
+
+
+def _element_type(element_type: Any) -> str:
+    """onnxruntime's element_type (a numpy dtype or type, or its name) as hfuse's dtype name."""
+    name = getattr(element_type, "__name__", None) or str(element_type)
+    try:
+        import numpy as np
+        name = np.dtype(element_type).name
+    except TypeError:
+        pass
+    if name not in _ELEMENT_TYPES:
+        raise InputError(f"element type {element_type!r}: expected float32, float16, bfloat16 "
+                         f"(uint16 bits), int64, int32 or bool")
+    return _ELEMENT_TYPES[name]
+
+
 def _format_of(model: PathOrBytes, format: Optional[str]) -> str:
     """The model's format as the extension takes it: given, guessed from the
     bytes, or "" (the extension goes by the file's extension)."""
@@ -150,6 +212,8 @@ class InferenceSession:
         runs need not feed them.
     fuse: False runs the model as imported.
     cuda_graph: on CUDA, replay each shape's plan from a CUDA graph.
+    stream: on CUDA, the stream runs go on (see `stream`); None: the
+        session's own, or onnxruntime's provider option user_compute_stream.
     format: "onnx" or "json" (default: by extension, or by the bytes).
     threads: on the CPU, the threads the kernels run on (default: onnxruntime's
         sess_options.intra_op_num_threads when given and positive, else
@@ -161,7 +225,7 @@ class InferenceSession:
                  rules: Optional[str] = None, dims: Optional[Mapping[str, int]] = None,
                  params: Optional[Mapping[str, Any]] = None, fuse: bool = True,
                  cuda_graph: bool = True, format: Optional[str] = None,
-                 threads: Optional[int] = None) -> None:
+                 threads: Optional[int] = None, stream: Any = None) -> None:
         # onnxruntime's SessionOptions: only the thread count means something here.
         if threads is None:
             threads = getattr(sess_options, "intra_op_num_threads", 0) or 0
@@ -176,6 +240,10 @@ class InferenceSession:
                                        params=dict(params or {}), threads=threads)
         if self._device == "cpu":
             _warn_slow_blas()
+        if stream is None:
+            stream = _stream_of(providers)
+        if stream is not None:
+            self.stream = stream
         self._inputs = [NodeArg(*i) for i in self._session.inputs()]
         self._outputs = [NodeArg(*o) for o in self._session.outputs()]
 
@@ -202,6 +270,46 @@ class InferenceSession:
         """"cpu" or "cuda"."""
         return self._device
 
+    @property
+    def stream(self) -> int:
+        """The cudaStream_t (an int) CUDA runs go on, after the work already
+        there; 0: the session's own stream, after the legacy default stream.
+        Set it to an int, an object with .cuda_stream (torch.cuda.Stream) or
+        .ptr (cupy.cuda.Stream), or None. Runs on numpy arrays use the
+        session's own stream whatever it is (they copy through the host)."""
+        return self._session.stream
+
+    @stream.setter
+    def stream(self, stream: Any) -> None:
+        handle = _stream_handle(stream)
+        if handle and self._device != "cuda":
+            raise InputError("stream: this session runs on the cpu; a stream needs a cuda session")
+        self._session.set_stream(handle)
+
+    def input_buffers(self, shapes: Mapping[str, Sequence[int]]) -> Dict[str, Any]:
+        """CUDA: the session's own input buffers for feeds of these shapes
+        ({name: shape}; the plan of those shapes is made if need be), as CUDA
+        DLPack arrays (``torch.from_dlpack``). Write the inputs into them in
+        place and feed (or bind) them: the run then copies nothing."""
+        return self._session.input_buffers({k: [int(d) for d in v] for k, v in shapes.items()})
+
+    @property
+    def last_device_copy_bytes(self) -> int:
+        """The bytes the last run on CUDA arrays copied device to device:
+        feeds that are not the session's own buffers, outputs into bound
+        buffers (0: nothing was copied)."""
+        return self._session.last_device_copy_bytes
+
+    def io_binding(self) -> "IOBinding":
+        """A binding of inputs and output buffers for `run_with_iobinding`."""
+        return IOBinding(self)
+
+    def run_with_iobinding(self, iobinding: "IOBinding", run_options: Any = None) -> None:
+        """Runs on the binding's inputs; its outputs are then in
+        `iobinding.get_outputs()` (and in the buffers bound)."""
+        del run_options
+        iobinding._run()
+
     def run(self, output_names: Optional[Sequence[str]], input_feed: Mapping[str, Any],
             run_options: Any = None) -> List[Any]:
         """Runs the model on `input_feed` ({name: array}) and returns the
@@ -222,6 +330,128 @@ class InferenceSession:
     def fused_model(self) -> bytes:
         """The model as fused (ONNX with ai.hfuse group ops, or graph JSON)."""
         return self._session.fused_model()
+
+
+class IOBinding:
+    """onnxruntime's IOBinding: inputs and output buffers bound once, run
+    with `InferenceSession.run_with_iobinding` as often as needed.
+
+    On a CUDA session inputs are CUDA arrays (any DLPack producer, read
+    where they lie at each run: fill them in place between runs; the first
+    run after binding plans for their addresses, and one such plan is kept
+    per session) and outputs are the session's own buffers or CUDA arrays of
+    the caller's, written at each run; a run copies no input, converts and
+    allocates nothing, and `get_outputs()` returns the same
+    objects while the shapes stay the same (``torch.from_dlpack`` of one
+    keeps seeing each run's values). On a CPU session they are numpy
+    arrays, and a bound output array is written at each run.
+    """
+
+    def __init__(self, session: InferenceSession) -> None:
+        self._session = session
+        self._cuda = session.device == "cuda"
+        self._binding = _hfuse.Binding(session._session) if self._cuda else None
+        self._inputs: Dict[str, Any] = {}
+        self._outputs: Dict[str, Any] = {}  # CPU: name -> bound array, or None
+        self._last: Optional[Dict[str, Any]] = None
+
+    def bind_input(self, name: str, device_type: Any, device_id: int = 0,
+                   element_type: Any = None, shape: Optional[Sequence[int]] = None,
+                   buffer_ptr: Optional[int] = None) -> None:
+        """Binds input `name`: to an array (``bind_input(name, tensor)``: a
+        CUDA DLPack array on a CUDA session, numpy on a CPU one), or, as in
+        onnxruntime, to device memory: ``bind_input(name, "cuda", device_id,
+        element_type, shape, buffer_ptr)`` (element_type a numpy dtype)."""
+        if isinstance(device_type, str):
+            if device_type != "cuda" or not self._cuda:
+                raise InputError(f"input {name!r}: device {device_type!r}: the pointer form binds "
+                                 f"CUDA memory to a CUDA session")
+            if shape is None or buffer_ptr is None or element_type is None:
+                raise InputError(f"input {name!r}: give element_type, shape and buffer_ptr")
+            assert self._binding is not None
+            self._binding.bind_input_ptr(name, int(buffer_ptr), _element_type(element_type),
+                                         [int(d) for d in shape], int(device_id))
+        elif self._binding is not None:
+            self._binding.bind_input(name, device_type)
+        else:
+            self._inputs[name] = device_type
+
+    def bind_output(self, name: str, device_type: Any = None, device_id: int = 0,
+                    element_type: Any = None, shape: Optional[Sequence[int]] = None,
+                    buffer_ptr: Optional[int] = None) -> None:
+        """Binds output `name`: to the session's own buffer (``bind_output(name)``
+        or ``bind_output(name, "cuda")``), to an array each run writes into
+        (``bind_output(name, tensor)``), or, as in onnxruntime, to device
+        memory (``bind_output(name, "cuda", device_id, element_type, shape,
+        buffer_ptr)``). get_outputs() lists the bound outputs in this order."""
+        if isinstance(device_type, str) and buffer_ptr is not None:
+            if device_type != "cuda" or not self._cuda:
+                raise InputError(f"output {name!r}: device {device_type!r}: the pointer form binds "
+                                 f"CUDA memory to a CUDA session")
+            if shape is None or element_type is None:
+                raise InputError(f"output {name!r}: give element_type and shape with buffer_ptr")
+            assert self._binding is not None
+            self._binding.bind_output_ptr(name, int(buffer_ptr), _element_type(element_type),
+                                          [int(d) for d in shape], int(device_id))
+            return
+        value = None if isinstance(device_type, str) else device_type
+        if self._binding is not None:
+            self._binding.bind_output(name, value)
+            return
+        if name not in [o.name for o in self._session.get_outputs()]:
+            raise InputError(f"output '{name}': the model has no output named so")
+        self._outputs[name] = value
+
+    def clear_binding_inputs(self) -> None:
+        """Unbinds every input."""
+        if self._binding is not None:
+            self._binding.clear_inputs()
+        self._inputs.clear()
+
+    def clear_binding_outputs(self) -> None:
+        """Unbinds every output."""
+        if self._binding is not None:
+            self._binding.clear_outputs()
+        self._outputs.clear()
+
+    def synchronize_inputs(self) -> None:
+        """As onnxruntime's; nothing to do: a run waits for the work queued
+        on its stream before it reads the inputs."""
+
+    def synchronize_outputs(self) -> None:
+        """As onnxruntime's; nothing to do: a run has ended when it returns."""
+
+    def _run(self) -> None:
+        if self._binding is not None:
+            self._binding.run()
+            return
+        import numpy as np
+        names = [o.name for o in self._session.get_outputs()]
+        values = self._session.run(names, self._inputs)
+        self._last = dict(zip(names, values))
+        for name, buffer in self._outputs.items():
+            if buffer is not None:
+                np.copyto(buffer, self._last[name])
+                self._last[name] = buffer
+
+    def get_outputs(self) -> List[Any]:
+        """The last run's outputs: those bound, in the order bound (all, in
+        the model's order, when none is). CUDA: DLPack arrays on the GPU
+        (the caller's own objects where bound to them), the same objects
+        from run to run while the shapes stay the same."""
+        if self._binding is not None:
+            return self._binding.outputs()
+        if self._last is None:
+            raise InputError("get_outputs: no run yet (run_with_iobinding first)")
+        names = list(self._outputs) or [o.name for o in self._session.get_outputs()]
+        return [self._last[n] for n in names]
+
+    def copy_outputs_to_cpu(self) -> List[Any]:
+        """The last run's outputs (as get_outputs) as numpy arrays."""
+        if self._binding is not None:
+            return self._binding.outputs_to_host()
+        import numpy as np
+        return [np.array(o) for o in self.get_outputs()]
 
 
 def fuse(model: PathOrBytes, rules: str = "seed", dims: Optional[Mapping[str, int]] = None,

@@ -52,7 +52,9 @@ bool CudaDeviceAvailable(std::string* why) {
   return true;
 }
 
-CudaExecutor::Impl::Impl(const Graph& graph_in, const DimValues& d, CudaOptions o) : g(graph_in), dims(d), options(o) {
+CudaExecutor::Impl::Impl(const Graph& graph_in, const DimValues& d, CudaOptions o,
+                         std::map<TensorId, void*> inputs_at)
+    : g(graph_in), dims(d), options(o), input_addresses(std::move(inputs_at)) {
   HFUSE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   // Handles and the workspace are made once per process: creating them
   // costs milliseconds, and tests build thousands of executors.
@@ -116,7 +118,11 @@ void CudaExecutor::Impl::PlanMemory() {
 
 char* CudaExecutor::Impl::BufferOf(TensorId s) const {
   switch (region[static_cast<size_t>(s)]) {
-    case 'i': return static_cast<char*>(inputs_arena.ptr) + offset[static_cast<size_t>(s)];
+    case 'i': {
+      auto it = input_addresses.find(s);  // the caller's memory
+      if (it != input_addresses.end()) return static_cast<char*>(it->second);
+      return static_cast<char*>(inputs_arena.ptr) + offset[static_cast<size_t>(s)];
+    }
     case 'p': return static_cast<char*>(params_arena.ptr) + offset[static_cast<size_t>(s)];
     case 'o': return static_cast<char*>(outputs_arena.ptr) + offset[static_cast<size_t>(s)];
     case 'c': return static_cast<char*>(constants_arena.ptr) + offset[static_cast<size_t>(s)];
@@ -303,8 +309,9 @@ cuda::ElementwiseArgs CudaExecutor::Impl::BroadcastArgs(const Op& op) const {
   return args;
 }
 
-CudaExecutor::CudaExecutor(const Graph& graph, const DimValues& dims, CudaOptions options)
-    : impl_(std::make_unique<Impl>(graph, dims, options)) {
+CudaExecutor::CudaExecutor(const Graph& graph, const DimValues& dims, CudaOptions options,
+                           std::map<TensorId, void*> input_addresses)
+    : impl_(std::make_unique<Impl>(graph, dims, options, std::move(input_addresses))) {
   impl_->stats.launches = static_cast<int64_t>(impl_->launches.size());
   impl_->stats.host_launches = static_cast<int64_t>(impl_->host_ops.size());
 }
@@ -316,6 +323,7 @@ void CudaExecutor::SetFeeds(const TensorMap& feeds) {
   for (TensorId id = 0; id < g.num_tensor_ids(); ++id) {
     const Tensor& t = g.tensor(id);
     if (!t.alive || t.role == Role::kIntermediate || !impl_->region[static_cast<size_t>(id)]) continue;
+    if (impl_->input_addresses.count(id)) continue;  // the caller's memory, not ours to fill
     auto it = feeds.find(t.name);
     if (it == feeds.end()) ThrowInputError("no value given for '{}'", t.name);
     const std::vector<int64_t> want = ConcreteShape(t.shape, impl_->dims);
@@ -338,20 +346,34 @@ void CudaExecutor::Poison() {
 }
 
 void CudaExecutor::Run() {
-  impl_->Enqueue();
-  HFUSE_CUDA(cudaStreamSynchronize(impl_->stream));
-  impl_->CheckHostOps();
+  Launch(false, nullptr);
+  Finish(nullptr);
 }
 
 void CudaExecutor::RunGraph() {
+  Launch(true, nullptr);
+  Finish(nullptr);
+}
+
+void CudaExecutor::Launch(bool use_graph, void* stream) {
+  const cudaStream_t s = stream ? static_cast<cudaStream_t>(stream) : impl_->stream;
+  if (!use_graph) {
+    for (auto& launch : impl_->launches) launch(s);
+    return;
+  }
   if (!impl_->graph_exec) {
+    // Captured on the executor's own stream, which holds no other work; the
+    // graph is a DAG of launches that any stream can replay.
     HFUSE_CUDA(cudaStreamBeginCapture(impl_->stream, cudaStreamCaptureModeThreadLocal));
     impl_->Enqueue();
     HFUSE_CUDA(cudaStreamEndCapture(impl_->stream, &impl_->graph));
     HFUSE_CUDA(cudaGraphInstantiate(&impl_->graph_exec, impl_->graph, 0));
   }
-  HFUSE_CUDA(cudaGraphLaunch(impl_->graph_exec, impl_->stream));
-  HFUSE_CUDA(cudaStreamSynchronize(impl_->stream));
+  HFUSE_CUDA(cudaGraphLaunch(impl_->graph_exec, s));
+}
+
+void CudaExecutor::Finish(void* stream) {
+  HFUSE_CUDA(cudaStreamSynchronize(stream ? static_cast<cudaStream_t>(stream) : impl_->stream));
   impl_->CheckHostOps();
 }
 

@@ -203,7 +203,9 @@ struct CudaExecutor::Impl {
 
   CudaOptions options;
 
-  Impl(const Graph& graph_in, const DimValues& d, CudaOptions o);  // plans everything
+  std::map<TensorId, void*> input_addresses;  // inputs in the caller's memory
+  Impl(const Graph& graph_in, const DimValues& d, CudaOptions o,
+       std::map<TensorId, void*> inputs_at);  // plans everything
   ~Impl();
 
   // cuBLAS handles and the cuBLASLt workspace, made once per process.

@@ -134,6 +134,14 @@ struct Session::Impl {
 #if HFUSE_HAVE_CUDA
   std::map<DimValues, std::unique_ptr<CudaPlan>> plans;
 #endif
+#if HFUSE_HAVE_CUDA
+  // The plan of BindInputs: its inputs are the caller's memory at `ptrs`.
+  std::unique_ptr<CudaPlan> bound_plan;
+  DimValues bound_dims;
+  std::map<std::string, void*> bound_ptrs;
+#endif
+  int device_id = -1;               // CUDA: the device current at creation
+  int64_t last_device_copy_bytes = 0;
   // The CPU executor reads params in place from here: their values made
   // once per set of dims, not once per run.
   std::map<DimValues, TensorMap> cpu_params;
@@ -155,6 +163,9 @@ struct Session::Impl {
     if (options.device == Device::kCuda) {
       std::string why;
       if (!CudaAvailable(&why)) ThrowInputError("--device cuda: no usable CUDA device: {}", why);
+#if HFUSE_HAVE_CUDA
+      Check(cudaGetDevice(&device_id), "cudaGetDevice");
+#endif
     }
     rules = options.rules.value_or(options.device == Device::kCuda ? RuleSet::kHfuse
                                                                     : RuleSet::kSeed);
@@ -288,8 +299,13 @@ struct Session::Impl {
   CudaPlan& PlanFor(const DimValues& dims) {
     auto it = plans.find(dims);
     if (it != plans.end()) return *it->second;
+    return *plans.emplace(dims, MakePlan(dims, {})).first->second;
+  }
+
+  // `inputs_at`: inputs in the caller's memory (BindInputs).
+  std::unique_ptr<CudaPlan> MakePlan(const DimValues& dims, std::map<TensorId, void*> inputs_at) {
     auto plan = std::make_unique<CudaPlan>();
-    plan->executor = std::make_unique<CudaExecutor>(fused, dims);
+    plan->executor = std::make_unique<CudaExecutor>(fused, dims, CudaOptions{}, std::move(inputs_at));
     // Params once per plan (their values or zeros until fed); inputs each run.
     TensorMap initial;
     for (TensorId id = 0; id < fused.num_tensor_ids(); ++id) {
@@ -306,7 +322,17 @@ struct Session::Impl {
     if (cudaEventCreateWithFlags(&plan->feeds_ready, cudaEventDisableTiming) != cudaSuccess) {
       throw CudaError("cudaEventCreate failed");
     }
-    return *plans.emplace(dims, std::move(plan)).first->second;
+    return plan;
+  }
+
+  // The bound plan when `feeds` are exactly its pointers at its dims.
+  CudaPlan* BoundPlanFor(const DimValues& dims, const DeviceTensorMap& feeds) const {
+    if (!bound_plan || bound_dims != dims || feeds.size() != bound_ptrs.size()) return nullptr;
+    for (const auto& [name, t] : feeds) {
+      auto it = bound_ptrs.find(name);
+      if (it == bound_ptrs.end() || it->second != t.data) return nullptr;
+    }
+    return bound_plan.get();
   }
 
   // A feed of a param the plan keeps no buffer for: its value was computed
@@ -425,6 +451,11 @@ TensorMap Session::Run(const TensorMap& feeds, const std::vector<std::string>& o
 }
 
 DeviceTensorMap Session::RunDevice(const DeviceTensorMap& feeds, void* stream) {
+  return RunDevice(feeds, stream, {});
+}
+
+DeviceTensorMap Session::RunDevice(const DeviceTensorMap& feeds, void* stream,
+                                   const DeviceTensorMap& into) {
   impl_->RequireCuda("RunDevice");
   std::map<std::string, std::vector<int64_t>> shapes;
   std::map<std::string, DType> dtypes;
@@ -434,40 +465,75 @@ DeviceTensorMap Session::RunDevice(const DeviceTensorMap& feeds, void* stream) {
     dtypes[name] = t.dtype;
   }
   const DimValues dims = impl_->Bind(shapes, dtypes);
+  // Outputs into the caller's buffers: each an output, of its dtype and of
+  // this run's shape, checked before anything runs.
+  for (const auto& [name, t] : into) {
+    auto it = impl_->output_ids.find(name);
+    if (it == impl_->output_ids.end()) {
+      ThrowInputError("output '{}': the model has no output named so (outputs: {})", name,
+                      NamesOf(impl_->outputs));
+    }
+    const Tensor& o = impl_->fused.tensor(it->second);
+    const std::vector<int64_t> shape = ConcreteShape(o.shape, dims);
+    if (!t.data) ThrowInputError("output '{}': a null device pointer", name);
+    if (t.dtype != o.dtype || t.shape != shape) {
+      ThrowInputError("output '{}': the buffer bound is {} [{}], this run makes {} [{}]", name,
+                      DTypeName(t.dtype), fmt::join(t.shape, ", "), DTypeName(o.dtype),
+                      fmt::join(shape, ", "));
+    }
+  }
   DeviceTensorMap out;
+  impl_->last_device_copy_bytes = 0;
 #if HFUSE_HAVE_CUDA
-  CudaPlan& plan = impl_->PlanFor(dims);
+  CudaPlan* bound = impl_->BoundPlanFor(dims, feeds);
+  CudaPlan& plan = bound ? *bound : impl_->PlanFor(dims);
   CudaExecutor& gpu = *plan.executor;
-  auto own = static_cast<cudaStream_t>(gpu.Stream());
-  // The feeds were written on the caller's stream: the session's stream waits
-  // for that work, on the device, before it reads them.
-  Impl::Check(cudaEventRecord(plan.feeds_ready, static_cast<cudaStream_t>(stream)),
-              "recording the feeds' stream");
-  Impl::Check(cudaStreamWaitEvent(own, plan.feeds_ready, 0), "waiting for the feeds");
+  // With a caller's stream, the whole run goes there, after what it holds.
+  // Without one, on the session's stream, which waits (on the device) for
+  // the legacy default stream, where the feeds were written.
+  auto s = static_cast<cudaStream_t>(stream);
+  if (!s) {
+    s = static_cast<cudaStream_t>(gpu.Stream());
+    Impl::Check(cudaEventRecord(plan.feeds_ready, nullptr), "recording the feeds' stream");
+    Impl::Check(cudaStreamWaitEvent(s, plan.feeds_ready, 0), "waiting for the feeds");
+  }
+  auto bytes_of = [](const DeviceTensor& t) {
+    int64_t n = DTypeBytes(t.dtype);
+    for (int64_t d : t.shape) n *= d;
+    return n;
+  };
   for (const auto& [name, t] : feeds) {
-    void* into = gpu.TensorAddress(impl_->feedable.at(name));
-    if (!into) {
+    void* to = gpu.TensorAddress(impl_->feedable.at(name));
+    if (!to) {
       // A param the plan does not keep (its value was used at plan time):
       // an override cannot reach it.
       ThrowInputError("'{}' is a param whose value the CUDA plan used when it was made (no launch reads "
                       "it): it cannot be fed on the device",
                       name);
     }
-    if (into == t.data) continue;  // filled in place: nothing to copy
-    const int64_t bytes = [&] {
-      int64_t n = DTypeBytes(t.dtype);
-      for (int64_t d : t.shape) n *= d;
-      return n;
-    }();
-    Impl::Check(cudaMemcpyAsync(into, t.data, static_cast<size_t>(bytes),
-                                cudaMemcpyDeviceToDevice, own),
+    if (to == t.data) continue;  // filled in place: nothing to copy
+    const int64_t bytes = bytes_of(t);
+    Impl::Check(cudaMemcpyAsync(to, t.data, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, s),
                 "copying a device feed");
+    impl_->last_device_copy_bytes += bytes;
   }
-  impl_->Execute(plan);
+  gpu.Launch(impl_->options.cuda_graph, s);
   for (TensorId id : impl_->fused.outputs()) {
     const Tensor& t = impl_->fused.tensor(id);
-    out[t.name] = DeviceTensor{gpu.TensorAddress(id), t.dtype, ConcreteShape(t.shape, dims)};
+    DeviceTensor view{gpu.TensorAddress(id), t.dtype, ConcreteShape(t.shape, dims)};
+    auto bound = into.find(t.name);
+    if (bound != into.end()) {
+      if (!view.data) ThrowInputError("output '{}': the plan keeps no device buffer for it", t.name);
+      const int64_t bytes = bytes_of(view);
+      Impl::Check(cudaMemcpyAsync(bound->second.data, view.data, static_cast<size_t>(bytes),
+                                  cudaMemcpyDeviceToDevice, s),
+                  "copying an output into its bound buffer");
+      impl_->last_device_copy_bytes += bytes;
+      view.data = bound->second.data;
+    }
+    out[t.name] = std::move(view);
   }
+  gpu.Finish(s);
 #else
   (void)stream;
   (void)dims;
@@ -498,6 +564,55 @@ DeviceTensorMap Session::InputBuffers(const std::map<std::string, std::vector<in
   (void)dims;
 #endif
   return out;
+}
+
+bool Session::BindInputs(const DeviceTensorMap& feeds) {
+  impl_->RequireCuda("BindInputs");
+  std::map<std::string, std::vector<int64_t>> shapes;
+  std::map<std::string, DType> dtypes;
+  for (const auto& [name, t] : feeds) {
+    if (!t.data) ThrowInputError("input '{}': a null device pointer", name);
+    shapes[name] = t.shape;
+    dtypes[name] = t.dtype;
+  }
+  const DimValues dims = impl_->Bind(shapes, dtypes);
+#if HFUSE_HAVE_CUDA
+  std::map<TensorId, void*> at;
+  std::map<std::string, void*> ptrs;
+  for (const auto& [name, t] : feeds) {
+    const TensorId id = impl_->feedable.at(name);
+    if (impl_->fused.tensor(id).role != Role::kInput) return false;  // a param override
+    if (reinterpret_cast<uintptr_t>(t.data) % 256 != 0) return false;
+    at[id] = t.data;
+    ptrs[name] = t.data;
+  }
+  if (impl_->BoundPlanFor(dims, feeds)) return true;  // bound already
+  impl_->bound_plan.reset();  // its memory first
+  impl_->bound_plan = impl_->MakePlan(dims, std::move(at));
+  impl_->bound_dims = dims;
+  impl_->bound_ptrs = std::move(ptrs);
+  return true;
+#else
+  (void)dims;
+  return false;
+#endif
+}
+
+int64_t Session::LastDeviceCopyBytes() const { return impl_->last_device_copy_bytes; }
+
+int Session::DeviceId() const { return impl_->device_id; }
+
+HostTensor Session::CopyToHost(const DeviceTensor& t) const {
+  impl_->RequireCuda("CopyToHost");
+  HostTensor h(t.dtype, t.shape);
+#if HFUSE_HAVE_CUDA
+  if (!h.bytes.empty()) {
+    if (!t.data) ThrowInputError("CopyToHost: a null device pointer");
+    Impl::Check(cudaMemcpy(h.bytes.data(), t.data, h.bytes.size(), cudaMemcpyDeviceToHost),
+                "copying a device tensor to the host");
+  }
+#endif
+  return h;
 }
 
 size_t Session::NumPlans() const {

@@ -262,7 +262,6 @@ def test_bad_models_and_options(tmp_path):
 # ---- CUDA -----------------------------------------------------------------------
 
 CUDA, WHY = hfuse.cuda_available()
-needs_gpu = pytest.mark.skipif(not CUDA, reason=f"no CUDA device: {WHY}")
 
 
 @pytest.mark.skipif(CUDA, reason="a CUDA device is present; this checks its absence")
@@ -278,27 +277,58 @@ def test_cuda_without_a_device_is_one_clear_error():
     assert hfuse.get_available_providers() == ["CPUExecutionProvider"]
 
 
-@needs_gpu
-def test_cuda_numpy_in_and_out():
-    x = np.random.default_rng(6).standard_normal((64, 256)).astype(np.float32)
-    sess = hfuse.InferenceSession(RANKING, providers=["CUDAExecutionProvider"])
-    assert sess.fusion_report()["rules"] == "hfuse"
-    (want,) = ort_session(RANKING).run(None, {"features": x})
-    close(want, sess.run(None, {"features": x})[0])
+# The CUDA session itself: test_gpu.py.
 
 
-@needs_gpu
-def test_cuda_dlpack_in_and_out():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch has no CUDA here")
-    x = torch.randn(64, 256, device="cuda")
-    sess = hfuse.InferenceSession(RANKING, device="cuda")
-    (out,) = sess.run(None, {"features": x})
-    score = torch.from_dlpack(out)
-    assert score.is_cuda and tuple(score.shape) == (64, 1)
-    (want,) = ort_session(RANKING).run(None, {"features": x.cpu().numpy()})
-    close(want, score.cpu().numpy())
+# ---- IOBinding on the CPU (numpy), and what needs a CUDA session ---------------
+
+def test_cpu_io_binding_writes_a_bound_output_at_every_run():
+    sess = hfuse.InferenceSession(RANKING)
+    binding = sess.io_binding()
+    x = np.empty((64, 256), np.float32)
+    out = np.full((64, 1), np.nan, np.float32)
+    binding.bind_input("features", x)
+    binding.bind_output("score", out)
+    with pytest.raises(hfuse.InputError, match="output 'nope'"):
+        binding.bind_output("nope")
+    for seed in (20, 21):
+        x[...] = np.random.default_rng(seed).standard_normal((64, 256))
+        out[...] = np.nan
+        sess.run_with_iobinding(binding)
+        (got,) = binding.get_outputs()
+        assert got is out
+        close(ort_session(RANKING).run(None, {"features": x})[0], out)
+        np.testing.assert_array_equal(binding.copy_outputs_to_cpu()[0], out)
+    binding.clear_binding_outputs()
+    sess.run_with_iobinding(binding)
+    (score,) = binding.get_outputs()  # none bound: every output, as run returns them
+    np.testing.assert_array_equal(score, out)
+    assert score is not out
+
+
+def test_cuda_only_calls_on_a_cpu_session_are_input_errors():
+    sess = hfuse.InferenceSession(RANKING)
+    assert sess.stream == 0
+    with pytest.raises(hfuse.InputError, match="stream: this session runs on the cpu"):
+        sess.stream = 1234
+    with pytest.raises(hfuse.InputError, match=r"stream 'fast'"):
+        sess.stream = "fast"
+    sess.stream = None  # 0: nothing to set
+    with pytest.raises(hfuse.InputError, match="InputBuffers: this session runs on the cpu"):
+        sess.input_buffers({"features": [64, 256]})
+    with pytest.raises(hfuse.InputError, match="Binding: this session runs on the cpu"):
+        hfuse._hfuse.Binding(sess._session)
+    with pytest.raises(hfuse.InputError, match="the pointer form binds CUDA memory to a CUDA session"):
+        sess.io_binding().bind_input("features", "cuda", 0, np.float32, [64, 256], 1 << 20)
+    with pytest.raises(hfuse.InputError, match="element type"):
+        hfuse._element_type(np.float64)
+    assert hfuse._element_type(np.float16) == "float16" and hfuse._element_type("int64") == "int64"
+    assert hfuse._stream_handle(None) == 0 and hfuse._stream_handle(7) == 7
+
+    class TorchLike:
+        cuda_stream = 99
+    assert hfuse._stream_handle(TorchLike()) == 99
+    assert hfuse._stream_of([("CUDAExecutionProvider", {"user_compute_stream": "42"})]) == 42
 
 
 def test_params_given_at_creation_are_no_inputs(towers):

@@ -297,8 +297,91 @@ TEST(CudaSession, DevicePointersInAndOut) {
             cudaSuccess);
   out = s.RunDevice({{"features", in.at("features")}});
   EXPECT_EQ(to_host(out.at("score")).bytes, want.at("score").bytes);
+  EXPECT_EQ(s.LastDeviceCopyBytes(), 0);
   cudaFree(mine);
   EXPECT_EQ(s.NumPlans(), 1u);
+  EXPECT_EQ(s.DeviceId(), 0);
+}
+
+TEST(CudaSession, RunsOnTheCallersStreamIntoTheCallersBuffers) {
+  REQUIRE_GPU();
+  for (bool graph : {true, false}) {
+    SessionOptions options;
+    options.device = Device::kCuda;
+    options.cuda_graph = graph;
+    Session s = Session::FromFile(kRanking, options);
+    const TensorMap feeds = FeedsFor(s, BindDims(s.original()));
+    const TensorMap want = s.Run(feeds);
+    const HostTensor& x = feeds.at("features");
+    const HostTensor& w = want.at("score");
+    cudaStream_t stream = nullptr;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+    void* in = nullptr;
+    void* score = nullptr;
+    ASSERT_EQ(cudaMalloc(&in, x.bytes.size()), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&score, w.bytes.size()), cudaSuccess);
+    // The feed written on the caller's stream, the output buffer poisoned there.
+    ASSERT_EQ(cudaMemcpyAsync(in, x.bytes.data(), x.bytes.size(), cudaMemcpyHostToDevice, stream),
+              cudaSuccess);
+    ASSERT_EQ(cudaMemsetAsync(score, 0xFF, w.bytes.size(), stream), cudaSuccess);
+    for (int run = 0; run < 2; ++run) {
+      DeviceTensorMap out = s.RunDevice({{"features", {in, x.dtype, x.shape}}}, stream,
+                                        {{"score", {score, w.dtype, w.shape}}});
+      EXPECT_EQ(out.at("score").data, score);
+      EXPECT_EQ(s.LastDeviceCopyBytes(), static_cast<int64_t>(x.bytes.size() + w.bytes.size()));
+      HostTensor got(w.dtype, w.shape);
+      ASSERT_EQ(cudaMemcpy(got.bytes.data(), score, got.bytes.size(), cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      EXPECT_EQ(got.bytes, w.bytes) << "graph " << graph << " run " << run;
+      ASSERT_EQ(cudaMemsetAsync(score, 0xFF, w.bytes.size(), stream), cudaSuccess);
+    }
+    // A bound buffer of the wrong shape is an input error, before anything runs.
+    EXPECT_NE(ErrorOf([&] {
+                s.RunDevice({{"features", {in, x.dtype, x.shape}}}, stream,
+                            {{"score", {score, w.dtype, {1, 1}}}});
+              }).find("output 'score': the buffer bound is float32 [1, 1]"),
+              std::string::npos);
+    cudaFree(in);
+    cudaFree(score);
+    cudaStreamDestroy(stream);
+  }
+}
+
+TEST(CudaSession, BoundInputsAreReadWhereTheyLie) {
+  REQUIRE_GPU();
+  SessionOptions options;
+  options.device = Device::kCuda;
+  Session s = Session::FromFile(kRanking, options);
+  const DimValues dims = BindDims(s.original());
+  const TensorMap a = FeedsFor(s, dims), b = FeedsFor(s, dims, /*seed=*/9);
+  const TensorMap want_a = s.Run(a), want_b = s.Run(b);
+  ASSERT_NE(want_a.at("score").bytes, want_b.at("score").bytes);
+  const HostTensor& x = a.at("features");
+  char* mine = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&mine), x.bytes.size() + 256), cudaSuccess);
+  const DeviceTensorMap feeds{{"features", {mine, x.dtype, x.shape}}};
+  ASSERT_TRUE(s.BindInputs(feeds));
+  auto score_of = [&](const DeviceTensorMap& out) {
+    HostTensor h(out.at("score").dtype, out.at("score").shape);
+    EXPECT_EQ(cudaMemcpy(h.bytes.data(), out.at("score").data, h.bytes.size(), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    return h.bytes;
+  };
+  // Written in place between runs: each run reads what is there now, copying nothing.
+  for (const TensorMap* feed : {&a, &b, &a}) {
+    const HostTensor& v = feed->at("features");
+    ASSERT_EQ(cudaMemcpy(mine, v.bytes.data(), v.bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    const DeviceTensorMap out = s.RunDevice(feeds);
+    EXPECT_EQ(s.LastDeviceCopyBytes(), 0);
+    EXPECT_EQ(score_of(out), (feed == &b ? want_b : want_a).at("score").bytes);
+  }
+  // Not 256-byte aligned: not bound; such a feed is copied as before.
+  const DeviceTensorMap odd{{"features", {mine + 4, x.dtype, x.shape}}};
+  EXPECT_FALSE(s.BindInputs(odd));
+  ASSERT_EQ(cudaMemcpy(mine + 4, x.bytes.data(), x.bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT_EQ(score_of(s.RunDevice(odd)), want_a.at("score").bytes);
+  EXPECT_EQ(s.LastDeviceCopyBytes(), static_cast<int64_t>(x.bytes.size()));
+  cudaFree(mine);
 }
 #endif
 

@@ -19,6 +19,7 @@
 // CudaError.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -72,7 +73,14 @@ struct CudaOptions {
 
 class CudaExecutor {
  public:
-  CudaExecutor(const Graph& graph, const DimValues& dims, CudaOptions options = {});
+  // `input_addresses`: graph inputs whose buffers are the caller's device
+  // memory at these addresses (dense, row-major, the tensor's dtype and
+  // shape, aligned to 256 bytes as the executor's own buffers are): the
+  // executor uploads nothing to them (their space in its own inputs' buffer
+  // stays unused) and its launches (and CUDA graph) read them there. The
+  // caller keeps that memory alive while the executor may run.
+  CudaExecutor(const Graph& graph, const DimValues& dims, CudaOptions options = {},
+               std::map<TensorId, void*> input_addresses = {});
   ~CudaExecutor();
   CudaExecutor(const CudaExecutor&) = delete;
   CudaExecutor& operator=(const CudaExecutor&) = delete;
@@ -86,6 +94,14 @@ class CudaExecutor {
   void Run();
   // Runs through a CUDA graph captured on first use.
   void RunGraph();
+  // The two halves of Run/RunGraph, on a caller's stream (null: Stream()):
+  // Launch enqueues one run there without waiting (plain launches, or the
+  // CUDA graph, which is captured on Stream() the first time and can be
+  // launched on any stream); Finish waits for that stream and throws the
+  // first error a host op raised. The executor's buffers are shared by all
+  // its runs, so one run is in flight at a time.
+  void Launch(bool use_graph, void* stream);
+  void Finish(void* stream);
   TensorMap Outputs() const;
 
   // The device address of an input's, param's or output's buffer (dense,

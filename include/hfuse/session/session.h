@@ -148,18 +148,48 @@ class Session {
                     const std::map<std::string, DType>& dtypes) const;
 
   // ---- CUDA only (InputError on a CPU session) -------------------------------
-  // Runs on device tensors, with no copy through the host. An input whose
-  // pointer is the session's own buffer for it (InputBuffers) is not copied;
-  // any other is copied device to device into it, on the session's stream
-  // after `stream` (a cudaStream_t the feeds were produced on; null: the
-  // legacy default stream). Returns views of the session's output buffers,
-  // valid until the next run of this shape; the call returns once the run
-  // has finished.
+  // Runs on device tensors, with no copy through the host, and returns once
+  // the run has finished. An input whose pointer is the session's own buffer
+  // for it (InputBuffers) is not copied; any other is copied device to
+  // device into it (the plan's launches read the session's buffers, whose
+  // addresses they were planned with).
+  //
+  // The stream: with `stream` (a cudaStream_t), every copy and launch of the
+  // run is enqueued on it, in order after the work already there (the feeds'
+  // producer, typically); with null, the run goes on the session's own
+  // stream, after the work on the legacy default stream (an event, waited
+  // for on the device). Either way the call waits for the run to end, so any
+  // stream may read the outputs once it returns.
+  //
+  // Returns views of the session's output buffers, valid until the next run
+  // of this shape, except for the outputs named in `into`: those are copied
+  // (device to device, on the run's stream) into the caller's buffers given
+  // there (the output's dtype and this run's shape), which are returned.
   DeviceTensorMap RunDevice(const DeviceTensorMap& feeds, void* stream = nullptr);
+  DeviceTensorMap RunDevice(const DeviceTensorMap& feeds, void* stream, const DeviceTensorMap& into);
   // The session's device buffers of the inputs and outputs for these feed
   // shapes (plans them if needed): fill the inputs in place and RunDevice
   // on them to run with no copies at all.
   DeviceTensorMap InputBuffers(const std::map<std::string, std::vector<int64_t>>& shapes);
+  // Plans a run whose input buffers are the caller's device memory in
+  // `feeds` (every graph input, each pointer 256-byte aligned, as CUDA
+  // allocators give), so that RunDevice on exactly these pointers and shapes
+  // reads them in place and copies no input: what a binding that feeds the
+  // same tensors at every run wants. The plan holds its own params and
+  // intermediates, so one is kept at a time (the last bound); RunDevice on
+  // other pointers takes the ordinary plans. Returns false, planning
+  // nothing, when a pointer is not aligned or a feed is not a graph input
+  // (a param); feeds are checked as RunDevice checks them.
+  bool BindInputs(const DeviceTensorMap& feeds);
+  // The bytes the last RunDevice copied device to device (feeds not in the
+  // session's own buffers, and outputs into the caller's): 0 for a run on
+  // InputBuffers with no outputs bound.
+  int64_t LastDeviceCopyBytes() const;
+  // A device tensor's bytes copied to the host (e.g. an output RunDevice returned).
+  HostTensor CopyToHost(const DeviceTensor& t) const;
+  // The CUDA device the session's plans live on (the current device when it
+  // was created); -1 on a CPU session.
+  int DeviceId() const;
 
   // How many plans (one per set of dim values) the session holds.
   size_t NumPlans() const;
