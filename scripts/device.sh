@@ -87,6 +87,16 @@ if compgen -G "$DEB_DIR/*.deb" >/dev/null; then
   done
   echo /usr/lib/x86_64-linux-gnu/openblas-pthread >/etc/ld.so.conf.d/hfuse-openblas.conf
   ldconfig
+  # zlib1g-dev's libz.so names Debian's libz.so.1.2.13, which the image may
+  # lack (it has its own libz.so.1): link it to the image's, and drop the
+  # static libz.a, which is not position-independent and breaks the
+  # extension's link when the linker falls back to it.
+  z=/usr/lib/x86_64-linux-gnu/libz.so
+  if [[ -L $z && ! -e $z ]]; then
+    image_z=$(ldconfig -p | awk '/libz\.so\.1 .*x86-64/ {print $NF; exit}')
+    [[ -n $image_z ]] && ln -sf "$image_z" "$z"
+  fi
+  rm -f /usr/lib/x86_64-linux-gnu/libz.a
   have_debs=ON
 fi
 
