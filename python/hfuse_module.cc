@@ -177,7 +177,14 @@ nb::object CudaArray(const DeviceTensor& t, int device_id, nb::handle owner) {
   std::vector<size_t> shape(t.shape.begin(), t.shape.end());
   nb::dlpack::dtype dt = DlType(t.dtype);
   if (t.dtype == DType::kBFloat16) dt = {static_cast<uint8_t>(nb::dlpack::dtype_code::Bfloat), 16, 1};
+  // An object with __dlpack__ and __dlpack_device__ (what torch.from_dlpack,
+  // cupy.from_dlpack and the array API consume), not a bare capsule.
+#if NB_VERSION_MAJOR > 2 || (NB_VERSION_MAJOR == 2 && NB_VERSION_MINOR >= 2)
+  nb::ndarray<nb::array_api> array(t.data, shape.size(), shape.data(), owner, nullptr, dt, kDlCuda,
+                                   device_id);
+#else
   nb::ndarray<> array(t.data, shape.size(), shape.data(), owner, nullptr, dt, kDlCuda, device_id);
+#endif
   return nb::cast(std::move(array));
 }
 

@@ -6,10 +6,10 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <string_view>
 #include <vector>
 
@@ -142,11 +142,24 @@ const OpChange* FindChange(std::string_view op) {
 }
 
 // The operator's newest version at `opset` after 17, or 0 when it has none.
+// (std::from_chars, not an istream: a stream reads through the global
+// locale's facets, which crash when a Python process has loaded a second
+// libstdc++ before the extension, as PyTorch and onnx wheels do.)
 int NewestVersion(const OpChange& change, int64_t opset) {
-  std::istringstream in{std::string(change.versions)};
+  const std::string_view text = change.versions;
   int newest = 0;
-  for (int v; in >> v;) {
+  const char* p = text.data();
+  const char* end = text.data() + text.size();
+  while (p < end) {
+    if (*p == ' ') {
+      ++p;
+      continue;
+    }
+    int v = 0;
+    const std::from_chars_result r = std::from_chars(p, end, v);
+    HFUSE_CHECK(r.ec == std::errc() && "opset versions of the table");
     if (v <= opset) newest = v;
+    p = r.ptr;
   }
   return newest;
 }
