@@ -143,7 +143,12 @@ def towers_onnx(weights):
         nodes, "towers", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", K])],
         [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch", N * TOWERS])],
         [numpy_helper.from_array(v, k) for k, v in weights.items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    # The IR version opset 17 came with: a newer onnx writes its own newest
+    # by default, which an older onnxruntime refuses (the GPU machine's
+    # onnx and onnxruntime differ so).
+    model.ir_version = 8
+    return model.SerializeToString()
 
 
 @pytest.fixture
