@@ -261,6 +261,18 @@ struct Session::Impl {
     return dims;
   }
 
+  // Bind for device feeds: each pointer set, then as Bind.
+  DimValues BindDevice(const DeviceTensorMap& feeds) const {
+    std::map<std::string, std::vector<int64_t>> shapes;
+    std::map<std::string, DType> dtypes;
+    for (const auto& [name, t] : feeds) {
+      if (!t.data) ThrowInputError("input '{}': a null device pointer", name);
+      shapes[name] = t.shape;
+      dtypes[name] = t.dtype;
+    }
+    return Bind(shapes, dtypes);
+  }
+
   DimValues BindHost(const TensorMap& feeds) const {
     std::map<std::string, std::vector<int64_t>> shapes;
     std::map<std::string, DType> dtypes;
@@ -457,14 +469,7 @@ DeviceTensorMap Session::RunDevice(const DeviceTensorMap& feeds, void* stream) {
 DeviceTensorMap Session::RunDevice(const DeviceTensorMap& feeds, void* stream,
                                    const DeviceTensorMap& into) {
   impl_->RequireCuda("RunDevice");
-  std::map<std::string, std::vector<int64_t>> shapes;
-  std::map<std::string, DType> dtypes;
-  for (const auto& [name, t] : feeds) {
-    if (!t.data) ThrowInputError("input '{}': a null device pointer", name);
-    shapes[name] = t.shape;
-    dtypes[name] = t.dtype;
-  }
-  const DimValues dims = impl_->Bind(shapes, dtypes);
+  const DimValues dims = impl_->BindDevice(feeds);
   // Outputs into the caller's buffers: each an output, of its dtype and of
   // this run's shape, checked before anything runs.
   for (const auto& [name, t] : into) {
@@ -568,14 +573,7 @@ DeviceTensorMap Session::InputBuffers(const std::map<std::string, std::vector<in
 
 bool Session::BindInputs(const DeviceTensorMap& feeds) {
   impl_->RequireCuda("BindInputs");
-  std::map<std::string, std::vector<int64_t>> shapes;
-  std::map<std::string, DType> dtypes;
-  for (const auto& [name, t] : feeds) {
-    if (!t.data) ThrowInputError("input '{}': a null device pointer", name);
-    shapes[name] = t.shape;
-    dtypes[name] = t.dtype;
-  }
-  const DimValues dims = impl_->Bind(shapes, dtypes);
+  const DimValues dims = impl_->BindDevice(feeds);
 #if HFUSE_HAVE_CUDA
   std::map<TensorId, void*> at;
   std::map<std::string, void*> ptrs;
