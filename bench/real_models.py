@@ -4,6 +4,7 @@
     python3 bench/real_models.py OUT_DIR --hfuse BIN [--models rechub:MMOE,...]
                                 [--batches 512,2048] [--profile rechub:MMOE,...]
                                 [--torch-variants eager,eager_graph,...] [--torch-budget S]
+                                [--torch-warm-jobs N]
 
 For each model (the dynamic-batch exports PyTorch 2.11's dynamo exporter
 wrote: tests/onnx/dynamo/ for torch-rechub, tests/onnx/widedeep/dynamo/ for
@@ -51,6 +52,8 @@ def main():
     ap.add_argument("--profile", default="")
     ap.add_argument("--torch-variants", default="eager,eager_graph,compile,compile_graph")
     ap.add_argument("--torch-budget", type=float, default=1e9)
+    ap.add_argument("--torch-warm-jobs", type=int, default=0,
+                    help="torch_peers.py --warm-jobs: compile in this many processes before timing")
     ap.add_argument("--reps", type=int, default=200)
     ap.add_argument("--check-up-to", type=int, default=1 << 30,
                     help="compare with the CPU reference only at batches up to this (the CPU's time)")
@@ -96,7 +99,8 @@ def main():
     if not args.no_torch:
         subprocess.run([sys.executable, os.path.join(here, "torch_peers.py"), peers_json, "--models",
                         ",".join(specs), "--batches", args.batches, "--variants", args.torch_variants,
-                        "--budget", str(args.torch_budget), "--reps", str(args.reps)], check=False)
+                        "--budget", str(args.torch_budget), "--reps", str(args.reps),
+                        "--warm-jobs", str(args.torch_warm_jobs)], check=False)
     peers = {}
     if os.path.exists(peers_json):
         with open(peers_json) as f:

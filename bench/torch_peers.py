@@ -20,8 +20,16 @@ every vocabulary), and timed as PyTorch users run it, under torch.no_grad:
 Method (bench/RESULTS.md): warm-up runs, then the median of `reps`
 CUDA-event-timed runs, in µs; TF32 off (PyTorch's default for float32
 matmuls, and what hfuse's cuBLAS calls compute). Compiling takes tens of
-seconds a model: `--budget` bounds the whole run, and variants not reached
-in it are recorded as "not run (budget)" rather than left out. Run it in the
+seconds a model (max-autotune minutes): `--budget` bounds the whole run, and
+variants not reached in it are recorded as "not run (budget)" rather than
+left out. `--warm-jobs N` compiles first in N processes side by side (the
+models dealt out round-robin, each process compiling and calling every
+compiled variant once, untimed), filling Inductor's on-disk caches (the FX
+graph cache and the autotuning results), so that the timing pass, which
+compiles again in one process, finds each compiled graph there. Autotuning
+in N processes at once shares the GPU while it benchmarks its candidates,
+so a choice may differ from a lone run's; the timed runs themselves are
+taken alone. Run it in the
 same device call as `hfuse bench` (bench/real_models.py does both). The
 libraries come along as wheels or folders on PYTHONPATH (tests/onnx/dynamo/README.md).
 """
@@ -29,6 +37,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -107,6 +116,30 @@ def build(library, name):
     return module, inputs
 
 
+def warm_caches(args, variants):
+    """Compiles every compiled variant in args.warm_jobs processes side by side, untimed."""
+    modes = sorted({v.split("_")[0] for v in variants if v.startswith(("compile", "autotune"))})
+    specs = args.models.split(",")
+    if not modes or args.warm_jobs <= 1:
+        return
+    jobs = min(args.warm_jobs, len(specs))
+    procs = []
+    for j in range(jobs):
+        share = ",".join(specs[j::jobs])
+        cmd = [sys.executable, os.path.abspath(__file__), os.devnull, "--models", share, "--batches", args.batches,
+               "--variants", ",".join(modes), "--warm-only"]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    t0 = time.monotonic()
+    for p in procs:
+        try:
+            out, _ = p.communicate(timeout=max(1.0, args.budget - (time.monotonic() - t0)))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
+        print(f"torch_peers: warm-up process {p.args[4]}: exit {p.returncode}\n" + out[-600:], flush=True)
+    print(f"torch_peers: compile caches warmed in {time.monotonic() - t0:.0f} s by {jobs} processes", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out")
@@ -116,11 +149,16 @@ def main():
     ap.add_argument("--budget", type=float, default=1e9, help="seconds for the whole run")
     ap.add_argument("--reps", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--warm-jobs", type=int, default=0, help="compile first in this many processes (see above)")
+    ap.add_argument("--warm-only", action="store_true", help="compile and call each variant once, time nothing")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    deadline = time.monotonic() + args.budget
     variants = args.variants.split(",")
+    start = time.monotonic()
+    if not args.warm_only:
+        warm_caches(args, variants)
+    deadline = start + args.budget
     results = {"torch": torch.__version__, "device": torch.cuda.get_device_name(), "models": {}}
     for spec in args.models.split(","):
         library, name = spec.split(":")
@@ -140,6 +178,10 @@ def main():
                             compiled[mode] = torch.compile(module, mode=mode, dynamic=False)
                         target = compiled[mode] if v.startswith(("compile", "autotune")) else module
                         fn = lambda: call(target)  # noqa: E731
+                        if args.warm_only:
+                            fn()
+                            torch.cuda.synchronize()
+                            continue
                         if v.endswith("_graph"):
                             fn = graphed(fn)
                         row[v] = median_us(fn, args.reps, args.warmup)

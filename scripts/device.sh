@@ -23,7 +23,7 @@
 #     with its ONNX frontend; without them the build goes on without ONNX;
 #   - torch-rechub and pytorch-widedeep, for the models and PyTorch's
 #     times, are wheels in .whl/ (pip install --no-deps --target).
-# `python` (part of `tests` too) installs the Python module with
+# `python` (part of `tests` too, unless SKIP_PYTHON=1) installs the Python module with
 # `pip install .` (CUDA on, into the same build folder, so the libraries
 # built for hfuse are reused: offline, --no-build-isolation; building the
 # extension needs the -dev packages in $DEB_DIR as well: libonnx-dev
@@ -165,7 +165,7 @@ if want tests; then
   echo "device: GPU tests took $((SECONDS - t0)) s"
 fi
 
-if want python || want tests; then
+if want python || { want tests && [[ -z ${SKIP_PYTHON:-} ]]; }; then
   t0=$SECONDS
   # `pip install .`, CUDA on, offline, into $BUILD (scikit-build-core
   # reconfigures it for the extension; the libraries built above are reused).

@@ -238,6 +238,28 @@ std::pair<const char*, const char*> SpanOf(const cuda::StridedOperand& o, const 
 
 bool Fits32(int64_t v) { return v >= 0 && v < (int64_t{1} << 31); }
 
+// Whether `o` reads, over `shape`, the elements laid out at `ptr` with
+// `strides` one for one (a dim of extent 1 may have any stride).
+bool SameElements(const cuda::StridedOperand& o, const void* ptr, const int64_t* strides, const int64_t* shape,
+                  int rank) {
+  if (o.ptr != ptr) return false;
+  for (int d = 0; d < rank; ++d) {
+    if (shape[d] != 1 && o.strides[d] != strides[d]) return false;
+  }
+  return true;
+}
+
+// The input register of `f` that reads `o` (one per distinct operand),
+// added if `o` is new; -1 when every register is taken.
+int InputRegister(cuda::FusedElementwiseArgs& f, const cuda::StridedOperand& o) {
+  for (int j = 0; j < f.num_inputs; ++j) {
+    if (SameElements(f.in[j], o.ptr, o.strides, f.shape, f.rank)) return j;
+  }
+  if (f.num_inputs == cuda::kMaxFusedInputs) return -1;
+  f.in[f.num_inputs] = o;
+  return f.num_inputs++;
+}
+
 }  // namespace
 
 bool CudaExecutor::Impl::OnlyReadBy(TensorId t, const Op& reader) const {
@@ -275,11 +297,7 @@ bool CudaExecutor::Impl::ChainElementwise(const cuda::OnnxElementwiseArgs& a, Te
     cuda::FusedStep step{a.func, {0, 0, 0}, a.alpha, a.beta};
     for (int k = 0; fits && k < a.num_inputs; ++k) {
       const cuda::StridedOperand& o = a.in[k];
-      bool is_result = o.ptr == f.out;
-      for (int d = 0; is_result && d < a.rank; ++d) {
-        is_result = a.shape[d] == 1 || o.strides[d] == f.out_strides[d];
-      }
-      if (is_result) {
+      if (SameElements(o, f.out, f.out_strides, a.shape, a.rank)) {
         reads = true;
         step.arg[k] = static_cast<int8_t>(cuda::kMaxFusedInputs + f.num_steps - 1);
         continue;
@@ -292,20 +310,8 @@ bool CudaExecutor::Impl::ChainElementwise(const cuda::OnnxElementwiseArgs& a, Te
         fits = false;
         break;
       }
-      int at = -1;
-      for (int j = 0; j < f.num_inputs && at < 0; ++j) {
-        bool same = f.in[j].ptr == o.ptr;
-        for (int d = 0; same && d < a.rank; ++d) same = f.in[j].strides[d] == o.strides[d];
-        if (same) at = j;
-      }
-      if (at < 0) {
-        if (f.num_inputs == cuda::kMaxFusedInputs) {
-          fits = false;
-          break;
-        }
-        at = f.num_inputs++;
-        f.in[at] = o;
-      }
+      const int at = InputRegister(f, o);
+      fits = at >= 0;
       step.arg[k] = static_cast<int8_t>(at);
     }
     // The fused kernel reads every input while it writes the output: the
@@ -313,10 +319,7 @@ bool CudaExecutor::Impl::ChainElementwise(const cuda::OnnxElementwiseArgs& a, Te
     // last reader has run, which inside a chain has not), unless it is that
     // input element for element (a thread reads element e, then writes it).
     for (int j = 0; fits && reads && j < f.num_inputs; ++j) {
-      bool in_place = f.in[j].ptr == a.out;
-      for (int d = 0; in_place && d < a.rank; ++d) {
-        in_place = a.shape[d] == 1 || f.in[j].strides[d] == a.out_strides[d];
-      }
+      const bool in_place = SameElements(f.in[j], a.out, a.out_strides, a.shape, a.rank);
       const auto [lo, hi] = SpanOf(f.in[j], f.shape, f.rank, 4);
       fits = in_place || !(lo < out_span.second && out_span.first < hi);
     }
@@ -349,17 +352,7 @@ bool CudaExecutor::Impl::ChainElementwise(const cuda::OnnxElementwiseArgs& a, Te
   f.out = a.out;
   cuda::FusedStep step{a.func, {0, 0, 0}, a.alpha, a.beta};
   for (int k = 0; k < a.num_inputs; ++k) {
-    int at = -1;
-    for (int j = 0; j < f.num_inputs && at < 0; ++j) {
-      bool same = f.in[j].ptr == a.in[k].ptr;
-      for (int d = 0; same && d < a.rank; ++d) same = f.in[j].strides[d] == a.in[k].strides[d];
-      if (same) at = j;
-    }
-    if (at < 0) {
-      at = f.num_inputs++;
-      f.in[at] = a.in[k];
-    }
-    step.arg[k] = static_cast<int8_t>(at);
+    step.arg[k] = static_cast<int8_t>(InputRegister(f, a.in[k]));  // a.num_inputs <= 3 registers: room
   }
   for (int k = a.num_inputs; k < 3; ++k) step.arg[k] = step.arg[0];
   f.steps[f.num_steps++] = step;
