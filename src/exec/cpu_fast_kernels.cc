@@ -405,6 +405,12 @@ void BinaryWith(F f, const float* a, const std::vector<int64_t>& a_shape, const 
   HFUSE_CHECK((ia == 0 || ia == 1) && (ib == 0 || ib == 1));
   int64_t outer = 1;
   for (size_t d = 0; d + 1 < r; ++d) outer *= size[d];
+  if (outer == 1) {  // one run (same shapes, or a scalar operand): the run split over the pool
+    ParallelFor(inner, int64_t{1} << 15, [&](int64_t i0, int64_t i1) {
+      Run(f, a + i0 * ia, ia, b + i0 * ib, ib, y + i0, i1 - i0);
+    });
+    return;
+  }
   ParallelFor(outer, std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(inner, 1)),
               [&](int64_t o0, int64_t o1) {
                 std::vector<int64_t> index(r - 1, 0);

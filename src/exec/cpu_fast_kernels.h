@@ -73,7 +73,7 @@ void BatchedGemm(const float* a, const std::vector<int64_t>& a_off, int64_t lda,
 // y = f(a, b) with numpy broadcasting of a and b to y's shape (ranks
 // aligned at the right). The dims are first collapsed into the fewest runs;
 // the innermost run is a plain loop (both operands contiguous, or one a
-// scalar over the run).
+// scalar over the run); a single run is itself split over the pool.
 enum class BinOp : uint8_t { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow };
 std::optional<BinOp> BinOpOf(EwFunc func);
 void Binary(BinOp op, const float* a, const std::vector<int64_t>& a_shape, const float* b,
@@ -113,7 +113,8 @@ bool Transpose(const uint8_t* x, uint8_t* y, const std::vector<int64_t>& shape, 
 void SoftmaxRows(const float* x, float* y, int64_t rows, int64_t n, bool log);
 
 // LayerNorm of `rows` rows of n (cpu_kernels.h's LayerNorm, same arithmetic
-// per row, rows split over the pool).
+// per row, rows split over the pool); with sigmoid_mul, x * sigmoid(ln) with
+// the fast sigmoid (VecMath).
 void LayerNorm(const float* x, const float* gamma, const float* beta, float* y, int64_t rows,
                int64_t n, float eps, bool sigmoid_mul, bool parallel = true);
 
