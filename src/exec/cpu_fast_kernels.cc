@@ -10,8 +10,10 @@ extern "C" int openblas_get_num_threads();
 #include <omp.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "cpu_kernels.h"
 #include "hfuse/support/error.h"
@@ -26,9 +28,150 @@ int g_threads = 0;  // 0: not set yet
 // product of 2^17 multiply-adds (about 10 us) does not earn back.
 constexpr int64_t kParallelFlops = int64_t{1} << 18;
 
-float Sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
+// ---- vector math ----------------------------------------------------------
+// exp, sigmoid and erf as plain float arithmetic (no libm call in the loop),
+// so that the compiler vectorises each loop; the loops are cloned for
+// AVX-512, AVX2 and the baseline, picked at load time (target_clones). They
+// are within a few ulp of libm's (the tests bound it), not its bytes: the
+// fast path uses them everywhere it computes these functions (elementwise
+// ops, GEMM epilogues, softmax, LayerNorm's sigmoid), so that a fused and an
+// unfused graph still compute each value alike.
+#define HFUSE_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+// exp as Cephes' expf: x = k ln2 + r with |r| <= ln2 / 2, a degree-7
+// polynomial in r, times 2^k as two powers of two (k/2 and k - k/2, so that
+// neither leaves float's exponent range and results below 2^-126 come out
+// subnormal, as libm's). Inputs past ln(FLT_MAX) give inf, NaN stays NaN.
+inline float ExpPoly(float x) {
+  constexpr float kHi = 88.72283935546875f, kLo = -103.972084045410f;
+  const float c = x > kHi ? kHi : (x < kLo ? kLo : x);  // NaN passes through
+  const float k = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round(c / ln2)
+  float r = c - k * 0.693359375f;
+  r = r - k * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  const auto ki = static_cast<int32_t>(k);
+  const int32_t k1 = ki / 2, k2 = ki - k1;
+  const float y = p * std::bit_cast<float>((k1 + 127) << 23) * std::bit_cast<float>((k2 + 127) << 23);
+  return x > kHi ? std::numeric_limits<float>::infinity() : y;
+}
+
+inline float SigmoidPoly(float v) { return 1.0f / (1.0f + ExpPoly(-v)); }
+
+// erf as a rational function of x on [-4, 4] (Eigen's float erf: odd
+// numerator of degree 13, even denominator of degree 8); +-1 outside.
+inline float ErfPoly(float v) {
+  const float x = v > 4.0f ? 4.0f : (v < -4.0f ? -4.0f : v);
+  const float x2 = x * x;
+  float p = -2.72614225801306e-10f;
+  p = p * x2 + 2.77068142495902e-08f;
+  p = p * x2 + -2.10102402082508e-06f;
+  p = p * x2 + -5.69250639462346e-05f;
+  p = p * x2 + -7.34990630326855e-04f;
+  p = p * x2 + -2.95459980854025e-03f;
+  p = p * x2 + -1.60960333262415e-02f;
+  p = p * x;
+  float q = -1.45660718464996e-05f;
+  q = q * x2 + -2.13374055278905e-04f;
+  q = q * x2 + -1.68282697438203e-03f;
+  q = q * x2 + -7.37332916720468e-03f;
+  q = q * x2 + -1.42647390514189e-02f;
+  return p / q;
+}
+
+inline float GeluPoly(float a) { return 0.5f * a * (1.0f + ErfPoly(a * 0.70710678118654752f)); }
+
+HFUSE_VECTOR_CLONES void MapSpan(VecFunc func, const float* x, float* y, int64_t n) {
+  switch (func) {
+    case VecFunc::kExp:
+      for (int64_t i = 0; i < n; ++i) y[i] = ExpPoly(x[i]);
+      break;
+    case VecFunc::kSigmoid:
+      for (int64_t i = 0; i < n; ++i) y[i] = SigmoidPoly(x[i]);
+      break;
+    case VecFunc::kSilu:
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] * SigmoidPoly(x[i]);
+      break;
+    case VecFunc::kErf:
+      for (int64_t i = 0; i < n; ++i) y[i] = ErfPoly(x[i]);
+      break;
+    case VecFunc::kGelu:
+      for (int64_t i = 0; i < n; ++i) y[i] = GeluPoly(x[i]);
+      break;
+  }
+}
+
+// Softmax of a block of rows: per row its max (in 16 partial maxima, a
+// vector's lanes) and x - max; one exp over the whole block (a flat loop
+// that vectorises whatever the row length); per row the sum of the exps in
+// 16 partial sums, then the division (or, for log-softmax, x - max - log(sum)).
+constexpr int64_t kLanes = 16;
+
+inline float RowMax(const float* in, int64_t n) {
+  float part[kLanes];
+  for (float& p : part) p = -INFINITY;
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    for (int64_t l = 0; l < kLanes; ++l) part[l] = in[j + l] > part[l] ? in[j + l] : part[l];
+  }
+  for (int64_t l = 0; j < n; ++j, ++l) part[l] = in[j] > part[l] ? in[j] : part[l];
+  float high = -INFINITY;
+  for (float p : part) high = p > high ? p : high;
+  return high;
+}
+
+inline float RowSum(const float* in, int64_t n) {
+  float part[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    for (int64_t l = 0; l < kLanes; ++l) part[l] += in[j + l];
+  }
+  for (int64_t l = 0; j < n; ++j, ++l) part[l] += in[j];
+  float sum = 0.0f;
+  for (float p : part) sum += p;
+  return sum;
+}
+
+HFUSE_VECTOR_CLONES void SoftmaxBlock(const float* in, float* out, int64_t rows, int64_t n, bool log,
+                                      float* highs) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float high = RowMax(in + r * n, n);
+    highs[r] = high;
+    const float* x = in + r * n;
+    float* y = out + r * n;
+    for (int64_t j = 0; j < n; ++j) y[j] = x[j] - high;
+  }
+  const int64_t total = rows * n;
+  for (int64_t i = 0; i < total; ++i) out[i] = ExpPoly(out[i]);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* y = out + r * n;
+    const float sum = RowSum(y, n);
+    if (log) {
+      const float log_sum = std::log(sum), high = highs[r];
+      const float* x = in + r * n;
+      for (int64_t j = 0; j < n; ++j) y[j] = x[j] - high - log_sum;
+    } else {
+      for (int64_t j = 0; j < n; ++j) y[j] = y[j] / sum;
+    }
+  }
+}
 
 }  // namespace
+
+void VecMath(VecFunc func, const float* x, float* y, int64_t n) {
+  ParallelFor(n, int64_t{1} << 14, [&](int64_t i0, int64_t i1) { MapSpan(func, x + i0, y + i0, i1 - i0); });
+}
+
+float VecMathOne(VecFunc func, float x) {
+  float y = 0.0f;
+  MapSpan(func, &x, &y, 1);
+  return y;
+}
 
 int SetThreads(int n) {
   if (n <= 0) n = omp_get_max_threads();
@@ -83,9 +226,9 @@ void Epilogue(float* y, int64_t ldy, int64_t m, int64_t n, const float* bias,
       case EwFunc::kRelu:
         for (int64_t j = 0; j < n; ++j) row[j] = std::max(row[j], 0.0f);
         break;
-      case EwFunc::kSigmoid:
-        for (int64_t j = 0; j < n; ++j) row[j] = Sigmoid(row[j]);
-        break;
+      case EwFunc::kSigmoid: MapSpan(VecFunc::kSigmoid, row, row, n); break;
+      case EwFunc::kSilu: MapSpan(VecFunc::kSilu, row, row, n); break;
+      case EwFunc::kGelu: MapSpan(VecFunc::kGelu, row, row, n); break;
       default:
         for (int64_t j = 0; j < n; ++j) row[j] = Apply(*activation, row[j]);
     }
@@ -262,6 +405,12 @@ void BinaryWith(F f, const float* a, const std::vector<int64_t>& a_shape, const 
   HFUSE_CHECK((ia == 0 || ia == 1) && (ib == 0 || ib == 1));
   int64_t outer = 1;
   for (size_t d = 0; d + 1 < r; ++d) outer *= size[d];
+  if (outer == 1) {  // one run (same shapes, or a scalar operand): the run split over the pool
+    ParallelFor(inner, int64_t{1} << 15, [&](int64_t i0, int64_t i1) {
+      Run(f, a + i0 * ia, ia, b + i0 * ib, ib, y + i0, i1 - i0);
+    });
+    return;
+  }
   ParallelFor(outer, std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(inner, 1)),
               [&](int64_t o0, int64_t o1) {
                 std::vector<int64_t> index(r - 1, 0);
@@ -329,47 +478,175 @@ void CopyRows(uint8_t* dst, int64_t dst_stride, const uint8_t* src, int64_t src_
 }
 
 void Unary(EwFunc func, const float* x, float* y, int64_t n) {
-  ParallelFor(n, int64_t{1} << 15, [&](int64_t i0, int64_t i1) {
+  ParallelFor(n, int64_t{1} << 14, [&](int64_t i0, int64_t i1) {
     switch (func) {
       case EwFunc::kRelu:
         for (int64_t i = i0; i < i1; ++i) y[i] = std::max(x[i], 0.0f);
         break;
-      case EwFunc::kSigmoid:
-        for (int64_t i = i0; i < i1; ++i) y[i] = Sigmoid(x[i]);
-        break;
+      case EwFunc::kSigmoid: MapSpan(VecFunc::kSigmoid, x + i0, y + i0, i1 - i0); break;
+      case EwFunc::kSilu: MapSpan(VecFunc::kSilu, x + i0, y + i0, i1 - i0); break;
+      case EwFunc::kGelu: MapSpan(VecFunc::kGelu, x + i0, y + i0, i1 - i0); break;
       default:
         for (int64_t i = i0; i < i1; ++i) y[i] = Apply(func, x[i]);
     }
   });
 }
 
+namespace {
+
+// The transpose of T elements over reduced dims: out dim d has size o[d]
+// and steps through x by is[d] elements; y is contiguous.
+template <typename T>
+void TransposeTyped(const T* x, T* y, const std::vector<int64_t>& o, const std::vector<int64_t>& is) {
+  const size_t r = o.size();
+  std::vector<int64_t> os(r, 1);  // y's strides
+  for (size_t d = r - 1; d-- > 0;) os[d] = os[d + 1] * o[d + 1];
+  if (is[r - 1] == 1) {  // the innermost dim stays innermost: runs of o[r-1]
+    const int64_t run = o[r - 1];
+    int64_t outer = 1;
+    for (size_t d = 0; d + 1 < r; ++d) outer *= o[d];
+    ParallelFor(outer, std::max<int64_t>(1, 4096 / run), [&](int64_t o0, int64_t o1) {
+      std::vector<int64_t> index(r - 1, 0);
+      int64_t rest = o0, src = 0;
+      for (size_t d = r - 1; d-- > 0;) {
+        index[d] = rest % o[d];
+        rest /= o[d];
+        src += index[d] * is[d];
+      }
+      for (int64_t at = o0; at < o1; ++at) {
+        std::memcpy(y + at * run, x + src, static_cast<size_t>(run) * sizeof(T));
+        for (size_t d = r - 1; d-- > 0;) {
+          src += is[d];
+          if (++index[d] < o[d]) break;
+          src -= is[d] * o[d];
+          index[d] = 0;
+        }
+      }
+    });
+    return;
+  }
+  // x's innermost dim is y's dim q: tiles of (q, r - 1), read along q and
+  // written along r - 1, for each index of the other dims.
+  size_t q = 0;
+  while (is[q] != 1) ++q;
+  constexpr int64_t kTile = 16;
+  std::vector<size_t> rest_dims;
+  int64_t outer = 1;
+  for (size_t d = 0; d + 1 < r; ++d) {
+    if (d == q) continue;
+    rest_dims.push_back(d);
+    outer *= o[d];
+  }
+  const int64_t tiles_q = (o[q] + kTile - 1) / kTile, n = o[r - 1], sx = is[r - 1], sy = os[q];
+  ParallelFor(outer * tiles_q, std::max<int64_t>(1, 4096 / (kTile * n)), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      int64_t rest = t / tiles_q, src = 0, dst = 0;
+      for (size_t i = rest_dims.size(); i-- > 0;) {
+        const size_t d = rest_dims[i];
+        const int64_t at = rest % o[d];
+        rest /= o[d];
+        src += at * is[d];
+        dst += at * os[d];
+      }
+      const int64_t i0 = (t % tiles_q) * kTile, i1 = std::min(o[q], i0 + kTile);
+      for (int64_t j0 = 0; j0 < n; j0 += kTile) {
+        const int64_t j1 = std::min(n, j0 + kTile);
+        for (int64_t i = i0; i < i1; ++i) {
+          T* out = y + dst + i * sy;
+          const T* in = x + src + i;
+          for (int64_t j = j0; j < j1; ++j) out[j] = in[j * sx];
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+bool Transpose(const uint8_t* x, uint8_t* y, const std::vector<int64_t>& shape, const std::vector<int64_t>& perm,
+               size_t elem) {
+  if (elem != 1 && elem != 2 && elem != 4 && elem != 8) return false;
+  const size_t rank = shape.size();
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  if (numel == 0) return true;
+  // Dims of 1 dropped, x's dims renumbered.
+  std::vector<int64_t> id(rank, -1), kept_shape;
+  for (size_t d = 0; d < rank; ++d) {
+    if (shape[d] != 1) {
+      id[d] = static_cast<int64_t>(kept_shape.size());
+      kept_shape.push_back(shape[d]);
+    }
+  }
+  // y's dims as runs of neighbouring x dims (in y's order).
+  std::vector<std::pair<int64_t, int64_t>> groups;  // (first x dim, last x dim)
+  for (size_t d = 0; d < rank; ++d) {
+    const int64_t k = id[static_cast<size_t>(perm[d])];
+    if (k < 0) continue;
+    if (!groups.empty() && groups.back().second + 1 == k) {
+      groups.back().second = k;
+    } else {
+      groups.emplace_back(k, k);
+    }
+  }
+  if (groups.size() <= 1) {  // nothing moves: one copy
+    std::memcpy(y, x, static_cast<size_t>(numel) * elem);
+    return true;
+  }
+  // The reduced x: the groups in x's order, each one dim.
+  std::vector<size_t> by_x(groups.size());
+  for (size_t g = 0; g < groups.size(); ++g) by_x[g] = g;
+  std::sort(by_x.begin(), by_x.end(), [&](size_t a, size_t b) { return groups[a].first < groups[b].first; });
+  std::vector<int64_t> x_stride(groups.size());  // by group, in elements
+  int64_t stride = 1;
+  for (size_t i = by_x.size(); i-- > 0;) {
+    const auto& [first, last] = groups[by_x[i]];
+    x_stride[by_x[i]] = stride;
+    for (int64_t k = first; k <= last; ++k) stride *= kept_shape[static_cast<size_t>(k)];
+  }
+  std::vector<int64_t> o, is;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    int64_t size = 1;
+    for (int64_t k = groups[g].first; k <= groups[g].second; ++k) size *= kept_shape[static_cast<size_t>(k)];
+    o.push_back(size);
+    is.push_back(x_stride[g]);
+  }
+  switch (elem) {
+    case 1: TransposeTyped(x, y, o, is); break;
+    case 2: TransposeTyped(reinterpret_cast<const uint16_t*>(x), reinterpret_cast<uint16_t*>(y), o, is); break;
+    case 4: TransposeTyped(reinterpret_cast<const uint32_t*>(x), reinterpret_cast<uint32_t*>(y), o, is); break;
+    default: TransposeTyped(reinterpret_cast<const uint64_t*>(x), reinterpret_cast<uint64_t*>(y), o, is); break;
+  }
+  return true;
+}
+
 void SoftmaxRows(const float* x, float* y, int64_t rows, int64_t n, bool log) {
+  // Blocks of rows of about 4096 values (16 KiB: the block stays in L1
+  // between its three passes).
+  const int64_t block = std::max<int64_t>(1, 4096 / std::max<int64_t>(n, 1));
   ParallelFor(rows, std::max<int64_t>(1, (int64_t{1} << 13) / std::max<int64_t>(n, 1)),
               [&](int64_t r0, int64_t r1) {
-                for (int64_t r = r0; r < r1; ++r) {
-                  const float* in = x + r * n;
-                  float* out = y + r * n;
-                  float high = -INFINITY;
-                  for (int64_t j = 0; j < n; ++j) high = std::max(high, in[j]);
-                  float sum = 0.0f;
-                  for (int64_t j = 0; j < n; ++j) {
-                    out[j] = std::exp(in[j] - high);
-                    sum += out[j];
-                  }
-                  if (log) {
-                    const float log_sum = std::log(sum);  // as the reference: (x - high) - log(sum)
-                    for (int64_t j = 0; j < n; ++j) out[j] = in[j] - high - log_sum;
-                  } else {
-                    for (int64_t j = 0; j < n; ++j) out[j] = out[j] / sum;
-                  }
+                std::vector<float> highs(static_cast<size_t>(std::min(block, r1 - r0)));
+                for (int64_t r = r0; r < r1; r += block) {
+                  const int64_t rows_here = std::min(block, r1 - r);
+                  SoftmaxBlock(x + r * n, y + r * n, rows_here, n, log, highs.data());
                 }
               });
 }
 
 void LayerNorm(const float* x, const float* gamma, const float* beta, float* y, int64_t rows,
                int64_t n, float eps, bool sigmoid_mul, bool parallel) {
+  // The reference's arithmetic per row; with sigmoid_mul, x * sigmoid(ln)
+  // with the fast path's sigmoid (that of a separate Sigmoid and Mul).
   const auto part = [&](int64_t r0, int64_t r1) {
-    cpu::LayerNorm(x + r0 * n, gamma, beta, y + r0 * n, r1 - r0, n, eps, sigmoid_mul);
+    cpu::LayerNorm(x + r0 * n, gamma, beta, y + r0 * n, r1 - r0, n, eps, false);
+    if (!sigmoid_mul) return;
+    for (int64_t r = r0; r < r1; ++r) {
+      float* row = y + r * n;
+      MapSpan(VecFunc::kSigmoid, row, row, n);
+      const float* in = x + r * n;
+      for (int64_t j = 0; j < n; ++j) row[j] = in[j] * row[j];
+    }
   };
   if (!parallel) {
     part(0, rows);

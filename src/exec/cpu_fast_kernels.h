@@ -73,7 +73,7 @@ void BatchedGemm(const float* a, const std::vector<int64_t>& a_off, int64_t lda,
 // y = f(a, b) with numpy broadcasting of a and b to y's shape (ranks
 // aligned at the right). The dims are first collapsed into the fewest runs;
 // the innermost run is a plain loop (both operands contiguous, or one a
-// scalar over the run).
+// scalar over the run); a single run is itself split over the pool.
 enum class BinOp : uint8_t { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow };
 std::optional<BinOp> BinOpOf(EwFunc func);
 void Binary(BinOp op, const float* a, const std::vector<int64_t>& a_shape, const float* b,
@@ -87,11 +87,34 @@ void CopyRows(uint8_t* dst, int64_t dst_stride, const uint8_t* src, int64_t src_
 // y = f(x), n values.
 void Unary(EwFunc func, const float* x, float* y, int64_t n);
 
-// Softmax (or log-softmax) of each of `rows` contiguous rows of n values.
+// The fast path's exp, sigmoid (1 / (1 + exp(-x))), silu (x sigmoid(x)),
+// erf and gelu (0.5 x (1 + erf(x / sqrt 2))): polynomials in float that
+// vectorise, within a few ulp of libm's (exp, sigmoid) and 3e-7 of erf, not
+// its bytes. Every fast kernel that computes one of these uses them (the
+// elementwise ops, GEMM epilogues, Softmax, LayerNorm's sigmoid), so that
+// fused and unfused graphs agree bitwise on the fast path as they do on the
+// reference. y may be x. VecMathOne: one value (the tests).
+enum class VecFunc : uint8_t { kExp, kSigmoid, kSilu, kErf, kGelu };
+void VecMath(VecFunc func, const float* x, float* y, int64_t n);
+float VecMathOne(VecFunc func, float x);
+
+// y = x transposed by perm (y's dim d is x's dim perm[d]), elements of
+// `elem` bytes: dims of 1 dropped and dims that stay neighbours merged,
+// then runs copied whole where the innermost dim stays innermost, else
+// 16 x 16 tiles of the two innermost dims (reads and writes both in runs),
+// split over the pool. The same bytes as the reference (a copy). False,
+// copying nothing, for elements of other than 1, 2, 4 or 8 bytes.
+bool Transpose(const uint8_t* x, uint8_t* y, const std::vector<int64_t>& shape, const std::vector<int64_t>& perm,
+               size_t elem);
+
+// Softmax (or log-softmax) of each of `rows` contiguous rows of n values,
+// one pass per row with the fast exp (its sum in 16 partial sums): within
+// 1e-6 of the reference, not its bytes.
 void SoftmaxRows(const float* x, float* y, int64_t rows, int64_t n, bool log);
 
 // LayerNorm of `rows` rows of n (cpu_kernels.h's LayerNorm, same arithmetic
-// per row, rows split over the pool).
+// per row, rows split over the pool); with sigmoid_mul, x * sigmoid(ln) with
+// the fast sigmoid (VecMath).
 void LayerNorm(const float* x, const float* gamma, const float* beta, float* y, int64_t rows,
                int64_t n, float eps, bool sigmoid_mul, bool parallel = true);
 

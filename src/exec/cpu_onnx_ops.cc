@@ -1332,14 +1332,18 @@ class OnnxOp {
     };
     // The reference's float expressions, one loop each.
     if (type == "Relu") return map([](float f) { return std::max(f, 0.0f); });
-    if (type == "Sigmoid") return map([](float f) { return 1.0f / (1.0f + std::exp(-f)); });
+    const auto vec = [&](fast::VecFunc f) {
+      fast::VecMath(f, in, out, n);
+      return true;
+    };
+    if (type == "Sigmoid") return vec(fast::VecFunc::kSigmoid);
     if (type == "Tanh") return map([](float f) { return std::tanh(f); });
     if (type == "Sqrt") return map([](float f) { return std::sqrt(f); });
-    if (type == "Exp") return map([](float f) { return std::exp(f); });
+    if (type == "Exp") return vec(fast::VecFunc::kExp);
     if (type == "Log") return map([](float f) { return std::log(f); });
     if (type == "Neg") return map([](float f) { return -f; });
     if (type == "Abs") return map([](float f) { return std::fabs(f); });
-    if (type == "Erf") return map([](float f) { return std::erf(f); });
+    if (type == "Erf") return vec(fast::VecFunc::kErf);
     if (type == "Reciprocal") return map([](float f) { return 1.0f / f; });
     if (type == "Softplus") {
       return map([](float f) { return std::log1p(std::exp(-std::fabs(f))) + std::max(f, 0.0f); });
@@ -1351,7 +1355,7 @@ class OnnxOp {
     if (type == "Gelu") {
       auto approximate = node_.strings.find("approximate");
       if (approximate != node_.strings.end() && approximate->second != "none") return false;
-      return map([](float f) { return 0.5f * f * (1.0f + std::erf(f * 0.70710678118654752f)); });
+      return vec(fast::VecFunc::kGelu);
     }
     return false;
   }
@@ -1387,30 +1391,73 @@ class OnnxOp {
     const float* in = P(*x);
     float* out = P(*Output(0));
     const double init = max ? -INFINITY : min ? INFINITY : 0.0;
+    const ReduceKind kind = max ? ReduceKind::kMax : min ? ReduceKind::kMin : l1 ? ReduceKind::kL1
+                          : squares ? ReduceKind::kSquares : ReduceKind::kSum;
+    const bool mean = type == "ReduceMean", root = type == "ReduceL2";
     fast::ParallelFor(outer, std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(len * inner, 1)),
                       [&](int64_t o0, int64_t o1) {
       std::vector<double> acc(static_cast<size_t>(inner));
       for (int64_t o = o0; o < o1; ++o) {
         std::fill(acc.begin(), acc.end(), init);
-        for (int64_t j = 0; j < len; ++j) {
-          const float* row = in + (o * len + j) * inner;
-          for (int64_t i = 0; i < inner; ++i) {
-            double v = row[i];
-            if (l1) v = std::fabs(v);
-            if (squares) v *= v;
-            double& a = acc[static_cast<size_t>(i)];
-            a = max ? std::max(a, v) : min ? std::min(a, v) : a + v;
-          }
+        switch (kind) {  // one loop per kind, without a branch inside, so that each vectorises
+          case ReduceKind::kSum: ReduceBlock<ReduceKind::kSum>(in + o * len * inner, acc.data(), len, inner); break;
+          case ReduceKind::kMax: ReduceBlock<ReduceKind::kMax>(in + o * len * inner, acc.data(), len, inner); break;
+          case ReduceKind::kMin: ReduceBlock<ReduceKind::kMin>(in + o * len * inner, acc.data(), len, inner); break;
+          case ReduceKind::kL1: ReduceBlock<ReduceKind::kL1>(in + o * len * inner, acc.data(), len, inner); break;
+          case ReduceKind::kSquares:
+            ReduceBlock<ReduceKind::kSquares>(in + o * len * inner, acc.data(), len, inner);
+            break;
         }
         for (int64_t i = 0; i < inner; ++i) {
           double v = acc[static_cast<size_t>(i)];
-          if (type == "ReduceMean") v /= static_cast<double>(std::max<int64_t>(len, 1));
-          if (type == "ReduceL2") v = std::sqrt(v);
+          if (mean) v /= static_cast<double>(std::max<int64_t>(len, 1));
+          if (root) v = std::sqrt(v);
           out[o * inner + i] = static_cast<float>(v);
         }
       }
     });
     return true;
+  }
+
+  // acc[i] (op)= f(block[j, i]) for j in order: the reference's element
+  // order, in double, so the same bytes.
+  enum class ReduceKind : uint8_t { kSum, kMax, kMin, kL1, kSquares };
+  template <ReduceKind kKind>
+  static void ReduceBlock(const float* block, double* acc, int64_t len, int64_t inner) {
+    for (int64_t j = 0; j < len; ++j) {
+      const float* row = block + j * inner;
+      for (int64_t i = 0; i < inner; ++i) {
+        double v = row[i];
+        if constexpr (kKind == ReduceKind::kL1) v = std::fabs(v);
+        if constexpr (kKind == ReduceKind::kSquares) v *= v;
+        if constexpr (kKind == ReduceKind::kMax) {
+          acc[i] = std::max(acc[i], v);
+        } else if constexpr (kKind == ReduceKind::kMin) {
+          acc[i] = std::min(acc[i], v);
+        } else {
+          acc[i] += v;
+        }
+      }
+    }
+  }
+
+  // Transpose as blocked copies (fast::Transpose), for the forms the
+  // reference takes.
+  bool FastTranspose() {
+    const HostTensor* x = Input(0);
+    HostTensor* y = Output(0);
+    if (!x || !y || y->dtype != x->dtype) return false;
+    const size_t rank = x->shape.size();
+    std::vector<int64_t> perm = Ints("perm");
+    if (perm.empty()) {
+      for (size_t d = rank; d-- > 0;) perm.push_back(static_cast<int64_t>(d));
+    }
+    if (perm.size() != rank || !IsPermutation(perm, rank) || y->shape.size() != rank) return false;
+    for (size_t d = 0; d < rank; ++d) {
+      if (y->shape[d] != x->shape[static_cast<size_t>(perm[d])]) return false;
+    }
+    if (y->bytes.size() != x->bytes.size()) return false;
+    return fast::Transpose(x->bytes.data(), y->bytes.data(), x->shape, perm, static_cast<size_t>(DTypeBytes(x->dtype)));
   }
 
   // Slice as copies of runs: the last dims taken whole (step 1) are one run.
