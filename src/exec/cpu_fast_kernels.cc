@@ -44,7 +44,10 @@ constexpr int64_t kParallelFlops = int64_t{1} << 18;
 // subnormal, as libm's). Inputs past ln(FLT_MAX) give inf, NaN stays NaN.
 inline float ExpPoly(float x) {
   constexpr float kHi = 88.72283935546875f, kLo = -103.972084045410f;
-  const float c = x > kHi ? kHi : (x < kLo ? kLo : x);  // NaN passes through
+  // Clamped so that k below converts to int32 (NaN too: it takes kHi here and
+  // passes through at the end; converting a NaN is undefined behaviour).
+  float c = x < kHi ? x : kHi;
+  c = c > kLo ? c : kLo;
   const float k = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round(c / ln2)
   float r = c - k * 0.693359375f;
   r = r - k * -2.12194440e-4f;
@@ -58,7 +61,7 @@ inline float ExpPoly(float x) {
   const auto ki = static_cast<int32_t>(k);
   const int32_t k1 = ki / 2, k2 = ki - k1;
   const float y = p * std::bit_cast<float>((k1 + 127) << 23) * std::bit_cast<float>((k2 + 127) << 23);
-  return x > kHi ? std::numeric_limits<float>::infinity() : y;
+  return x > kHi ? std::numeric_limits<float>::infinity() : (x == x ? y : x);
 }
 
 inline float SigmoidPoly(float v) { return 1.0f / (1.0f + ExpPoly(-v)); }
