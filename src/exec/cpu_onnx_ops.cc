@@ -116,6 +116,15 @@ class OnnxOp {
     auto it = node_.floats.find(attr);
     return it == node_.floats.end() || it->second.empty() ? fallback : it->second[0];
   }
+  // Transpose's perm: the attribute, or the dims reversed where it is absent.
+  std::vector<int64_t> TransposePerm(size_t rank) const {
+    std::vector<int64_t> perm = Ints("perm");
+    if (perm.empty()) {
+      for (size_t d = rank; d-- > 0;) perm.push_back(static_cast<int64_t>(d));
+    }
+    return perm;
+  }
+
   std::vector<int64_t> Ints(const std::string& attr) const {
     auto it = node_.ints.find(attr);
     return it == node_.ints.end() ? std::vector<int64_t>() : it->second;
@@ -191,10 +200,7 @@ class OnnxOp {
     const HostTensor& x = X(0);
     HostTensor& y = Y(0);
     const size_t rank = x.shape.size();
-    std::vector<int64_t> perm = Ints("perm");
-    if (perm.empty()) {
-      for (size_t d = rank; d-- > 0;) perm.push_back(static_cast<int64_t>(d));
-    }
+    const std::vector<int64_t> perm = TransposePerm(rank);
     if (perm.size() != rank) Unsupported("perm does not match the input's rank");
     // A permutation of 0..rank-1: each index once, none out of range (an
     // index past the rank would read past the input's strides).
@@ -1448,10 +1454,7 @@ class OnnxOp {
     HostTensor* y = Output(0);
     if (!x || !y || y->dtype != x->dtype) return false;
     const size_t rank = x->shape.size();
-    std::vector<int64_t> perm = Ints("perm");
-    if (perm.empty()) {
-      for (size_t d = rank; d-- > 0;) perm.push_back(static_cast<int64_t>(d));
-    }
+    const std::vector<int64_t> perm = TransposePerm(rank);
     if (perm.size() != rank || !IsPermutation(perm, rank) || y->shape.size() != rank) return false;
     for (size_t d = 0; d < rank; ++d) {
       if (y->shape[d] != x->shape[static_cast<size_t>(perm[d])]) return false;
