@@ -272,6 +272,7 @@ void CudaExecutor::Impl::PlanIrElementwise(const Op& op) {
     a.num_inputs = static_cast<int32_t>(op.inputs.size());
     for (size_t k = 0; k < op.inputs.size(); ++k) a.in[k] = Operand(op.inputs[k], ys);
     a.integer = integer ? 1 : 0;
+    if (AddIntoGather(op, op.inputs, a, op.outputs[0])) return;
     PlanElementwiseTo(a, op.outputs[0], integer ? "integer elementwise kernel" : "elementwise kernel");
     return;
   }

@@ -165,16 +165,33 @@ struct CudaExecutor::Impl {
     const char* end;
     bool Overlaps(const Span& o) const { return begin < o.end && o.begin < end; }
   };
+  //
+  // A waiting gather also takes in what follows it where that costs no
+  // launch of its own: an Add of a row broadcast over its rows (the bias
+  // an exporter adds to each embedding: the gather writes row + bias), and
+  // a Concat of waiting gathers' results along an axis that leaves each
+  // gathered row whole (each gather writes its rows into its slot of the
+  // concatenate's output, which then needs no copy).
   struct PendingGather {
     cuda::GatherArgs args;
     std::string op;
     double bytes;
     std::vector<Span> reads;
     Span write;
+    TensorId y = kNone;       // the tensor it writes; kNone once it writes a concatenate's slot
+    std::string add, into;    // the Add and the Concat it took in, if any
   };
   std::vector<PendingGather> pending_gathers;
   void QueueGather(PendingGather g);
   void FlushGathers();
+  // Whether `span` touches what a waiting gather reads or (other than `except`'s) writes.
+  bool GathersTouch(const Span& span, const std::vector<const PendingGather*>& except) const;
+  // An Add (`a`, of the tensors `operands`, kNone for a constant, writing
+  // y) taken in by the waiting gather that wrote one operand.
+  bool AddIntoGather(const Op& op, const std::vector<TensorId>& operands, const cuda::OnnxElementwiseArgs& a,
+                     TensorId y);
+  // A Concat of `parts` into y along `axis` written by the waiting gathers that make its parts.
+  bool ConcatIntoGathers(const Op& op, const std::vector<TensorId>& parts, TensorId y, size_t axis);
   // A chain of float32 elementwise ops planned and not yet launched
   // (PlanElementwiseTo): while the next op planned is elementwise, reads
   // the chain's result element for element and is its only reader, it
@@ -269,7 +286,8 @@ struct CudaExecutor::Impl {
     PlanBatch({CopyArgs(src, dst, dst_strides, dst_type, shape)}, what);
   }
   // Concatenates `parts` into `whole` along `axis` (or splits `whole` into
-  // them): every part's copy in one launch.
+  // them): every part's copy in one launch; none where the parts are all
+  // waiting gathers' results (ConcatIntoGathers).
   void PlanPartCopies(const std::vector<TensorId>& parts, TensorId whole, size_t axis, bool split,
                       const std::string& what);
 

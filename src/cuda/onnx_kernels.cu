@@ -282,7 +282,15 @@ __device__ __forceinline__ void GatherOp(const GatherArgs& a, int64_t row_words)
       *a.bad = 1;
       continue;
     }
-    static_cast<Word*>(a.y)[e] = static_cast<const Word*>(a.data)[(o * a.len + at) * row_words + w];
+    const Word v = static_cast<const Word*>(a.data)[(o * a.len + at) * row_words + w];
+    Word* y = reinterpret_cast<Word*>(static_cast<char*>(a.y) + row * a.y_row_bytes);
+    if constexpr (sizeof(Word) == sizeof(float)) {
+      if (a.add) {
+        y[w] = __float_as_uint(__uint_as_float(v) + a.add[w]);
+        continue;
+      }
+    }
+    y[w] = v;
   }
 }
 
@@ -477,7 +485,7 @@ void LaunchOnnxElementwiseBatch(const OnnxElementwiseArgs* args, int count, int6
 }
 
 bool GatherWords(const GatherArgs& a) {
-  return a.inner_bytes % 4 == 0 && reinterpret_cast<uintptr_t>(a.data) % 4 == 0 &&
+  return a.inner_bytes % 4 == 0 && a.y_row_bytes % 4 == 0 && reinterpret_cast<uintptr_t>(a.data) % 4 == 0 &&
          reinterpret_cast<uintptr_t>(a.y) % 4 == 0;
 }
 

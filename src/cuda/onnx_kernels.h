@@ -79,7 +79,11 @@ void LaunchOnnxElementwiseBatch(const OnnxElementwiseArgs* args, int count, int6
 // Gather along an axis, data (contiguous) seen as [outer, len, inner bytes]:
 // y[o, i, :] = data[o, index[i], :] for the `count` indices, read through
 // `index` over `index_shape` (any int or float type, cast on load). An
-// index outside [-len, len) writes nothing and sets *bad.
+// index outside [-len, len) writes nothing and sets *bad. Output row r
+// (r = o * count + i) starts y_row_bytes after row r - 1 (inner_bytes for
+// a tensor of its own; more for a slot of a concatenate's output). With
+// `add` set (float32 rows, moved as words), y[r, :] = row + add[:]: the
+// bias row an exporter adds to each embedding.
 struct GatherArgs {
   const void* data;
   StridedOperand index;
@@ -88,6 +92,8 @@ struct GatherArgs {
   void* y;
   int64_t outer, len, count, inner_bytes;
   int* bad;
+  int64_t y_row_bytes;
+  const float* add;
 };
 void LaunchOnnxGather(const GatherArgs& args, cudaStream_t stream);
 // Whether the gather moves 4-byte words (rows and pointers aligned), not bytes.

@@ -384,6 +384,7 @@ void CudaExecutor::Impl::FlushChain() {
 
 void CudaExecutor::Impl::PlanPartCopies(const std::vector<TensorId>& parts, TensorId whole, size_t axis,
                                         bool split, const std::string& what) {
+  if (!split && current_op && ConcatIntoGathers(*current_op, parts, whole, axis)) return;
   const std::vector<int64_t>& ws = views.shape[static_cast<size_t>(whole)];
   const cuda::Layout& wl = views.layout[static_cast<size_t>(whole)];
   const DType dtype = g.tensor(whole).dtype;
@@ -695,6 +696,7 @@ bool CudaExecutor::Impl::PlanOnnxElementwise(const Op& op, std::string& why) {
       a.beta = std::min(a.beta, 9.2e18f);
     }
   }
+  if (AddIntoGather(op, {NodeInput(op, 0), NodeInput(op, 1)}, a, y)) return true;
   PlanElementwiseTo(a, y, fmt::format("{} kernel", type));
   return true;
 }
@@ -751,8 +753,9 @@ bool CudaExecutor::Impl::PlanOnnxGather(const Op& op, std::string& why) {
   a.outer = v->outer;
   a.len = v->len;
   a.inner_bytes = v->inner * esize;
+  a.y_row_bytes = a.inner_bytes;
   a.bad = NextIndexFlag(op, "ONNX Gather");
-  PendingGather p{a, current, current_bytes, {}, {}};
+  PendingGather p{a, current, current_bytes, {}, {}, y, {}, {}};
   const char* table = static_cast<const char*>(a.data);
   p.reads.push_back({table, table + Bytes(data)});
   if (index != kNone) {
@@ -769,7 +772,8 @@ void CudaExecutor::Impl::QueueGather(PendingGather p) {
   FlushChain();
   if (!options.gather_batches) FlushGathers();
   for (const PendingGather& q : pending_gathers) {
-    bool clash = p.write.Overlaps(q.write);
+    // (a row + bias is added as float words: a batch with one moves words only)
+    bool clash = p.write.Overlaps(q.write) || (!q.add.empty() && !cuda::GatherWords(p.args));
     for (const Span& r : q.reads) clash = clash || p.write.Overlaps(r);
     for (const Span& r : p.reads) clash = clash || r.Overlaps(q.write);
     if (clash) {
@@ -784,9 +788,20 @@ void CudaExecutor::Impl::FlushGathers() {
   if (pending_gathers.empty()) return;
   std::vector<PendingGather> batch = std::move(pending_gathers);
   pending_gathers.clear();
+  // What the batch took in, for its label: "+ 26 adds, into node_cat".
+  int adds = 0;
+  std::vector<std::string> into;
+  for (const PendingGather& p : batch) {
+    adds += p.add.empty() ? 0 : 1;
+    if (!p.into.empty() && std::find(into.begin(), into.end(), p.into) == into.end()) into.push_back(p.into);
+  }
+  std::string also = adds == 0 ? "" : adds == 1 ? fmt::format(" + {}", batch[0].add.empty() ? "add" : batch[0].add)
+                                                : fmt::format(" + {} adds", adds);
+  if (!into.empty()) also += fmt::format(", into {}", fmt::join(into, ", "));
   if (batch.size() == 1) {
     const cuda::GatherArgs a = batch[0].args;
-    AddLaunch(fmt::format("{} (gather kernel)", batch[0].op), batch[0].bytes, [a](cudaStream_t s) {
+    HFUSE_CHECK(a.add == nullptr || cuda::GatherWords(a));
+    AddLaunch(fmt::format("{} (gather kernel{})", batch[0].op, also), batch[0].bytes, [a](cudaStream_t s) {
       cuda::LaunchOnnxGather(a, s);
       HFUSE_LAUNCHED();
     });
@@ -802,14 +817,141 @@ void CudaExecutor::Impl::FlushGathers() {
     words = words && cuda::GatherWords(p.args);
     bytes += p.bytes;
   }
+  HFUSE_CHECK(words || adds == 0);  // the planner keeps adds out of byte-moving batches
   const cuda::GatherArgs* device_args = Device(args);
   const int count = static_cast<int>(args.size());
-  AddLaunch(fmt::format("{} (gather kernel, {} tables: {} to {})", batch.front().op, count, batch.front().op,
-                        batch.back().op),
+  AddLaunch(fmt::format("{} (gather kernel, {} tables: {} to {}{})", batch.front().op, count, batch.front().op,
+                        batch.back().op, also),
             bytes, [=](cudaStream_t s) {
               cuda::LaunchOnnxGatherBatch(device_args, count, max_bytes, words, s);
               HFUSE_LAUNCHED();
             });
+}
+
+bool CudaExecutor::Impl::GathersTouch(const Span& span, const std::vector<const PendingGather*>& except) const {
+  for (const PendingGather& q : pending_gathers) {
+    for (const Span& r : q.reads) {
+      if (span.Overlaps(r)) return true;
+    }
+    if (std::find(except.begin(), except.end(), &q) == except.end() && span.Overlaps(q.write)) return true;
+  }
+  return false;
+}
+
+bool CudaExecutor::Impl::AddIntoGather(const Op& op, const std::vector<TensorId>& operands,
+                                       const cuda::OnnxElementwiseArgs& a, TensorId y) {
+  if (!options.gather_batches || pending_gathers.empty() || a.func != cuda::kAdd || a.num_inputs != 2 ||
+      operands.size() != 2 ||
+      a.integer || g.tensor(y).dtype != DType::kFloat32 || views.layout[static_cast<size_t>(y)].root != y) {
+    return false;
+  }
+  for (const PendingGather& q : pending_gathers) {
+    if (!cuda::GatherWords(q.args)) return false;  // the add is done on float words
+  }
+  const std::vector<int64_t>& ys = views.shape[static_cast<size_t>(y)];
+  const int rank = static_cast<int>(ys.size());
+  for (size_t k = 0; k < 2; ++k) {
+    // Operand k: a waiting gather's result, element for element; only this Add reads it.
+    const TensorId t = operands[k];
+    if (t == kNone) continue;
+    const cuda::Layout& l = views.layout[static_cast<size_t>(t)];
+    auto p = std::find_if(pending_gathers.begin(), pending_gathers.end(),
+                          [&](const PendingGather& q) { return q.y != kNone && q.y == l.root; });
+    if (p == pending_gathers.end() || !p->add.empty() || views.shape[static_cast<size_t>(t)] != ys ||
+        l.offset != 0 || l.root_dtype != DType::kFloat32 || !cuda::IsRowMajor(l, ys) ||
+        Product(ys, 0, ys.size()) * 4 != p->args.outer * p->args.count * p->args.inner_bytes ||
+        !OnlyReadBy(l.root, op)) {
+      continue;
+    }
+    // The other operand: one row of the gathered width, the same for every row.
+    const cuda::StridedOperand& b = a.in[1 - k];
+    const int64_t width = p->args.inner_bytes / 4;
+    if (b.type != kF32 || b.as != kF32) continue;
+    int64_t run = 1;
+    int d = rank - 1;
+    bool row = true;
+    for (; d >= 0 && run < width; --d) {
+      row = row && (ys[static_cast<size_t>(d)] == 1 || b.strides[d] == run);
+      run *= ys[static_cast<size_t>(d)];
+    }
+    for (; d >= 0; --d) row = row && (ys[static_cast<size_t>(d)] == 1 || b.strides[d] == 0);
+    if (!row || run != width) continue;
+    char* out = PlaceOf(y).base;
+    const Span write{out, out + Bytes(y)};
+    const char* bias = static_cast<const char*>(b.ptr);
+    const Span read{bias, bias + width * 4};
+    // Its new output may lie on nothing a waiting gather reads or writes (the
+    // memory plan may have given it the buffer of ids read before).
+    if (GathersTouch(write, {&*p}) || read.Overlaps(write)) return false;
+    for (const PendingGather& q : pending_gathers) {
+      if (read.Overlaps(q.write)) return false;  // p's too: its result is never written now
+    }
+    p->args.y = out;
+    p->args.add = static_cast<const float*>(b.ptr);
+    p->write = write;
+    p->reads.push_back(read);
+    p->y = y;
+    p->add = current;
+    p->bytes += current_bytes;
+    return true;
+  }
+  return false;
+}
+
+bool CudaExecutor::Impl::ConcatIntoGathers(const Op& op, const std::vector<TensorId>& parts, TensorId y,
+                                           size_t axis) {
+  if (!options.gather_batches || pending_gathers.empty() || views.layout[static_cast<size_t>(y)].root != y) {
+    return false;
+  }
+  const std::vector<int64_t>& ys = views.shape[static_cast<size_t>(y)];
+  const DType dtype = g.tensor(y).dtype;
+  const int64_t esize = DTypeBytes(dtype);
+  // Each part a waiting gather's whole result whose rows are the part's
+  // blocks along `axis`: row r goes to row r of the output, at the part's column.
+  std::vector<PendingGather*> members;
+  std::vector<int64_t> at;
+  int64_t column = 0;
+  for (TensorId part : parts) {
+    const cuda::Layout& l = views.layout[static_cast<size_t>(part)];
+    const std::vector<int64_t>& ps = views.shape[static_cast<size_t>(part)];
+    auto p = std::find_if(pending_gathers.begin(), pending_gathers.end(),
+                          [&](const PendingGather& q) { return q.y != kNone && q.y == l.root; });
+    if (p == pending_gathers.end() || std::find(members.begin(), members.end(), &*p) != members.end() ||
+        ps.size() != ys.size() || l.offset != 0 || l.root_dtype != dtype || !cuda::IsRowMajor(l, ps) ||
+        Product(ps, axis, ps.size()) * esize != p->args.inner_bytes ||
+        Product(ps, 0, ps.size()) * esize != p->args.outer * p->args.count * p->args.inner_bytes ||
+        !OnlyReadBy(l.root, op)) {
+      return false;
+    }
+    members.push_back(&*p);
+    at.push_back(column);
+    column += ps[axis];
+  }
+  if (column != ys[axis]) return false;
+  char* out = PlaceOf(y).base;
+  const Span write{out, out + Bytes(y)};
+  if (GathersTouch(write, {members.begin(), members.end()})) return false;
+  const int64_t row_bytes = Product(ys, axis, ys.size()) * esize;
+  const int64_t slot_bytes = Product(ys, axis + 1, ys.size()) * esize;
+  // A slot off the 4-byte grid makes its gather move bytes, and with it
+  // the batch, which an add (done on float words) cannot join.
+  const bool adds = std::any_of(pending_gathers.begin(), pending_gathers.end(),
+                                [](const PendingGather& q) { return !q.add.empty(); });
+  for (size_t i = 0; i < members.size(); ++i) {
+    cuda::GatherArgs a = members[i]->args;
+    a.y = out + at[i] * slot_bytes;
+    a.y_row_bytes = row_bytes;
+    if (adds && !cuda::GatherWords(a)) return false;
+  }
+  for (size_t i = 0; i < members.size(); ++i) {
+    members[i]->args.y = out + at[i] * slot_bytes;
+    members[i]->args.y_row_bytes = row_bytes;
+    members[i]->write = write;
+    members[i]->y = kNone;
+    members[i]->into = current;
+  }
+  members[0]->bytes += current_bytes;
+  return true;
 }
 
 bool CudaExecutor::Impl::PlanOnnxGatherElements(const Op& op, std::string& why) {

