@@ -1403,7 +1403,31 @@ class OnnxOp {
     fast::ParallelFor(outer, std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(len * inner, 1)),
                       [&](int64_t o0, int64_t o1) {
       std::vector<double> acc(static_cast<size_t>(inner));
-      for (int64_t o = o0; o < o1; ++o) {
+      int64_t o = o0;
+      if (inner == 1) {
+        // Rows reduced whole (the last axis): kRowLanes rows at once, each
+        // summed in its own order, so that their chains of dependent adds
+        // overlap instead of following one another.
+        for (; o + kRowLanes <= o1; o += kRowLanes) {
+          double lanes[kRowLanes];
+          std::fill(lanes, lanes + kRowLanes, init);
+          const float* rows = in + o * len;
+          switch (kind) {
+            case ReduceKind::kSum: ReduceRows<ReduceKind::kSum>(rows, lanes, len); break;
+            case ReduceKind::kMax: ReduceRows<ReduceKind::kMax>(rows, lanes, len); break;
+            case ReduceKind::kMin: ReduceRows<ReduceKind::kMin>(rows, lanes, len); break;
+            case ReduceKind::kL1: ReduceRows<ReduceKind::kL1>(rows, lanes, len); break;
+            case ReduceKind::kSquares: ReduceRows<ReduceKind::kSquares>(rows, lanes, len); break;
+          }
+          for (int k = 0; k < kRowLanes; ++k) {
+            double v = lanes[k];
+            if (mean) v /= static_cast<double>(std::max<int64_t>(len, 1));
+            if (root) v = std::sqrt(v);
+            out[o + k] = static_cast<float>(v);
+          }
+        }
+      }
+      for (; o < o1; ++o) {
         std::fill(acc.begin(), acc.end(), init);
         switch (kind) {  // one loop per kind, without a branch inside, so that each vectorises
           case ReduceKind::kSum: ReduceBlock<ReduceKind::kSum>(in + o * len * inner, acc.data(), len, inner); break;
@@ -1429,21 +1453,28 @@ class OnnxOp {
   // order, in double, so the same bytes.
   enum class ReduceKind : uint8_t { kSum, kMax, kMin, kL1, kSquares };
   template <ReduceKind kKind>
+  static double ReduceStep(double acc, float x) {
+    double v = x;
+    if constexpr (kKind == ReduceKind::kL1) v = std::fabs(v);
+    if constexpr (kKind == ReduceKind::kSquares) v *= v;
+    if constexpr (kKind == ReduceKind::kMax) return std::max(acc, v);
+    if constexpr (kKind == ReduceKind::kMin) return std::min(acc, v);
+    return acc + v;
+  }
+  // lanes[k] (op)= f(rows[k, j]) for j in order, k < kRowLanes: rows of
+  // `len` side by side, each in the reference's order.
+  static constexpr int kRowLanes = 8;
+  template <ReduceKind kKind>
+  static void ReduceRows(const float* rows, double* lanes, int64_t len) {
+    for (int64_t j = 0; j < len; ++j) {
+      for (int k = 0; k < kRowLanes; ++k) lanes[k] = ReduceStep<kKind>(lanes[k], rows[k * len + j]);
+    }
+  }
+  template <ReduceKind kKind>
   static void ReduceBlock(const float* block, double* acc, int64_t len, int64_t inner) {
     for (int64_t j = 0; j < len; ++j) {
       const float* row = block + j * inner;
-      for (int64_t i = 0; i < inner; ++i) {
-        double v = row[i];
-        if constexpr (kKind == ReduceKind::kL1) v = std::fabs(v);
-        if constexpr (kKind == ReduceKind::kSquares) v *= v;
-        if constexpr (kKind == ReduceKind::kMax) {
-          acc[i] = std::max(acc[i], v);
-        } else if constexpr (kKind == ReduceKind::kMin) {
-          acc[i] = std::min(acc[i], v);
-        } else {
-          acc[i] += v;
-        }
-      }
+      for (int64_t i = 0; i < inner; ++i) acc[i] = ReduceStep<kKind>(acc[i], row[i]);
     }
   }
 

@@ -463,6 +463,15 @@ TEST_P(Threads, SoftmaxReduceLayerNormBatchNorm) {
       OnnxCase c{n, {RandomTensor({5, 7, 9, 3}, seed++)}, {{DType::kFloat32, y}}};
       ExpectFastMatches(c, 0, fmt::format("{} axes [{}]", op, fmt::join(axes, ",")));
     }
+    // Long rows reduced whole (DIN's [batch * 20, 64] sums): eight rows at
+    // a time, then the 5 left over, each still in the reference's order.
+    OnnxNode rows = Node(op, 13);
+    rows.ints["axes"] = {-1};
+    rows.ints["keepdims"] = {0};
+    HostTensor x = RandomTensor({29, 70}, seed++);
+    x.Set(3 * 70 + 11, NAN);  // a NaN in one row of the first eight
+    OnnxCase c{rows, {x}, {{DType::kFloat32, {29}}}};
+    ExpectFastMatches(c, 0, fmt::format("{} rows of 70", op));
   }
   OnnxNode ln = Node("LayerNormalization");
   ln.ints["axis"] = {-1};
