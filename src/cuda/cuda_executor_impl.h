@@ -184,6 +184,8 @@ struct CudaExecutor::Impl {
   std::vector<PendingGather> pending_gathers;
   void QueueGather(PendingGather g);
   void FlushGathers();
+  // The waiting gather that writes tensor t (its own result, or an Add's it took in), if any.
+  PendingGather* WaitingGatherOf(TensorId t);
   // Whether `span` touches what a waiting gather reads or (other than `except`'s) writes.
   bool GathersTouch(const Span& span, const std::vector<const PendingGather*>& except) const;
   // An Add (`a`, of the tensors `operands`, kNone for a constant, writing

@@ -790,13 +790,16 @@ void CudaExecutor::Impl::FlushGathers() {
   pending_gathers.clear();
   // What the batch took in, for its label: "+ 26 adds, into node_cat".
   int adds = 0;
+  std::string an_add;
   std::vector<std::string> into;
   for (const PendingGather& p : batch) {
-    adds += p.add.empty() ? 0 : 1;
+    if (!p.add.empty()) {
+      ++adds;
+      an_add = p.add;
+    }
     if (!p.into.empty() && std::find(into.begin(), into.end(), p.into) == into.end()) into.push_back(p.into);
   }
-  std::string also = adds == 0 ? "" : adds == 1 ? fmt::format(" + {}", batch[0].add.empty() ? "add" : batch[0].add)
-                                                : fmt::format(" + {} adds", adds);
+  std::string also = adds == 0 ? "" : adds == 1 ? fmt::format(" + {}", an_add) : fmt::format(" + {} adds", adds);
   if (!into.empty()) also += fmt::format(", into {}", fmt::join(into, ", "));
   if (batch.size() == 1) {
     const cuda::GatherArgs a = batch[0].args;
@@ -828,6 +831,13 @@ void CudaExecutor::Impl::FlushGathers() {
             });
 }
 
+CudaExecutor::Impl::PendingGather* CudaExecutor::Impl::WaitingGatherOf(TensorId t) {
+  for (PendingGather& q : pending_gathers) {
+    if (q.y != kNone && q.y == t) return &q;
+  }
+  return nullptr;
+}
+
 bool CudaExecutor::Impl::GathersTouch(const Span& span, const std::vector<const PendingGather*>& except) const {
   for (const PendingGather& q : pending_gathers) {
     for (const Span& r : q.reads) {
@@ -855,9 +865,8 @@ bool CudaExecutor::Impl::AddIntoGather(const Op& op, const std::vector<TensorId>
     const TensorId t = operands[k];
     if (t == kNone) continue;
     const cuda::Layout& l = views.layout[static_cast<size_t>(t)];
-    auto p = std::find_if(pending_gathers.begin(), pending_gathers.end(),
-                          [&](const PendingGather& q) { return q.y != kNone && q.y == l.root; });
-    if (p == pending_gathers.end() || !p->add.empty() || views.shape[static_cast<size_t>(t)] != ys ||
+    PendingGather* p = WaitingGatherOf(l.root);
+    if (!p || !p->add.empty() || views.shape[static_cast<size_t>(t)] != ys ||
         l.offset != 0 || l.root_dtype != DType::kFloat32 || !cuda::IsRowMajor(l, ys) ||
         Product(ys, 0, ys.size()) * 4 != p->args.outer * p->args.count * p->args.inner_bytes ||
         !OnlyReadBy(l.root, op)) {
@@ -882,7 +891,7 @@ bool CudaExecutor::Impl::AddIntoGather(const Op& op, const std::vector<TensorId>
     const Span read{bias, bias + width * 4};
     // Its new output may lie on nothing a waiting gather reads or writes (the
     // memory plan may have given it the buffer of ids read before).
-    if (GathersTouch(write, {&*p}) || read.Overlaps(write)) return false;
+    if (GathersTouch(write, {p}) || read.Overlaps(write)) return false;
     for (const PendingGather& q : pending_gathers) {
       if (read.Overlaps(q.write)) return false;  // p's too: its result is never written now
     }
@@ -900,7 +909,8 @@ bool CudaExecutor::Impl::AddIntoGather(const Op& op, const std::vector<TensorId>
 
 bool CudaExecutor::Impl::ConcatIntoGathers(const Op& op, const std::vector<TensorId>& parts, TensorId y,
                                            size_t axis) {
-  if (!options.gather_batches || pending_gathers.empty() || views.layout[static_cast<size_t>(y)].root != y) {
+  if (!options.gather_batches || pending_gathers.empty() || parts.empty() ||
+      views.layout[static_cast<size_t>(y)].root != y) {
     return false;
   }
   const std::vector<int64_t>& ys = views.shape[static_cast<size_t>(y)];
@@ -914,16 +924,15 @@ bool CudaExecutor::Impl::ConcatIntoGathers(const Op& op, const std::vector<Tenso
   for (TensorId part : parts) {
     const cuda::Layout& l = views.layout[static_cast<size_t>(part)];
     const std::vector<int64_t>& ps = views.shape[static_cast<size_t>(part)];
-    auto p = std::find_if(pending_gathers.begin(), pending_gathers.end(),
-                          [&](const PendingGather& q) { return q.y != kNone && q.y == l.root; });
-    if (p == pending_gathers.end() || std::find(members.begin(), members.end(), &*p) != members.end() ||
+    PendingGather* p = WaitingGatherOf(l.root);
+    if (!p || std::find(members.begin(), members.end(), p) != members.end() ||
         ps.size() != ys.size() || l.offset != 0 || l.root_dtype != dtype || !cuda::IsRowMajor(l, ps) ||
         Product(ps, axis, ps.size()) * esize != p->args.inner_bytes ||
         Product(ps, 0, ps.size()) * esize != p->args.outer * p->args.count * p->args.inner_bytes ||
         !OnlyReadBy(l.root, op)) {
       return false;
     }
-    members.push_back(&*p);
+    members.push_back(p);
     at.push_back(column);
     column += ps[axis];
   }
@@ -937,15 +946,16 @@ bool CudaExecutor::Impl::ConcatIntoGathers(const Op& op, const std::vector<Tenso
   // the batch, which an add (done on float words) cannot join.
   const bool adds = std::any_of(pending_gathers.begin(), pending_gathers.end(),
                                 [](const PendingGather& q) { return !q.add.empty(); });
+  std::vector<cuda::GatherArgs> placed;
   for (size_t i = 0; i < members.size(); ++i) {
     cuda::GatherArgs a = members[i]->args;
     a.y = out + at[i] * slot_bytes;
     a.y_row_bytes = row_bytes;
     if (adds && !cuda::GatherWords(a)) return false;
+    placed.push_back(a);
   }
   for (size_t i = 0; i < members.size(); ++i) {
-    members[i]->args.y = out + at[i] * slot_bytes;
-    members[i]->args.y_row_bytes = row_bytes;
+    members[i]->args = placed[i];
     members[i]->write = write;
     members[i]->y = kNone;
     members[i]->into = current;
