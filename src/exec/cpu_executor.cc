@@ -132,6 +132,7 @@ class CpuRun {
 
   TensorMap Run(const TensorMap& feeds) {
     CheckTensorSizes(g_, dims_);
+    if (options_.pool) options_.pool->BeginRun();
     if (!options_.reference) cpu::fast::SetThreads(options_.threads);
     // The fast kernels' pool splits products, not OpenBLAS; the reference
     // kernels keep OpenBLAS's own threads.
@@ -189,7 +190,7 @@ class CpuRun {
       if (move) handed_over += Bytes(v);
       out[g_.tensor(id).name] = move ? std::move(v) : *value_[i];
     }
-    if (options_.pool) options_.pool->Trim(static_cast<size_t>(std::max<int64_t>(0, peak_ - handed_over)));
+    if (options_.pool) options_.pool->Trim(static_cast<size_t>(std::max<int64_t>(0, footprint_ - handed_over)));
     return out;
   }
 
@@ -221,10 +222,12 @@ class CpuRun {
       t.bytes = Allocate(n, Named(id), [&] { return options_.pool->Take(static_cast<size_t>(n)); });
     } else {
       t = HostTensor(g_.tensor(id).dtype, ConcreteShape(g_.tensor(id).shape, dims_), Named(id));
+      if (options_.pool && options_.pool->poison()) std::fill(t.bytes.begin(), t.bytes.end(), uint8_t{0xFF});
     }
     value_[i] = &t;
     live_ += Bytes(t);
     peak_ = std::max(peak_, live_);
+    if (options_.pool) footprint_ = std::max(footprint_, live_ + static_cast<int64_t>(options_.pool->bytes()));
     return t;
   }
   void Release(TensorId id) {
@@ -677,6 +680,7 @@ class CpuRun {
   MemoryPlan plan_;
   size_t step_ = 0;
   int64_t live_ = 0, peak_ = 0;            // bytes of owned_, now and at most
+  int64_t footprint_ = 0;                  // live_ and the pool's buffers together, at most
   std::string group_path_;
 };
 
@@ -686,15 +690,30 @@ std::vector<uint8_t> CpuBufferPool::Take(size_t n) {
   // A buffer of at least n bytes and at most twice that; small ones are
   // malloc's business.
   auto it = n >= 4096 ? free_.lower_bound(n) : free_.end();
-  if (it == free_.end() || it->first > 2 * n) return std::vector<uint8_t>(n);
-  std::vector<uint8_t> b = std::move(it->second);
-  bytes_ -= it->first;
-  free_.erase(it);
-  b.assign(n, 0);
+  std::vector<uint8_t> b;
+  if (it == free_.end() || it->first > 2 * n) {
+    b.resize(n);
+  } else {
+    b = std::move(it->second.buffer);
+    bytes_ -= it->first;
+    free_.erase(it);
+    // Not zeroed (a memset of every buffer was a tenth of a run): resize
+    // zeroes only what lies past the buffer's last size.
+    b.resize(n);
+  }
+  if (poison_) std::fill(b.begin(), b.end(), uint8_t{0xFF});
   return b;
 }
 
 void CpuBufferPool::Trim(size_t bytes) {
+  for (auto it = free_.begin(); it != free_.end();) {
+    if (it->second.run == run_) {
+      ++it;
+      continue;
+    }
+    bytes_ -= it->first;
+    it = free_.erase(it);
+  }
   while (bytes_ > bytes && !free_.empty()) {
     auto last = std::prev(free_.end());
     bytes_ -= last->first;
@@ -703,9 +722,10 @@ void CpuBufferPool::Trim(size_t bytes) {
 }
 
 void CpuBufferPool::Give(std::vector<uint8_t>&& buffer) {
-  if (buffer.capacity() < 4096) return;
-  bytes_ += buffer.capacity();
-  free_.emplace(buffer.capacity(), std::move(buffer));
+  const size_t capacity = buffer.capacity();
+  if (capacity < 4096) return;
+  bytes_ += capacity;
+  free_.emplace(capacity, Free{std::move(buffer), run_});
 }
 
 HostTensor ParamValue(const Tensor& t, const DimValues& dims) {

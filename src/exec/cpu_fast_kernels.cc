@@ -109,57 +109,107 @@ HFUSE_VECTOR_CLONES void MapSpan(VecFunc func, const float* x, float* y, int64_t
   }
 }
 
-// Softmax of a block of rows: per row its max (in 16 partial maxima, a
-// vector's lanes) and x - max; one exp over the whole block (a flat loop
-// that vectorises whatever the row length); per row the sum of the exps in
-// 16 partial sums, then the division (or, for log-softmax, x - max - log(sum)).
+// Softmax of a block of rows, a row at a time in 16-float vectors (GCC's
+// vector types, kept in registers; one zmm register in the AVX-512 clone):
+// its max, y = x - max, then one exp over the whole block (a flat loop that
+// vectorises whatever the row length), then per row the sum of the exps and
+// times 1 / sum (or, for log-softmax, x - max - log(sum)). A row of n >= 16
+// ends with the vector of its last 16 values, overlapping the one before:
+// harmless for the max and for y = f(x) (the same values written again),
+// masked for the sum. The lanes fold in halves, a tree of
+// depth 4 (a chain of 16 dependent steps cost more than a row of 39).
 constexpr int64_t kLanes = 16;
+// Passing 64-byte vectors by value changes the ABI without AVX-512 (GCC's
+// -Wpsabi, reported at the end of the file, so off from here on): these
+// helpers are inline in this file and never cross an ABI boundary.
+#pragma GCC diagnostic ignored "-Wpsabi"
+using Lanes = float __attribute__((vector_size(kLanes * sizeof(float))));
+using LaneInts = int32_t __attribute__((vector_size(kLanes * sizeof(int32_t))));
+constexpr LaneInts kLaneIndex = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+constexpr float kExpNormalLow = -87.33654475f;  // ln(FLT_MIN)
+
+inline Lanes LoadLanes(const float* p) {
+  Lanes v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void StoreLanes(float* p, Lanes v) { std::memcpy(p, &v, sizeof v); }
+inline Lanes MaxLanes(Lanes a, Lanes b) { return a > b ? a : b; }
+
+template <typename F>
+inline float FoldLanes(Lanes v, F f) {
+  v = f(v, __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7));
+  v = f(v, __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11));
+  v = f(v, __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13));
+  v = f(v, __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14));
+  return v[0];
+}
+
+// The lanes of the last vector of a row of n (from n - 16) not yet covered
+// by the whole vectors before it.
+inline LaneInts TailLanes(int64_t n) {
+  return kLaneIndex >= static_cast<int32_t>(kLanes - n % kLanes);
+}
 
 inline float RowMax(const float* in, int64_t n) {
-  float part[kLanes];
-  for (float& p : part) p = -INFINITY;
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes) {
-    for (int64_t l = 0; l < kLanes; ++l) part[l] = in[j + l] > part[l] ? in[j + l] : part[l];
+  if (n < kLanes) {
+    float high = -INFINITY;
+    for (int64_t j = 0; j < n; ++j) high = in[j] > high ? in[j] : high;
+    return high;
   }
-  for (int64_t l = 0; j < n; ++j, ++l) part[l] = in[j] > part[l] ? in[j] : part[l];
-  float high = -INFINITY;
-  for (float p : part) high = p > high ? p : high;
-  return high;
+  Lanes m = LoadLanes(in);
+  for (int64_t j = kLanes; j + kLanes <= n; j += kLanes) m = MaxLanes(m, LoadLanes(in + j));
+  m = MaxLanes(m, LoadLanes(in + n - kLanes));
+  return FoldLanes(m, MaxLanes);
 }
 
 inline float RowSum(const float* in, int64_t n) {
-  float part[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes) {
-    for (int64_t l = 0; l < kLanes; ++l) part[l] += in[j + l];
+  if (n < kLanes) {
+    float sum = 0.0f;
+    for (int64_t j = 0; j < n; ++j) sum += in[j];
+    return sum;
   }
-  for (int64_t l = 0; j < n; ++j, ++l) part[l] += in[j];
-  float sum = 0.0f;
-  for (float p : part) sum += p;
-  return sum;
+  Lanes s = LoadLanes(in);
+  for (int64_t j = kLanes; j + kLanes <= n; j += kLanes) s += LoadLanes(in + j);
+  if (n % kLanes) s += TailLanes(n) ? LoadLanes(in + n - kLanes) : Lanes{};
+  return FoldLanes(s, [](Lanes a, Lanes b) { return a + b; });
+}
+
+// y = f(x) of a row (y may be x). The overlapping last vector is read
+// before anything is written (a load that spans two earlier stores would
+// wait for them: a store-forwarding stall a row).
+template <typename F>
+inline void RowMap(const float* x, float* y, int64_t n, F f) {
+  if (n < kLanes) {
+    for (int64_t j = 0; j < n; ++j) y[j] = f(x[j]);
+    return;
+  }
+  const Lanes last = f(LoadLanes(x + n - kLanes));
+  for (int64_t j = 0; j + kLanes <= n; j += kLanes) StoreLanes(y + j, f(LoadLanes(x + j)));
+  StoreLanes(y + n - kLanes, last);
 }
 
 HFUSE_VECTOR_CLONES void SoftmaxBlock(const float* in, float* out, int64_t rows, int64_t n, bool log,
                                       float* highs) {
   for (int64_t r = 0; r < rows; ++r) {
-    const float high = RowMax(in + r * n, n);
-    highs[r] = high;
-    const float* x = in + r * n;
-    float* y = out + r * n;
-    for (int64_t j = 0; j < n; ++j) y[j] = x[j] - high;
+    highs[r] = RowMax(in + r * n, n);
+    const float high = highs[r];
+    RowMap(in + r * n, out + r * n, n, [high](auto v) { return v - high; });
   }
+  // exp of x - max below -87.3 is under float's smallest normal: written
+  // as 0 (at most 1.2e-38 off a value <= 1), because subnormal results and
+  // sums of them take the CPU's slow microcode path, tens of times slower.
   const int64_t total = rows * n;
-  for (int64_t i = 0; i < total; ++i) out[i] = ExpPoly(out[i]);
+  for (int64_t i = 0; i < total; ++i) out[i] = out[i] < kExpNormalLow ? 0.0f : ExpPoly(out[i]);
   for (int64_t r = 0; r < rows; ++r) {
     float* y = out + r * n;
     const float sum = RowSum(y, n);
     if (log) {
-      const float log_sum = std::log(sum), high = highs[r];
-      const float* x = in + r * n;
-      for (int64_t j = 0; j < n; ++j) y[j] = x[j] - high - log_sum;
+      const float shift = highs[r] + std::log(sum);
+      RowMap(in + r * n, y, n, [shift](auto v) { return v - shift; });
     } else {
-      for (int64_t j = 0; j < n; ++j) y[j] = y[j] / sum;
+      const float scale = 1.0f / sum;  // a multiply: a vector division costs 10-16 cycles
+      RowMap(y, y, n, [scale](auto v) { return v * scale; });
     }
   }
 }

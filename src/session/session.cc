@@ -435,6 +435,7 @@ TensorMap Session::Run(const TensorMap& feeds, const std::vector<std::string>& o
     cpu.group_mode = impl_->options.cpu_group_mode;
     cpu.params = &impl_->CpuParams(dims);
     cpu.pool = &impl_->cpu_pool;
+    impl_->cpu_pool.set_poison(impl_->options.cpu_poison_buffers);
     cpu.profile = impl_->options.cpu_profile;
     cpu.memory = impl_->options.cpu_memory;
     all = RunOnCpu(impl_->fused, feeds, dims, cpu);

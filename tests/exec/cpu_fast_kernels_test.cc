@@ -439,7 +439,8 @@ TEST_P(Threads, SoftmaxRowsOddLengths) {
   for (int64_t n : {1, 2, 7, 15, 16, 17, 31, 39, 64, 70, 129, 1000, 5003}) {
     for (const char* op : {"Softmax", "LogSoftmax"}) {
       HostTensor x = RandomTensor({3, 37, n}, seed++);
-      for (int64_t i = 0; i < x.numel(); i += 5) x.Set(i, x.Get(i) * 40);  // some rows far from uniform
+      // Some rows far from uniform, some with exps under float's normal range.
+      for (int64_t i = 0; i < x.numel(); i += 5) x.Set(i, x.Get(i) * (i % 3 == 0 ? 400 : 40));
       OnnxCase c{Node(op, 13), {x}, {{DType::kFloat32, {3, 37, n}}}};
       ExpectFastMatches(c, kVecMathTolerance, fmt::format("{} rows of {}", op, n));
     }

@@ -29,6 +29,16 @@ TEST_P(FusedEqualsUnfused, BitwiseOnConformanceGraph) {
     EXPECT_TRUE(c.problem.empty()) << c.name << ": " << c.problem;
     EXPECT_TRUE(c.bitwise_equal) << c.name << ": max_abs " << c.max_abs;
   }
+  // With a poisoned buffer pool (every buffer it hands out, fresh or
+  // reused, is 0xFF bytes first): the same bytes, so every kernel writes
+  // all of its output and none reads stale or zeroed memory.
+  CpuBufferPool pool;
+  pool.set_poison(true);
+  CpuRunOptions pooled;
+  pooled.pool = &pool;
+  for (const OutputComparison& c : CompareOutputs(got, RunOnCpu(fused, feeds, BindDims(fused), pooled))) {
+    EXPECT_TRUE(c.bitwise_equal) << "poisoned pool: " << c.name << ": " << c.problem;
+  }
   // (These graphs are float16: RunOnCpu runs them on the reference kernels;
   // cpu_fast_kernels_test checks the fast ones on float32 groups.)
 }

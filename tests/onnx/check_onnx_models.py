@@ -75,7 +75,7 @@ def pytorch_case(work, module, inputs, expected_groups, dynamic=None, dims=()):
     outs = os.path.join(work, "outputs.npz")
     np.savez(feeds, **inputs)
     dim_args = [a for d in dims for a in ("--dim", d)]
-    r = hfuse("run", fused, "--inputs", feeds, "-o", outs, *dim_args)
+    r = hfuse("run", fused, "--inputs", feeds, "-o", outs, "--poison-buffers", *dim_args)
     check(r.returncode == 0, f"hfuse run fused.onnx (exit {r.returncode}) {r.stderr.strip()}")
     if r.returncode == 0:
         got = dict(np.load(outs))

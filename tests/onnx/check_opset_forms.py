@@ -246,7 +246,7 @@ def positive(work, m):
         check(r.returncode == 0 and r.stdout.strip().endswith("PASS"),
               f"{label}: hfuse verify (exit {r.returncode}) {r.stderr.strip()}")
         outs = os.path.join(work, f"{name}.{rules}.out.npz")
-        r = hfuse("run", fused, "--inputs", inputs, "-o", outs)
+        r = hfuse("run", fused, "--inputs", inputs, "-o", outs, "--poison-buffers")
         check(r.returncode == 0, f"{label}: hfuse run fused (exit {r.returncode}) {r.stderr.strip()}")
         if r.returncode == 0:
             compare(f"{label}: hfuse CPU on fused vs onnxruntime on original", want,
@@ -360,7 +360,7 @@ def bound_dim_if(work):
         feeds = {"x": rng.standard_normal((batch, 16)).astype(np.float32)}
         inputs, outs = (os.path.join(work, f"if_bound_{batch}.{e}.npz") for e in ("in", "out"))
         np.savez(inputs, **feeds)
-        r = hfuse("run", path, "--dim", f"batch={batch}", "--inputs", inputs, "-o", outs)
+        r = hfuse("run", path, "--dim", f"batch={batch}", "--inputs", inputs, "-o", outs, "--poison-buffers")
         check(r.returncode == 0, f"if_bound --dim batch={batch}: hfuse run (exit {r.returncode}) {r.stderr.strip()}")
         if r.returncode == 0:
             compare(f"if_bound --dim batch={batch}: hfuse vs onnxruntime", ort_run(path, feeds), dict(np.load(outs)))

@@ -315,7 +315,7 @@ def one(work, name, mode, info, rules, hfuse_groups):
             if d.dim_param:
                 dims[d.dim_param] = size
     dims = [a for k, v in sorted(dims.items()) for a in ("--dim", f"{k}={v}")]
-    r = hfuse("run", fused, "--inputs", feeds_path, "-o", outs, *dims)
+    r = hfuse("run", fused, "--inputs", feeds_path, "-o", outs, "--poison-buffers", *dims)
     check(r.returncode == 0, f"{label}: hfuse run fused (exit {r.returncode}) {r.stderr.strip()}")
     if r.returncode == 0:
         compare(f"{label}: hfuse CPU on fused vs onnxruntime on original", want_out,

@@ -142,7 +142,7 @@ def run_against_ort(work, label, model, fused, batch, dims):
     outs = os.path.join(work, "outputs.npz")
     np.savez(inputs, **feeds)
     want = ort_run(model, feeds)
-    r = hfuse("run", fused, "--inputs", inputs, "-o", outs, *dims)
+    r = hfuse("run", fused, "--inputs", inputs, "-o", outs, "--poison-buffers", *dims)
     check(r.returncode == 0, f"{label}: hfuse run fused (exit {r.returncode}) {r.stderr.strip()}")
     if r.returncode == 0:
         compare(f"{label}: hfuse CPU on fused vs onnxruntime on original", want,

@@ -185,6 +185,7 @@ int RunGraphCommand(const std::string& path, const RunOptions& options) {
     session_options.cuda_graph = options.cuda_graph;
     session_options.threads = options.threads;
     session_options.cpu_group_mode = CpuGroupMode(options.cpu_groups);
+    session_options.cpu_poison_buffers = options.poison_buffers;
     if (options.profile && session_options.device != Device::kCpu) {
       ThrowInputError("--profile: on the CPU only (hfuse bench --profile times CUDA launches)");
     }

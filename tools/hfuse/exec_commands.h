@@ -29,6 +29,7 @@ struct RunOptions {
   int profile_reps = 10;
   int threads = 0;
   std::string cpu_groups = "auto";
+  bool poison_buffers = false;  // --poison-buffers (SessionOptions::cpu_poison_buffers)
 };
 
 // `hfuse run`: prints what ran, then each output's dtype, shape, sum and byte hash.

@@ -372,6 +372,9 @@ int Main(int argc, char** argv) {
       ->check(CLI::Range(0, 1024));
   run->add_option("--cpu-groups", run_options.cpu_groups,
                   "cpu: how group ops run: auto (the rule), side (members side by side), serial (one by one)");
+  run->add_flag("--poison-buffers", run_options.poison_buffers,
+                "cpu, for testing kernels: fill every buffer with 0xFF bytes (NaN) before its op writes it, so "
+                "that an op that leaves part of its output unwritten shows in the outputs");
 
   std::string verify_input, fused_input;
   bool verify_no_group_gemm = false;

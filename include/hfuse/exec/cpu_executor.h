@@ -69,20 +69,37 @@ struct CpuMemory {
 // buffer goes back here after its last use and a later tensor of about its
 // size takes it, so that a run after the first touches no fresh page (a
 // page fault per 4 KiB costs more than the kernel that fills it). After a
-// run it holds at most what the run held at once less the outputs it handed
-// over, so that the outputs and the pool together stay within the run's peak.
+// run it drops the buffers no tensor of that run took, and holds at most
+// what the run held at once (its live tensors and the pool together) less
+// the outputs it handed over: so a run like the last one allocates nothing.
 class CpuBufferPool {
  public:
-  // A buffer of n bytes, zeroed.
+  // A buffer of n bytes, its contents unspecified (an earlier tensor's, or
+  // zeros): every kernel writes all of its output. Poisoned, 0xFF bytes.
   std::vector<uint8_t> Take(size_t n);
   void Give(std::vector<uint8_t>&& buffer);
-  // Frees buffers, largest first, until the pool holds at most `bytes`.
+  // A run starts: the buffers given back from here on are this run's.
+  void BeginRun() { ++run_; }
+  // Frees the buffers given back before this run (none of its tensors took
+  // them), then buffers, largest first, until the pool holds at most `bytes`.
   void Trim(size_t bytes);
   size_t bytes() const { return bytes_; }
+  // Tests: every buffer a run allocates for a tensor, from the pool or
+  // not, is first filled with 0xFF bytes (a NaN in every float dtype), so
+  // that a kernel that leaves part of its output unwritten shows
+  // (`hfuse run --poison-buffers`).
+  void set_poison(bool on) { poison_ = on; }
+  bool poison() const { return poison_; }
 
  private:
-  std::multimap<size_t, std::vector<uint8_t>> free_;  // by capacity
+  struct Free {
+    std::vector<uint8_t> buffer;
+    uint64_t run = 0;  // the run that gave it back
+  };
+  std::multimap<size_t, Free> free_;  // by capacity
   size_t bytes_ = 0;
+  uint64_t run_ = 0;
+  bool poison_ = false;
 };
 
 struct CpuRunOptions {

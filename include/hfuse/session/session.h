@@ -74,6 +74,10 @@ struct SessionOptions {
   // by one), and where a profiled run puts each op's time (null: none).
   int threads = 0;
   uint8_t cpu_group_mode = 0;
+  // CPU, tests: every buffer a run allocates is filled with 0xFF bytes
+  // first (CpuBufferPool::set_poison), so that a kernel that leaves part of
+  // its output unwritten shows in the outputs.
+  bool cpu_poison_buffers = false;
   std::vector<CpuOpProfile>* cpu_profile = nullptr;
   CpuMemory* cpu_memory = nullptr;
   std::string format;      // "", "json" or "onnx" (FromFile: "" is by extension)
