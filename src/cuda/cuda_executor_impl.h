@@ -145,7 +145,7 @@ struct CudaExecutor::Impl {
   std::string current;              // the op being planned
   double current_bytes = 0;
   void Add(const std::string& what, std::function<void(cudaStream_t)> f) {
-    FlushGathers();
+    if (!LaunchMayPassGathers()) FlushGathers();
     FlushChain();
     AddLaunch(fmt::format("{} ({})", current, what), current_bytes, std::move(f));
   }
@@ -159,7 +159,8 @@ struct CudaExecutor::Impl {
   // one table each) go out as one launch, as TorchRec's table-batched
   // embedding does; the next launch of another kind, a gather that reads
   // or overwrites what a waiting one touches, and the end of planning
-  // flush them.
+  // flush them; a launch that does not touch them goes out first
+  // (LaunchMayPassGathers), so that the batch keeps waiting past it.
   struct Span {
     const char* begin;
     const char* end;
@@ -188,6 +189,10 @@ struct CudaExecutor::Impl {
   PendingGather* WaitingGatherOf(TensorId t);
   // Whether `span` touches what a waiting gather reads or (other than `except`'s) writes.
   bool GathersTouch(const Span& span, const std::vector<const PendingGather*>& except) const;
+  // Whether a launch of the op being planned may go out before the waiting
+  // gathers: it reads nothing they write and writes nothing they read or
+  // write, each tensor of the op taken as the whole buffer of its root.
+  bool LaunchMayPassGathers() const;
   // An Add (`a`, of the tensors `operands`, kNone for a constant, writing
   // y) taken in by the waiting gather that wrote one operand.
   bool AddIntoGather(const Op& op, const std::vector<TensorId>& operands, const cuda::OnnxElementwiseArgs& a,

@@ -838,6 +838,33 @@ CudaExecutor::Impl::PendingGather* CudaExecutor::Impl::WaitingGatherOf(TensorId 
   return nullptr;
 }
 
+bool CudaExecutor::Impl::LaunchMayPassGathers() const {
+  if (pending_gathers.empty()) return true;
+  if (!options.gather_batches || !current_op) return false;
+  // The whole buffer of t's root (a view's elements lie somewhere in it).
+  const auto span_of = [&](TensorId t) -> std::optional<Span> {
+    const TensorId root = views.layout[static_cast<size_t>(t)].root;
+    if (root == kNone || std::string_view("ipoca").find(region[static_cast<size_t>(root)]) == std::string_view::npos) {
+      return std::nullopt;
+    }
+    const char* base = BufferOf(root);
+    return Span{base, base + Bytes(root)};
+  };
+  for (TensorId t : current_op->inputs) {
+    if (t == kNone) continue;
+    const std::optional<Span> s = span_of(t);
+    if (!s) return false;
+    for (const PendingGather& q : pending_gathers) {
+      if (s->Overlaps(q.write)) return false;
+    }
+  }
+  for (TensorId t : current_op->outputs) {
+    const std::optional<Span> s = span_of(t);
+    if (!s || GathersTouch(*s, {})) return false;
+  }
+  return true;
+}
+
 bool CudaExecutor::Impl::GathersTouch(const Span& span, const std::vector<const PendingGather*>& except) const {
   for (const PendingGather& q : pending_gathers) {
     for (const Span& r : q.reads) {

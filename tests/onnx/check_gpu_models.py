@@ -308,6 +308,25 @@ def op_models():
     ], [("ids", I64, [N])], [("y", TensorProto.FLOAT16, [N, 5])],
         [helper.make_tensor("h0", TensorProto.FLOAT16, [50, 3], [0.25 * (i % 11) for i in range(150)]),
          helper.make_tensor("h1", TensorProto.FLOAT16, [50, 2], [-0.5 * (i % 7) for i in range(100)])])
+    # A launch that touches no waiting lookup goes out before them (the
+    # dense Concat between the lookups), so the three lookups still take in
+    # their Concat: one launch for them, one for the dense Concat. An op
+    # that reads a waiting lookup (the Relu) sends the batch out first.
+    yield "gather_past_launch", model("gp", [
+        helper.make_node("Gather", ["p0", "ids"], ["g0"]),
+        helper.make_node("Gather", ["p1", "ids"], ["g1"]),
+        helper.make_node("Concat", ["d0", "d1"], ["dcat"], axis=1),
+        helper.make_node("Gather", ["p2", "ids"], ["g2"]),
+        helper.make_node("Concat", ["g0", "g1", "g2"], ["y"], axis=1),
+    ], [("ids", I64, [N]), ("d0", F, [N, 6]), ("d1", F, [N, 4])], [("y", F, [N, 16]), ("dcat", F, [N, 10])],
+        [floats("p0", [40, 8], 0.2), floats("p1", [40, 4], 0.3, 0.1), floats("p2", [40, 4], 0.1, -0.2)])
+    yield "gather_read_between", model("gr", [
+        helper.make_node("Gather", ["p0", "ids"], ["g0"]),
+        helper.make_node("Relu", ["g0"], ["r"]),
+        helper.make_node("Gather", ["p1", "ids"], ["g1"]),
+        helper.make_node("Concat", ["g0", "g1"], ["y"], axis=1),
+    ], [("ids", I64, [N])], [("y", F, [N, 12]), ("r", F, [N, 8])],
+        [floats("p0", [40, 8], 0.2, -0.1), floats("p1", [40, 4], 0.3, 0.1)])
     # Elementwise chains as one kernel: DCN's cross layer x * (x w) + b + x,
     # the Erf form of GELU; a step whose result is also a graph output, and
     # one read twice, end a chain.
@@ -357,9 +376,10 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # readers), the GELU up to the graph output t, the rest.
 # gather_bias_concat: the four lookups with their adds and concatenate, the
 # Relu, the lookup e4 and its add of z, the lookup e5 (read twice) and the
-# chain a5, y3; gather_f16_concat: the two lookups.
+# chain a5, y3; gather_f16_concat: the two lookups; gather_past_launch the
+# lookups with their Concat, and the dense Concat.
 EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_bias_concat": 6,
-                   "gather_f16_concat": 1}
+                   "gather_f16_concat": 1, "gather_past_launch": 2}
 
 
 def plan_of(stdout):
