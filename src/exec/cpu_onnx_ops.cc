@@ -1433,6 +1433,12 @@ class OnnxOp {
     const ReduceKind kind = max ? ReduceKind::kMax : min ? ReduceKind::kMin : l1 ? ReduceKind::kL1
                           : squares ? ReduceKind::kSquares : ReduceKind::kSum;
     const bool mean = type == "ReduceMean", root = type == "ReduceL2";
+    // The accumulated value as the op's result (the reference's finish).
+    const auto finish = [&](double v) {
+      if (mean) v /= static_cast<double>(std::max<int64_t>(len, 1));
+      if (root) v = std::sqrt(v);
+      return static_cast<float>(v);
+    };
     fast::ParallelFor(outer, std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(len * inner, 1)),
                       [&](int64_t o0, int64_t o1) {
       std::vector<double> acc(static_cast<size_t>(inner));
@@ -1452,12 +1458,7 @@ class OnnxOp {
             case ReduceKind::kL1: ReduceRows<ReduceKind::kL1>(rows, lanes, len); break;
             case ReduceKind::kSquares: ReduceRows<ReduceKind::kSquares>(rows, lanes, len); break;
           }
-          for (int k = 0; k < kRowLanes; ++k) {
-            double v = lanes[k];
-            if (mean) v /= static_cast<double>(std::max<int64_t>(len, 1));
-            if (root) v = std::sqrt(v);
-            out[o + k] = static_cast<float>(v);
-          }
+          for (int k = 0; k < kRowLanes; ++k) out[o + k] = finish(lanes[k]);
         }
       }
       for (; o < o1; ++o) {
@@ -1471,12 +1472,7 @@ class OnnxOp {
             ReduceBlock<ReduceKind::kSquares>(in + o * len * inner, acc.data(), len, inner);
             break;
         }
-        for (int64_t i = 0; i < inner; ++i) {
-          double v = acc[static_cast<size_t>(i)];
-          if (mean) v /= static_cast<double>(std::max<int64_t>(len, 1));
-          if (root) v = std::sqrt(v);
-          out[o * inner + i] = static_cast<float>(v);
-        }
+        for (int64_t i = 0; i < inner; ++i) out[o * inner + i] = finish(acc[static_cast<size_t>(i)]);
       }
     });
     return true;
