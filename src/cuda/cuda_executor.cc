@@ -64,6 +64,7 @@ CudaExecutor::Impl::Impl(const Graph& graph_in, const DimValues& d, CudaOptions 
   workspace_ptr = shared.workspace;
   folded = FoldPlanConstants(g, dims);
   views = cuda::PlanViews(g, dims, folded);
+  fusion = cuda::PlanFusionRegions(g, views, folded, options.elementwise_chains);
   PlanMemory();
   // Every op that could check indices gets a flag in one array, so that a
   // run reads them all back with one copy.
@@ -72,7 +73,13 @@ CudaExecutor::Impl::Impl(const Graph& graph_in, const DimValues& d, CudaOptions 
   index_flags.Allocate(std::max<int64_t>(gathers, 1) * static_cast<int64_t>(sizeof(int)));
   HFUSE_CUDA(cudaMemset(index_flags.ptr, 0, static_cast<size_t>(index_flags.bytes)));
   for (OpId id : order) {
-    if (!views.skip[static_cast<size_t>(id)]) PlanOp(g.op(id));
+    if (views.skip[static_cast<size_t>(id)]) continue;
+    const int32_t r = fusion.region_of[static_cast<size_t>(id)];
+    if (r < 0) {
+      PlanOp(g.op(id));
+    } else if (fusion.regions[static_cast<size_t>(r)].ops.front() == id) {
+      PlanRegion(fusion.regions[static_cast<size_t>(r)]);
+    }
   }
   FlushGathers();
   FlushChain();
@@ -96,7 +103,7 @@ CudaExecutor::Impl::~Impl() {
 }
 
 void CudaExecutor::Impl::PlanMemory() {
-  cuda::MemoryPlan plan = cuda::PlanDeviceMemory(g, dims, &views);
+  cuda::MemoryPlan plan = cuda::PlanDeviceMemory(g, dims, &views, &fusion);
   order = std::move(plan.order);
   offset = std::move(plan.offset);
   region = std::move(plan.region);

@@ -193,6 +193,7 @@ struct CudaExecutor::Impl {
   // gathers: it reads nothing they write and writes nothing they read or
   // write, each tensor of the op taken as the whole buffer of its root.
   bool LaunchMayPassGathers() const;
+  bool LaunchMayPassGathers(const std::vector<TensorId>& reads, const std::vector<TensorId>& writes) const;
   // An Add (`a`, of the tensors `operands`, kNone for a constant, writing
   // y) taken in by the waiting gather that wrote one operand.
   bool AddIntoGather(const Op& op, const std::vector<TensorId>& operands, const cuda::OnnxElementwiseArgs& a,
@@ -218,6 +219,14 @@ struct CudaExecutor::Impl {
   // false: `a` (a float32 op writing y) cannot be chained; plan it alone.
   bool ChainElementwise(const cuda::OnnxElementwiseArgs& a, TensorId y, const std::string& what);
   void FlushChain();
+  // The fused regions (fusion_regions.h): each runs as one kernel, planned
+  // where its first member is in the order; its members are next to each other.
+  cuda::FusionPlan fusion;
+  void PlanRegion(const cuda::FusionRegion& region);
+  // Operand `slot` of an opaque op, numpy-broadcast over `shape`: a tensor
+  // through its layout, or a constant the node keeps (uploaded once);
+  // nothing when the slot has neither.
+  std::optional<cuda::StridedOperand> SlotOperand(const Op& op, size_t slot, const std::vector<int64_t>& shape);
   // Whether `reader` is the one op that reads t (through views), t no graph output.
   bool OnlyReadBy(TensorId t, const Op& reader) const;
   const Op* current_op = nullptr;  // the op being planned

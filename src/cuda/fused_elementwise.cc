@@ -6,6 +6,7 @@
 #include <nvrtc.h>
 
 #include <bit>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -98,7 +99,7 @@ std::vector<char> CompileFusedSource(const std::string& source, const std::strin
     nvrtcGetProgramLogSize(program, &n);
     std::string log(n, '\0');
     if (n > 0) nvrtcGetProgramLog(program, log.data());
-    throw CudaError(fmt::format("NVRTC could not compile a fused elementwise chain: {}\n{}\n{}",
+    throw CudaError(fmt::format("NVRTC could not compile a fused kernel: {}\n{}\n{}",
                                 nvrtcGetErrorString(compiled), log, source));
   }
   size_t bytes = 0;
@@ -108,13 +109,12 @@ std::vector<char> CompileFusedSource(const std::string& source, const std::strin
   return cubin;
 }
 
-cudaKernel_t FusedElementwiseKernel(const FusedElementwiseArgs& args) {
+cudaKernel_t CompiledKernel(const std::string& source, const char* name) {
   // One library per distinct source and device, loaded for the process's life.
   static std::mutex mutex;
   static std::map<std::pair<int, std::string>, cudaKernel_t> cache;
   int device = 0;
   CheckRuntime(cudaGetDevice(&device), "cudaGetDevice");
-  const std::string source = FusedElementwiseSource(args);
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find({device, source});
   if (it != cache.end()) return it->second;
@@ -124,11 +124,15 @@ cudaKernel_t FusedElementwiseKernel(const FusedElementwiseArgs& args) {
   const std::vector<char> cubin = CompileFusedSource(source, fmt::format("sm_{}{}", major, minor));
   cudaLibrary_t library = nullptr;
   CheckRuntime(cudaLibraryLoadData(&library, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
-               "cudaLibraryLoadData (a fused elementwise chain)");
+               "cudaLibraryLoadData (a fused kernel)");
   cudaKernel_t kernel = nullptr;
-  CheckRuntime(cudaLibraryGetKernel(&kernel, library, "hfuse_chain"), "cudaLibraryGetKernel");
+  CheckRuntime(cudaLibraryGetKernel(&kernel, library, name), "cudaLibraryGetKernel");
   cache.emplace(std::make_pair(device, source), kernel);
   return kernel;
+}
+
+cudaKernel_t FusedElementwiseKernel(const FusedElementwiseArgs& args) {
+  return CompiledKernel(FusedElementwiseSource(args), "hfuse_chain");
 }
 
 void LaunchFusedElementwise(cudaKernel_t kernel, const FusedElementwiseArgs& args, cudaStream_t stream) {
@@ -145,6 +149,199 @@ void LaunchFusedElementwise(cudaKernel_t kernel, const FusedElementwiseArgs& arg
   CheckRuntime(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(static_cast<unsigned>(blocks)),
                                 dim3(256), params, 0, stream),
                "cudaLaunchKernel (a fused elementwise chain)");
+}
+
+namespace {
+
+// The offset of an operand over the dims of `over` where cols[d] is
+// `column` (row-major among them), for the index `index` (a C++
+// expression), as a sum of `long long` terms: "0" when every stride is 0.
+std::string OffsetExpression(const std::vector<int64_t>& over, const std::vector<int64_t>& strides,
+                             const std::vector<bool>& cols, bool column, const std::string& index) {
+  std::vector<size_t> dims;
+  for (size_t d = 0; d < over.size(); ++d) {
+    if (cols[d] == column && over[d] != 1) dims.push_back(d);
+  }
+  std::string terms;
+  int64_t inner = 1;  // the extent of the dims after this one
+  for (size_t i = dims.size(); i-- > 0;) {
+    const int64_t extent = over[dims[i]], stride = strides[dims[i]];
+    if (stride != 0) {
+      std::string at = inner == 1 ? index : fmt::format("({} / {}u)", index, inner);
+      if (i > 0) at = fmt::format("({} % {}u)", at, extent);  // the outermost takes what is left
+      terms += fmt::format(" + static_cast<long long>({}) * {}", at, stride);
+    }
+    inner *= extent;
+  }
+  return terms.empty() ? "0" : "0" + terms;
+}
+
+const char* ReduceInitText(int32_t kind) {
+  return kind == kReduceMax ? "__int_as_float(0xff800000)" : kind == kReduceMin ? "__int_as_float(0x7f800000)"
+         : kind == kReduceProd                                 ? "1.0f"
+                                                               : "0.0f";
+}
+std::string ReduceTermText(int32_t kind, const std::string& acc, const std::string& v) {
+  switch (kind) {
+    case kReduceMax: return fmt::format("fmaxf({}, {})", acc, v);
+    case kReduceMin: return fmt::format("fminf({}, {})", acc, v);
+    case kReduceProd: return fmt::format("{} * {}", acc, v);
+    case kReduceL1: return fmt::format("{} + fabsf({})", acc, v);
+    case kReduceL2:
+    case kReduceSumSquare: return fmt::format("{} + {} * {}", acc, v, v);
+    default: return fmt::format("{} + {}", acc, v);
+  }
+}
+std::string ReduceCombineText(int32_t kind, const std::string& a, const std::string& b) {
+  switch (kind) {
+    case kReduceMax: return fmt::format("fmaxf({}, {})", a, b);
+    case kReduceMin: return fmt::format("fminf({}, {})", a, b);
+    case kReduceProd: return fmt::format("{} * {}", a, b);
+    default: return fmt::format("{} + {}", a, b);
+  }
+}
+
+}  // namespace
+
+std::string FusedRegionSource(const FusionRegion& r, const std::vector<std::vector<int64_t>>& strides) {
+  const RegionLanes lanes = LanesOf(r.cols);
+  const int64_t per_block = 256 / lanes.lanes;
+  const bool exact = lanes.lanes * lanes.per_lane == r.cols;  // every lane's every column is in the row
+  std::string params;
+  for (size_t k = 0; k < r.operands.size(); ++k) params += fmt::format("const float* __restrict__ in{}, ", k);
+  for (size_t o = 0; o < r.outputs.size(); ++o) {
+    params += fmt::format("float* __restrict__ out{}{}", o, o + 1 < r.outputs.size() ? ", " : "");
+  }
+  std::string s = fmt::format(
+      "extern \"C\" __global__ void __launch_bounds__(256) hfuse_region({}) {{\n"
+      "  const unsigned lane = threadIdx.x % {}u;\n"
+      "  for (unsigned base = blockIdx.x * {}u; base < {}u; base += gridDim.x * {}u) {{\n"
+      "    const unsigned r0 = base + threadIdx.x / {}u;\n"
+      "    const bool valid = r0 < {}u;\n"
+      "    const unsigned r = valid ? r0 : {}u;\n",
+      params, lanes.lanes, per_block, r.rows, per_block, lanes.lanes, r.rows, r.rows - 1);
+  // The columns of lane j: lane + j * lanes; in the row when below cols.
+  auto column = [&](int64_t j) { return fmt::format("(lane + {}u)", j * lanes.lanes); };
+  auto in_row = [&](int64_t j) {
+    return exact ? std::string("true") : fmt::format("{} < {}u", column(j), r.cols);
+  };
+  // Operands: per-row values once, per-element ones for every column of the lane.
+  // An operand the same along the row (a bias per row, a scalar) is one value a lane.
+  std::vector<bool> one(r.operands.size());
+  for (size_t k = 0; k < r.operands.size(); ++k) {
+    one[k] = r.operands[k].per_row || OffsetExpression(r.operands[k].over, strides[k], r.operands[k].cols, true, "c") == "0";
+  }
+  for (size_t k = 0; k < r.operands.size(); ++k) {
+    const RegionOperand& o = r.operands[k];
+    const std::string row = OffsetExpression(o.over, strides[k], o.cols, false, "r");
+    if (one[k]) {
+      s += fmt::format("    const float b{} = in{}[{}];\n", k, k, row);
+      continue;
+    }
+    s += fmt::format("    float a{}[{}];\n    {{ const long long q = {};\n", k, lanes.per_lane, row);
+    for (int64_t j = 0; j < lanes.per_lane; ++j) {
+      const std::string col = OffsetExpression(o.over, strides[k], o.cols, true, column(j));
+      s += fmt::format("      a{}[{}] = {} ? in{}[q + {}] : 0.0f;\n", k, j, in_row(j), k, col);
+    }
+    s += "    }\n";
+  }
+  // Argument a of a step at column j of the lane.
+  auto arg = [&](int32_t a, int64_t j) {
+    if (a >= 0) {
+      return r.steps[static_cast<size_t>(a)].per_row ? fmt::format("w{}", a) : fmt::format("v{}[{}]", a, j);
+    }
+    const auto k = static_cast<size_t>(-1 - a);
+    return one[k] ? fmt::format("b{}", k) : fmt::format("a{}[{}]", k, j);
+  };
+  // A reduction over the row of the lane's values x(j), into `into`.
+  auto reduce = [&](int32_t kind, const std::function<std::string(int64_t)>& x, const std::string& into) {
+    std::string t = fmt::format("    {{ float acc = {};\n", ReduceInitText(kind));
+    for (int64_t j = 0; j < lanes.per_lane; ++j) {
+      t += fmt::format("      if ({}) acc = {};\n", in_row(j), ReduceTermText(kind, "acc", x(j)));
+    }
+    for (int step = lanes.lanes / 2; step > 0; step /= 2) {
+      t += fmt::format("      acc = {};\n",
+                       ReduceCombineText(kind, "acc", fmt::format("__shfl_xor_sync(0xffffffffu, acc, {}, {})", step,
+                                                                  lanes.lanes)));
+    }
+    return t + fmt::format("      {} = acc; }}\n", into);
+  };
+  for (size_t t = 0; t < r.steps.size(); ++t) {
+    const RegionStep& st = r.steps[t];
+    switch (st.kind) {
+      case RegionStep::Kind::kMap: {
+        const char* expression = Expression(st.func);
+        if (!expression) throw CudaError(fmt::format("fused region: no formula for function {}", st.func));
+        const int64_t n = st.per_row ? 1 : lanes.per_lane;
+        s += st.per_row ? fmt::format("    float w{};\n", t) : fmt::format("    float v{}[{}];\n", t, n);
+        for (int64_t j = 0; j < n; ++j) {
+          const std::string u = arg(st.args[0], j);
+          const std::string v = st.num_args > 1 ? arg(st.args[1], j) : u;
+          const std::string w = st.num_args > 2 ? arg(st.args[2], j) : u;
+          s += fmt::format(
+              "    {{ const float u = {}, v = {}, w = {}; const float alpha = {}, beta = {};\n"
+              "      (void)u; (void)v; (void)w; (void)alpha; (void)beta;\n      {} = ({}); }}\n",
+              u, v, w, FloatLiteral(st.alpha), FloatLiteral(st.beta),
+              st.per_row ? fmt::format("w{}", t) : fmt::format("v{}[{}]", t, j), expression);
+        }
+        break;
+      }
+      case RegionStep::Kind::kReduce: {
+        s += fmt::format("    float w{};\n", t);
+        s += reduce(st.func, [&](int64_t j) { return arg(st.args[0], j); }, fmt::format("w{}", t));
+        if (st.func == kReduceMean) s += fmt::format("    w{} = w{} / {};\n", t, t, FloatLiteral(static_cast<float>(r.cols)));
+        if (st.func == kReduceL2) s += fmt::format("    w{} = sqrtf(w{});\n", t, t);
+        break;
+      }
+      case RegionStep::Kind::kSoftmax:
+      case RegionStep::Kind::kLogSoftmax: {
+        s += fmt::format("    float v{}[{}];\n    {{ float high, sum;\n", t, lanes.per_lane);
+        s += reduce(kReduceMax, [&](int64_t j) { return arg(st.args[0], j); }, "high");
+        for (int64_t j = 0; j < lanes.per_lane; ++j) {
+          s += fmt::format("      v{}[{}] = {} - high;\n", t, j, arg(st.args[0], j));
+        }
+        s += reduce(kReduceSum, [&](int64_t j) { return fmt::format("expf(v{}[{}])", t, j); }, "sum");
+        for (int64_t j = 0; j < lanes.per_lane; ++j) {
+          s += st.kind == RegionStep::Kind::kLogSoftmax
+                   ? fmt::format("      v{}[{}] = v{}[{}] - logf(sum);\n", t, j, t, j)
+                   : fmt::format("      v{}[{}] = expf(v{}[{}]) / sum;\n", t, j, t, j);
+        }
+        s += "    }\n";
+        break;
+      }
+    }
+  }
+  s += "    if (valid) {\n";
+  for (size_t o = 0; o < r.outputs.size(); ++o) {
+    const RegionOutput& out = r.outputs[o];
+    const int32_t t = out.step;
+    if (r.steps[static_cast<size_t>(t)].per_row) {
+      s += fmt::format("      if (lane == 0) out{}[r] = w{};\n", o, t);
+      continue;
+    }
+    const std::vector<int64_t> own = RowMajorStrides(out.shape);
+    const std::string row = OffsetExpression(out.shape, own, out.cols, false, "r");
+    for (int64_t j = 0; j < lanes.per_lane; ++j) {
+      s += fmt::format("      if ({}) out{}[{} + {}] = v{}[{}];\n", in_row(j), o, row,
+                       OffsetExpression(out.shape, own, out.cols, true, column(j)), t, j);
+    }
+  }
+  s += "    }\n  }\n}\n";
+  return s;
+}
+
+void LaunchFusedRegion(cudaKernel_t kernel, int64_t rows, int64_t cols, const std::vector<const void*>& operands,
+                       const std::vector<void*>& outputs, cudaStream_t stream) {
+  if (rows == 0) return;
+  std::vector<const void*> pointers(operands);
+  pointers.insert(pointers.end(), outputs.begin(), outputs.end());
+  std::vector<void*> params;
+  for (const void*& p : pointers) params.push_back(&p);
+  const int64_t per_block = 256 / LanesOf(cols).lanes;
+  const int64_t blocks = std::min<int64_t>((rows + per_block - 1) / per_block, 65536);
+  CheckRuntime(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(static_cast<unsigned>(blocks)),
+                                dim3(256), params.data(), 0, stream),
+               "cudaLaunchKernel (a fused region)");
 }
 
 }  // namespace hfuse::cuda

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "fusion_regions.h"
 #include "memory_plan.h"
 #include "onnx_kernels.h"
 
@@ -62,5 +63,22 @@ cudaKernel_t FusedElementwiseKernel(const FusedElementwiseArgs& args);
 
 // Launches `kernel` (FusedElementwiseKernel of args) over args' elements.
 void LaunchFusedElementwise(cudaKernel_t kernel, const FusedElementwiseArgs& args, cudaStream_t stream);
+
+// A fused region's kernel (fusion_regions.h), `hfuse_region(in0, ...,
+// out0, ...)`: operand k read at in_k + its offset, from `strides[k]` (in
+// elements, one per dim of the operand's `over` shape, any sign), each
+// output written contiguous. A group of LanesOf(cols).lanes threads takes
+// a row: each lane holds per_lane of its columns in registers; reductions
+// are shuffles within the group. Sizes, strides and the program are
+// constants of the source.
+std::string FusedRegionSource(const FusionRegion& region, const std::vector<std::vector<int64_t>>& strides);
+
+// The kernel `name` of `source`, compiled by NVRTC for the current device
+// once per source (cached for the process).
+cudaKernel_t CompiledKernel(const std::string& source, const char* name);
+
+// Launches a region's kernel on its operands' and outputs' addresses.
+void LaunchFusedRegion(cudaKernel_t kernel, int64_t rows, int64_t cols, const std::vector<const void*>& operands,
+                       const std::vector<void*>& outputs, cudaStream_t stream);
 
 }  // namespace hfuse::cuda

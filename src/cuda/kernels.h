@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "kernel_codes.h"
+
 namespace hfuse::cuda {
 
 // One LayerNorm member: rows of n values, read and written with row strides
@@ -82,9 +84,6 @@ struct ElementwiseArgs {
 };
 void LaunchElementwise(int dtype, const ElementwiseArgs& args, cudaStream_t stream);
 
-enum ReduceKind : int32_t {
-  kReduceSum, kReduceMean, kReduceMax, kReduceMin, kReduceProd, kReduceL1, kReduceL2, kReduceSumSquare
-};
 // ONNX ReduceSum / Mean / Max / Min / Prod / L1 / L2 / SumSquare (a ReduceKind) of x
 // (rank <= 6, contiguous) over the dims where reduced[d] != 0, into y of
 // the same rank with those dims 1; fp32 accumulation; dtype as above.

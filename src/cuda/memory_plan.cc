@@ -28,7 +28,7 @@ TensorId StorageOf(const Graph& g, TensorId t) {
   return g.tensor(t).storage == kNone ? t : g.tensor(t).storage;
 }
 
-MemoryPlan PlanDeviceMemory(const Graph& g, const DimValues& dims, const ViewPlan* views) {
+MemoryPlan PlanDeviceMemory(const Graph& g, const DimValues& dims, const ViewPlan* views, const FusionPlan* fusion) {
   MemoryPlan plan;
   // Where each tensor's bytes live, and which ops write or read them.
   auto root = [&](TensorId t) {
@@ -40,7 +40,7 @@ MemoryPlan PlanDeviceMemory(const Graph& g, const DimValues& dims, const ViewPla
   std::vector<OpId>& order = plan.order;
   std::vector<int64_t>& offset = plan.offset;
   std::vector<char>& region = plan.region;
-  order = StableTopologicalOrder(g);
+  order = fusion ? fusion->order : StableTopologicalOrder(g);
   const auto n = static_cast<size_t>(g.num_tensor_ids());
   offset.assign(n, -1);
   region.assign(n, 0);
@@ -74,6 +74,17 @@ MemoryPlan PlanDeviceMemory(const Graph& g, const DimValues& dims, const ViewPla
   // from the first op writing into it to the last op reading it.
   std::vector<int64_t> pos(static_cast<size_t>(g.num_op_ids()), -1);
   for (size_t i = 0; i < order.size(); ++i) pos[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+  // A region's members all run at once: from its first position to its last.
+  std::vector<int64_t> begin = pos, end = pos;
+  if (fusion) {
+    for (const FusionRegion& r : fusion->regions) {
+      const int64_t b = pos[static_cast<size_t>(r.ops.front())], e = pos[static_cast<size_t>(r.ops.back())];
+      for (OpId o : r.ops) {
+        begin[static_cast<size_t>(o)] = b;
+        end[static_cast<size_t>(o)] = e;
+      }
+    }
+  }
   std::vector<int64_t> first(n, INT64_MAX), last(n, -1);
   for (OpId id : order) {
     const Op& op = g.op(id);
@@ -81,12 +92,12 @@ MemoryPlan PlanDeviceMemory(const Graph& g, const DimValues& dims, const ViewPla
     for (TensorId out : op.outputs) {
       if (root(out) == kNone) continue;
       const auto s = static_cast<size_t>(root(out));
-      first[s] = std::min(first[s], pos[static_cast<size_t>(id)]);
+      first[s] = std::min(first[s], begin[static_cast<size_t>(id)]);
     }
     for (TensorId in : op.inputs) {
       if (root(in) == kNone) continue;
       const auto s = static_cast<size_t>(root(in));
-      last[s] = std::max(last[s], pos[static_cast<size_t>(id)]);
+      last[s] = std::max(last[s], end[static_cast<size_t>(id)]);
     }
   }
   // Runs of elementwise ops (the IR's, and the ONNX operators the CUDA
@@ -124,7 +135,7 @@ MemoryPlan PlanDeviceMemory(const Graph& g, const DimValues& dims, const ViewPla
   std::vector<bool> taken(n, false);
   for (OpId id : order) {
     if (views && !runs(id) && !g.op(id).elided) continue;
-    Unit u{{}, pos[static_cast<size_t>(id)], pos[static_cast<size_t>(id)], 0};
+    Unit u{{}, begin[static_cast<size_t>(id)], end[static_cast<size_t>(id)], 0};
     for (TensorId out : g.op(id).outputs) {
       const TensorId s = root(out);
       if (s == kNone || region[static_cast<size_t>(s)] || taken[static_cast<size_t>(s)]) continue;

@@ -18,6 +18,7 @@
 
 #include "hfuse/ir/graph.h"
 #include "hfuse/runtime/bound_dims.h"
+#include "fusion_regions.h"
 #include "view_plan.h"
 
 namespace hfuse::cuda {
@@ -41,7 +42,12 @@ struct MemoryPlan {
   int64_t tensor_bytes = 0;  // what the intermediates would take unshared
 };
 
-MemoryPlan PlanDeviceMemory(const Graph& graph, const DimValues& dims, const ViewPlan* views = nullptr);
+// With `fusion` (fusion_regions.h), the order is its order, and each
+// region runs as one launch: every tensor a member reads stays alive to the
+// region's last member, and every tensor a member writes is alive from the
+// region's first, so that no buffer the region's kernel reads is one it writes.
+MemoryPlan PlanDeviceMemory(const Graph& graph, const DimValues& dims, const ViewPlan* views = nullptr,
+                            const FusionPlan* fusion = nullptr);
 
 // A tensor's bytes at these dims; throws InputError when the size wraps.
 int64_t DeviceTensorBytes(const Graph& graph, const DimValues& dims, TensorId t);

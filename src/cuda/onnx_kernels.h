@@ -14,6 +14,8 @@
 
 #include <cstdint>
 
+#include "kernel_codes.h"
+
 namespace hfuse::cuda {
 
 inline constexpr int kMaxOnnxRank = 8;
@@ -28,19 +30,6 @@ struct StridedOperand {
   int64_t strides[kMaxOnnxRank];
   int32_t type;
   int32_t as;
-};
-
-enum OnnxFunc : int32_t {
-  kCopy,  // y = x (converted to y's type): Cast, and every copy
-  // binary (numpy broadcasting)
-  kAdd, kSub, kMul, kDiv, kPow, kMax, kMin, kMod, kFMod, kPRelu,
-  kEqual, kLess, kGreater, kLessOrEqual, kGreaterOrEqual, kAnd, kOr, kXor,
-  kWhere,   // ternary: in[0] ? in[1] : in[2]
-  kMulAdd,  // ternary: in[0] * in[1] + in[2] (an inference BatchNormalization)
-  // unary
-  kRelu, kSigmoid, kTanh, kSqrt, kExp, kLog, kNeg, kAbs, kErf, kReciprocal, kSoftplus,
-  kLeakyRelu, kClip, kNot, kFloor, kCeil, kElu, kHardSigmoid, kSign, kGelu, kGeluTanh,
-  kSelu, kSoftsign, kSwish, kMish,
 };
 
 // y[i] = func(in[0][i], ...) over `shape` (rank <= kMaxOnnxRank, dims the

@@ -584,32 +584,14 @@ bool CudaExecutor::Impl::PlanOnnxElementwise(const Op& op, std::string& why) {
     PlanViewCopy(op);
     return true;
   }
-  static const std::map<std::string_view, cuda::OnnxFunc> kFuncs = {
-      {"Cast", cuda::kCopy},
-      {"Add", cuda::kAdd}, {"Sub", cuda::kSub}, {"Mul", cuda::kMul}, {"Div", cuda::kDiv},
-      {"Pow", cuda::kPow}, {"Max", cuda::kMax}, {"Min", cuda::kMin}, {"Mod", cuda::kMod},
-      {"PRelu", cuda::kPRelu}, {"Equal", cuda::kEqual}, {"Less", cuda::kLess},
-      {"Greater", cuda::kGreater}, {"LessOrEqual", cuda::kLessOrEqual},
-      {"GreaterOrEqual", cuda::kGreaterOrEqual}, {"And", cuda::kAnd}, {"Or", cuda::kOr},
-      {"Xor", cuda::kXor}, {"Where", cuda::kWhere}, {"Relu", cuda::kRelu},
-      {"Sigmoid", cuda::kSigmoid}, {"Tanh", cuda::kTanh}, {"Sqrt", cuda::kSqrt}, {"Exp", cuda::kExp},
-      {"Log", cuda::kLog}, {"Neg", cuda::kNeg}, {"Abs", cuda::kAbs}, {"Erf", cuda::kErf},
-      {"Reciprocal", cuda::kReciprocal}, {"Softplus", cuda::kSoftplus},
-      {"LeakyRelu", cuda::kLeakyRelu}, {"Clip", cuda::kClip}, {"Not", cuda::kNot},
-      {"Floor", cuda::kFloor}, {"Ceil", cuda::kCeil}, {"Elu", cuda::kElu},
-      {"HardSigmoid", cuda::kHardSigmoid}, {"Sign", cuda::kSign}, {"Gelu", cuda::kGelu},
-      {"Selu", cuda::kSelu}, {"Softsign", cuda::kSoftsign}, {"Swish", cuda::kSwish},
-      {"Mish", cuda::kMish}};
-  auto f = kFuncs.find(type);
-  if (f == kFuncs.end()) {
-    why = "no elementwise function";
-    return false;
-  }
+  const std::optional<cuda::ElementwiseFunction> fn = cuda::ElementwiseFunctionOf(node, why);
+  if (!fn) return false;
   cuda::OnnxElementwiseArgs a{};
-  a.func = f->second;
+  a.func = fn->func;
+  a.alpha = fn->alpha;
+  a.beta = fn->beta;
   const bool ternary = type == "Where";
-  const bool unary = a.func >= cuda::kRelu || type == "Cast";
-  const size_t inputs = ternary ? 3 : unary ? 1 : 2;
+  const size_t inputs = fn->inputs;
   const size_t slots = node.input_slots.empty() ? op.inputs.size() : node.input_slots.size();
   if ((type != "Clip" && slots != inputs) || (type == "Clip" && slots > 3)) {
     why = fmt::format("{} inputs", slots);
@@ -617,37 +599,21 @@ bool CudaExecutor::Impl::PlanOnnxElementwise(const Op& op, std::string& why) {
   }
   for (size_t k = 0; k < inputs; ++k) {
     const TensorId in = NodeInput(op, k);
-    if (in == kNone) {
-      // A constant the node keeps: uploaded once.
-      const OnnxNode::Value* v = nullptr;
-      if (k < node.input_slots.size() && node.input_slots[k] <= -2) {
-        v = &node.constant_values[static_cast<size_t>(-2 - node.input_slots[k])];
-      }
-      if (!v || v->dims.size() > ys.size()) {
-        why = "an input is missing";
-        return false;
-      }
-      const void* p = Device(v->data);
-      a.in[k] = cuda::StridedOperand{};
-      a.in[k].ptr = p;
-      a.in[k].type = a.in[k].as = static_cast<int32_t>(v->dtype);
-      const std::vector<int64_t> s = cuda::RowMajorStrides(v->dims);
-      for (size_t d = 0; d < v->dims.size(); ++d) {
-        a.in[k].strides[ys.size() - v->dims.size() + d] = v->dims[d] == 1 ? 0 : s[d];
-      }
-      continue;
-    }
-    if (views.shape[static_cast<size_t>(in)].size() > ys.size()) {
+    if (in != kNone && views.shape[static_cast<size_t>(in)].size() > ys.size()) {
       why = "an input has more dims than the output";
       return false;
     }
-    a.in[k] = Operand(in, ys);
+    const std::optional<cuda::StridedOperand> o = SlotOperand(op, k, ys);
+    if (!o) {
+      why = "an input is missing";
+      return false;
+    }
+    a.in[k] = *o;
   }
   a.num_inputs = static_cast<int32_t>(inputs);
   const DType in_type = static_cast<DType>(a.in[ternary ? 1 : 0].as);
   const bool compare = a.func >= cuda::kEqual && a.func <= cuda::kXor;
   a.integer = IntegerType(compare ? in_type : g.tensor(y).dtype) ? 1 : 0;
-  if (type == "Mod" && AttrInt(node, "fmod", 0) != 0) a.func = cuda::kFMod;
   if (a.integer && a.func >= cuda::kRelu &&
       !(a.func == cuda::kRelu || a.func == cuda::kNeg || a.func == cuda::kAbs || a.func == cuda::kClip ||
         a.func == cuda::kNot || a.func == cuda::kSign)) {
@@ -658,23 +624,7 @@ bool CudaExecutor::Impl::PlanOnnxElementwise(const Op& op, std::string& why) {
     why = "integer PRelu";
     return false;
   }
-  a.alpha = AttrFloat(node, "alpha", type == "LeakyRelu" ? 0.01 : type == "HardSigmoid" ? 0.2
-                                       : type == "Selu"    ? 1.67326319217681884765625
-                                                           : 1.0);
-  a.beta = AttrFloat(node, "beta", 0.5);
-  if (type == "Selu") a.beta = AttrFloat(node, "gamma", 1.05070102214813232421875);
-  if (type == "Gelu") {
-    auto it = node.strings.find("approximate");
-    if (it != node.strings.end() && it->second == "tanh") {
-      a.func = cuda::kGeluTanh;
-    } else if (it != node.strings.end() && it->second != "none") {
-      why = fmt::format("approximate '{}'", it->second);
-      return false;
-    }
-  }
   if (type == "Clip") {
-    a.alpha = -INFINITY;
-    a.beta = INFINITY;
     if (node.opset >= 11) {
       for (size_t slot = 1; slot < 3; ++slot) {
         const bool given = slot < slots && (NodeInput(op, slot) != kNone ||
@@ -687,9 +637,6 @@ bool CudaExecutor::Impl::PlanOnnxElementwise(const Op& op, std::string& why) {
         }
         (slot == 1 ? a.alpha : a.beta) = (*v)[0];
       }
-    } else {
-      a.alpha = AttrFloat(node, "min", -INFINITY);
-      a.beta = AttrFloat(node, "max", INFINITY);
     }
     if (a.integer) {  // an integer Clip's bounds, as the CPU reads them
       a.alpha = std::max(a.alpha, -9.2e18f);
@@ -699,6 +646,71 @@ bool CudaExecutor::Impl::PlanOnnxElementwise(const Op& op, std::string& why) {
   if (AddIntoGather(op, {NodeInput(op, 0), NodeInput(op, 1)}, a, y)) return true;
   PlanElementwiseTo(a, y, fmt::format("{} kernel", type));
   return true;
+}
+
+std::optional<cuda::StridedOperand> CudaExecutor::Impl::SlotOperand(const Op& op, size_t slot,
+                                                                     const std::vector<int64_t>& shape) {
+  const TensorId in = cuda::InputOf(op, slot);
+  if (in != kNone) return Operand(in, shape);
+  // A constant the node keeps: uploaded once.
+  const OnnxNode::Value* c = cuda::ConstantOf(op, slot);
+  if (!c || c->dims.size() > shape.size()) return std::nullopt;
+  const OnnxNode::Value& v = *c;
+  cuda::StridedOperand o{};
+  o.ptr = Device(v.data);
+  o.type = o.as = static_cast<int32_t>(v.dtype);
+  const std::vector<int64_t> s = cuda::RowMajorStrides(v.dims);
+  for (size_t d = 0; d < v.dims.size(); ++d) {
+    o.strides[shape.size() - v.dims.size() + d] = v.dims[d] == 1 ? 0 : s[d];
+  }
+  return o;
+}
+
+void CudaExecutor::Impl::PlanRegion(const cuda::FusionRegion& r) {
+  const Op& first = g.op(r.ops.front());
+  current = first.name;
+  current_op = &first;
+  // Its operands, each as the kernel reads it; its members one by one
+  // where one is not a float32 tensor as the region planned it.
+  std::vector<const void*> operands;
+  std::vector<std::vector<int64_t>> strides;
+  std::vector<TensorId> reads, writes;
+  std::vector<TensorId> touched;
+  bool ok = true;
+  for (const cuda::RegionOperand& o : r.operands) {
+    const Op& op = g.op(o.op);
+    const std::optional<cuda::StridedOperand> so = SlotOperand(op, static_cast<size_t>(o.slot), o.over);
+    ok = ok && so && so->type == kF32 && so->as == kF32;
+    if (!ok) break;
+    operands.push_back(so->ptr);
+    strides.push_back(cuda::OperandStrides(g, views, o));
+    const TensorId t = cuda::InputOf(op, static_cast<size_t>(o.slot));
+    if (t != kNone) {
+      reads.push_back(t);
+      touched.push_back(views.layout[static_cast<size_t>(t)].root);
+    }
+  }
+  if (!ok) {
+    for (OpId id : r.ops) PlanOp(g.op(id));
+    return;
+  }
+  std::vector<void*> outputs;
+  for (const cuda::RegionOutput& o : r.outputs) {
+    outputs.push_back(PlaceOf(o.tensor).base);
+    writes.push_back(o.tensor);
+    touched.push_back(o.tensor);
+  }
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  current_bytes = 0;
+  for (TensorId t : touched) current_bytes += static_cast<double>(Bytes(t));
+  const cudaKernel_t kernel = cuda::CompiledKernel(cuda::FusedRegionSource(r, strides), "hfuse_region");
+  if (!LaunchMayPassGathers(reads, writes)) FlushGathers();
+  FlushChain();
+  const int64_t rows = r.rows, cols = r.cols;
+  AddLaunch(fmt::format("{} (fused region kernel, {} ops: {} to {}, {} rows of {})", first.name, r.ops.size(),
+                        first.name, g.op(r.ops.back()).name, rows, cols),
+            current_bytes, [=](cudaStream_t s) { cuda::LaunchFusedRegion(kernel, rows, cols, operands, outputs, s); });
 }
 
 bool CudaExecutor::Impl::PlanOnnxGather(const Op& op, std::string& why) {
@@ -840,7 +852,14 @@ CudaExecutor::Impl::PendingGather* CudaExecutor::Impl::WaitingGatherOf(TensorId 
 
 bool CudaExecutor::Impl::LaunchMayPassGathers() const {
   if (pending_gathers.empty()) return true;
-  if (!options.gather_batches || !current_op) return false;
+  if (!current_op) return false;
+  return LaunchMayPassGathers(current_op->inputs, current_op->outputs);
+}
+
+bool CudaExecutor::Impl::LaunchMayPassGathers(const std::vector<TensorId>& reads,
+                                              const std::vector<TensorId>& writes) const {
+  if (pending_gathers.empty()) return true;
+  if (!options.gather_batches) return false;
   // The whole buffer of t's root (a view's elements lie somewhere in it).
   const auto span_of = [&](TensorId t) -> std::optional<Span> {
     const TensorId root = views.layout[static_cast<size_t>(t)].root;
@@ -850,7 +869,7 @@ bool CudaExecutor::Impl::LaunchMayPassGathers() const {
     const char* base = BufferOf(root);
     return Span{base, base + Bytes(root)};
   };
-  for (TensorId t : current_op->inputs) {
+  for (TensorId t : reads) {
     if (t == kNone) continue;
     const std::optional<Span> s = span_of(t);
     if (!s) return false;
@@ -858,7 +877,7 @@ bool CudaExecutor::Impl::LaunchMayPassGathers() const {
       if (s->Overlaps(q.write)) return false;
     }
   }
-  for (TensorId t : current_op->outputs) {
+  for (TensorId t : writes) {
     const std::optional<Span> s = span_of(t);
     if (!s || GathersTouch(*s, {})) return false;
   }

@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <string>
@@ -33,6 +34,10 @@
 #include "hfuse/ir/analysis.h"
 #include "hfuse/session/session.h"
 #include "hfuse/support/error.h"
+#include "fusion_regions.h"
+#ifdef HFUSE_HAVE_CUDA
+#include "fused_elementwise.h"
+#endif
 #include "memory_plan.h"
 #include "view_plan.h"
 
@@ -83,7 +88,7 @@ struct Checker {
 
 int Main(int argc, char** argv) {
   if (argc < 2) {
-    fmt::print(stderr, "usage: plan_check MODEL [--dim NAME=VALUE]... [--inputs IN.npz] [--seed S]\n");
+    fmt::print(stderr, "usage: plan_check MODEL [--dim NAME=VALUE]... [--inputs IN.npz] [--seed S] [--verbose] [--sources]\n");
     return 2;
   }
   SessionOptions options;
@@ -92,6 +97,7 @@ int Main(int argc, char** argv) {
   std::string inputs;
   uint64_t seed = 1;
   bool verbose = false;
+  bool print_sources = false;  // each fused region's kernel source
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--dim" && i + 1 < argc) {
@@ -102,6 +108,8 @@ int Main(int argc, char** argv) {
       inputs = argv[++i];
     } else if (a == "--verbose") {
       verbose = true;
+    } else if (a == "--sources") {
+      print_sources = true;
     } else if (a == "--seed" && i + 1 < argc) {
       seed = std::stoull(argv[++i]);
     } else {
@@ -145,8 +153,75 @@ int Main(int argc, char** argv) {
       }
     }
   }
-  // 3. The memory plan, replayed on host buffers.
-  const cuda::MemoryPlan mem = cuda::PlanDeviceMemory(g, dims, &views);
+  // 3. The fused regions: what each computes (the host interpreter of its
+  // program, on the CPU's values of its operands) is the CPU's, within
+  // rounding (the kernel's sums run in another order).
+  const cuda::FusionPlan fusion = cuda::PlanFusionRegions(g, views, folded, true);
+  int64_t region_ops = 0;
+  for (const cuda::FusionRegion& r : fusion.regions) {
+    region_ops += static_cast<int64_t>(r.ops.size());
+    std::vector<HostTensor> values;  // per operand: its tensor's, or its node constant's
+    for (const cuda::RegionOperand& o : r.operands) {
+      const TensorId t = cuda::OperandTensor(g, o);
+      if (t != kNone) {
+        values.push_back(ref[static_cast<size_t>(t)]);
+      } else {
+        const OnnxNode::Value* v = cuda::OperandConstant(g, o);
+        HFUSE_CHECK(v != nullptr);
+        HostTensor h(v->dtype, v->dims);
+        h.bytes = v->data;
+        values.push_back(std::move(h));
+      }
+    }
+    // Operand k at (row, col) of the domain: its index over `over`,
+    // broadcast (numpy) into its own shape.
+    auto read = [&](size_t k, int64_t row, int64_t col) {
+      const cuda::RegionOperand& o = r.operands[k];
+      const HostTensor& v = values[k];
+      // v's strides over `over` (numpy broadcasting: 0 where v has 1 or no dim)
+      std::vector<int64_t> strides(o.over.size(), 0);
+      const std::vector<int64_t> own = cuda::RowMajorStrides(v.shape);
+      const size_t pad = o.over.size() - v.shape.size();
+      for (size_t d = 0; d < v.shape.size(); ++d) strides[pad + d] = v.shape[d] == 1 ? 0 : own[d];
+      return v.Get(cuda::DomainOffset(o.over, strides, o.cols, row, col));
+    };
+    const std::vector<std::vector<float>> got = cuda::EvaluateRegion(r, read);
+    for (size_t o = 0; o < r.outputs.size(); ++o) {
+      const HostTensor& want = ref[static_cast<size_t>(r.outputs[o].tensor)];
+      float scale = 0.0f, err = 0.0f;
+      bool sized = static_cast<int64_t>(got[o].size()) == want.numel();
+      for (int64_t i = 0; sized && i < want.numel(); ++i) {
+        scale = std::max(scale, std::fabs(want.Get(i)));
+        const float e = std::fabs(got[o][static_cast<size_t>(i)] - want.Get(i));
+        err = std::isnan(e) ? INFINITY : std::max(err, e);
+      }
+      if (!sized || err > 1e-5f * std::max(scale, 1.0f)) {
+        c.Fail(fmt::format("fused region of '{}' ({} ops) computes '{}' {} (error {} at scale {})",
+                           g.op(r.ops.front()).name, r.ops.size(), g.tensor(r.outputs[o].tensor).name,
+                           sized ? "wrong" : "at the wrong size", err, scale));
+      }
+    }
+#ifdef HFUSE_HAVE_CUDA
+    // Its kernel's source compiles (NVRTC, for the H100/H200; no device needed).
+    std::vector<std::vector<int64_t>> strides;
+    for (const cuda::RegionOperand& o : r.operands) strides.push_back(cuda::OperandStrides(g, views, o));
+    try {
+      const std::string source = cuda::FusedRegionSource(r, strides);
+      if (print_sources) fmt::print("{}\n", source);
+      cuda::CompileFusedSource(source, "sm_90");
+    } catch (const std::exception& e) {
+      c.Fail(fmt::format("fused region of '{}': {}", g.op(r.ops.front()).name, e.what()));
+    }
+#endif
+    if (verbose) {
+      fmt::print("  region {} ops ({} to {}), {} rows of {}, {} operands, {} outputs\n", r.ops.size(),
+                 g.op(r.ops.front()).name, g.op(r.ops.back()).name, r.rows, r.cols, r.operands.size(),
+                 r.outputs.size());
+    }
+  }
+  // 4. The memory plan, replayed on host buffers; a region reads its
+  // operands, then writes its outputs, as one launch.
+  const cuda::MemoryPlan mem = cuda::PlanDeviceMemory(g, dims, &views, &fusion);
   std::map<char, std::vector<uint8_t>> buffers = {
       {'i', std::vector<uint8_t>(static_cast<size_t>(mem.input_bytes))},
       {'p', std::vector<uint8_t>(static_cast<size_t>(mem.param_bytes))},
@@ -204,8 +279,20 @@ int Main(int argc, char** argv) {
       fmt::print("  {:8} {:20} {}\n", what, type, op.name);
     }
     if (views.skip[static_cast<size_t>(id)]) continue;
+    const int32_t region = fusion.region_of[static_cast<size_t>(id)];
+    std::vector<TensorId> reads = op.inputs, writes = op.outputs;
+    if (region >= 0) {
+      const cuda::FusionRegion& r = fusion.regions[static_cast<size_t>(region)];
+      if (r.ops.front() != id) continue;
+      reads.clear();
+      writes.clear();
+      for (const cuda::RegionOperand& o : r.operands) {
+        if (cuda::OperandTensor(g, o) != kNone) reads.push_back(cuda::OperandTensor(g, o));
+      }
+      for (const cuda::RegionOutput& o : r.outputs) writes.push_back(o.tensor);
+    }
     ++launches;
-    for (TensorId in : op.inputs) {
+    for (TensorId in : reads) {
       const cuda::Layout& l = views.layout[static_cast<size_t>(in)];
       HostTensor got(g.tensor(in).dtype, views.shape[static_cast<size_t>(in)]);
       ReadThrough(l, views.shape[static_cast<size_t>(in)], root_value(l.root), got);
@@ -214,7 +301,7 @@ int Main(int argc, char** argv) {
                            g.tensor(in).name, g.tensor(l.root).name));
       }
     }
-    for (TensorId out : op.outputs) {
+    for (TensorId out : writes) {
       if (views.layout[static_cast<size_t>(out)].root != kNone) write(out);
     }
   }
@@ -225,8 +312,10 @@ int Main(int argc, char** argv) {
     if (!c.Same(got, ref[static_cast<size_t>(t)])) c.Fail(fmt::format("graph output '{}' is wrong", g.tensor(t).name));
     if (mem.region[static_cast<size_t>(l.root)] != 'o') c.Fail(fmt::format("graph output '{}' is outside the outputs", g.tensor(t).name));
   }
-  fmt::print("{}: {} ops, {} launches, {} folded, {} views ({} checked), {} constant bytes, arena {} of {} bytes: {}\n",
+  fmt::print("{}: {} ops, {} launches, {} folded, {} views ({} checked), {} regions of {} ops, {} constant bytes, "
+             "arena {} of {} bytes: {}\n",
              model, g.LiveOps().size(), launches, folded.folded_ops, views.views, checked_views,
+             fusion.regions.size(), region_ops,
              mem.constant_bytes, mem.arena_bytes, mem.tensor_bytes, c.failures ? "FAIL" : "ok");
   return c.failures ? 1 : 0;
 }

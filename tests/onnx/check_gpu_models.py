@@ -347,6 +347,48 @@ def op_models():
     ], [("x", F, [N, 12])], [("t", F, [N, 12]), ("y", F, [N, 12])],
         [floats("w", [12, 1]), floats("b", [12], 0.05), floats("sqrt2", [1], 0.0, 1.4142135),
          floats("one", [1], 0.0, 1.0), floats("half", [1], 0.0, 0.5)])
+    # Fused regions (src/cuda/fusion_regions.h): DIN's Dice activation (two
+    # row reductions and an elementwise tree, its mean also an output), a
+    # scaled softmax over rows of 39 (not a multiple of the lanes), MMoE's
+    # gate (a softmax, then a weighted sum over the middle axis), and long
+    # rows (300: ten columns a lane) with a max, a log-sum-exp and an L2.
+    yield "region_dice", model("rd", [
+        helper.make_node("ReduceMean", ["x", "last"], ["mean"], keepdims=1),
+        helper.make_node("Sub", ["x", "mean"], ["d"]),
+        helper.make_node("Pow", ["d", "two"], ["p"]),
+        helper.make_node("Add", ["p", "eps"], ["pe"]),
+        helper.make_node("ReduceSum", ["pe", "last"], ["s"], keepdims=1),
+        helper.make_node("Sqrt", ["s"], ["q"]),
+        helper.make_node("Div", ["d", "q"], ["n"]),
+        helper.make_node("Sigmoid", ["n"], ["sg"]),
+        helper.make_node("Mul", ["sg", "x"], ["m1"]),
+        helper.make_node("Sub", ["one", "sg"], ["o"]),
+        helper.make_node("Mul", ["o", "alpha"], ["m2"]),
+        helper.make_node("Mul", ["m2", "x"], ["m3"]),
+        helper.make_node("Add", ["m1", "m3"], ["y"]),
+    ], [("x", F, [N, 64])], [("y", F, [N, 64]), ("mean", F, [N, 1])],
+        [ints("last", [-1]), floats("two", [1], 0.0, 2.0), floats("eps", [1], 0.0, 1e-8),
+         floats("one", [1], 0.0, 1.0), floats("alpha", [64], 0.3, 0.2)])
+    for op in ("Softmax", "LogSoftmax"):
+        yield f"region_scaled_{op.lower()}", model("rs", [
+            helper.make_node("Mul", ["x", "scale"], ["xs"]),
+            helper.make_node(op, ["xs"], ["y"], axis=-1),
+        ], [("x", F, [N, 7, 39])], [("y", F, [N, 7, 39])], [floats("scale", [1], 0.0, 0.125)])
+    yield "region_gate_weighted_sum", model("rg", [
+        helper.make_node("Softmax", ["g"], ["w"], axis=-1),
+        helper.make_node("Unsqueeze", ["w", "ax2"], ["wu"]),
+        helper.make_node("Mul", ["experts", "wu"], ["m"]),
+        helper.make_node("ReduceSum", ["m", "ax1"], ["y"], keepdims=0),
+    ], [("experts", F, [N, 8, 20]), ("g", F, [N, 8])], [("y", F, [N, 20])], [ints("ax2", [2]), ints("ax1", [1])])
+    yield "region_long_rows", model("rl", [
+        helper.make_node("ReduceMax", ["x", "last"], ["hi"], keepdims=1),
+        helper.make_node("Sub", ["x", "hi"], ["d"]),
+        helper.make_node("Exp", ["d"], ["e"]),
+        helper.make_node("ReduceSum", ["e", "last"], ["s"], keepdims=0),
+        helper.make_node("Log", ["s"], ["lse"]),
+        helper.make_node("ReduceL2", ["d", "last"], ["l2"], keepdims=0),
+        helper.make_node("Add", ["lse", "l2"], ["y"]),
+    ], [("x", F, [N, 300])], [("y", F, [N])], [ints("last", [-1])])
     yield "softmax_short_rows_tiles", model("ss", [helper.make_node("Softmax", ["x"], ["y"], axis=-1)],
                                             [("x", F, [N, 64, 9])], [("y", F, [N, 64, 9])])
     # Shape arithmetic over the dynamic batch: folded at plan time.
@@ -378,8 +420,12 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # Relu, the lookup e4 and its add of z, the lookup e5 (read twice) and the
 # chain a5, y3; gather_f16_concat: the two lookups; gather_past_launch the
 # lookups with their Concat, and the dense Concat.
+# region_*: one launch a region (the gate's softmax and its weighted sum are
+# two: rows of the batch, then rows of the batch times the width).
 EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_bias_concat": 6,
-                   "gather_f16_concat": 1, "gather_past_launch": 2}
+                   "gather_f16_concat": 1, "gather_past_launch": 2, "region_dice": 1,
+                   "region_scaled_softmax": 1, "region_scaled_logsoftmax": 1, "region_gate_weighted_sum": 2,
+                   "region_long_rows": 1}
 
 
 def plan_of(stdout):

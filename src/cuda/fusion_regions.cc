@@ -1,0 +1,809 @@
+// Fused regions (fusion_regions.h): which ops form them, the order that
+// keeps each together, and the host interpreter. Host code only.
+#include "fusion_regions.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <queue>
+#include <set>
+#include <string_view>
+
+#include "cpu_onnx_ops.h"
+#include "hfuse/ir/analysis.h"
+#include "hfuse/ir/onnx_ops.h"
+#include "hfuse/support/error.h"
+#include "kernel_codes.h"
+
+namespace hfuse::cuda {
+namespace {
+
+int64_t AttrInt(const OnnxNode& node, const std::string& name, int64_t fallback) {
+  auto it = node.ints.find(name);
+  return it == node.ints.end() || it->second.empty() ? fallback : it->second[0];
+}
+float AttrFloat(const OnnxNode& node, const std::string& name, double fallback) {
+  auto it = node.floats.find(name);
+  return static_cast<float>(it == node.floats.end() || it->second.empty() ? fallback : it->second[0]);
+}
+
+int64_t Numel(const std::vector<int64_t>& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+// The largest k with shape[k:] of `cols` elements, or -1.
+int SplitOf(const std::vector<int64_t>& shape, int64_t cols) {
+  int64_t p = 1;
+  for (int k = static_cast<int>(shape.size()); k >= 0; --k) {
+    if (k < static_cast<int>(shape.size())) p *= shape[static_cast<size_t>(k)];
+    if (p == cols) {
+      // the largest k: step back over nothing (a leading dim of 1 would also
+      // give cols, and belongs to the rows)
+      return k;
+    }
+    if (p > cols) break;
+  }
+  return -1;
+}
+
+// The column dims of a value of shape s in a domain of reference shape
+// `ref` with column dims `cols`: the same elements in the same order, so
+// either the columns are ref's trailing dims and s's trailing dims make as
+// many elements, or s is ref up to dims of one. Nothing otherwise.
+std::optional<std::vector<bool>> ColumnsOf(const std::vector<int64_t>& s, const std::vector<int64_t>& ref,
+                                           const std::vector<bool>& cols) {
+  if (Numel(s) != Numel(ref)) return std::nullopt;
+  int64_t n = 1;
+  bool trailing = true, seen = false;
+  for (size_t d = 0; d < ref.size(); ++d) {
+    if (cols[d]) {
+      n *= ref[d];
+      seen = true;
+    } else if (seen && ref[d] != 1) {
+      trailing = false;
+    }
+  }
+  std::vector<bool> out(s.size(), false);
+  if (trailing) {
+    const int k = SplitOf(s, n);
+    if (k < 0) return std::nullopt;
+    for (size_t d = static_cast<size_t>(k); d < s.size(); ++d) out[d] = s[d] != 1;
+    return out;
+  }
+  // Match the dims of more than one element, in order.
+  size_t j = 0;
+  for (size_t d = 0; d < s.size(); ++d) {
+    if (s[d] == 1) continue;
+    while (j < ref.size() && ref[j] == 1) ++j;
+    if (j == ref.size() || ref[j] != s[d]) return std::nullopt;
+    out[d] = cols[j++];
+  }
+  return out;
+}
+
+// Whether `in`, numpy-broadcast over `out` (columns `cols`), is one value a
+// row: out's extent on its row dims, one on its column dims.
+bool BroadcastsPerRow(const std::vector<int64_t>& in, const std::vector<int64_t>& out, const std::vector<bool>& cols) {
+  if (in.size() > out.size()) return false;
+  const size_t pad = out.size() - in.size();
+  for (size_t d = 0; d < out.size(); ++d) {
+    const int64_t e = d < pad ? 1 : in[d - pad];
+    if (cols[d] ? e != 1 : e != out[d]) return false;
+  }
+  return true;
+}
+
+// The kinds of member, as the ONNX op_type says.
+enum class MemberKind : uint8_t { kNone, kMap, kReduce, kSoftmax };
+
+// The OnnxFunc of the IR's elementwise functions (the CUDA planner's too).
+std::optional<ElementwiseFunction> IrFunction(const Op& op) {
+  static const std::map<EwFunc, OnnxFunc> kFuncs = {
+      {EwFunc::kRelu, kRelu}, {EwFunc::kSigmoid, kSigmoid}, {EwFunc::kTanh, kTanh},
+      {EwFunc::kGelu, kGelu}, {EwFunc::kSilu, kSwish},      {EwFunc::kAdd, kAdd},
+      {EwFunc::kSub, kSub},   {EwFunc::kMul, kMul},         {EwFunc::kDiv, kDiv}};
+  auto f = kFuncs.find(op.attrs.func);
+  if (f == kFuncs.end() || op.inputs.size() != (IsUnary(op.attrs.func) ? 1u : 2u)) return std::nullopt;
+  ElementwiseFunction e;
+  e.func = f->second;
+  e.alpha = 1.0f;  // Silu = Swish of alpha 1
+  e.inputs = op.inputs.size();
+  return e;
+}
+
+MemberKind KindOf(const Op& op) {
+  if (FamilyOf(op.type) == OpFamily::kElementwise) return IrFunction(op) ? MemberKind::kMap : MemberKind::kNone;
+  if (FamilyOf(op.type) != OpFamily::kOpaque || !op.attrs.onnx) return MemberKind::kNone;
+  const OnnxNode& node = *op.attrs.onnx;
+  if (!node.domain.empty() && node.domain != "ai.onnx") return MemberKind::kNone;
+  const std::string& t = node.op_type;
+  if (t == "Softmax" || t == "LogSoftmax") return MemberKind::kSoftmax;
+  if (t.starts_with("Reduce")) return MemberKind::kReduce;
+  static const std::set<std::string_view> kMaps = {
+      "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", "PRelu", "Relu", "Sigmoid", "Tanh",
+      "Sqrt", "Exp", "Log", "Neg", "Abs", "Erf", "Reciprocal", "Softplus", "LeakyRelu", "Floor",
+      "Ceil", "Elu", "HardSigmoid", "Sign", "Gelu", "Selu", "Softsign", "Swish", "Mish"};
+  return kMaps.contains(t) ? MemberKind::kMap : MemberKind::kNone;
+}
+
+ReduceKind ReduceKindOf(const std::string& t) {
+  static const std::map<std::string_view, ReduceKind> kKinds = {
+      {"ReduceSum", kReduceSum},   {"ReduceMean", kReduceMean}, {"ReduceMax", kReduceMax},
+      {"ReduceMin", kReduceMin},   {"ReduceProd", kReduceProd}, {"ReduceL1", kReduceL1},
+      {"ReduceL2", kReduceL2},     {"ReduceSumSquare", kReduceSumSquare}};
+  return kKinds.at(t);
+}
+
+class Planner {
+ public:
+  Planner(const Graph& g, const ViewPlan& v, const PlanConstants& c) : g_(g), v_(v), c_(c) {}
+
+  FusionPlan Run(bool enabled) {
+    FusionPlan plan;
+    const std::vector<OpId> order = StableTopologicalOrder(g_);
+    pos_.assign(static_cast<size_t>(g_.num_op_ids()), -1);
+    for (size_t i = 0; i < order.size(); ++i) pos_[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+    plan.region_of.assign(static_cast<size_t>(g_.num_op_ids()), -1);
+    if (!enabled) {
+      plan.order = order;
+      return plan;
+    }
+    // Sets of ops grown producer to consumer; group_of: per op id, its set.
+    std::vector<std::vector<OpId>> sets;
+    std::vector<int32_t> set_of(static_cast<size_t>(g_.num_op_ids()), -1);
+    for (OpId id : order) {
+      if (!Candidate(id)) continue;
+      std::vector<int32_t> producers;
+      for (TensorId t : g_.op(id).inputs) {
+        const OpId p = ProducerOf(t);
+        if (p != kNone && set_of[static_cast<size_t>(p)] >= 0) producers.push_back(set_of[static_cast<size_t>(p)]);
+      }
+      std::sort(producers.begin(), producers.end());
+      producers.erase(std::unique(producers.begin(), producers.end()), producers.end());
+      auto try_join = [&](const std::vector<int32_t>& join) {
+        std::vector<OpId> m{id};
+        for (int32_t s : join) m.insert(m.end(), sets[static_cast<size_t>(s)].begin(), sets[static_cast<size_t>(s)].end());
+        SortByPos(m);
+        if (!Convex(m) || !Analyze(m)) return false;
+        const int32_t into = join.front();
+        for (int32_t s : join) {
+          if (s != into) sets[static_cast<size_t>(s)].clear();
+        }
+        sets[static_cast<size_t>(into)] = m;
+        for (OpId o : m) set_of[static_cast<size_t>(o)] = into;
+        return true;
+      };
+      bool joined = !producers.empty() && try_join(producers);
+      // Else the latest set alone that takes it.
+      for (size_t i = producers.size(); !joined && producers.size() > 1 && i-- > 0;) {
+        joined = try_join({producers[i]});
+      }
+      if (!joined) {
+        set_of[static_cast<size_t>(id)] = static_cast<int32_t>(sets.size());
+        sets.push_back({id});
+      }
+    }
+    for (const std::vector<OpId>& m : sets) {
+      if (m.size() < 2) continue;
+      std::optional<FusionRegion> r = Analyze(m);
+      HFUSE_CHECK(r.has_value());
+      for (OpId o : m) plan.region_of[static_cast<size_t>(o)] = static_cast<int32_t>(plan.regions.size());
+      plan.regions.push_back(std::move(*r));
+    }
+    plan.order = RegionOrder(order, plan);
+    return plan;
+  }
+
+ private:
+  const Graph& g_;
+  const ViewPlan& v_;
+  const PlanConstants& c_;
+  std::vector<int64_t> pos_;
+
+  const std::vector<int64_t>& Shape(TensorId t) const { return v_.shape[static_cast<size_t>(t)]; }
+  const Layout& LayoutOf(TensorId t) const { return v_.layout[static_cast<size_t>(t)]; }
+  bool Runs(OpId id) const { return !g_.op(id).elided && !v_.skip[static_cast<size_t>(id)]; }
+
+  void SortByPos(std::vector<OpId>& m) const {
+    std::sort(m.begin(), m.end(), [&](OpId a, OpId b) { return pos_[static_cast<size_t>(a)] < pos_[static_cast<size_t>(b)]; });
+  }
+
+  // An op that may be a member: a kind above, float32 out, its output in a
+  // buffer of its own, row-major.
+  bool Candidate(OpId id) const {
+    const Op& op = g_.op(id);
+    if (!op.alive || !Runs(id) || KindOf(op) == MemberKind::kNone || op.outputs.size() != 1) return false;
+    const TensorId y = op.outputs[0];
+    const Layout& l = LayoutOf(y);
+    return g_.tensor(y).dtype == DType::kFloat32 && l.root == y && l.offset == 0 &&
+           l.root_dtype == DType::kFloat32 && IsRowMajor(l, Shape(y)) && Shape(y).size() <= 8;
+  }
+
+  // The op whose output t is the same elements of (t itself, or a reshape
+  // view of it), or kNone.
+  OpId ProducerOf(TensorId t) const {
+    if (t == kNone) return kNone;
+    const Layout& l = LayoutOf(t);
+    if (l.root == kNone || l.offset != LayoutOf(l.root).offset || l.root_dtype != g_.tensor(l.root).dtype ||
+        !IsRowMajor(l, Shape(t))) {
+      return kNone;
+    }
+    return g_.tensor(l.root).producer;
+  }
+
+  TensorId NodeInput(const Op& op, size_t slot) const { return InputOf(op, slot); }
+  const OnnxNode::Value* NodeConstant(const Op& op, size_t slot) const { return ConstantOf(op, slot); }
+  size_t Slots(const Op& op) const {
+    return !op.attrs.onnx || op.attrs.onnx->input_slots.empty() ? op.inputs.size() : op.attrs.onnx->input_slots.size();
+  }
+
+  // Whether an op outside `m` (or the graph's outputs) reads t, through views.
+  bool ReadOutside(TensorId t, const std::vector<OpId>& m) const {
+    if (g_.IsGraphOutput(t)) return true;
+    for (OpId u : g_.tensor(t).users) {
+      if (std::find(m.begin(), m.end(), u) != m.end()) continue;
+      const Op& op = g_.op(u);
+      if (op.elided) continue;
+      if (!v_.view_op[static_cast<size_t>(u)]) return true;
+      for (TensorId out : op.outputs) {
+        if (ReadOutside(out, m)) return true;
+      }
+    }
+    return false;
+  }
+
+  // No op that runs lies on a path between two members.
+  bool Convex(const std::vector<OpId>& m) const {
+    const size_t n = static_cast<size_t>(g_.num_op_ids());
+    std::vector<char> in(n, 0), down(n, 0), up(n, 0);
+    for (OpId o : m) in[static_cast<size_t>(o)] = 1;
+    const int64_t lo = pos_[static_cast<size_t>(m.front())], hi = pos_[static_cast<size_t>(m.back())];
+    std::vector<OpId> stack(m.begin(), m.end());
+    while (!stack.empty()) {  // below the members, above the last
+      const OpId o = stack.back();
+      stack.pop_back();
+      for (TensorId t : g_.op(o).outputs) {
+        for (OpId u : g_.tensor(t).users) {
+          const int64_t p = pos_[static_cast<size_t>(u)];
+          if (p < 0 || p > hi || down[static_cast<size_t>(u)] || in[static_cast<size_t>(u)]) continue;
+          down[static_cast<size_t>(u)] = 1;
+          stack.push_back(u);
+        }
+      }
+    }
+    stack.assign(m.begin(), m.end());
+    while (!stack.empty()) {  // above the members, below the first
+      const OpId o = stack.back();
+      stack.pop_back();
+      for (TensorId t : g_.op(o).inputs) {
+        if (t == kNone) continue;
+        const OpId p = g_.tensor(t).producer;
+        if (p == kNone) continue;
+        const int64_t at = pos_[static_cast<size_t>(p)];
+        if (at < 0 || at < lo || up[static_cast<size_t>(p)] || in[static_cast<size_t>(p)]) continue;
+        up[static_cast<size_t>(p)] = 1;
+        if (down[static_cast<size_t>(p)] && Runs(p)) return false;
+        stack.push_back(p);
+      }
+    }
+    return true;
+  }
+
+ public:
+  // The region of members m (in order), or nothing where they cannot form one.
+  std::optional<FusionRegion> Analyze(const std::vector<OpId>& m) const {
+    FusionRegion r;
+    r.ops = m;
+    // The domain: a reference shape and its column dims. With reductions
+    // (and softmaxes), the first one's input and the dims it reduces;
+    // without, the members' sizes: all one (one column), or two, the
+    // larger a multiple of the smaller (the trailing dims of the larger
+    // make the columns, the smaller is one value a row).
+    std::vector<int64_t> ref;
+    std::vector<bool> ref_cols;
+    for (OpId id : m) {
+      const Op& op = g_.op(id);
+      if (KindOf(op) == MemberKind::kMap) continue;
+      const std::optional<std::vector<bool>> red = ReducedOf(op);
+      if (!red) return std::nullopt;
+      const std::vector<int64_t>& xs = Shape(NodeInput(op, 0));
+      if (ref.empty()) {
+        ref = xs;
+        ref_cols = *red;
+      } else if (ColumnsOf(xs, ref, ref_cols) != *red) {
+        return std::nullopt;
+      }
+    }
+    if (ref.empty()) {
+      std::set<int64_t> sizes;
+      for (OpId o : m) sizes.insert(Numel(Shape(g_.op(o).outputs[0])));
+      if (sizes.size() > 2) return std::nullopt;
+      const int64_t big = *sizes.rbegin(), small = *sizes.begin();
+      if (small <= 0 || big % small != 0) return std::nullopt;
+      for (OpId o : m) {
+        if (Numel(Shape(g_.op(o).outputs[0])) == big) {
+          ref = Shape(g_.op(o).outputs[0]);
+          break;
+        }
+      }
+      const int k = SplitOf(ref, big / small);
+      if (k < 0) return std::nullopt;
+      ref_cols.assign(ref.size(), false);
+      for (size_t d = static_cast<size_t>(k); d < ref.size(); ++d) ref_cols[d] = ref[d] != 1;
+    }
+    r.rows = r.cols = 1;
+    for (size_t d = 0; d < ref.size(); ++d) (ref_cols[d] ? r.cols : r.rows) *= ref[d];
+    const int64_t rows = r.rows, cols = r.cols;
+    if (cols > kMaxRegionCols || rows <= 0 || rows * cols >= (int64_t{1} << 31)) return std::nullopt;
+    // A value of shape s: per element (its column dims), per row, or neither.
+    auto per_element = [&](const std::vector<int64_t>& s) { return ColumnsOf(s, ref, ref_cols); };
+    auto per_row = [&](const std::vector<int64_t>& s) { return Numel(s) == rows; };
+    std::map<OpId, int32_t> step_of;
+    std::map<std::tuple<TensorId, OpId, int32_t, std::vector<int64_t>, bool>, int32_t> operand_of;
+    // Slot `slot` of member `op` read from memory over `over`.
+    auto operand = [&](const Op& op, OpId id, size_t slot, const std::vector<int64_t>& over,
+                       bool row) -> std::optional<int32_t> {
+      RegionOperand o{id, static_cast<int32_t>(slot), over, {}, row};
+      if (row) {
+        o.cols.assign(over.size(), false);
+      } else {
+        std::optional<std::vector<bool>> c = per_element(over);
+        if (!c) return std::nullopt;
+        o.cols = *c;
+      }
+      const TensorId t = NodeInput(op, slot);
+      if (t != kNone) {
+        const Layout& l = LayoutOf(t);
+        if (g_.tensor(t).dtype != DType::kFloat32 || l.root == kNone || l.root_dtype != DType::kFloat32 ||
+            Shape(t).size() > over.size()) {
+          return std::nullopt;
+        }
+        // A member's value read any other way than as its elements would
+        // be read while the region writes it.
+        const OpId p = g_.tensor(l.root).producer;
+        if (p != kNone && std::find(m.begin(), m.end(), p) != m.end()) return std::nullopt;
+      } else {
+        const OnnxNode::Value* c = NodeConstant(op, slot);
+        if (!c || c->dtype != DType::kFloat32 || c->dims.size() > over.size()) return std::nullopt;
+      }
+      // One operand per tensor and way of reading it (a node's constant per node).
+      const auto key = std::make_tuple(t, t == kNone ? id : kNone, t == kNone ? o.slot : -1, over, row);
+      auto it = operand_of.find(key);
+      if (it != operand_of.end()) return it->second;
+      const auto k = static_cast<int32_t>(r.operands.size());
+      r.operands.push_back(std::move(o));
+      operand_of.emplace(key, k);
+      return k;
+    };
+    for (OpId id : m) {
+      const Op& op = g_.op(id);
+      const MemberKind kind = KindOf(op);
+      const std::vector<int64_t>& ys = Shape(op.outputs[0]);
+      RegionStep st;
+      st.op = id;
+      st.per_row = !per_element(ys);
+      if (st.per_row && !per_row(ys)) return std::nullopt;
+      // Argument `slot` read over `over`: a member's value (as its
+      // elements, or a per-row value broadcast along the row), or an operand.
+      auto argument = [&](size_t slot, const std::vector<int64_t>& over, bool row) -> std::optional<int32_t> {
+        const TensorId t = NodeInput(op, slot);
+        const OpId p = ProducerOf(t);
+        auto it = p == kNone ? step_of.end() : step_of.find(p);
+        if (it == step_of.end()) {
+          const std::optional<int32_t> k = operand(op, id, slot, over, row);
+          if (!k) return std::nullopt;
+          return -1 - *k;
+        }
+        const RegionStep& from = r.steps[static_cast<size_t>(it->second)];
+        const std::vector<int64_t>& ts = Shape(t);
+        if (from.per_row) {
+          if (!per_row(ts)) return std::nullopt;
+          if (!row && !BroadcastsPerRow(ts, over, *per_element(over))) return std::nullopt;
+        } else if (row || Numel(ts) != Numel(over) || !per_element(ts)) {
+          return std::nullopt;
+        }
+        return it->second;
+      };
+      if (kind == MemberKind::kMap) {
+        std::string why;
+        const std::optional<ElementwiseFunction> f =
+            op.attrs.onnx ? ElementwiseFunctionOf(*op.attrs.onnx, why) : IrFunction(op);
+        if (!f || Slots(op) != f->inputs || f->inputs > 3) return std::nullopt;
+        st.kind = RegionStep::Kind::kMap;
+        st.func = f->func;
+        st.alpha = f->alpha;
+        st.beta = f->beta;
+        st.num_args = static_cast<int32_t>(f->inputs);
+        for (size_t k = 0; k < f->inputs; ++k) {
+          const std::optional<int32_t> a = argument(k, ys, st.per_row);
+          if (!a) return std::nullopt;
+          st.args[k] = *a;
+        }
+      } else {
+        if (st.per_row == (kind == MemberKind::kSoftmax)) return std::nullopt;
+        const std::vector<int64_t>& xs = Shape(NodeInput(op, 0));
+        const std::optional<int32_t> a = argument(0, xs, false);
+        if (!a) return std::nullopt;
+        st.args[0] = *a;
+        st.num_args = 1;
+        if (kind == MemberKind::kSoftmax) {
+          st.kind = op.attrs.onnx->op_type == "LogSoftmax" ? RegionStep::Kind::kLogSoftmax : RegionStep::Kind::kSoftmax;
+        } else {
+          st.kind = RegionStep::Kind::kReduce;
+          st.func = ReduceKindOf(op.attrs.onnx->op_type);
+        }
+      }
+      step_of[id] = static_cast<int32_t>(r.steps.size());
+      r.steps.push_back(st);
+      if (ReadOutside(op.outputs[0], m)) {
+        RegionOutput out{op.outputs[0], static_cast<int32_t>(r.steps.size() - 1), ys, {}};
+        out.cols = st.per_row ? std::vector<bool>(ys.size(), false) : *per_element(ys);
+        r.outputs.push_back(std::move(out));
+      }
+    }
+    if (r.outputs.empty() || static_cast<int>(r.outputs.size()) > kMaxRegionOutputs ||
+        static_cast<int>(r.operands.size()) > kMaxRegionOperands || static_cast<int>(r.steps.size()) > kMaxRegionSteps) {
+      return std::nullopt;
+    }
+    return r;
+  }
+
+  // The dims a reduction or softmax member reduces over its input (dims of
+  // one left out), or nothing where it is not one the region takes.
+  std::optional<std::vector<bool>> ReducedOf(const Op& op) const {
+    const TensorId x = NodeInput(op, 0);
+    if (x == kNone || g_.tensor(x).dtype != DType::kFloat32) return std::nullopt;
+    const std::vector<int64_t>& xs = Shape(x);
+    std::vector<bool> red(xs.size(), false);
+    if (KindOf(op) == MemberKind::kSoftmax) {
+      const std::optional<cpu::AxisView> a = cpu::SoftmaxView(*op.attrs.onnx, xs);
+      if (!a) return std::nullopt;
+      // The dims the softmax runs over: those whose extents make `len`
+      // between `outer` and `inner`.
+      int64_t outer = 1;
+      size_t d = 0;
+      while (d < xs.size() && outer < a->outer) outer *= xs[d++];
+      if (outer != a->outer) return std::nullopt;
+      int64_t len = 1;
+      for (; d < xs.size() && len < a->len; ++d) {
+        len *= xs[d];
+        red[d] = xs[d] != 1;
+      }
+      if (len != a->len || a->len <= 1) return std::nullopt;
+      return red;
+    }
+    std::optional<std::vector<int64_t>> axes;
+    if (Slots(op) > 1 && (NodeInput(op, 1) != kNone || NodeConstant(op, 1))) {
+      std::vector<const HostTensor*> known;
+      for (TensorId t : op.inputs) {
+        auto it = c_.values.find(t);
+        known.push_back(it == c_.values.end() ? nullptr : &it->second);
+      }
+      axes = cpu::KnownInts(*op.attrs.onnx, 1, known);
+      if (!axes) return std::nullopt;  // axes computed at run time
+    }
+    const std::optional<std::vector<bool>> reduced = cpu::ReducedDims(*op.attrs.onnx, xs.size(), axes ? &*axes : nullptr);
+    if (!reduced) return std::nullopt;
+    int64_t len = 1;
+    for (size_t d = 0; d < xs.size(); ++d) {
+      red[d] = (*reduced)[d] && xs[d] != 1;
+      if (red[d]) len *= xs[d];
+    }
+    if (len <= 1) return std::nullopt;
+    return red;
+  }
+
+ private:
+  // The stable order with each region's members together: Kahn's over the
+  // graph with each region one node, the lowest first position first.
+  std::vector<OpId> RegionOrder(const std::vector<OpId>& order, const FusionPlan& plan) const {
+    const size_t n = static_cast<size_t>(g_.num_op_ids());
+    const auto regions = static_cast<int64_t>(plan.regions.size());
+    // Node ids: ops by id, regions after them.
+    auto node_of = [&](OpId o) -> int64_t {
+      const int32_t r = plan.region_of[static_cast<size_t>(o)];
+      return r >= 0 ? static_cast<int64_t>(n) + r : o;
+    };
+    const size_t nodes = n + static_cast<size_t>(regions);
+    std::vector<int64_t> key(nodes, INT64_MAX), pending(nodes, 0);
+    std::vector<std::vector<int64_t>> next(nodes);
+    std::vector<bool> live(nodes, false);
+    // An op that runs depends on the ops that run and produce what it
+    // reads, through any ops that run nothing (views: a view between two
+    // members is no node of its own, or it would make a cycle); an op that
+    // runs nothing comes after what it reads and holds nothing up.
+    std::vector<std::vector<OpId>> running(n);  // per op: the running producers it reads through views
+    std::vector<bool> done(n, false);
+    std::function<const std::vector<OpId>&(OpId)> producers = [&](OpId o) -> const std::vector<OpId>& {
+      std::vector<OpId>& out = running[static_cast<size_t>(o)];
+      if (done[static_cast<size_t>(o)]) return out;
+      done[static_cast<size_t>(o)] = true;
+      for (TensorId t : g_.op(o).inputs) {
+        if (t == kNone) continue;
+        const OpId p = g_.tensor(t).producer;
+        if (p == kNone || pos_[static_cast<size_t>(p)] < 0) continue;
+        if (Runs(p)) {
+          out.push_back(p);
+        } else {
+          const std::vector<OpId>& through = producers(p);
+          out.insert(out.end(), through.begin(), through.end());
+        }
+      }
+      return out;
+    };
+    for (OpId o : order) {
+      const int64_t u = node_of(o);
+      live[static_cast<size_t>(u)] = true;
+      key[static_cast<size_t>(u)] = std::min(key[static_cast<size_t>(u)], pos_[static_cast<size_t>(o)]);
+      for (OpId p : producers(o)) {
+        const int64_t w = node_of(p);
+        if (w != u) next[static_cast<size_t>(w)].push_back(u);
+      }
+    }
+    for (auto& e : next) {
+      std::sort(e.begin(), e.end());
+      e.erase(std::unique(e.begin(), e.end()), e.end());
+      for (int64_t u : e) ++pending[static_cast<size_t>(u)];
+    }
+    std::priority_queue<std::pair<int64_t, int64_t>, std::vector<std::pair<int64_t, int64_t>>, std::greater<>> ready;
+    for (size_t u = 0; u < nodes; ++u) {
+      if (live[u] && pending[u] == 0) ready.emplace(key[u], static_cast<int64_t>(u));
+    }
+    std::vector<OpId> out;
+    out.reserve(order.size());
+    while (!ready.empty()) {
+      const int64_t u = ready.top().second;
+      ready.pop();
+      if (u >= static_cast<int64_t>(n)) {
+        const FusionRegion& r = plan.regions[static_cast<size_t>(u - static_cast<int64_t>(n))];
+        out.insert(out.end(), r.ops.begin(), r.ops.end());
+      } else {
+        out.push_back(static_cast<OpId>(u));
+      }
+      for (int64_t w : next[static_cast<size_t>(u)]) {
+        if (--pending[static_cast<size_t>(w)] == 0) ready.emplace(key[static_cast<size_t>(w)], w);
+      }
+    }
+    HFUSE_CHECK(out.size() == order.size());  // regions are convex: no cycle between them
+    return out;
+  }
+};
+
+float ReduceInit(int32_t kind) {
+  return kind == kReduceMax ? -INFINITY : kind == kReduceMin ? INFINITY : kind == kReduceProd ? 1.0f : 0.0f;
+}
+float ReduceTerm(int32_t kind, float acc, float v) {
+  switch (kind) {
+    case kReduceMax: return std::fmax(acc, v);
+    case kReduceMin: return std::fmin(acc, v);
+    case kReduceProd: return acc * v;
+    case kReduceL1: return acc + std::fabs(v);
+    case kReduceL2:
+    case kReduceSumSquare: return acc + v * v;
+    default: return acc + v;
+  }
+}
+float ReduceCombine(int32_t kind, float a, float b) {
+  switch (kind) {
+    case kReduceMax: return std::fmax(a, b);
+    case kReduceMin: return std::fmin(a, b);
+    case kReduceProd: return a * b;
+    default: return a + b;
+  }
+}
+float ReduceFinish(int32_t kind, float acc, int64_t count) {
+  if (kind == kReduceMean) return acc / static_cast<float>(count);
+  if (kind == kReduceL2) return std::sqrt(acc);
+  return acc;
+}
+
+float FloatFunc(int32_t func, float u, float v, float w, float alpha, float beta) {
+  (void)u, (void)v, (void)w, (void)alpha, (void)beta;
+  switch (func) {
+#define HFUSE_FLOAT_FUNC(Func, expression) \
+  case Func: return (expression);
+#include "float_funcs.def"
+#undef HFUSE_FLOAT_FUNC
+    default: break;
+  }
+  HFUSE_CHECK(false && "no formula for this function");
+  return 0.0f;
+}
+
+}  // namespace
+
+std::optional<ElementwiseFunction> ElementwiseFunctionOf(const OnnxNode& node, std::string& why) {
+  static const std::map<std::string_view, OnnxFunc> kFuncs = {
+      {"Cast", kCopy},
+      {"Add", kAdd}, {"Sub", kSub}, {"Mul", kMul}, {"Div", kDiv},
+      {"Pow", kPow}, {"Max", kMax}, {"Min", kMin}, {"Mod", kMod},
+      {"PRelu", kPRelu}, {"Equal", kEqual}, {"Less", kLess},
+      {"Greater", kGreater}, {"LessOrEqual", kLessOrEqual},
+      {"GreaterOrEqual", kGreaterOrEqual}, {"And", kAnd}, {"Or", kOr},
+      {"Xor", kXor}, {"Where", kWhere}, {"Relu", kRelu},
+      {"Sigmoid", kSigmoid}, {"Tanh", kTanh}, {"Sqrt", kSqrt}, {"Exp", kExp},
+      {"Log", kLog}, {"Neg", kNeg}, {"Abs", kAbs}, {"Erf", kErf},
+      {"Reciprocal", kReciprocal}, {"Softplus", kSoftplus},
+      {"LeakyRelu", kLeakyRelu}, {"Clip", kClip}, {"Not", kNot},
+      {"Floor", kFloor}, {"Ceil", kCeil}, {"Elu", kElu},
+      {"HardSigmoid", kHardSigmoid}, {"Sign", kSign}, {"Gelu", kGelu},
+      {"Selu", kSelu}, {"Softsign", kSoftsign}, {"Swish", kSwish},
+      {"Mish", kMish}};
+  const std::string& type = node.op_type;
+  auto f = kFuncs.find(type);
+  if (f == kFuncs.end()) {
+    why = "no elementwise function";
+    return std::nullopt;
+  }
+  ElementwiseFunction e;
+  e.func = f->second;
+  e.inputs = type == "Where" ? 3 : (e.func >= kRelu || type == "Cast") ? 1 : 2;
+  if (type == "Mod" && AttrInt(node, "fmod", 0) != 0) e.func = kFMod;
+  e.alpha = AttrFloat(node, "alpha", type == "LeakyRelu" ? 0.01 : type == "HardSigmoid" ? 0.2
+                                      : type == "Selu"    ? 1.67326319217681884765625
+                                                          : 1.0);
+  e.beta = AttrFloat(node, "beta", 0.5);
+  if (type == "Selu") e.beta = AttrFloat(node, "gamma", 1.05070102214813232421875);
+  if (type == "Gelu") {
+    auto it = node.strings.find("approximate");
+    if (it != node.strings.end() && it->second == "tanh") {
+      e.func = kGeluTanh;
+    } else if (it != node.strings.end() && it->second != "none") {
+      why = fmt::format("approximate '{}'", it->second);
+      return std::nullopt;
+    }
+  }
+  if (type == "Clip") {
+    e.alpha = -INFINITY;
+    e.beta = INFINITY;
+    if (node.opset < 11) {
+      e.alpha = AttrFloat(node, "min", -INFINITY);
+      e.beta = AttrFloat(node, "max", INFINITY);
+    }
+  }
+  return e;
+}
+
+TensorId InputOf(const Op& op, size_t slot) {
+  if (!op.attrs.onnx) return slot < op.inputs.size() ? op.inputs[slot] : kNone;
+  const OnnxNode& node = *op.attrs.onnx;
+  const int32_t s = node.input_slots.empty() ? static_cast<int32_t>(slot)
+                    : slot < node.input_slots.size() ? node.input_slots[slot]
+                                                     : kNone;
+  return s >= 0 && static_cast<size_t>(s) < op.inputs.size() ? op.inputs[static_cast<size_t>(s)] : kNone;
+}
+
+const OnnxNode::Value* ConstantOf(const Op& op, size_t slot) {
+  if (!op.attrs.onnx) return nullptr;
+  const OnnxNode& node = *op.attrs.onnx;
+  if (slot >= node.input_slots.size() || node.input_slots[slot] > -2) return nullptr;
+  return &node.constant_values[static_cast<size_t>(-2 - node.input_slots[slot])];
+}
+
+TensorId OperandTensor(const Graph& graph, const RegionOperand& o) {
+  return InputOf(graph.op(o.op), static_cast<size_t>(o.slot));
+}
+
+const OnnxNode::Value* OperandConstant(const Graph& graph, const RegionOperand& o) {
+  return ConstantOf(graph.op(o.op), static_cast<size_t>(o.slot));
+}
+
+std::vector<int64_t> OperandStrides(const Graph& graph, const ViewPlan& views, const RegionOperand& o) {
+  std::vector<int64_t> from, strides;
+  const TensorId t = OperandTensor(graph, o);
+  if (t != kNone) {
+    from = views.shape[static_cast<size_t>(t)];
+    strides = views.layout[static_cast<size_t>(t)].strides;
+  } else {
+    from = OperandConstant(graph, o)->dims;
+    strides = RowMajorStrides(from);
+  }
+  std::vector<int64_t> out(o.over.size(), 0);
+  HFUSE_CHECK(from.size() <= o.over.size());
+  for (size_t d = 0; d < from.size(); ++d) out[o.over.size() - from.size() + d] = from[d] == 1 ? 0 : strides[d];
+  return out;
+}
+
+FusionPlan PlanFusionRegions(const Graph& graph, const ViewPlan& views, const PlanConstants& constants,
+                             bool enabled) {
+  return Planner(graph, views, constants).Run(enabled);
+}
+
+int64_t DomainOffset(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,
+                     const std::vector<bool>& cols, int64_t row, int64_t col) {
+  int64_t at = 0;
+  for (size_t d = shape.size(); d-- > 0;) {
+    int64_t& rest = cols[d] ? col : row;
+    at += (rest % shape[d]) * strides[d];
+    rest /= shape[d];
+  }
+  return at;
+}
+
+RegionLanes LanesOf(int64_t cols) {
+  RegionLanes l;
+  while (l.lanes < 32 && l.lanes < cols) l.lanes *= 2;
+  l.per_lane = (cols + l.lanes - 1) / l.lanes;
+  return l;
+}
+
+std::vector<std::vector<float>> EvaluateRegion(const FusionRegion& r,
+                                               const std::function<float(size_t, int64_t, int64_t)>& read) {
+  std::vector<std::vector<float>> outs(r.outputs.size());
+  std::vector<std::vector<int64_t>> out_strides;
+  for (size_t o = 0; o < r.outputs.size(); ++o) {
+    const bool per_row = r.steps[static_cast<size_t>(r.outputs[o].step)].per_row;
+    outs[o].resize(static_cast<size_t>(per_row ? r.rows : r.rows * r.cols));
+    out_strides.push_back(RowMajorStrides(r.outputs[o].shape));
+  }
+  const int64_t cols = r.cols;
+  const RegionLanes lanes = LanesOf(cols);
+  std::vector<std::vector<float>> value(r.steps.size(), std::vector<float>(static_cast<size_t>(cols)));
+  for (int64_t row = 0; row < r.rows; ++row) {
+    auto arg = [&](int32_t a, int64_t c) {
+      if (a >= 0) {
+        const std::vector<float>& v = value[static_cast<size_t>(a)];
+        return r.steps[static_cast<size_t>(a)].per_row ? v[0] : v[static_cast<size_t>(c)];
+      }
+      const size_t k = static_cast<size_t>(-1 - a);
+      const RegionOperand& o = r.operands[k];
+      return read(k, row, o.per_row ? 0 : c);
+    };
+    for (size_t s = 0; s < r.steps.size(); ++s) {
+      const RegionStep& st = r.steps[s];
+      std::vector<float>& v = value[s];
+      const int64_t n = st.per_row ? 1 : cols;
+      if (st.kind == RegionStep::Kind::kMap) {
+        for (int64_t c = 0; c < n; ++c) {
+          const float u = arg(st.args[0], c);
+          const float w1 = st.num_args > 1 ? arg(st.args[1], c) : u;
+          const float w2 = st.num_args > 2 ? arg(st.args[2], c) : u;
+          v[static_cast<size_t>(c)] = FloatFunc(st.func, u, w1, w2, st.alpha, st.beta);
+        }
+        continue;
+      }
+      // The kernel's order: each lane folds its columns, then the lanes
+      // fold pairwise (xor shuffles: lane i with lane i ^ step).
+      auto reduce = [&](int32_t kind, const std::function<float(int64_t)>& x) {
+        std::vector<float> lane(static_cast<size_t>(lanes.lanes), ReduceInit(kind));
+        for (int64_t c = 0; c < cols; ++c) {
+          float& acc = lane[static_cast<size_t>(c % lanes.lanes)];
+          acc = ReduceTerm(kind, acc, x(c));
+        }
+        for (int step = lanes.lanes / 2; step > 0; step /= 2) {
+          for (int i = 0; i < step; ++i) {
+            lane[static_cast<size_t>(i)] = ReduceCombine(kind, lane[static_cast<size_t>(i)], lane[static_cast<size_t>(i + step)]);
+          }
+        }
+        return lane[0];
+      };
+      if (st.kind == RegionStep::Kind::kReduce) {
+        v[0] = ReduceFinish(st.func, reduce(st.func, [&](int64_t c) { return arg(st.args[0], c); }), cols);
+        continue;
+      }
+      const float high = reduce(kReduceMax, [&](int64_t c) { return arg(st.args[0], c); });
+      const float sum = reduce(kReduceSum, [&](int64_t c) { return std::exp(arg(st.args[0], c) - high); });
+      for (int64_t c = 0; c < cols; ++c) {
+        const float x = arg(st.args[0], c);
+        v[static_cast<size_t>(c)] = st.kind == RegionStep::Kind::kLogSoftmax ? x - high - std::log(sum)
+                                                                              : std::exp(x - high) / sum;
+      }
+    }
+    for (size_t o = 0; o < r.outputs.size(); ++o) {
+      const RegionStep& st = r.steps[static_cast<size_t>(r.outputs[o].step)];
+      const std::vector<float>& v = value[static_cast<size_t>(r.outputs[o].step)];
+      const RegionOutput& out = r.outputs[o];
+      for (int64_t c = 0; c < (st.per_row ? 1 : cols); ++c) {
+        outs[o][static_cast<size_t>(DomainOffset(out.shape, out_strides[o], out.cols, row, c))] =
+            v[static_cast<size_t>(c)];
+      }
+    }
+  }
+  return outs;
+}
+
+}  // namespace hfuse::cuda

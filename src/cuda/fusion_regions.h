@@ -1,0 +1,167 @@
+// Fused regions: connected sets of float32 elementwise ops, row reductions
+// and softmaxes that the CUDA backend runs as one kernel each, written for
+// the region and compiled at plan time by NVRTC (fused_elementwise.h), as
+// Inductor writes a persistent-reduction kernel per fusion. The planning
+// half, plain C++ built on every machine; tests/cuda/plan_check.cc checks
+// every region it finds in the real models against the CPU reference with
+// the interpreter below (EvaluateRegion).
+//
+// Before, the Dice activation of DIN (torch-rechub), thirteen ops and nine
+// launches, each [B*L, 64] tensor written to memory and read back:
+//
+//   m = ReduceMean(x, -1); d = x - m; v = ReduceSum(d^2 + eps, -1)
+//   p = Sigmoid(d / Sqrt(v)); y = p * x + (1 - p) * alpha * x
+//
+// After: one launch, one [B*L, 64] read and one written. A warp (or a part
+// of one, for short rows) holds a row in registers; a reduction is a
+// shuffle across the row's lanes, and the values it feeds are broadcast
+// back to the row for free.
+//
+// A region has a domain of `rows` x `cols`: each of its values is either
+// per element (a tensor of rows * cols elements, its trailing dims making
+// the cols) or per row (rows elements: what a reduction over the trailing
+// dims leaves). Members:
+//   - elementwise ONNX ops with a formula in float_funcs.def (not Cast,
+//     Clip, Where or the comparisons), float32 in and out;
+//   - ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare over the trailing dims
+//     that make the cols (a per-element value in, a per-row value out);
+//   - Softmax and LogSoftmax over those dims.
+// A member reads a value of another member only as the same elements (a
+// reshape view of it, a per-row value broadcast along the row); anything
+// else it reads (any strided view, a broadcast constant) is an operand,
+// read from memory. A member's value is written to memory only when an op
+// outside the region (or a graph output) reads it.
+//
+// Regions grow from producer to consumer in the graph's stable order and
+// stay convex: no op that runs (views run nothing) lies on a path from one
+// member to another, so the region can run as one launch, where its last
+// member was. The plan's order puts each region's members next to each
+// other, and the memory plan keeps every operand of a region alive until
+// the region's end and starts every output at its beginning, so no buffer
+// the kernel reads is the one it writes.
+//
+// A region does not form where its rows are longer than 512 (a row lives
+// in at most 16 registers a lane), or its sizes or counts exceed the limits
+// below; its ops then run as before.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hfuse/exec/plan_constants.h"
+#include "hfuse/ir/graph.h"
+#include "view_plan.h"
+
+namespace hfuse::cuda {
+
+inline constexpr int kMaxRegionOperands = 16, kMaxRegionSteps = 64, kMaxRegionOutputs = 8;
+inline constexpr int64_t kMaxRegionCols = 512;
+
+// The elementwise function of an ONNX node (OnnxFunc, its alpha and beta,
+// how many inputs it takes), as the elementwise kernel and a fused region
+// compute it; nothing (and why) for an op_type with none or an attribute
+// value the kernels do not take. Clip's bounds from inputs (opset 11 on)
+// are left at +-infinity: its planner reads them.
+struct ElementwiseFunction {
+  int32_t func = 0;
+  float alpha = 1.0f, beta = 0.5f;
+  size_t inputs = 1;
+};
+std::optional<ElementwiseFunction> ElementwiseFunctionOf(const OnnxNode& node, std::string& why);
+
+// An input a region reads from memory: member `op`'s node input `slot` (a
+// tensor, or a constant the node keeps), numpy-broadcast over `over` (the
+// member's output shape, or a reduction's input shape). Per element: the
+// dims where `cols` is set index the column, the others the row (each
+// row-major); per row: every dim indexes the row.
+struct RegionOperand {
+  OpId op = kNone;
+  int32_t slot = 0;
+  std::vector<int64_t> over;
+  std::vector<bool> cols;
+  bool per_row = false;
+};
+
+// Input `slot` of an op: the IR's elementwise op's input, or an opaque
+// ONNX op's node input: a tensor (kNone: none, or a constant the node
+// keeps, which ConstantOf gives).
+TensorId InputOf(const Op& op, size_t slot);
+const OnnxNode::Value* ConstantOf(const Op& op, size_t slot);
+// Operand o's strides (elements, one per dim of o.over): its tensor's
+// layout (views), or its constant's row-major strides, numpy-broadcast
+// (0 on the dims it has as 1 or lacks).
+std::vector<int64_t> OperandStrides(const Graph& graph, const ViewPlan& views, const RegionOperand& o);
+// What operand o reads: a tensor, or (kNone) a constant its node keeps.
+TensorId OperandTensor(const Graph& graph, const RegionOperand& o);
+const OnnxNode::Value* OperandConstant(const Graph& graph, const RegionOperand& o);
+
+struct RegionStep {
+  enum class Kind : uint8_t { kMap, kReduce, kSoftmax, kLogSoftmax };
+  Kind kind = Kind::kMap;
+  OpId op = kNone;
+  int32_t func = 0;  // kMap: an OnnxFunc; kReduce: a ReduceKind
+  float alpha = 1.0f, beta = 0.5f;
+  // The arguments: >= 0 an earlier step's value, < 0 operand -1 - a.
+  int32_t args[3] = {0, 0, 0};
+  int32_t num_args = 0;
+  bool per_row = false;  // its value: one a row, else one an element
+};
+
+// A step's value written to memory: tensor (a member's output, contiguous
+// in its own buffer, of `shape`), place (row, col) where DomainOffset puts
+// it with `cols` (all unset for a per-row value).
+struct RegionOutput {
+  TensorId tensor = kNone;
+  int32_t step = 0;
+  std::vector<int64_t> shape;
+  std::vector<bool> cols;
+};
+
+// Where place (row, col) of a region's domain is in a tensor laid out over
+// `shape` with `strides` (elements) whose column dims are `cols`: row
+// decomposed row-major over the other dims, col over the column dims.
+int64_t DomainOffset(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,
+                     const std::vector<bool>& cols, int64_t row, int64_t col);
+
+struct FusionRegion {
+  std::vector<OpId> ops;  // the members, in the plan's order
+  int64_t rows = 1, cols = 1;
+  std::vector<RegionOperand> operands;
+  std::vector<RegionStep> steps;  // one per member, in the members' order
+  std::vector<RegionOutput> outputs;
+};
+
+struct FusionPlan {
+  std::vector<FusionRegion> regions;
+  std::vector<int32_t> region_of;  // per op id: its region, or -1
+  // The stable topological order (StableTopologicalOrder) with each
+  // region's members next to each other.
+  std::vector<OpId> order;
+};
+
+// The regions of a graph planned with `views` (view_plan.h) and the plan's
+// constants (a reduction's axes) at its bound dims; none when `enabled` is
+// false (the order is then the stable one).
+FusionPlan PlanFusionRegions(const Graph& graph, const ViewPlan& views, const PlanConstants& constants,
+                             bool enabled);
+
+// What a region computes, on the host: each output's values, in its
+// tensor's row-major order, given read(k, row, col), operand k's value at
+// that place of the domain (col 0 for a per-row operand). The kernel's
+// formulas (float_funcs.def) in float32; sums in the kernel's order up to
+// its lanes (a reference for tests, within rounding of the kernel).
+std::vector<std::vector<float>> EvaluateRegion(const FusionRegion& region,
+                                               const std::function<float(size_t, int64_t, int64_t)>& read);
+
+// The lanes of a row and the columns each lane holds: lanes the smallest
+// power of two >= cols up to 32, columns_per_lane = ceil(cols / lanes).
+struct RegionLanes {
+  int lanes = 1;
+  int64_t per_lane = 1;
+};
+RegionLanes LanesOf(int64_t cols);
+
+}  // namespace hfuse::cuda
