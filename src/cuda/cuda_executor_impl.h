@@ -373,6 +373,8 @@ struct CudaExecutor::Impl {
   // activation; `why` says why not CUTLASS.
   void PlanGroupedGemm(const std::vector<cuda::DeviceGemm>& ms, DType dtype, float alpha, int act,
                        const std::string& why);
+  // float32 members in one launch of the grouped float32 kernel (grouped_sgemm.h).
+  void PlanGroupedSgemm(const std::vector<cuda::DeviceGemm>& ms, float alpha, int act);
   // Bias + activation over each member's output, in one launch. With
   // zero_first, the outputs are cleared first (GEMMs with K = 0).
   void PlanEpilogue(const std::vector<cuda::DeviceGemm>& ms, DType dtype, int act, bool zero_first);

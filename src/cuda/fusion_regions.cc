@@ -138,6 +138,9 @@ ReduceKind ReduceKindOf(const std::string& t) {
   return kKinds.at(t);
 }
 
+// How many recent regions an op that joins no producer's tries to join side by side.
+constexpr size_t kSiblingsTried = 4;
+
 class Planner {
  public:
   Planner(const Graph& g, const ViewPlan& v, const PlanConstants& c) : g_(g), v_(v), c_(c) {}
@@ -182,6 +185,16 @@ class Planner {
       for (size_t i = producers.size(); !joined && producers.size() > 1 && i-- > 0;) {
         joined = try_join({producers[i]});
       }
+      // Else, side by side, a recent set it does not depend on, of the same
+      // domain: independent ops of one shape (the tanh of each expert after
+      // a group GEMM, the Dice of each attention unit) run as one launch.
+      for (size_t i = sets.size(), tried = 0; !joined && i-- > 0 && tried < kSiblingsTried;) {
+        if (sets[i].empty() || std::find(producers.begin(), producers.end(), static_cast<int32_t>(i)) != producers.end()) {
+          continue;
+        }
+        ++tried;
+        joined = try_join({static_cast<int32_t>(i)});
+      }
       if (!joined) {
         set_of[static_cast<size_t>(id)] = static_cast<int32_t>(sets.size());
         sets.push_back({id});
@@ -217,6 +230,14 @@ class Planner {
   bool Candidate(OpId id) const {
     const Op& op = g_.op(id);
     if (!op.alive || !Runs(id) || KindOf(op) == MemberKind::kNone || op.outputs.size() != 1) return false;
+    // An Add of an embedding lookup's rows: the batched lookup takes it in
+    // (the CUDA planner's AddIntoGather), which costs no launch at all.
+    if (op.attrs.onnx ? op.attrs.onnx->op_type == "Add" : op.attrs.func == EwFunc::kAdd) {
+      for (TensorId t : op.inputs) {
+        const OpId p = t == kNone ? kNone : ProducerOf(t);
+        if (p != kNone && g_.op(p).attrs.onnx && g_.op(p).attrs.onnx->op_type == "Gather") return false;
+      }
+    }
     const TensorId y = op.outputs[0];
     const Layout& l = LayoutOf(y);
     return g_.tensor(y).dtype == DType::kFloat32 && l.root == y && l.offset == 0 &&

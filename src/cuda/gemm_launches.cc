@@ -11,21 +11,21 @@
 #include <vector>
 
 #include "cuda_executor_impl.h"
+#include "grouped_sgemm.h"
 #include "hfuse/ir/op_members.h"
 #include "kernels.h"
 
 namespace hfuse {
 namespace {
-// Up to this many members without CUTLASS: one cuBLASLt call each (PlanGemm).
-// float16/bfloat16 groups CUTLASS cannot take (rows not 16-byte aligned)
-// go to cublasGemmGroupedBatchedEx above four; float32, which no CUTLASS
-// kernel here takes, up to 16: cublasGemmGroupedBatchedEx took 104 us for
+// Up to this many float16/bfloat16 members CUTLASS cannot take (rows not
+// 16-byte aligned): one cuBLASLt call each (PlanGemm); above, one
+// cublasGemmGroupedBatchedEx. float32 groups take the grouped float32
+// kernel (grouped_sgemm.h): cublasGemmGroupedBatchedEx took 104 us for
 // DCNv2's eight float32 members at batch 2048 (bench/RESULTS.md, issue
 // 19), several times what eight cuBLASLt calls of those shapes take in a
-// CUDA graph. The float32 micro-benchmark of scripts/device.sh bench
-// (`gemm_f32_T*`, --gemm-paths) measures both paths.
+// CUDA graph, and those eight calls several times the one grouped launch
+// (bench/RESULTS.md, issue 20). `hfuse bench --gemm-paths` measures each path.
 constexpr size_t kLtMembersMax = 4;
-constexpr size_t kLtMembersMaxF32 = 16;
 }  // namespace
 
 void CudaExecutor::Impl::PlanGemm(const Op& op) {
@@ -56,21 +56,52 @@ void CudaExecutor::Impl::PlanGemm(const Op& op) {
     PlanLtGemm(ms, dtype, alpha, act);
     return;
   }
+  // float32 groups: the grouped float32 kernel, one launch, unless one
+  // cuBLASLt call a member is asked for.
+  if (dtype == DType::kFloat32 && options.gemm_kernel != GemmKernelChoice::kPerMember &&
+      (options.gemm_kernel == GemmKernelChoice::kGroupedSgemm ||
+       (options.cutlass && options.gemm_kernel == GemmKernelChoice::kRule))) {
+    PlanGroupedSgemm(ms, alpha, act);
+    return;
+  }
+  if (options.gemm_kernel == GemmKernelChoice::kPerMember) {
+    for (const cuda::DeviceGemm& m : ms) PlanLtGemm({m}, dtype, alpha, act);
+    return;
+  }
   std::string why = !options.cutlass ? "CUTLASS off" : alpha != 1.0f ? "alpha is not 1" : "";
   if (why.empty() && PlanCutlassGemm(ms, dtype, act, why)) return;
-  // A few members CUTLASS cannot take (float32, say) run one cuBLASLt call
+  // A few members CUTLASS cannot take (rows not 16-byte aligned) run one cuBLASLt call
   // each where its epilogue does all (bias, ReLU; a sigmoid would cost a
   // kernel a member): cublasGemmGroupedBatchedEx plus
   // the epilogue kernel took 59 us for DeepFM's two float32 members where
   // the two calls unfused took less (bench/RESULTS.md, 2026-12-01), and a
   // group of this size saves at most that many launches.
   const bool lt_epilogue = act == cuda::kNoActivation || act == static_cast<int>(EwFunc::kRelu);
-  if (options.cutlass && options.gemm_kernel == GemmKernelChoice::kRule && ms.size() <= (dtype == DType::kFloat32 ? kLtMembersMaxF32 : kLtMembersMax) &&
-      lt_epilogue) {
+  if (options.cutlass && options.gemm_kernel == GemmKernelChoice::kRule && ms.size() <= kLtMembersMax && lt_epilogue) {
     for (const cuda::DeviceGemm& m : ms) PlanLtGemm({m}, dtype, alpha, act);
     return;
   }
   PlanGroupedGemm(ms, dtype, alpha, act, why);
+}
+
+void CudaExecutor::Impl::PlanGroupedSgemm(const std::vector<cuda::DeviceGemm>& ms, float alpha, int act) {
+  const cuda::GemmMemberSplit split = cuda::SplitGemmMembers(ms);
+  if (!split.bias_only.empty()) PlanEpilogue(split.bias_only, DType::kFloat32, act, true);
+  if (split.products.empty()) return;
+  std::vector<cuda::SgemmMember> members;
+  for (const cuda::DeviceGemm& m : split.products) {
+    members.push_back({reinterpret_cast<const float*>(m.a), reinterpret_cast<const float*>(m.w),
+                       reinterpret_cast<const float*>(m.bias), reinterpret_cast<float*>(m.y), m.m, m.n, m.k, m.lda,
+                       m.ldy, act});
+  }
+  const std::vector<cuda::SgemmTile> tiles = cuda::SgemmTiles(members);
+  const cuda::SgemmMember* d_members = Device(members);
+  const cuda::SgemmTile* d_tiles = Device(tiles);
+  const int count = static_cast<int>(tiles.size());
+  Add(fmt::format("grouped float32 GEMM, {} members, {} tiles", members.size(), count), [=](cudaStream_t s) {
+    cuda::LaunchGroupedSgemm(d_members, d_tiles, count, alpha, s);
+    HFUSE_LAUNCHED();
+  });
 }
 
 int64_t CudaExecutor::Impl::NumRows(const std::vector<int64_t>& shape) {

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -342,28 +343,37 @@ TEST_F(CudaTest, OneColumnGemmRunsTheGemvKernel) {
   }
 }
 
-// A float32 group of up to 16 members (no CUTLASS kernel takes float32)
-// runs one cuBLASLt call a member; 17 go to cublasGemmGroupedBatchedEx.
-TEST_F(CudaTest, Float32GroupUpToSixteenRunsMemberByMember) {
-  for (int members : {8, 17}) {
-    test::GraphBuilder b;
-    std::vector<std::string> outs;
-    for (int i = 0; i < members; ++i) {
-      outs.push_back(b.Fc(fmt::format("fc{}", i), b.Input(fmt::format("x{}", i), {70, 16 + 8 * (i % 4)}, DType::kFloat32),
-                          24 + 8 * (i % 3), {.type = OpType::kGemmRcrBiasRelu}));
+// A float32 group (no CUTLASS kernel here takes float32) runs as one launch
+// of the grouped float32 kernel (grouped_sgemm.h), of any size: members
+// with M, N and K off its 64 x 64 tile and its depth of 16 (M 70, N 1 to
+// 130, K 1 to 429), every epilogue, 2 to 500 members; forced one cuBLASLt
+// call a member, it gives the same results.
+TEST_F(CudaTest, Float32GroupRunsTheGroupedKernel) {
+  const int ks[] = {429, 1, 16, 33, 64}, ns[] = {32, 1, 5, 130, 70};
+  for (OpType type : kGemmTypes) {
+    for (int members : {2, 8, 500}) {
+      test::GraphBuilder b;
+      std::vector<std::string> outs;
+      for (int i = 0; i < members; ++i) {
+        outs.push_back(b.Fc(fmt::format("fc{}", i),
+                            b.Input(fmt::format("x{}", i), {members == 500 ? 9 : 70, ks[i % 5]}, DType::kFloat32),
+                            ns[(i + members) % 5], {.type = type}));
+      }
+      b.Outputs(outs);
+      Graph fused = b.Build();
+      FuseGroupOps(fused, {.rules = RuleSet::kHfuse});
+      ASSERT_EQ(fused.NumLiveOps(), 1);
+      const std::vector<std::string> labels = LaunchLabels(fused);
+      EXPECT_EQ(labels.size(), 1u) << fmt::format("{}", fmt::join(labels, "; "));
+      EXPECT_TRUE(AnyLabelHas(labels, "grouped float32 GEMM"));
+      const std::string what = fmt::format("{} float32 {}", members, OpTypeName(type));
+      ExpectGpuMatchesCpu(fused, 31, what);
+      if (members == 8) {
+        const std::vector<std::string> each = LaunchLabels(fused, {.gemm_kernel = GemmKernelChoice::kPerMember});
+        EXPECT_GE(each.size(), 8u);
+        ExpectGpuMatchesCpu(fused, 31, what + ", a cuBLASLt call a member", {.gemm_kernel = GemmKernelChoice::kPerMember});
+      }
     }
-    b.Outputs(outs);
-    Graph fused = b.Build();
-    FuseGroupOps(fused);
-    ASSERT_EQ(fused.NumLiveOps(), 1);
-    const std::vector<std::string> labels = LaunchLabels(fused);
-    if (members <= 16) {
-      EXPECT_EQ(labels.size(), static_cast<size_t>(members));
-      for (const std::string& l : labels) EXPECT_NE(l.find("(cublasLt)"), std::string::npos) << l;
-    } else {
-      EXPECT_TRUE(AnyLabelHas(labels, "cublasGemmGroupedBatchedEx"));
-    }
-    ExpectAllVariantsMatch(b.Build(), 31, fmt::format("{} float32 members", members));
   }
 }
 

@@ -126,6 +126,8 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
                           {.strided_batched = false, .gemm_kernel = GemmKernelChoice::k128x128}});
       variants.push_back({name + ", CUTLASS 128x64", fused,
                           {.strided_batched = false, .gemm_kernel = GemmKernelChoice::k128x64}});
+      variants.push_back({name + ", grouped float32 kernel", fused, {.gemm_kernel = GemmKernelChoice::kGroupedSgemm}});
+      variants.push_back({name + ", cuBLASLt a member", fused, {.gemm_kernel = GemmKernelChoice::kPerMember}});
     }
   }
   fmt::print("{}: {}; median of {} runs after {} warm-up\n", path, summary, options.reps,

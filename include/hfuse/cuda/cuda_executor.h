@@ -53,7 +53,11 @@ struct CudaRunStats {
 
 // The CUTLASS grouped GEMM's CTA tile: the plan-time rule, or forced (for
 // measuring the rule). 128x64 exists for float16 only.
-enum class GemmKernelChoice : uint8_t { kRule, k128x128, k128x64 };
+// How a group GEMM runs where the strided-batched cuBLASLt call cannot take
+// it: by the rule (gemm_launches.cc), or forced, for measuring: CUTLASS at
+// a tile (float16/bfloat16), the grouped float32 kernel (grouped_sgemm.h),
+// or one cuBLASLt call a member.
+enum class GemmKernelChoice : uint8_t { kRule, k128x128, k128x64, kGroupedSgemm, kPerMember };
 
 struct CudaOptions {
   // Group GEMMs of one shape at constant strides run as one strided-batched

@@ -1,0 +1,104 @@
+// The grouped float32 GEMM (grouped_sgemm.h).
+#include "grouped_sgemm.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "kernels.h"
+
+namespace hfuse::cuda {
+namespace {
+
+constexpr int kTile = kSgemmTile, kDepth = 16, kThreads = 256;
+
+__device__ __forceinline__ float Activation(int act, float v) {
+  switch (act) {
+    case 0: return fmaxf(v, 0.0f);
+    case 1: return 1.0f / (1.0f + expf(-v));
+    case 2: return tanhf(v);
+    case 3: return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+    case 4: return v / (1.0f + expf(-v));
+    default: return v;
+  }
+}
+
+// 256 threads a 64 x 64 tile: thread (ty, tx) holds rows ty + 16 i and
+// columns tx + 16 j (i, j < 4), so a warp reads 16 neighbouring columns of
+// W's tile and two rows of A's from shared memory; the tiles of A and W
+// are read 16 deep along K, each thread loading 4 elements of each, with
+// neighbouring threads on neighbouring k (coalesced: rows are K-contiguous).
+__global__ void __launch_bounds__(kThreads) GroupedSgemmKernel(const SgemmMember* members, const SgemmTile* tiles,
+                                                               float alpha) {
+  const SgemmTile t = tiles[blockIdx.x];
+  const SgemmMember g = members[t.member];
+  __shared__ float as[kDepth][kTile + 4];
+  __shared__ float ws[kDepth][kTile + 4];
+  const int tid = static_cast<int>(threadIdx.x), tx = tid % 16, ty = tid / 16;
+  float acc[4][4] = {};
+  for (int64_t k0 = 0; k0 < g.k; k0 += kDepth) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int e = tid + i * kThreads;
+      const int r = e / kDepth, kk = e % kDepth;
+      const int64_t gk = k0 + kk, gm = t.m0 + r, gn = t.n0 + r;
+      as[kk][r] = gm < g.m && gk < g.k ? g.a[gm * g.lda + gk] : 0.0f;
+      ws[kk][r] = gn < g.n && gk < g.k ? g.w[gn * g.k + gk] : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < kDepth; ++kk) {
+      float a[4], b[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) a[i] = as[kk][ty + 16 * i];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) b[j] = ws[kk][tx + 16 * j];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+      }
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int64_t r = t.m0 + ty + 16 * i;
+    if (r >= g.m) continue;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t c = t.n0 + tx + 16 * j;
+      if (c >= g.n) continue;
+      float v = alpha * acc[i][j];
+      if (g.bias) v += g.bias[c];
+      g.y[r * g.ldy + c] = Activation(g.act, v);
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<SgemmTile> SgemmTiles(const std::vector<SgemmMember>& members) {
+  std::vector<size_t> order(members.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  // The most work first (a tile's work is its k), then by position: the
+  // long tiles start early and the short ones fill in behind them.
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return members[x].k > members[y].k; });
+  std::vector<SgemmTile> tiles;
+  for (size_t i : order) {
+    const SgemmMember& m = members[i];
+    for (int64_t m0 = 0; m0 < m.m; m0 += kTile) {
+      for (int64_t n0 = 0; n0 < m.n; n0 += kTile) {
+        tiles.push_back({static_cast<int32_t>(i), static_cast<int32_t>(m0), static_cast<int32_t>(n0)});
+      }
+    }
+  }
+  return tiles;
+}
+
+void LaunchGroupedSgemm(const SgemmMember* members, const SgemmTile* tiles, int num_tiles, float alpha,
+                        cudaStream_t stream) {
+  if (num_tiles == 0) return;
+  GroupedSgemmKernel<<<num_tiles, kThreads, 0, stream>>>(members, tiles, alpha);
+}
+
+}  // namespace hfuse::cuda
