@@ -315,15 +315,14 @@ std::string FusedRegionSource(const FusionRegion& r, const std::vector<std::vect
   for (size_t o = 0; o < r.outputs.size(); ++o) {
     const RegionOutput& out = r.outputs[o];
     const int32_t t = out.step;
+    const std::string row = fmt::format("{} + {}", out.offset, OffsetExpression(out.shape, out.strides, out.cols, false, "r"));
     if (r.steps[static_cast<size_t>(t)].per_row) {
-      s += fmt::format("      if (lane == 0) out{}[r] = w{};\n", o, t);
+      s += fmt::format("      if (lane == 0) out{}[{}] = w{};\n", o, row, t);
       continue;
     }
-    const std::vector<int64_t> own = RowMajorStrides(out.shape);
-    const std::string row = OffsetExpression(out.shape, own, out.cols, false, "r");
     for (int64_t j = 0; j < lanes.per_lane; ++j) {
       s += fmt::format("      if ({}) out{}[{} + {}] = v{}[{}];\n", in_row(j), o, row,
-                       OffsetExpression(out.shape, own, out.cols, true, column(j)), t, j);
+                       OffsetExpression(out.shape, out.strides, out.cols, true, column(j)), t, j);
     }
   }
   s += "    }\n  }\n}\n";

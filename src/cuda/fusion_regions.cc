@@ -98,7 +98,7 @@ bool BroadcastsPerRow(const std::vector<int64_t>& in, const std::vector<int64_t>
 }
 
 // The kinds of member, as the ONNX op_type says.
-enum class MemberKind : uint8_t { kNone, kMap, kReduce, kSoftmax };
+enum class MemberKind : uint8_t { kNone, kMap, kReduce, kSoftmax, kConcat };
 
 // The OnnxFunc of the IR's elementwise functions (the CUDA planner's too).
 std::optional<ElementwiseFunction> IrFunction(const Op& op) {
@@ -117,16 +117,21 @@ std::optional<ElementwiseFunction> IrFunction(const Op& op) {
 
 MemberKind KindOf(const Op& op) {
   if (FamilyOf(op.type) == OpFamily::kElementwise) return IrFunction(op) ? MemberKind::kMap : MemberKind::kNone;
+  if (op.type == OpType::kConcatenate) return MemberKind::kConcat;
   if (FamilyOf(op.type) != OpFamily::kOpaque || !op.attrs.onnx) return MemberKind::kNone;
   const OnnxNode& node = *op.attrs.onnx;
   if (!node.domain.empty() && node.domain != "ai.onnx") return MemberKind::kNone;
   const std::string& t = node.op_type;
   if (t == "Softmax" || t == "LogSoftmax") return MemberKind::kSoftmax;
+  if (t == "Concat") return MemberKind::kConcat;
   if (t.starts_with("Reduce")) return MemberKind::kReduce;
   static const std::set<std::string_view> kMaps = {
       "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", "PRelu", "Relu", "Sigmoid", "Tanh",
       "Sqrt", "Exp", "Log", "Neg", "Abs", "Erf", "Reciprocal", "Softplus", "LeakyRelu", "Floor",
-      "Ceil", "Elu", "HardSigmoid", "Sign", "Gelu", "Selu", "Softsign", "Swish", "Mish"};
+      "Ceil", "Elu", "HardSigmoid", "Sign", "Gelu", "Selu", "Softsign", "Swish", "Mish",
+      // a copy with numpy broadcasting, where it is no view (its readers
+      // could not read one): in a region, a read of its input
+      "Expand"};
   return kMaps.contains(t) ? MemberKind::kMap : MemberKind::kNone;
 }
 
@@ -180,6 +185,11 @@ class Planner {
         for (OpId o : m) set_of[static_cast<size_t>(o)] = into;
         return true;
       };
+      // A Concat joins the set that makes its parts, or nothing.
+      if (KindOf(g_.op(id)) == MemberKind::kConcat) {
+        if (producers.size() == 1) try_join(producers);
+        continue;
+      }
       bool joined = !producers.empty() && try_join(producers);
       // Else the latest set alone that takes it.
       for (size_t i = producers.size(); !joined && producers.size() > 1 && i-- > 0;) {
@@ -328,7 +338,7 @@ class Planner {
     std::vector<bool> ref_cols;
     for (OpId id : m) {
       const Op& op = g_.op(id);
-      if (KindOf(op) == MemberKind::kMap) continue;
+      if (KindOf(op) == MemberKind::kMap || KindOf(op) == MemberKind::kConcat) continue;
       const std::optional<std::vector<bool>> red = ReducedOf(op);
       if (!red) return std::nullopt;
       const std::vector<int64_t>& xs = Shape(NodeInput(op, 0));
@@ -341,12 +351,15 @@ class Planner {
     }
     if (ref.empty()) {
       std::set<int64_t> sizes;
-      for (OpId o : m) sizes.insert(Numel(Shape(g_.op(o).outputs[0])));
+      for (OpId o : m) {
+        if (KindOf(g_.op(o)) != MemberKind::kConcat) sizes.insert(Numel(Shape(g_.op(o).outputs[0])));
+      }
+      if (sizes.empty()) return std::nullopt;
       if (sizes.size() > 2) return std::nullopt;
       const int64_t big = *sizes.rbegin(), small = *sizes.begin();
       if (small <= 0 || big % small != 0) return std::nullopt;
       for (OpId o : m) {
-        if (Numel(Shape(g_.op(o).outputs[0])) == big) {
+        if (KindOf(g_.op(o)) != MemberKind::kConcat && Numel(Shape(g_.op(o).outputs[0])) == big) {
           ref = Shape(g_.op(o).outputs[0]);
           break;
         }
@@ -404,6 +417,10 @@ class Planner {
       const Op& op = g_.op(id);
       const MemberKind kind = KindOf(op);
       const std::vector<int64_t>& ys = Shape(op.outputs[0]);
+      if (kind == MemberKind::kConcat) {
+        if (!ConcatInto(op, id, m, r, step_of, per_element, operand)) return std::nullopt;
+        continue;
+      }
       RegionStep st;
       st.op = id;
       st.per_row = !per_element(ys);
@@ -431,9 +448,11 @@ class Planner {
       };
       if (kind == MemberKind::kMap) {
         std::string why;
+        const bool expand = op.attrs.onnx && op.attrs.onnx->op_type == "Expand";
         const std::optional<ElementwiseFunction> f =
-            op.attrs.onnx ? ElementwiseFunctionOf(*op.attrs.onnx, why) : IrFunction(op);
-        if (!f || Slots(op) != f->inputs || f->inputs > 3) return std::nullopt;
+            expand ? ElementwiseFunction{kCopy, 1.0f, 0.5f, 1}
+                   : op.attrs.onnx ? ElementwiseFunctionOf(*op.attrs.onnx, why) : IrFunction(op);
+        if (!f || (!expand && Slots(op) != f->inputs) || f->inputs > 3) return std::nullopt;
         st.kind = RegionStep::Kind::kMap;
         st.func = f->func;
         st.alpha = f->alpha;
@@ -461,7 +480,8 @@ class Planner {
       step_of[id] = static_cast<int32_t>(r.steps.size());
       r.steps.push_back(st);
       if (ReadOutside(op.outputs[0], m)) {
-        RegionOutput out{op.outputs[0], static_cast<int32_t>(r.steps.size() - 1), ys, {}};
+        RegionOutput out{op.outputs[0], static_cast<int32_t>(r.steps.size() - 1), ys, {}, op.outputs[0], 0,
+                         RowMajorStrides(ys)};
         out.cols = st.per_row ? std::vector<bool>(ys.size(), false) : *per_element(ys);
         r.outputs.push_back(std::move(out));
       }
@@ -471,6 +491,57 @@ class Planner {
       return std::nullopt;
     }
     return r;
+  }
+
+  // A Concat member: each part, a member's per-element value or a tensor
+  // copied (a kCopy step reading it), written into its slot of the output.
+  template <typename PerElement, typename Operand>
+  bool ConcatInto(const Op& op, OpId id, const std::vector<OpId>& m, FusionRegion& r,
+                  const std::map<OpId, int32_t>& step_of, const PerElement& per_element,
+                  const Operand& operand) const {
+    const TensorId y = op.outputs[0];
+    const std::vector<int64_t>& ys = Shape(y);
+    const std::vector<int64_t> ystrides = RowMajorStrides(ys);
+    const auto rank = static_cast<int64_t>(ys.size());
+    int64_t axis = op.attrs.dim;
+    if (op.attrs.onnx) {
+      auto it = op.attrs.onnx->ints.find("axis");
+      if (it == op.attrs.onnx->ints.end() || it->second.empty()) return false;
+      axis = it->second[0];
+    }
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) return false;
+    int64_t at = 0;
+    for (size_t slot = 0; slot < Slots(op); ++slot) {
+      const TensorId t = NodeInput(op, slot);
+      if (t == kNone) return false;
+      const std::vector<int64_t>& ps = Shape(t);
+      if (ps.size() != ys.size()) return false;
+      const std::optional<std::vector<bool>> cols = per_element(ps);
+      if (!cols) return false;
+      const OpId p = ProducerOf(t);
+      auto from = p == kNone ? step_of.end() : step_of.find(p);
+      int32_t step = 0;
+      if (from != step_of.end()) {
+        if (r.steps[static_cast<size_t>(from->second)].per_row) return false;
+        step = from->second;
+      } else {
+        const std::optional<int32_t> k = operand(op, id, slot, ps, false);
+        if (!k) return false;
+        RegionStep copy;
+        copy.kind = RegionStep::Kind::kMap;
+        copy.op = id;
+        copy.func = kCopy;
+        copy.args[0] = -1 - *k;
+        copy.num_args = 1;
+        step = static_cast<int32_t>(r.steps.size());
+        r.steps.push_back(copy);
+      }
+      r.outputs.push_back({t, step, ps, *cols, y, at * ystrides[static_cast<size_t>(axis)], ystrides});
+      at += ps[static_cast<size_t>(axis)];
+    }
+    (void)m;
+    return at == ys[static_cast<size_t>(axis)];
   }
 
   // The dims a reduction or softmax member reduces over its input (dims of
@@ -759,7 +830,7 @@ std::vector<std::vector<float>> EvaluateRegion(const FusionRegion& r,
   for (size_t o = 0; o < r.outputs.size(); ++o) {
     const bool per_row = r.steps[static_cast<size_t>(r.outputs[o].step)].per_row;
     outs[o].resize(static_cast<size_t>(per_row ? r.rows : r.rows * r.cols));
-    out_strides.push_back(RowMajorStrides(r.outputs[o].shape));
+    out_strides.push_back(RowMajorStrides(r.outputs[o].shape));  // the values in their own order
   }
   const int64_t cols = r.cols;
   const RegionLanes lanes = LanesOf(cols);

@@ -25,7 +25,12 @@
 //     Clip, Where or the comparisons), float32 in and out;
 //   - ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare over the trailing dims
 //     that make the cols (a per-element value in, a per-row value out);
-//   - Softmax and LogSoftmax over those dims.
+//   - Softmax and LogSoftmax over those dims;
+//   - a Concat of values of the region and of tensors it can read per
+//     element: the region writes each part into its slot of the Concat's
+//     output (copying the parts it does not compute), so the Concat is no
+//     launch of its own (DIN's [q, k, q - k, q * k], DCN-Mix's stack of
+//     expert outputs). Its output is read by no member.
 // A member reads a value of another member only as the same elements (a
 // reshape view of it, a per-row value broadcast along the row); anything
 // else it reads (any strided view, a broadcast constant) is an operand,
@@ -110,14 +115,21 @@ struct RegionStep {
   bool per_row = false;  // its value: one a row, else one an element
 };
 
-// A step's value written to memory: tensor (a member's output, contiguous
-// in its own buffer, of `shape`), place (row, col) where DomainOffset puts
-// it with `cols` (all unset for a per-row value).
+// A step's value written to memory. `tensor` holds these values (a
+// member's output; or a part of a Concat member); `shape` and `cols` say
+// where place (row, col) of the domain is among them (DomainOffset, row
+// major over `shape`; all cols unset for a per-row value), and the value
+// at index i over `shape` goes to element `offset` + i . `strides` of
+// `place`'s buffer: the member's output itself (row-major strides), or a
+// Concat member's output (the part's slot: the Concat needs no copy).
 struct RegionOutput {
   TensorId tensor = kNone;
   int32_t step = 0;
   std::vector<int64_t> shape;
   std::vector<bool> cols;
+  TensorId place = kNone;
+  int64_t offset = 0;
+  std::vector<int64_t> strides;
 };
 
 // Where place (row, col) of a region's domain is in a tensor laid out over

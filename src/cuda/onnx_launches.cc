@@ -696,9 +696,9 @@ void CudaExecutor::Impl::PlanRegion(const cuda::FusionRegion& r) {
   }
   std::vector<void*> outputs;
   for (const cuda::RegionOutput& o : r.outputs) {
-    outputs.push_back(PlaceOf(o.tensor).base);
-    writes.push_back(o.tensor);
-    touched.push_back(o.tensor);
+    outputs.push_back(PlaceOf(o.place).base);
+    writes.push_back(o.place);
+    touched.push_back(o.place);
   }
   std::sort(touched.begin(), touched.end());
   touched.erase(std::unique(touched.begin(), touched.end()), touched.end());

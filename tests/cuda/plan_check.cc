@@ -289,7 +289,9 @@ int Main(int argc, char** argv) {
       for (const cuda::RegionOperand& o : r.operands) {
         if (cuda::OperandTensor(g, o) != kNone) reads.push_back(cuda::OperandTensor(g, o));
       }
-      for (const cuda::RegionOutput& o : r.outputs) writes.push_back(o.tensor);
+      for (const cuda::RegionOutput& o : r.outputs) writes.push_back(o.place);
+      std::sort(writes.begin(), writes.end());
+      writes.erase(std::unique(writes.begin(), writes.end()), writes.end());
     }
     ++launches;
     for (TensorId in : reads) {

@@ -389,6 +389,14 @@ def op_models():
         helper.make_node("ReduceL2", ["d", "last"], ["l2"], keepdims=0),
         helper.make_node("Add", ["lse", "l2"], ["y"]),
     ], [("x", F, [N, 300])], [("y", F, [N])], [ints("last", [-1])])
+    # DIN's attention input [q, k, q - k, q * k]: the Concat written by the
+    # region that computes its parts (q broadcast over the history by Expand).
+    yield "region_concat_parts", model("rc", [
+        helper.make_node("Expand", ["q", "shape"], ["qe"]),
+        helper.make_node("Sub", ["qe", "k"], ["d"]),
+        helper.make_node("Mul", ["qe", "k"], ["p"]),
+        helper.make_node("Concat", ["qe", "k", "d", "p"], ["y"], axis=-1),
+    ], [("q", F, [N, 1, 16]), ("k", F, [N, 20, 16])], [("y", F, [N, 20, 64])], [ints("shape", [1, 20, 16])])
     yield "softmax_short_rows_tiles", model("ss", [helper.make_node("Softmax", ["x"], ["y"], axis=-1)],
                                             [("x", F, [N, 64, 9])], [("y", F, [N, 64, 9])])
     # Shape arithmetic over the dynamic batch: folded at plan time.
@@ -425,7 +433,7 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_bias_concat": 6,
                    "gather_f16_concat": 1, "gather_past_launch": 2, "region_dice": 1,
                    "region_scaled_softmax": 1, "region_scaled_logsoftmax": 1, "region_gate_weighted_sum": 2,
-                   "region_long_rows": 1}
+                   "region_long_rows": 1, "region_concat_parts": 1}
 
 
 def plan_of(stdout):
