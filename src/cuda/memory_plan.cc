@@ -134,7 +134,8 @@ MemoryPlan PlanDeviceMemory(const Graph& g, const DimValues& dims, const ViewPla
   std::vector<Unit> units;
   std::vector<bool> taken(n, false);
   for (OpId id : order) {
-    if (views && !runs(id) && !g.op(id).elided) continue;
+    // (A concatenate written in place runs nothing; its output is a unit, which its parts' producers fill.)
+    if (views && !runs(id) && !g.op(id).elided && !views->in_place[static_cast<size_t>(id)]) continue;
     Unit u{{}, begin[static_cast<size_t>(id)], end[static_cast<size_t>(id)], 0};
     for (TensorId out : g.op(id).outputs) {
       const TensorId s = root(out);

@@ -2,6 +2,7 @@
 #include "view_plan.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <string_view>
 
@@ -70,6 +71,104 @@ struct Planner {
     return Layout{t, 0, RowMajorStrides(Shape(t)), g.tensor(t).dtype};
   }
   bool Known(TensorId t) const { return constants.values.count(t) != 0; }
+
+  // Concatenates written in place (view_plan.h): the layout of each
+  // producer's output in its slot, and per concatenate its parts' slots.
+  std::map<TensorId, Layout> slot_of;
+  struct InPlace {
+    OpId concat;
+    std::vector<std::pair<TensorId, Layout>> parts;  // each part as the concatenate reads it, in its slot
+    std::vector<TensorId> producers;                 // the outputs written there
+  };
+  std::vector<InPlace> in_place;
+
+  // The concatenates whose parts their producers can write in place.
+  void FindInPlace() {
+    for (OpId id : order) {
+      const Op& op = g.op(id);
+      const OnnxOpInfo* info = OnnxInfo(op);
+      const bool onnx = info && info->name == "Concat";
+      if (op.elided || constants.folded[static_cast<size_t>(id)] || (op.type != OpType::kConcatenate && !onnx)) continue;
+      const TensorId y = op.outputs[0];
+      const std::vector<int64_t>& ys = Shape(y);
+      const auto rank = static_cast<int64_t>(ys.size());
+      int64_t axis = op.attrs.dim;
+      if (onnx) {
+        auto it = op.attrs.onnx->ints.find("axis");
+        if (it == op.attrs.onnx->ints.end() || it->second.empty()) continue;
+        axis = it->second[0];
+      }
+      if (axis < 0) axis += rank;
+      if (axis < 0 || axis >= rank || g.tensor(y).storage != kNone || Known(y)) continue;
+      int64_t inner = 1, outer = 1;
+      for (int64_t d = axis + 1; d < rank; ++d) inner *= ys[static_cast<size_t>(d)];
+      for (int64_t d = 0; d < axis; ++d) outer *= ys[static_cast<size_t>(d)];
+      const std::vector<int64_t> ystrides = RowMajorStrides(ys);
+      InPlace ip{id, {}, {}};
+      bool ok = true;
+      int64_t at = 0;
+      std::vector<TensorId> parts = op.inputs;
+      if (onnx) {
+        parts.clear();
+        for (size_t k = 0; k < op.attrs.onnx->input_slots.size() || (op.attrs.onnx->input_slots.empty() && k < op.inputs.size()); ++k) {
+          parts.push_back(NodeInput(op, k));
+        }
+      }
+      for (TensorId p : parts) {
+        if (p == kNone || Shape(p).size() != ys.size()) {
+          ok = false;
+          break;
+        }
+        const std::vector<int64_t>& ps = Shape(p);
+        // Back through reshape views, each read only on the way here.
+        TensorId r = p;
+        while (ok) {
+          const OpId v = g.tensor(r).producer;
+          if (v == kNone || ViewKindOf(g.op(v)) != ViewKind::kReshape || g.op(v).outputs.size() != 1) break;
+          const TensorId data = g.op(v).type == OpType::kReshape ? g.op(v).inputs[0] : NodeInput(g.op(v), 0);
+          if (data == kNone || g.tensor(data).users.size() != 1 || g.IsGraphOutput(data)) break;
+          r = data;
+        }
+        const OpId w = g.tensor(r).producer;
+        const std::vector<int64_t>& rs = Shape(r);
+        const int64_t width = ps[static_cast<size_t>(axis)] * inner;
+        int64_t rows = 1;
+        for (size_t d = 0; d + 1 < rs.size(); ++d) rows *= rs[d];
+        ok = w != kNone && WritesStrided(g.op(w)) && g.tensor(r).users.size() == 1 && !g.IsGraphOutput(r) &&
+             g.tensor(r).storage == kNone && !rs.empty() && rs.back() == width && rows == outer &&
+             g.tensor(r).dtype == g.tensor(y).dtype && std::find(ip.producers.begin(), ip.producers.end(), r) == ip.producers.end();
+        if (!ok) break;
+        // Its rows at the concatenate's stride of one outer index.
+        const int64_t row_stride = ys[static_cast<size_t>(axis)] * inner;
+        Layout l{y, at * inner, std::vector<int64_t>(rs.size(), 1), g.tensor(y).dtype};
+        int64_t stride = row_stride;
+        for (size_t d = rs.size() - 1; d-- > 0;) {
+          l.strides[d] = stride;
+          stride *= rs[d];
+        }
+        Layout part{y, at * inner, {}, g.tensor(y).dtype};
+        for (size_t d = 0; d < ps.size(); ++d) part.strides.push_back(ystrides[d]);
+        ip.producers.push_back(r);
+        ip.parts.emplace_back(p, std::move(part));
+        slot_of[r] = std::move(l);
+        at += ps[static_cast<size_t>(axis)];
+      }
+      if (ok && at == ys[static_cast<size_t>(axis)]) {
+        in_place.push_back(std::move(ip));
+      } else {
+        for (TensorId r : ip.producers) slot_of.erase(r);
+      }
+    }
+  }
+
+  // Whether layout a reads the elements b does over `shape`.
+  static bool SameLayout(const Layout& a, const Layout& b, const std::vector<int64_t>& shape) {
+    if (a.root != b.root || a.offset != b.offset || a.root_dtype != b.root_dtype) return false;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] != 1 && a.strides[d] != b.strides[d]) return false;
+    }
+    return true;
+  }
 
   std::vector<const HostTensor*> KnownInputs(const Op& op) const {
     std::vector<const HostTensor*> known;
@@ -191,7 +290,8 @@ struct Planner {
   bool Pass(std::vector<bool>& materialize) {
     const size_t n = static_cast<size_t>(g.num_tensor_ids());
     for (TensorId t = 0; t < static_cast<TensorId>(n); ++t) {
-      plan.layout[static_cast<size_t>(t)] = g.tensor(t).alive ? Self(t) : Layout{};
+      auto slot = slot_of.find(t);
+      plan.layout[static_cast<size_t>(t)] = !g.tensor(t).alive ? Layout{} : slot != slot_of.end() ? slot->second : Self(t);
       plan.as_view[static_cast<size_t>(t)].reset();
     }
     std::fill(plan.view_op.begin(), plan.view_op.end(), false);
@@ -245,9 +345,28 @@ struct Planner {
       plan.layout[static_cast<size_t>(t)] = std::move(l);
     }
     if (!ok) return false;
+    // A concatenate written in place needs each part in its slot: where a
+    // view on the way was materialized, it is copied as before.
+    std::fill(plan.in_place.begin(), plan.in_place.end(), false);
+    for (size_t i = 0; i < in_place.size();) {
+      bool all = true;
+      for (const auto& [p, l] : in_place[i].parts) all = all && SameLayout(plan.layout[static_cast<size_t>(p)], l, Shape(p));
+      if (all) {
+        plan.in_place[static_cast<size_t>(in_place[i].concat)] = true;
+        ++i;
+        continue;
+      }
+      for (TensorId r : in_place[i].producers) slot_of.erase(r);
+      in_place.erase(in_place.begin() + static_cast<ptrdiff_t>(i));
+      ok = false;
+    }
+    if (!ok) return false;
     for (OpId id : order) {
       const Op& op = g.op(id);
-      if (op.elided || constants.folded[static_cast<size_t>(id)] || plan.view_op[static_cast<size_t>(id)]) continue;
+      if (op.elided || constants.folded[static_cast<size_t>(id)] || plan.view_op[static_cast<size_t>(id)] ||
+          plan.in_place[static_cast<size_t>(id)]) {
+        continue;
+      }
       for (size_t k = 0; k < op.inputs.size(); ++k) {
         const TensorId t = op.inputs[k];
         if (producer_view(t) == kNone) continue;
@@ -273,17 +392,20 @@ struct Planner {
     plan.constant.assign(n, false);
     plan.view_op.assign(static_cast<size_t>(g.num_op_ids()), false);
     plan.skip.assign(static_cast<size_t>(g.num_op_ids()), false);
+    plan.in_place.assign(static_cast<size_t>(g.num_op_ids()), false);
     for (TensorId t = 0; t < static_cast<TensorId>(n); ++t) {
       if (g.tensor(t).alive) plan.shape[static_cast<size_t>(t)] = ConcreteShape(g.tensor(t).shape, dims);
     }
-    // Each pass materializes at least one more op, so this ends.
+    FindInPlace();
+    // Each pass materializes at least one more op or writes one concatenate
+    // fewer in place, so this ends.
     std::vector<bool> materialize(static_cast<size_t>(g.num_op_ids()), false);
     while (!Pass(materialize)) {
     }
     for (OpId id : order) {
       const Op& op = g.op(id);
       const auto i = static_cast<size_t>(id);
-      plan.skip[i] = op.elided || constants.folded[i] || plan.view_op[i];
+      plan.skip[i] = op.elided || constants.folded[i] || plan.view_op[i] || plan.in_place[i];
       plan.views += plan.view_op[i] ? 1 : 0;
       if (plan.skip[i]) continue;
       for (TensorId t : op.inputs) {
@@ -404,7 +526,7 @@ std::optional<Layout> ReshapeLayout(const Layout& in, const std::vector<int64_t>
 
 ViewPlan PlanViews(const Graph& graph, const DimValues& dims, const PlanConstants& constants) {
   ViewPlan plan;
-  Planner{graph, dims, constants, plan, {}}.Run();
+  Planner{graph, dims, constants, plan, {}, {}, {}}.Run();
   return plan;
 }
 

@@ -19,6 +19,15 @@
 //                     or X[:, 3:7] as exporters write them): an offset and a stride
 //   Cast              the input read as another type (not a Cast of a Cast)
 //
+// Concatenates written in place: a concatenate (the IR's, or ONNX Concat)
+// each of whose parts is the output of a GEMM or LayerNorm (through reshape
+// views, read by nothing else) whose rows fall at one stride in the
+// concatenate's output (a part's rows whole: every dim after the axis is
+// the row) gets its producers' outputs laid out in their slots: the GEMM or
+// LayerNorm writes its rows there with that row stride, as AITemplate's
+// fused concatenate does for the last dim. MMoE's stack of expert outputs
+// [B, 8, D] is eight [B, D] GEMM outputs at a row stride of 8 D.
+//
 // A view is only kept where every reader can read it in place (ReadsOf:
 // the elementwise and copy kernels and a Gather's indices read any view,
 // a GEMM or LayerNorm rows with a stride, a batched MatMul matrices with
@@ -66,6 +75,9 @@ struct ViewPlan {
   std::vector<bool> view_op;   // per op id: its outputs are views: no launch
   std::vector<bool> skip;      // per op id: no launch (a view, computed at plan time, or elided)
   std::vector<bool> constant;  // per tensor id: computed at plan time and read by a launch
+  // Per op id: a concatenate whose parts their producers write into its
+  // output (in_place below), so that it runs nothing.
+  std::vector<bool> in_place;
   int64_t views = 0;           // ops that became views
 };
 

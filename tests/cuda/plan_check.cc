@@ -274,6 +274,7 @@ int Main(int argc, char** argv) {
                                                                      : std::string(OpTypeName(op.type));
       const char* what = folded.folded[static_cast<size_t>(id)] ? "folded"
                          : views.view_op[static_cast<size_t>(id)] ? "view"
+                         : views.in_place[static_cast<size_t>(id)] ? "in place"
                          : op.elided                               ? "elided"
                                                                    : "launch";
       fmt::print("  {:8} {:20} {}\n", what, type, op.name);

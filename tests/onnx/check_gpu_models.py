@@ -397,6 +397,20 @@ def op_models():
         helper.make_node("Mul", ["qe", "k"], ["p"]),
         helper.make_node("Concat", ["qe", "k", "d", "p"], ["y"], axis=-1),
     ], [("q", F, [N, 1, 16]), ("k", F, [N, 20, 16])], [("y", F, [N, 20, 64])], [ints("shape", [1, 20, 16])])
+    # MMoE's expert stack written in place: two GEMMs (one group) write
+    # their rows into their slots of the [N, 2, 10] Concat at a row stride
+    # of 20, which then runs nothing; the gate's weighted sum is one region.
+    yield "concat_in_place", model("ci", [
+        helper.make_node("Gemm", ["x0", "w0", "b0"], ["e0"], transB=1),
+        helper.make_node("Gemm", ["x1", "w1", "b1"], ["e1"], transB=1),
+        helper.make_node("Unsqueeze", ["e0", "ax1"], ["u0"]),
+        helper.make_node("Unsqueeze", ["e1", "ax1"], ["u1"]),
+        helper.make_node("Concat", ["u0", "u1"], ["stack"], axis=1),
+        helper.make_node("Mul", ["stack", "g"], ["m"]),
+        helper.make_node("ReduceSum", ["m", "ax1"], ["y"], keepdims=0),
+    ], [("x0", F, [N, 12]), ("x1", F, [N, 12]), ("g", F, [N, 2, 1])], [("y", F, [N, 10])],
+        [floats("w0", [10, 12]), floats("w1", [10, 12], 0.2), floats("b0", [10], 0.1), floats("b1", [10], 0.1, 0.3),
+         ints("ax1", [1])])
     yield "softmax_short_rows_tiles", model("ss", [helper.make_node("Softmax", ["x"], ["y"], axis=-1)],
                                             [("x", F, [N, 64, 9])], [("y", F, [N, 64, 9])])
     # Shape arithmetic over the dynamic batch: folded at plan time.
@@ -433,7 +447,7 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_bias_concat": 6,
                    "gather_f16_concat": 1, "gather_past_launch": 2, "region_dice": 1,
                    "region_scaled_softmax": 1, "region_scaled_logsoftmax": 1, "region_gate_weighted_sum": 2,
-                   "region_long_rows": 1, "region_concat_parts": 1}
+                   "region_long_rows": 1, "region_concat_parts": 1, "concat_in_place": 2}
 
 
 def plan_of(stdout):
