@@ -70,8 +70,10 @@ struct CudaOptions {
   // Independent Gathers next to each other in the order (a model's
   // embedding lookups) run as one launch; off, one launch each.
   bool gather_batches = true;
-  // A chain of float32 elementwise ops, each read only by the next, runs as
-  // one fused kernel; off, one launch an op.
+  // Fused regions (connected float32 elementwise ops, reductions and
+  // softmaxes: src/cuda/fusion_regions.h) and chains of float32
+  // elementwise ops each read only by the next run as one kernel each;
+  // off, one launch an op.
   bool elementwise_chains = true;
 };
 
