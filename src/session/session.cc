@@ -167,8 +167,7 @@ struct Session::Impl {
       Check(cudaGetDevice(&device_id), "cudaGetDevice");
 #endif
     }
-    rules = options.rules.value_or(options.device == Device::kCuda ? RuleSet::kHfuse
-                                                                    : RuleSet::kSeed);
+    rules = options.rules.value_or(kSessionRules);
     GiveParamsValues(model.graph, options.params);
     fused = model.graph;
     MakeBoundDimsStatic(fused, options.dims);

@@ -51,7 +51,7 @@ def test_ranking_metadata_is_onnxruntimes():
 def test_ranking_runs_like_onnxruntime():
     sess = hfuse.InferenceSession(RANKING, providers=["CPUExecutionProvider"])
     report = sess.fusion_report()
-    assert report["rules"] == "seed" and len(report["groups"]) == 3
+    assert report["rules"] == "hfuse" and len(report["groups"]) == 3  # the session's default
     x = np.random.default_rng(0).standard_normal((64, 256)).astype(np.float32)
     (want,) = ort_session(RANKING).run(None, {"features": x})
     (got,) = sess.run(None, {"features": x})
@@ -65,13 +65,16 @@ def test_ranking_runs_like_onnxruntime():
     np.testing.assert_array_equal(again, got)
 
 
-def test_unfused_and_hfuse_rules_compute_the_same():
+def test_unfused_and_either_rule_set_compute_the_same_bytes():
+    # On the CPU a group op runs each member with the ungrouped op's kernel.
     x = np.random.default_rng(1).standard_normal((64, 256)).astype(np.float32)
     (fused,) = hfuse.InferenceSession(RANKING).run(None, {"features": x})
     (plain,) = hfuse.InferenceSession(RANKING, fuse=False).run(None, {"features": x})
-    (gpu_rules,) = hfuse.InferenceSession(RANKING, rules="hfuse").run(None, {"features": x})
+    seed = hfuse.InferenceSession(RANKING, rules="seed")
+    assert seed.fusion_report()["rules"] == "seed"
+    (seed_rules,) = seed.run(None, {"features": x})
     np.testing.assert_array_equal(fused, plain)
-    close(plain, gpu_rules)
+    np.testing.assert_array_equal(seed_rules, plain)
 
 
 def test_fuse_matches_the_cli(tmp_path):
@@ -168,7 +171,10 @@ def test_graph_json_runs_like_onnxruntime(towers):
     assert sess.get_inputs()[0].shape == ["batch", K]
     assert sess.get_inputs()[0].type == "tensor(float)"
     assert [(o.name, o.shape) for o in sess.get_outputs()] == [("out", ["batch", N * TOWERS])]
-    assert [g["op"] for g in sess.fusion_report()["groups"]] == ["group_layernorm"]
+    # The hfuse rules (the default) group the GEMMs of the dynamic batch too.
+    assert sess.fusion_report()["rules"] == "hfuse"
+    assert sorted(g["op"] for g in sess.fusion_report()["groups"]) == \
+           ["group_gemm_rcr_bias_relu", "group_layernorm"]
     for batch in (5, 64):
         x = np.random.default_rng(batch).standard_normal((batch, K)).astype(np.float32)
         (want,) = ref.run(None, {"x": x})
@@ -177,9 +183,11 @@ def test_graph_json_runs_like_onnxruntime(towers):
         close(want, got)
 
 
-def test_bound_dims_are_static_so_gemms_group(towers):
+def test_bound_dims_are_static_so_gemms_group_under_the_seed_rules(towers):
     weights = towers_weights()
-    sess = hfuse.InferenceSession(towers, dims={"batch": 8})
+    unbound = hfuse.InferenceSession(towers, rules="seed")
+    assert [g["op"] for g in unbound.fusion_report()["groups"]] == ["group_layernorm"]
+    sess = hfuse.InferenceSession(towers, rules="seed", dims={"batch": 8})
     assert sess.get_inputs()[0].shape == [8, K]
     assert sorted(g["op"] for g in sess.fusion_report()["groups"]) == \
            ["group_gemm_rcr_bias_relu", "group_layernorm"]

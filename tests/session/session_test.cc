@@ -45,8 +45,9 @@ void ExpectClose(const TensorMap& want, const TensorMap& got) {
   }
 }
 
-// Two towers on a dynamic batch: GEMMs group only once the batch is bound
-// (static), LayerNorms group either way.
+// Two towers on a dynamic batch: under the seed rules GEMMs group only once
+// the batch is bound (static), under the hfuse rules (the session's default)
+// at the dynamic batch too; LayerNorms group either way.
 std::string DynamicTowersJson() {
   GraphBuilder b;
   b.Dim("batch", 1, 64);
@@ -58,7 +59,8 @@ std::string DynamicTowersJson() {
 
 TEST(Session, GraphJsonOnCpuComputesWhatTheOriginalComputes) {
   Session s = Session::FromFile(kTowers);
-  EXPECT_EQ(s.rules(), RuleSet::kSeed);
+  EXPECT_EQ(s.rules(), RuleSet::kHfuse);  // kSessionRules, on the CPU too
+  EXPECT_EQ(s.fusion().rules, RuleSet::kHfuse);
   EXPECT_FALSE(s.fusion().groups.empty());
   EXPECT_LT(s.graph().NumLiveOps(), s.original().NumLiveOps());
   // Graph JSON carries no weights: its params are inputs, after the graph's.
@@ -132,9 +134,28 @@ TEST(Session, UnboundDimsTakeTheirSizeFromTheFeeds) {
   }
 }
 
-TEST(Session, BoundDimsAreStaticSoGemmsGroup) {
+TEST(Session, ADynamicBatchGroupsLikeABoundOneOnTheCpu) {
   SessionOptions options;
   options.format = "json";
+  Session unbound = Session::FromBytes(DynamicTowersJson(), options);
+  EXPECT_EQ(unbound.rules(), RuleSet::kHfuse);
+  EXPECT_EQ(unbound.fusion().groups.size(), 2u);  // the GEMMs and the LayerNorms
+  EXPECT_EQ(unbound.inputs()[0].shape, (std::vector<int64_t>{-1, 32}));
+  for (int64_t batch : {1, 7, 64}) {  // the group runs at each run's batch, the original's bytes
+    const TensorMap feeds = FeedsFor(unbound, {batch});
+    const TensorMap want = RunOnCpu(unbound.original(), feeds, {batch});
+    const TensorMap got = unbound.Run(feeds);
+    for (const auto& [name, t] : want) {
+      EXPECT_EQ(got.at(name).shape, t.shape) << name;
+      EXPECT_EQ(got.at(name).bytes, t.bytes) << name << " at batch " << batch;
+    }
+  }
+}
+
+TEST(Session, UnderTheSeedRulesBoundDimsAreStaticSoGemmsGroup) {
+  SessionOptions options;
+  options.format = "json";
+  options.rules = RuleSet::kSeed;
   Session unbound = Session::FromBytes(DynamicTowersJson(), options);
   options.dims = {{"batch", 8}};
   Session bound = Session::FromBytes(DynamicTowersJson(), options);
