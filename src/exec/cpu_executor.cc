@@ -112,7 +112,7 @@ class CpuRun {
  public:
   CpuRun(const Graph& graph, const DimValues& dims, const CpuRunOptions& options)
       : g_(graph), dims_(dims), options_(options), owned_(static_cast<size_t>(graph.num_tensor_ids())),
-        value_(owned_.size(), nullptr) {}
+        value_(owned_.size(), nullptr), kept_param_(owned_.size(), false) {}
 
   // Every live tensor's value (views gathered from their storage).
   std::vector<HostTensor> All() {
@@ -145,7 +145,10 @@ class CpuRun {
       if (auto it = feeds.find(t.name); it != feeds.end()) {
         given = &it->second;
       } else if (options_.params) {
-        if (auto p = options_.params->find(t.name); p != options_.params->end()) given = &p->second;
+        if (auto p = options_.params->find(t.name); p != options_.params->end()) {
+          given = &p->second;
+          kept_param_[static_cast<size_t>(id)] = true;
+        }
       }
       if (!given && t.data) {  // a param that came with its values
         owned_[static_cast<size_t>(id)] = ParamValue(t, dims_);
@@ -176,6 +179,7 @@ class CpuRun {
         for (TensorId t : plan_.release_after[step]) Release(t);
       }
     }
+    if (!options_.reference) cpu::fast::ParkThreads();  // nothing more to split until the next run
     if (options_.memory) {
       options_.memory->largest_live_bytes = plan_.largest_live_bytes;
       options_.memory->peak_bytes = peak_;
@@ -426,6 +430,7 @@ class CpuRun {
     const float *a, *w, *bias;
     float* y;
     int64_t rows, n, k;
+    const float* packed;  // w packed (CpuPackedWeights), or null
   };
   // A GEMM or a group of them on the tensors' bytes. A group's members run
   // side by side, one thread each with a single-threaded product, when that
@@ -442,19 +447,69 @@ class CpuRun {
       const int64_t rows = k > 0 ? a.numel() / k : Product(a.shape, 0, a.shape.size() - 1);
       if (rows > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return false;  // the reference says why
       const float* bias = mem.bias != kNone ? F(In(mem.bias)) : nullptr;
-      jobs.push_back({F(a), F(w), bias, nullptr, rows, n, k});
+      // A weight the session keeps is packed once (here, before the members
+      // may run side by side), not on every call.
+      const float* packed = options_.packed && kept_param_[static_cast<size_t>(mem.w)] &&
+                                    cpu::fast::PackedGemm(n, k, false)
+                                ? options_.packed->Get(F(w), k, true, n, k)
+                                : nullptr;
+      jobs.push_back({F(a), F(w), bias, nullptr, rows, n, k, packed});
     }
     for (size_t m = 0; m < jobs.size(); ++m) jobs[m].y = F(Out(GemmMemberOf(op, m).y));
     const float alpha = static_cast<float>(op.attrs.Alpha());
     const std::optional<EwFunc> act = ActivationOf(op.type);
+    if (PackedTiles(op, jobs, alpha, act)) return true;
     std::vector<double> cost;
     for (const GemmJob& j : jobs) cost.push_back(static_cast<double>(j.rows) * j.n * std::max<int64_t>(j.k, 1));
     const auto run = [&](size_t m, bool parallel) {
       const GemmJob& j = jobs[m];
       cpu::fast::Gemm({j.a, j.k, false}, {j.w, j.k, true}, j.y, j.n, j.rows, j.n, j.k, alpha, j.bias, act,
-                      parallel);
+                      parallel, j.packed);
     };
     RunMembers(cost, run);
+    return true;
+  }
+
+  // A group whose members all take the packed kernel (cpu_fast_kernels.h)
+  // runs every member's tiles in one loop, each tile claimed by whichever
+  // thread is free: members side by side with no fixed schedule, and no
+  // thread waits on one the OS has not scheduled. A member's tiles are in
+  // row-major order, so a thread's next tile usually reads the rows of a it
+  // just read. (Not with --cpu-groups serial: members one after another.)
+  bool PackedTiles(const Op& op, const std::vector<GemmJob>& jobs, float alpha, std::optional<EwFunc> act) {
+    if (jobs.size() < 2 || options_.group_mode == static_cast<uint8_t>(cpu::GroupMode::kOneByOne)) return false;
+    double flops = 0;
+    for (const GemmJob& j : jobs) {
+      if (!cpu::fast::PackedGemm(j.n, j.k, false)) return false;
+      flops += static_cast<double>(j.rows) * static_cast<double>(j.n) * static_cast<double>(j.k);
+    }
+    // The weights the session did not pack (no session, or fed): packed here.
+    std::vector<std::vector<float>> packings(jobs.size());
+    std::vector<const float*> packed(jobs.size());
+    std::vector<std::pair<size_t, int64_t>> tiles;  // (member, tile)
+    for (size_t m = 0; m < jobs.size(); ++m) {
+      const GemmJob& j = jobs[m];
+      packed[m] = j.packed;
+      if (!packed[m]) {
+        packings[m].resize(static_cast<size_t>(cpu::fast::PackedSize(j.n, j.k)));
+        cpu::fast::PackB({j.w, j.k, true}, j.n, j.k, packings[m].data());
+        packed[m] = packings[m].data();
+      }
+      for (int64_t t = 0; t < cpu::fast::PackedTiles(j.rows, j.n); ++t) tiles.emplace_back(m, t);
+    }
+    const auto run = [&](int64_t i) {
+      const auto [m, t] = tiles[static_cast<size_t>(i)];
+      const GemmJob& j = jobs[m];
+      cpu::fast::PackedGemmTile({j.a, j.k, false}, packed[m], j.y, j.n, j.rows, j.n, j.k, alpha, j.bias, act, t);
+    };
+    if (flops < static_cast<double>(cpu::kRegionCost) || cpu::fast::Threads() == 1) {
+      group_path_ = "one by one";
+      for (size_t i = 0; i < tiles.size(); ++i) run(static_cast<int64_t>(i));
+    } else {
+      group_path_ = "side by side";
+      cpu::fast::ParallelItems(static_cast<int64_t>(tiles.size()), run);
+    }
+    (void)op;
     return true;
   }
 
@@ -677,6 +732,7 @@ class CpuRun {
   const CpuRunOptions& options_;
   std::vector<HostTensor> owned_;          // what the run allocated, by tensor id
   std::vector<const HostTensor*> value_;   // every tensor's value: owned_, a feed or a param
+  std::vector<bool> kept_param_;           // its value is options_.params' (the same every run)
   MemoryPlan plan_;
   size_t step_ = 0;
   int64_t live_ = 0, peak_ = 0;            // bytes of owned_, now and at most
@@ -719,6 +775,15 @@ void CpuBufferPool::Trim(size_t bytes) {
     bytes_ -= last->first;
     free_.erase(last);
   }
+}
+
+const float* CpuPackedWeights::Get(const float* data, int64_t ld, bool trans, int64_t n, int64_t k) {
+  std::vector<float>& p = packed_[{data, ld, trans, n, k}];
+  if (p.empty()) {
+    p.resize(static_cast<size_t>(cpu::fast::PackedSize(n, k)));
+    cpu::fast::PackB({data, ld, trans}, n, k, p.data());
+  }
+  return p.data();
 }
 
 void CpuBufferPool::Give(std::vector<uint8_t>&& buffer) {

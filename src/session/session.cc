@@ -146,11 +146,15 @@ struct Session::Impl {
   // once per set of dims, not once per run.
   std::map<DimValues, TensorMap> cpu_params;
   CpuBufferPool cpu_pool;  // intermediates' buffers, from run to run
+  CpuPackedWeights cpu_packed;  // packings of cpu_params' GEMM weights
 
   const TensorMap& CpuParams(const DimValues& dims) {
     auto it = cpu_params.find(dims);
     if (it != cpu_params.end()) return it->second;
-    if (cpu_params.size() >= 8) cpu_params.clear();  // a few batch sizes, not every one
+    if (cpu_params.size() >= 8) {  // a few batch sizes, not every one
+      cpu_packed.Clear();  // (made from these values: keyed by their addresses)
+      cpu_params.clear();
+    }
     TensorMap& values = cpu_params[dims];
     for (TensorId id = 0; id < fused.num_tensor_ids(); ++id) {
       const Tensor& t = fused.tensor(id);
@@ -434,6 +438,7 @@ TensorMap Session::Run(const TensorMap& feeds, const std::vector<std::string>& o
     cpu.group_mode = impl_->options.cpu_group_mode;
     cpu.params = &impl_->CpuParams(dims);
     cpu.pool = &impl_->cpu_pool;
+    cpu.packed = &impl_->cpu_packed;
     impl_->cpu_pool.set_poison(impl_->options.cpu_poison_buffers);
     cpu.profile = impl_->options.cpu_profile;
     cpu.memory = impl_->options.cpu_memory;

@@ -190,6 +190,34 @@ TEST(Session, ParamsGivenAtCreationAreNoInputs) {
   EXPECT_THROW(Session::FromBytes(DynamicTowersJson(), options), InputError);
 }
 
+// float32 towers 64 wide (the packed GEMM kernel's width, where the CPU
+// has it): weights the session holds are packed once and read from there;
+// the bytes are those of the weights fed, and of the unfused original.
+TEST(Session, WeightsItHoldsGiveTheBytesOfWeightsFed) {
+  GraphBuilder b;
+  b.Dim("batch", 1, 512);
+  const std::string x = b.Input("x", {"batch", 96}, DType::kFloat32);
+  b.Outputs({b.Fc("fc0", x, 64), b.Fc("fc1", x, 64), b.Fc("fc2", x, 40)});
+  SessionOptions options;
+  options.format = "json";
+  Session fed = Session::FromBytes(b.Json(), options);
+  ASSERT_EQ(fed.fusion().groups.size(), 1u);
+  for (int64_t batch : {5, 300}) {
+    const TensorMap feeds = FeedsFor(fed, {batch});
+    options.params.clear();
+    for (const auto& [name, t] : feeds) {
+      if (name != "x") options.params[name] = t;
+    }
+    Session given = Session::FromBytes(b.Json(), options);
+    const TensorMap want = RunOnCpu(fed.original(), feeds, {batch});
+    for (int run = 0; run < 2; ++run) {  // packs on the first run, reads the packing on the second
+      const TensorMap got = given.Run({{"x", feeds.at("x")}});
+      for (const auto& [name, t] : want) EXPECT_EQ(got.at(name).bytes, t.bytes) << name << " run " << run;
+    }
+    for (const auto& [name, t] : fed.Run(feeds)) EXPECT_EQ(want.at(name).bytes, t.bytes) << name;
+  }
+}
+
 TEST(Session, PicksTheNamedOutputs) {
   SessionOptions options;
   options.format = "json";
