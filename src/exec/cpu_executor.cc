@@ -54,6 +54,21 @@ struct MemoryPlan {
   int64_t largest_live_bytes = 0;
 };
 
+}  // namespace
+
+// What a run works out before its first op, from the graph and the dim
+// values alone: every tensor's shape and bytes (checked against the budget:
+// CheckTensorSizes), the op order and the memory plan.
+struct CpuRunPlans::Plan {
+  const Graph* graph = nullptr;
+  std::vector<std::vector<int64_t>> shapes;  // by tensor id (live ones)
+  std::vector<int64_t> bytes;
+  std::vector<OpId> order;
+  MemoryPlan memory;
+};
+
+namespace {
+
 MemoryPlan PlanMemory(const Graph& g, const std::vector<OpId>& order, const DimValues& dims) {
   const auto n = static_cast<size_t>(g.num_tensor_ids());
   std::vector<int64_t> first(n, -1), last(n, -1);
@@ -106,6 +121,26 @@ MemoryPlan PlanMemory(const Graph& g, const std::vector<OpId>& order, const DimV
   return plan;
 }
 
+std::unique_ptr<CpuRunPlans::Plan> MakePlan(const Graph& g, const DimValues& dims) {
+  CheckTensorSizes(g, dims);
+  auto plan = std::make_unique<CpuRunPlans::Plan>();
+  plan->graph = &g;
+  plan->shapes.resize(static_cast<size_t>(g.num_tensor_ids()));
+  plan->bytes.resize(plan->shapes.size(), 0);
+  for (TensorId id = 0; id < g.num_tensor_ids(); ++id) {
+    const Tensor& t = g.tensor(id);
+    if (!t.alive) continue;
+    const auto i = static_cast<size_t>(id);
+    plan->shapes[i] = ConcreteShape(t.shape, dims);
+    const std::optional<int64_t> bytes = ByteCount(plan->shapes[i], DTypeBytes(t.dtype));
+    HFUSE_CHECK(bytes.has_value());  // CheckTensorSizes counted it
+    plan->bytes[i] = *bytes;
+  }
+  plan->order = StableTopologicalOrder(g);
+  plan->memory = PlanMemory(g, plan->order, dims);
+  return plan;
+}
+
 int64_t Bytes(const HostTensor& t) { return static_cast<int64_t>(t.bytes.size()); }
 
 class CpuRun {
@@ -131,7 +166,12 @@ class CpuRun {
   }
 
   TensorMap Run(const TensorMap& feeds) {
-    CheckTensorSizes(g_, dims_);
+    if (options_.plans) {
+      plan_ = &options_.plans->For(g_, dims_);
+    } else {
+      own_plan_ = MakePlan(g_, dims_);
+      plan_ = own_plan_.get();
+    }
     if (options_.pool) options_.pool->BeginRun();
     if (!options_.reference) cpu::fast::SetThreads(options_.threads);
     // The fast kernels' pool splits products, not OpenBLAS; the reference
@@ -157,7 +197,7 @@ class CpuRun {
       }
       if (!given) ThrowInputError("no value given for {} '{}'", RoleName(t), t.name);
       const HostTensor& v = *given;
-      const std::vector<int64_t> want = ConcreteShape(t.shape, dims_);
+      const std::vector<int64_t>& want = plan_->shapes[static_cast<size_t>(id)];
       if (v.dtype != t.dtype || v.shape != want) {
         ThrowInputError("value for '{}' is {} [{}], expected {} [{}]", t.name,
                         DTypeName(v.dtype), fmt::join(v.shape, ", "), DTypeName(t.dtype),
@@ -165,8 +205,7 @@ class CpuRun {
       }
       value_[static_cast<size_t>(id)] = &v;  // read in place, never copied
     }
-    const std::vector<OpId> order = StableTopologicalOrder(g_);
-    if (!options_.keep_all) plan_ = PlanMemory(g_, order, dims_);
+    const std::vector<OpId>& order = plan_->order;
     for (size_t step = 0; step < order.size(); ++step) {
       step_ = step;
       const Op& op = g_.op(order[step]);
@@ -176,12 +215,12 @@ class CpuRun {
         Execute(op);
       }
       if (!options_.keep_all) {
-        for (TensorId t : plan_.release_after[step]) Release(t);
+        for (TensorId t : plan_->memory.release_after[step]) Release(t);
       }
     }
     if (!options_.reference) cpu::fast::ParkThreads();  // nothing more to split until the next run
     if (options_.memory) {
-      options_.memory->largest_live_bytes = plan_.largest_live_bytes;
+      options_.memory->largest_live_bytes = plan_->memory.largest_live_bytes;
       options_.memory->peak_bytes = peak_;
     }
     TensorMap out;
@@ -221,11 +260,11 @@ class CpuRun {
     if (options_.pool && g_.tensor(id).role == Role::kIntermediate) {
       Give(t);
       t.dtype = g_.tensor(id).dtype;
-      t.shape = ConcreteShape(g_.tensor(id).shape, dims_);
-      const int64_t n = ByteCountOf(t.shape, DTypeBytes(t.dtype), Named(id));
-      t.bytes = Allocate(n, Named(id), [&] { return options_.pool->Take(static_cast<size_t>(n)); });
+      t.shape = plan_->shapes[i];
+      const int64_t n = plan_->bytes[i];
+      t.bytes = Allocate(n, [&] { return Named(id); }, [&] { return options_.pool->Take(static_cast<size_t>(n)); });
     } else {
-      t = HostTensor(g_.tensor(id).dtype, ConcreteShape(g_.tensor(id).shape, dims_), Named(id));
+      t = HostTensor(g_.tensor(id).dtype, plan_->shapes[i], Named(id));
       if (options_.pool && options_.pool->poison()) std::fill(t.bytes.begin(), t.bytes.end(), uint8_t{0xFF});
     }
     value_[i] = &t;
@@ -251,7 +290,7 @@ class CpuRun {
   bool LastRead(TensorId id) const {
     const auto i = static_cast<size_t>(id);
     if (options_.keep_all || value_[i] != &owned_[i] || g_.tensor(id).storage != kNone) return false;
-    const std::vector<TensorId>& going = plan_.release_after[step_];
+    const std::vector<TensorId>& going = plan_->memory.release_after[step_];
     // (A root's release waits for the last read of its views: PlanMemory.)
     return std::find(going.begin(), going.end(), id) != going.end();
   }
@@ -733,7 +772,8 @@ class CpuRun {
   std::vector<HostTensor> owned_;          // what the run allocated, by tensor id
   std::vector<const HostTensor*> value_;   // every tensor's value: owned_, a feed or a param
   std::vector<bool> kept_param_;           // its value is options_.params' (the same every run)
-  MemoryPlan plan_;
+  const CpuRunPlans::Plan* plan_ = nullptr;  // the session's, or own_plan_
+  std::unique_ptr<CpuRunPlans::Plan> own_plan_;
   size_t step_ = 0;
   int64_t live_ = 0, peak_ = 0;            // bytes of owned_, now and at most
   int64_t footprint_ = 0;                  // live_ and the pool's buffers together, at most
@@ -804,14 +844,27 @@ HostTensor ParamValue(const Tensor& t, const DimValues& dims) {
   return v;
 }
 
+CpuRunPlans::CpuRunPlans() = default;
+CpuRunPlans::~CpuRunPlans() = default;
+
+const CpuRunPlans::Plan& CpuRunPlans::For(const Graph& graph, const DimValues& dims) {
+  auto it = plans_.find(dims);
+  if (it != plans_.end() && it->second->graph == &graph) return *it->second;
+  if (plans_.size() >= 16) plans_.clear();  // a few batch sizes, not every one
+  std::unique_ptr<Plan>& plan = plans_[dims];
+  plan = MakePlan(graph, dims);
+  return *plan;
+}
+
 void CheckTensorSizes(const Graph& graph, const DimValues& dims) {
   int64_t total = 0;
   for (TensorId id = 0; id < graph.num_tensor_ids(); ++id) {
     const Tensor& t = graph.tensor(id);
     if (!t.alive) continue;
-    const std::string what = fmt::format("tensor '{}'", t.name);
-    const int64_t bytes = ByteCountOf(ConcreteShape(t.shape, dims), DTypeBytes(t.dtype), what);
-    CheckBudget(bytes, what);
+    const std::vector<int64_t> shape = ConcreteShape(t.shape, dims);
+    const std::optional<int64_t> count = ByteCount(shape, DTypeBytes(t.dtype));
+    const int64_t bytes = count ? *count : ByteCountOf(shape, DTypeBytes(t.dtype), fmt::format("tensor '{}'", t.name));
+    if (bytes > MemoryBudget()) CheckBudget(bytes, fmt::format("tensor '{}'", t.name));
     const std::optional<int64_t> sum = CheckedAdd(total, bytes);
     total = sum ? *sum : INT64_MAX;
   }

@@ -642,13 +642,17 @@ void PackB(Matrix b, int64_t n, int64_t k, float* out) {
     float* panel = out + p * k * kPanel;
     const int64_t c0 = p * kPanel, cols = std::min(kPanel, n - c0);
     if (b.trans) {  // b is [n, k]: column j of op(b) is b's row j, read along
-      for (int64_t j = 0; j < kPanel; ++j) {
-        if (j >= cols) {
-          for (int64_t d = 0; d < k; ++d) panel[d * kPanel + j] = 0.0f;
-          continue;
+      // 64 rows of the panel at a time (8 KB, in L1 while 32 rows of b fill it).
+      for (int64_t d0 = 0; d0 < k; d0 += 64) {
+        const int64_t d1 = std::min(k, d0 + 64);
+        for (int64_t j = 0; j < kPanel; ++j) {
+          if (j >= cols) {
+            for (int64_t d = d0; d < d1; ++d) panel[d * kPanel + j] = 0.0f;
+            continue;
+          }
+          const float* row = b.data + (c0 + j) * b.ld;
+          for (int64_t d = d0; d < d1; ++d) panel[d * kPanel + j] = row[d];
         }
-        const float* row = b.data + (c0 + j) * b.ld;
-        for (int64_t d = 0; d < k; ++d) panel[d * kPanel + j] = row[d];
       }
     } else {  // b is [k, n]: a panel's row is a run of b's row
       for (int64_t d = 0; d < k; ++d) {

@@ -147,6 +147,7 @@ struct Session::Impl {
   std::map<DimValues, TensorMap> cpu_params;
   CpuBufferPool cpu_pool;  // intermediates' buffers, from run to run
   CpuPackedWeights cpu_packed;  // packings of cpu_params' GEMM weights
+  CpuRunPlans cpu_plans;        // the fused graph's run plans, per dim values
 
   const TensorMap& CpuParams(const DimValues& dims) {
     auto it = cpu_params.find(dims);
@@ -439,6 +440,7 @@ TensorMap Session::Run(const TensorMap& feeds, const std::vector<std::string>& o
     cpu.params = &impl_->CpuParams(dims);
     cpu.pool = &impl_->cpu_pool;
     cpu.packed = &impl_->cpu_packed;
+    cpu.plans = &impl_->cpu_plans;
     impl_->cpu_pool.set_poison(impl_->options.cpu_poison_buffers);
     cpu.profile = impl_->options.cpu_profile;
     cpu.memory = impl_->options.cpu_memory;

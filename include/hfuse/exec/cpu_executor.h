@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -122,6 +123,24 @@ class CpuPackedWeights {
   std::map<std::tuple<const float*, int64_t, bool, int64_t, int64_t>, std::vector<float>> packed_;
 };
 
+// What runs of a graph work out before their first op (every tensor's
+// shape and bytes, checked against the budget; the op order; the memory
+// plan), kept per set of dim values, so that a session's run of a shape it
+// has run before starts at its first op. For one graph at a time (another
+// graph's plans are made anew).
+class CpuRunPlans {
+ public:
+  struct Plan;  // cpu_executor.cc
+  CpuRunPlans();
+  ~CpuRunPlans();
+  CpuRunPlans(const CpuRunPlans&) = delete;
+  CpuRunPlans& operator=(const CpuRunPlans&) = delete;
+  const Plan& For(const Graph& graph, const DimValues& dims);
+
+ private:
+  std::map<DimValues, std::unique_ptr<Plan>> plans_;
+};
+
 struct CpuRunOptions {
   bool reference = false;  // the reference kernels alone
   int threads = 0;         // fast kernels: 0 = OMP_NUM_THREADS, or the cores
@@ -132,6 +151,7 @@ struct CpuRunOptions {
   const TensorMap* params = nullptr;
   CpuBufferPool* pool = nullptr;  // where intermediates' buffers come from and go back to
   CpuPackedWeights* packed = nullptr;  // packings of the weights in `params`
+  CpuRunPlans* plans = nullptr;        // this graph's plans, kept from run to run
   std::vector<CpuOpProfile>* profile = nullptr;  // filled, op by op, when set
   CpuMemory* memory = nullptr;                   // filled when set
 };
