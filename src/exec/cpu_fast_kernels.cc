@@ -623,14 +623,16 @@ Matrix ColsOf(Matrix b, int64_t c0) {
 
 bool PackedGemm(int64_t n, int64_t k, bool trans_a) { return HasAvx512() && !trans_a && n >= kPanel && k > 0; }
 
-// Tiles of up to 256 rows by one panel, row-major (a tile's rows of a stay
-// in L2 while it passes over the panels).
+// Tiles of up to 256 rows by one panel, the row tiles of a panel one after
+// another: threads claiming tiles in turn then each keep to their own rows
+// of a (in their L2) and share the panel, where the other order had every
+// thread read all of a (MMoE at batch 512: 8.3-8.8 ms a run, now 6.3).
 int64_t PackedTiles(int64_t m, int64_t n) { return (m + kTileRows - 1) / kTileRows * ((n + kPanel - 1) / kPanel); }
 
 void PackedGemmTile(Matrix a, const float* packed, float* y, int64_t ldy, int64_t m, int64_t n, int64_t k,
                     float alpha, const float* bias, std::optional<EwFunc> activation, int64_t tile) {
-  const int64_t panels = (n + kPanel - 1) / kPanel, r0 = tile / panels * kTileRows;
-  PackedTile(a.data, a.ld, packed, k, y, ldy, n, r0, std::min(m, r0 + kTileRows), tile % panels, alpha, bias,
+  const int64_t row_tiles = (m + kTileRows - 1) / kTileRows, r0 = tile % row_tiles * kTileRows;
+  PackedTile(a.data, a.ld, packed, k, y, ldy, n, r0, std::min(m, r0 + kTileRows), tile / row_tiles, alpha, bias,
              activation);
 }
 
