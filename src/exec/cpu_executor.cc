@@ -302,7 +302,7 @@ class CpuRun {
       HostTensor& y = owned_[static_cast<size_t>(out)];
       Give(y);
       y.dtype = g_.tensor(out).dtype;
-      y.shape = ConcreteShape(g_.tensor(out).shape, dims_);
+      y.shape = plan_->shapes[static_cast<size_t>(out)];
       y.bytes = std::move(x.bytes);
       x = HostTensor();
       value_[static_cast<size_t>(in)] = nullptr;
@@ -368,14 +368,12 @@ class CpuRun {
     }
     options_.profile->push_back(std::move(p));
   }
-  int64_t TensorBytes(TensorId id) const {
-    const Tensor& t = g_.tensor(id);
-    return ByteCountOf(ConcreteShape(t.shape, dims_), DTypeBytes(t.dtype), t.name);
-  }
+  // From the run's plan (its shapes counted once, when it was made).
+  int64_t TensorBytes(TensorId id) const { return plan_->bytes[static_cast<size_t>(id)]; }
   int64_t Numel(TensorId id) const {
-    return ByteCountOf(ConcreteShape(g_.tensor(id).shape, dims_), 1, g_.tensor(id).name);
+    return plan_->bytes[static_cast<size_t>(id)] / DTypeBytes(g_.tensor(id).dtype);
   }
-  std::vector<int64_t> Shape(TensorId id) const { return ConcreteShape(g_.tensor(id).shape, dims_); }
+  const std::vector<int64_t>& Shape(TensorId id) const { return plan_->shapes[static_cast<size_t>(id)]; }
   int64_t Flops(const Op& op) const {
     if (IsGemm(op.type) || IsGroupGemm(op.type)) {
       int64_t f = 0;

@@ -69,7 +69,7 @@ struct Matrix {
   bool trans;
 };
 //
-// On a CPU with AVX-512, a product with op(a) not transposed and n >= 32
+// On a CPU with AVX-512, a product with op(a) not transposed and n >= 16
 // runs the packed kernel instead of OpenBLAS (PackedGemm): op(b) packed into
 // panels of 32 columns (PackB; `packed`, when given, is that packing made
 // once, as a session does for its weights, else Gemm packs it), each element
