@@ -22,6 +22,8 @@ extern "C" int openblas_get_num_threads();
 #include <mutex>
 #include <thread>
 
+#include <pthread.h>
+
 #include "cpu_kernels.h"
 #include "hfuse/support/error.h"
 
@@ -285,11 +287,21 @@ inline void CpuRelax() {
 // An idle worker spins for kSpin (the next op of a run usually comes within
 // microseconds, and a futex wake-up costs several), then sleeps on `wake_`
 // until a job comes; ParkThreads sends it to sleep at once.
+//
+// The pool is never destroyed and its threads are detached: at exit they
+// sleep (or spin) on memory that stays valid, and a child forked without
+// exec (Python's multiprocessing) has none of them, which the fork handler
+// records, so that its loops run on the calling thread instead of joining
+// threads that are not there.
 class Pool {
  public:
   static Pool& Get() {
-    static Pool pool;
-    return pool;
+    static Pool* pool = [] {
+      auto* p = new Pool;
+      pthread_atfork(nullptr, nullptr, [] { Get().workers_ = 0; });
+      return p;
+    }();
+    return *pool;
   }
 
   // False, doing nothing, when the pool is busy (another thread's loop) or
@@ -338,18 +350,11 @@ class Pool {
   static constexpr auto kSpin = std::chrono::microseconds(200);
 
   Pool() = default;
-  ~Pool() {
-    stop_.store(true, std::memory_order_seq_cst);
-    state_.fetch_add(uint64_t{1} << 32, std::memory_order_seq_cst);  // a generation nobody waits in
-    wake_.fetch_add(1, std::memory_order_seq_cst);
-    wake_.notify_all();
-    for (std::thread& t : threads_) t.join();
-  }
+  ~Pool() = delete;
 
   void Grow(int workers) {
-    while (static_cast<int>(threads_.size()) < workers) {
-      const int index = static_cast<int>(threads_.size());
-      threads_.emplace_back([this, index] { Work(index); });
+    for (; workers_ < workers; ++workers_) {
+      std::thread([this, index = workers_] { Work(index); }).detach();
     }
   }
 
@@ -377,7 +382,6 @@ class Pool {
       auto spin_until = std::chrono::steady_clock::now() + kSpin;
       uint64_t s = state_.load(std::memory_order_acquire);
       for (int spins = 0; static_cast<uint32_t>(s >> 32) == seen; ++spins) {
-        if (stop_.load(std::memory_order_relaxed)) return;
         const bool spinning = !parked_.load(std::memory_order_relaxed) &&
                               ((spins & 63) != 0 || std::chrono::steady_clock::now() < spin_until);
         if (spinning) {
@@ -385,8 +389,7 @@ class Pool {
         } else {
           const uint32_t w = wake_.load(std::memory_order_seq_cst);
           sleepers_.fetch_add(1, std::memory_order_seq_cst);
-          if (static_cast<uint32_t>(state_.load(std::memory_order_seq_cst) >> 32) == seen &&
-              !stop_.load(std::memory_order_seq_cst)) {
+          if (static_cast<uint32_t>(state_.load(std::memory_order_seq_cst) >> 32) == seen) {
             wake_.wait(w, std::memory_order_seq_cst);
           }
           sleepers_.fetch_sub(1, std::memory_order_seq_cst);
@@ -394,7 +397,6 @@ class Pool {
         }
         s = state_.load(std::memory_order_acquire);
       }
-      if (stop_.load(std::memory_order_relaxed)) return;
       seen = static_cast<uint32_t>(s >> 32);
       if (index >= active_.load(std::memory_order_relaxed)) continue;  // more workers than this loop wants
       // The job's fields, as of generation `seen`, or nothing.
@@ -410,14 +412,14 @@ class Pool {
 
   std::mutex busy_;  // one loop at a time
   uint32_t gen_ = 0;  // the caller's, under busy_
-  std::vector<std::thread> threads_;
+  int workers_ = 0;   // threads started (under busy_)
   std::atomic<uint64_t> state_{0};
   std::atomic<uint32_t> fields_gen_{0};
   std::atomic<const std::function<void(int64_t, int64_t)>*> fn_{nullptr};
   std::atomic<int64_t> n_{0}, parts_{0}, done_{0};
   std::atomic<int> active_{0}, sleepers_{0};
   std::atomic<uint32_t> wake_{0};
-  std::atomic<bool> parked_{false}, stop_{false};
+  std::atomic<bool> parked_{false};
   static thread_local bool in_part_;
 };
 

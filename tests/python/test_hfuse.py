@@ -356,3 +356,27 @@ def test_params_given_at_creation_are_no_inputs(towers):
         hfuse.InferenceSession(towers, params={"nope": weights["w0"]})
     with pytest.raises(hfuse.InputError, match=r"param 'w0': float32 \[12\], the model wants"):
         hfuse.InferenceSession(towers, params={"w0": weights["b0"]})
+
+
+def _run_in_child(sess, x, want, queue):
+    (got,) = sess.run(None, {"features": x})
+    queue.put(bool(np.array_equal(got, want)))
+
+
+def test_a_forked_child_runs_the_session():
+    # The CPU kernels' worker threads are not in a child forked without exec
+    # (multiprocessing's "fork"): its runs go on the calling thread, the same
+    # bytes, and it exits (no join of threads that are not there).
+    import multiprocessing
+    sess = hfuse.InferenceSession(RANKING, threads=2)
+    x = np.random.default_rng(3).standard_normal((64, 256)).astype(np.float32)
+    (want,) = sess.run(None, {"features": x})  # the parent's workers exist now
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_run_in_child, args=(sess, x, want, queue))
+    child.start()
+    assert queue.get(timeout=60) is True
+    child.join(60)
+    assert child.exitcode == 0
+    (again,) = sess.run(None, {"features": x})
+    np.testing.assert_array_equal(again, want)
