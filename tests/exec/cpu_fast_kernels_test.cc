@@ -621,6 +621,35 @@ TEST(CpuMemoryPlan, PeakIsTheLiveSetNotEveryTensor) {
   EXPECT_EQ(fast.at(prev).bytes, ref.at(prev).bytes);
 }
 
+// A concatenate of many narrow parts into a wide row (FiBiNet's 325 pairs
+// of 16 floats): copied output row by output row on the fast path, in runs
+// of 16 bytes, 4 bytes or whole parts; the reference's bytes either way.
+TEST(FastConcatenate, ManyNarrowPartsIntoWideRows) {
+  for (auto [dtype, width] : {std::pair<std::string, int>{"float32", 4}, {"float32", 3}, {"float16", 3}}) {
+    std::string tensors, names;
+    for (int i = 0; i < 90; ++i) {
+      tensors += fmt::format(R"({{"name": "p{}", "dtype": "{}", "shape": [37, 2, {}], "role": "input"}}, )", i,
+                             dtype, width);
+      names += fmt::format(R"({}"p{}")", i ? ", " : "", i);
+    }
+    tensors += fmt::format(R"({{"name": "y", "dtype": "{}", "shape": [37, 2, {}]}})", dtype, 90 * width);
+    const Graph g = ParseGraphJson(
+        fmt::format(R"({{"graph_format": 1, "name": "stack", "dims": [], "tensors": [{}], "ops": [)"
+                    R"({{"name": "c", "op": "concatenate", "inputs": [{}], "outputs": ["y"], "dim": -1}}], "outputs": ["y"]}})",
+                    tensors, names),
+        "stack");
+    const DimValues dims = BindDims(g);
+    const TensorMap feeds = RandomFeeds(g, dims, 7);
+    for (int threads : {1, 2}) {
+      CpuRunOptions options;
+      options.threads = threads;
+      EXPECT_EQ(RunOnCpu(g, feeds, dims, options).at("y").bytes, RunOnCpuReference(g, feeds, dims).at("y").bytes)
+          << dtype << " parts of " << width << ", " << threads << " threads";
+    }
+  }
+  cpu::fast::SetThreads(0);
+}
+
 // A group GEMM and LayerNorm run side by side or one by one, on one thread
 // or several: the same bytes every way, and the unfused graph's.
 TEST(CpuGroups, SameBytesEveryScheduleAndThreadCount) {
