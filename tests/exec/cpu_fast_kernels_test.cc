@@ -622,10 +622,12 @@ TEST(CpuMemoryPlan, PeakIsTheLiveSetNotEveryTensor) {
 }
 
 // A concatenate of many narrow parts into a wide row (FiBiNet's 325 pairs
-// of 16 floats): copied output row by output row on the fast path, in runs
-// of 16 bytes, 4 bytes or whole parts; the reference's bytes either way.
+// of 16 floats, DCNv2's stacks of single floats): copied block of output
+// rows by block on the fast path, in runs of 16 bytes, 4 bytes or whole
+// parts; the reference's bytes either way.
 TEST(FastConcatenate, ManyNarrowPartsIntoWideRows) {
-  for (auto [dtype, width] : {std::pair<std::string, int>{"float32", 4}, {"float32", 3}, {"float16", 3}}) {
+  for (auto [dtype, width] :
+       {std::pair<std::string, int>{"float32", 4}, {"float32", 3}, {"float32", 1}, {"float16", 3}}) {
     std::string tensors, names;
     for (int i = 0; i < 90; ++i) {
       tensors += fmt::format(R"({{"name": "p{}", "dtype": "{}", "shape": [37, 2, {}], "role": "input"}}, )", i,
