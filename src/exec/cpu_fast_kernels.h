@@ -1,7 +1,8 @@
 // The CPU executor's fast kernels: float32 only, on the tensors' own bytes
-// (no conversion copies), every matrix product through OpenBLAS, loops over
-// contiguous runs, work split over OpenMP threads where an op is large
-// enough to pay for the split. The simple kernels (cpu_kernels.h,
+// (no conversion copies), matrix products through hfuse's packed AVX-512
+// kernel or OpenBLAS (Gemm below), loops over contiguous runs, work split
+// over a pool of threads (ParallelFor) where an op is large enough to pay
+// for the split. The simple kernels (cpu_kernels.h,
 // cpu_onnx_ops.cc) stay the reference: each of these is tested against its
 // reference on random data (tests/exec/cpu_fast_kernels_test.cc), and the
 // executor runs the reference for every form a fast kernel declines.
