@@ -495,7 +495,7 @@ class CpuRun {
     for (size_t m = 0; m < jobs.size(); ++m) jobs[m].y = F(Out(GemmMemberOf(op, m).y));
     const float alpha = static_cast<float>(op.attrs.Alpha());
     const std::optional<EwFunc> act = ActivationOf(op.type);
-    if (PackedTiles(op, jobs, alpha, act)) return true;
+    if (PackedTiles(jobs, alpha, act)) return true;
     std::vector<double> cost;
     for (const GemmJob& j : jobs) cost.push_back(static_cast<double>(j.rows) * j.n * std::max<int64_t>(j.k, 1));
     const auto run = [&](size_t m, bool parallel) {
@@ -513,7 +513,7 @@ class CpuRun {
   // thread waits on one the OS has not scheduled. A member's tiles are in
   // row-major order, so a thread's next tile usually reads the rows of a it
   // just read. (Not with --cpu-groups serial: members one after another.)
-  bool PackedTiles(const Op& op, const std::vector<GemmJob>& jobs, float alpha, std::optional<EwFunc> act) {
+  bool PackedTiles(const std::vector<GemmJob>& jobs, float alpha, std::optional<EwFunc> act) {
     if (jobs.size() < 2 || options_.group_mode == static_cast<uint8_t>(cpu::GroupMode::kOneByOne)) return false;
     double flops = 0;
     for (const GemmJob& j : jobs) {
@@ -546,7 +546,6 @@ class CpuRun {
       group_path_ = "side by side";
       cpu::fast::ParallelItems(static_cast<int64_t>(tiles.size()), run);
     }
-    (void)op;
     return true;
   }
 
