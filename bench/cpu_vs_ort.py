@@ -3,6 +3,7 @@
 
     PYTHONPATH=build/python .venv/bin/python bench/cpu_vs_ort.py OUT_DIR [--threads 2]
         [--models rechub:MMOE,...] [--batches 64,512] [--reps 20] [--exports static,dynamic]
+        [--rules seed|hfuse]
 
 For each model (examples/ranking_small.onnx; torch-rechub's twelve and
 pytorch-widedeep's six models as PyTorch 2.11's dynamo exporter wrote them,
@@ -16,7 +17,8 @@ export's own, 512; dynamic: each of --batches) is run by
 threads; onnxruntime's inter-op 1, sequential), on the same feeds (ids
 inside every vocabulary, tests/onnx/model_inputs.py). Runs interleave, one
 of each in turn, after warm-up runs; the table has the median of --reps,
-in ms, and each output's largest difference. Writes OUT_DIR/table.md and
+in ms, each output's largest difference, and the groups hfuse formed with
+the rule set that ran (the session's default unless --rules). Writes OUT_DIR/table.md and
 OUT_DIR/results.json and prints the table.
 """
 # hfuse before numpy: numpy loads the OpenBLAS that hfuse shares, and
@@ -89,6 +91,8 @@ def main():
     ap.add_argument("--exports", default="static,dynamic")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--rules", choices=["seed", "hfuse"], default=None,
+                    help="hfuse's grouping rules (default: the session's, printed in each row)")
     ap.add_argument("--spin", action="store_true",
                     help="let onnxruntime's threads spin after a run (its default; hfuse's: OMP_WAIT_POLICY)")
     args = ap.parse_args()
@@ -121,7 +125,10 @@ def main():
             if path is None or (spec.startswith("example:") and export != "static"):
                 continue
             batches = [512] if export == "static" else [int(b) for b in args.batches.split(",")]
-            h = hfuse.InferenceSession(path, providers=["CPUExecutionProvider"], threads=args.threads)
+            h = hfuse.InferenceSession(path, providers=["CPUExecutionProvider"], threads=args.threads,
+                                       rules=args.rules)
+            report = h.fusion_report()
+            fused = f"{len(report['groups'])} ({report['rules']})"  # groups, and the rule set that ran
             o = ort.InferenceSession(path, ort_options, providers=["CPUExecutionProvider"])
             names = {i.name for i in o.get_inputs()}
             for batch in batches:
@@ -147,16 +154,18 @@ def main():
                         times.append(time.perf_counter() - t)
                 row = {"model": spec, "export": export, "batch": batch,
                        "ort_ms": 1e3 * statistics.median(to), "hfuse_ms": 1e3 * statistics.median(th),
-                       "max_diff": diff}
+                       "max_diff": diff, "rules": report["rules"], "groups": len(report["groups"])}
                 row["ratio"] = row["hfuse_ms"] / row["ort_ms"]
                 rows.append(row)
                 print(f"{spec:28} {export:8} {batch:5}  onnxruntime {row['ort_ms']:9.3f} ms  hfuse "
-                      f"{row['hfuse_ms']:9.3f} ms  {row['ratio']:5.2f}x  max diff {diff:.2g}", flush=True)
-    lines = ["| model | export | batch | onnxruntime ms | hfuse ms | hfuse / onnxruntime | max diff |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+                      f"{row['hfuse_ms']:9.3f} ms  {row['ratio']:5.2f}x  max diff {diff:.2g}  groups {fused}",
+                      flush=True)
+    lines = ["| model | export | batch | hfuse groups (rules) | onnxruntime ms | hfuse ms | hfuse / onnxruntime "
+             "| max diff |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
-        lines.append(f"| {r['model']} | {r['export']} | {r['batch']} | {r['ort_ms']:.3f} | {r['hfuse_ms']:.3f} | "
-                     f"{r['ratio']:.2f}x | {r['max_diff']:.2g} |")
+        lines.append(f"| {r['model']} | {r['export']} | {r['batch']} | {r['groups']} ({r['rules']}) | "
+                     f"{r['ort_ms']:.3f} | {r['hfuse_ms']:.3f} | {r['ratio']:.2f}x | {r['max_diff']:.2g} |")
     table = "\n".join(lines)
     print(table)
     with open(os.path.join(args.out_dir, "table.md"), "w") as f:

@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    hfuse::SessionOptions options;  // CPU, the seed's grouping rules
+    hfuse::SessionOptions options;  // CPU, the hfuse grouping rules
     hfuse::Session session = hfuse::Session::FromFile(argv[1], options);
     const hfuse::TensorMap given = argc > 2 ? hfuse::ReadNpz(argv[2]) : hfuse::TensorMap{};
 

@@ -202,8 +202,9 @@ class InferenceSession:
     model: a path to an .onnx model or a graph JSON file, or its bytes.
     providers: onnxruntime-style ["CUDAExecutionProvider", "CPUExecutionProvider"]
         (the first available one is used), or device: "cpu" | "cuda".
-    rules: the grouping rules, "seed" or "hfuse" (default: seed on the CPU,
-        hfuse on CUDA).
+    rules: the grouping rules, "seed" or "hfuse" (default: hfuse on either
+        device, which groups the GEMMs of a dynamic batch too; seed groups
+        GEMMs at static shapes only).
     dims: {name: value} binds dynamic dims; bound dims are static before
         fusion (so GEMMs on a dynamic batch can group); others take their size
         from each run's feeds.

@@ -54,6 +54,21 @@ struct MemoryPlan {
   int64_t largest_live_bytes = 0;
 };
 
+}  // namespace
+
+// What a run works out before its first op, from the graph and the dim
+// values alone: every tensor's shape and bytes (checked against the budget:
+// CheckTensorSizes), the op order and the memory plan.
+struct CpuRunPlans::Plan {
+  const Graph* graph = nullptr;
+  std::vector<std::vector<int64_t>> shapes;  // by tensor id (live ones)
+  std::vector<int64_t> bytes;
+  std::vector<OpId> order;
+  MemoryPlan memory;
+};
+
+namespace {
+
 MemoryPlan PlanMemory(const Graph& g, const std::vector<OpId>& order, const DimValues& dims) {
   const auto n = static_cast<size_t>(g.num_tensor_ids());
   std::vector<int64_t> first(n, -1), last(n, -1);
@@ -106,13 +121,33 @@ MemoryPlan PlanMemory(const Graph& g, const std::vector<OpId>& order, const DimV
   return plan;
 }
 
+std::unique_ptr<CpuRunPlans::Plan> MakePlan(const Graph& g, const DimValues& dims) {
+  CheckTensorSizes(g, dims);
+  auto plan = std::make_unique<CpuRunPlans::Plan>();
+  plan->graph = &g;
+  plan->shapes.resize(static_cast<size_t>(g.num_tensor_ids()));
+  plan->bytes.resize(plan->shapes.size(), 0);
+  for (TensorId id = 0; id < g.num_tensor_ids(); ++id) {
+    const Tensor& t = g.tensor(id);
+    if (!t.alive) continue;
+    const auto i = static_cast<size_t>(id);
+    plan->shapes[i] = ConcreteShape(t.shape, dims);
+    const std::optional<int64_t> bytes = ByteCount(plan->shapes[i], DTypeBytes(t.dtype));
+    HFUSE_CHECK(bytes.has_value());  // CheckTensorSizes counted it
+    plan->bytes[i] = *bytes;
+  }
+  plan->order = StableTopologicalOrder(g);
+  plan->memory = PlanMemory(g, plan->order, dims);
+  return plan;
+}
+
 int64_t Bytes(const HostTensor& t) { return static_cast<int64_t>(t.bytes.size()); }
 
 class CpuRun {
  public:
   CpuRun(const Graph& graph, const DimValues& dims, const CpuRunOptions& options)
       : g_(graph), dims_(dims), options_(options), owned_(static_cast<size_t>(graph.num_tensor_ids())),
-        value_(owned_.size(), nullptr) {}
+        value_(owned_.size(), nullptr), kept_param_(owned_.size(), false) {}
 
   // Every live tensor's value (views gathered from their storage).
   std::vector<HostTensor> All() {
@@ -131,7 +166,12 @@ class CpuRun {
   }
 
   TensorMap Run(const TensorMap& feeds) {
-    CheckTensorSizes(g_, dims_);
+    if (options_.plans) {
+      plan_ = &options_.plans->For(g_, dims_);
+    } else {
+      own_plan_ = MakePlan(g_, dims_);
+      plan_ = own_plan_.get();
+    }
     if (options_.pool) options_.pool->BeginRun();
     if (!options_.reference) cpu::fast::SetThreads(options_.threads);
     // The fast kernels' pool splits products, not OpenBLAS; the reference
@@ -145,7 +185,10 @@ class CpuRun {
       if (auto it = feeds.find(t.name); it != feeds.end()) {
         given = &it->second;
       } else if (options_.params) {
-        if (auto p = options_.params->find(t.name); p != options_.params->end()) given = &p->second;
+        if (auto p = options_.params->find(t.name); p != options_.params->end()) {
+          given = &p->second;
+          kept_param_[static_cast<size_t>(id)] = true;
+        }
       }
       if (!given && t.data) {  // a param that came with its values
         owned_[static_cast<size_t>(id)] = ParamValue(t, dims_);
@@ -154,7 +197,7 @@ class CpuRun {
       }
       if (!given) ThrowInputError("no value given for {} '{}'", RoleName(t), t.name);
       const HostTensor& v = *given;
-      const std::vector<int64_t> want = ConcreteShape(t.shape, dims_);
+      const std::vector<int64_t>& want = plan_->shapes[static_cast<size_t>(id)];
       if (v.dtype != t.dtype || v.shape != want) {
         ThrowInputError("value for '{}' is {} [{}], expected {} [{}]", t.name,
                         DTypeName(v.dtype), fmt::join(v.shape, ", "), DTypeName(t.dtype),
@@ -162,8 +205,7 @@ class CpuRun {
       }
       value_[static_cast<size_t>(id)] = &v;  // read in place, never copied
     }
-    const std::vector<OpId> order = StableTopologicalOrder(g_);
-    if (!options_.keep_all) plan_ = PlanMemory(g_, order, dims_);
+    const std::vector<OpId>& order = plan_->order;
     for (size_t step = 0; step < order.size(); ++step) {
       step_ = step;
       const Op& op = g_.op(order[step]);
@@ -173,11 +215,12 @@ class CpuRun {
         Execute(op);
       }
       if (!options_.keep_all) {
-        for (TensorId t : plan_.release_after[step]) Release(t);
+        for (TensorId t : plan_->memory.release_after[step]) Release(t);
       }
     }
+    if (!options_.reference) cpu::fast::ParkThreads();  // nothing more to split until the next run
     if (options_.memory) {
-      options_.memory->largest_live_bytes = plan_.largest_live_bytes;
+      options_.memory->largest_live_bytes = plan_->memory.largest_live_bytes;
       options_.memory->peak_bytes = peak_;
     }
     TensorMap out;
@@ -217,11 +260,11 @@ class CpuRun {
     if (options_.pool && g_.tensor(id).role == Role::kIntermediate) {
       Give(t);
       t.dtype = g_.tensor(id).dtype;
-      t.shape = ConcreteShape(g_.tensor(id).shape, dims_);
-      const int64_t n = ByteCountOf(t.shape, DTypeBytes(t.dtype), Named(id));
-      t.bytes = Allocate(n, Named(id), [&] { return options_.pool->Take(static_cast<size_t>(n)); });
+      t.shape = plan_->shapes[i];
+      const int64_t n = plan_->bytes[i];
+      t.bytes = Allocate(n, [&] { return Named(id); }, [&] { return options_.pool->Take(static_cast<size_t>(n)); });
     } else {
-      t = HostTensor(g_.tensor(id).dtype, ConcreteShape(g_.tensor(id).shape, dims_), Named(id));
+      t = HostTensor(g_.tensor(id).dtype, plan_->shapes[i], Named(id));
       if (options_.pool && options_.pool->poison()) std::fill(t.bytes.begin(), t.bytes.end(), uint8_t{0xFF});
     }
     value_[i] = &t;
@@ -247,7 +290,7 @@ class CpuRun {
   bool LastRead(TensorId id) const {
     const auto i = static_cast<size_t>(id);
     if (options_.keep_all || value_[i] != &owned_[i] || g_.tensor(id).storage != kNone) return false;
-    const std::vector<TensorId>& going = plan_.release_after[step_];
+    const std::vector<TensorId>& going = plan_->memory.release_after[step_];
     // (A root's release waits for the last read of its views: PlanMemory.)
     return std::find(going.begin(), going.end(), id) != going.end();
   }
@@ -259,7 +302,7 @@ class CpuRun {
       HostTensor& y = owned_[static_cast<size_t>(out)];
       Give(y);
       y.dtype = g_.tensor(out).dtype;
-      y.shape = ConcreteShape(g_.tensor(out).shape, dims_);
+      y.shape = plan_->shapes[static_cast<size_t>(out)];
       y.bytes = std::move(x.bytes);
       x = HostTensor();
       value_[static_cast<size_t>(in)] = nullptr;
@@ -325,14 +368,12 @@ class CpuRun {
     }
     options_.profile->push_back(std::move(p));
   }
-  int64_t TensorBytes(TensorId id) const {
-    const Tensor& t = g_.tensor(id);
-    return ByteCountOf(ConcreteShape(t.shape, dims_), DTypeBytes(t.dtype), t.name);
-  }
+  // From the run's plan (its shapes counted once, when it was made).
+  int64_t TensorBytes(TensorId id) const { return plan_->bytes[static_cast<size_t>(id)]; }
   int64_t Numel(TensorId id) const {
-    return ByteCountOf(ConcreteShape(g_.tensor(id).shape, dims_), 1, g_.tensor(id).name);
+    return plan_->bytes[static_cast<size_t>(id)] / DTypeBytes(g_.tensor(id).dtype);
   }
-  std::vector<int64_t> Shape(TensorId id) const { return ConcreteShape(g_.tensor(id).shape, dims_); }
+  const std::vector<int64_t>& Shape(TensorId id) const { return plan_->shapes[static_cast<size_t>(id)]; }
   int64_t Flops(const Op& op) const {
     if (IsGemm(op.type) || IsGroupGemm(op.type)) {
       int64_t f = 0;
@@ -426,6 +467,7 @@ class CpuRun {
     const float *a, *w, *bias;
     float* y;
     int64_t rows, n, k;
+    const float* packed;  // w packed (CpuPackedWeights), or null
   };
   // A GEMM or a group of them on the tensors' bytes. A group's members run
   // side by side, one thread each with a single-threaded product, when that
@@ -442,19 +484,68 @@ class CpuRun {
       const int64_t rows = k > 0 ? a.numel() / k : Product(a.shape, 0, a.shape.size() - 1);
       if (rows > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return false;  // the reference says why
       const float* bias = mem.bias != kNone ? F(In(mem.bias)) : nullptr;
-      jobs.push_back({F(a), F(w), bias, nullptr, rows, n, k});
+      // A weight the session keeps is packed once (here, before the members
+      // may run side by side), not on every call.
+      const float* packed = options_.packed && kept_param_[static_cast<size_t>(mem.w)] &&
+                                    cpu::fast::PackedGemm(n, k, false)
+                                ? options_.packed->Get(F(w), k, true, n, k)
+                                : nullptr;
+      jobs.push_back({F(a), F(w), bias, nullptr, rows, n, k, packed});
     }
     for (size_t m = 0; m < jobs.size(); ++m) jobs[m].y = F(Out(GemmMemberOf(op, m).y));
     const float alpha = static_cast<float>(op.attrs.Alpha());
     const std::optional<EwFunc> act = ActivationOf(op.type);
+    if (PackedTiles(jobs, alpha, act)) return true;
     std::vector<double> cost;
     for (const GemmJob& j : jobs) cost.push_back(static_cast<double>(j.rows) * j.n * std::max<int64_t>(j.k, 1));
     const auto run = [&](size_t m, bool parallel) {
       const GemmJob& j = jobs[m];
       cpu::fast::Gemm({j.a, j.k, false}, {j.w, j.k, true}, j.y, j.n, j.rows, j.n, j.k, alpha, j.bias, act,
-                      parallel);
+                      parallel, j.packed);
     };
     RunMembers(cost, run);
+    return true;
+  }
+
+  // A group whose members all take the packed kernel (cpu_fast_kernels.h)
+  // runs every member's tiles in one loop, each tile claimed by whichever
+  // thread is free: members side by side with no fixed schedule, and no
+  // thread waits on one the OS has not scheduled. A member's tiles are in
+  // row-major order, so a thread's next tile usually reads the rows of a it
+  // just read. (Not with --cpu-groups serial: members one after another.)
+  bool PackedTiles(const std::vector<GemmJob>& jobs, float alpha, std::optional<EwFunc> act) {
+    if (jobs.size() < 2 || options_.group_mode == static_cast<uint8_t>(cpu::GroupMode::kOneByOne)) return false;
+    double flops = 0;
+    for (const GemmJob& j : jobs) {
+      if (!cpu::fast::PackedGemm(j.n, j.k, false)) return false;
+      flops += static_cast<double>(j.rows) * static_cast<double>(j.n) * static_cast<double>(j.k);
+    }
+    // The weights the session did not pack (no session, or fed): packed here.
+    std::vector<std::vector<float>> packings(jobs.size());
+    std::vector<const float*> packed(jobs.size());
+    std::vector<std::pair<size_t, int64_t>> tiles;  // (member, tile)
+    for (size_t m = 0; m < jobs.size(); ++m) {
+      const GemmJob& j = jobs[m];
+      packed[m] = j.packed;
+      if (!packed[m]) {
+        packings[m].resize(static_cast<size_t>(cpu::fast::PackedSize(j.n, j.k)));
+        cpu::fast::PackB({j.w, j.k, true}, j.n, j.k, packings[m].data());
+        packed[m] = packings[m].data();
+      }
+      for (int64_t t = 0; t < cpu::fast::PackedTiles(j.rows, j.n); ++t) tiles.emplace_back(m, t);
+    }
+    const auto run = [&](int64_t i) {
+      const auto [m, t] = tiles[static_cast<size_t>(i)];
+      const GemmJob& j = jobs[m];
+      cpu::fast::PackedGemmTile({j.a, j.k, false}, packed[m], j.y, j.n, j.rows, j.n, j.k, alpha, j.bias, act, t);
+    };
+    if (flops < static_cast<double>(cpu::kRegionCost) || cpu::fast::Threads() == 1) {
+      group_path_ = "one by one";
+      for (size_t i = 0; i < tiles.size(); ++i) run(static_cast<int64_t>(i));
+    } else {
+      group_path_ = "side by side";
+      cpu::fast::ParallelItems(static_cast<int64_t>(tiles.size()), run);
+    }
     return true;
   }
 
@@ -598,27 +689,54 @@ class CpuRun {
     const int64_t outer = Product(y.shape, 0, axis);
     const int64_t inner = Product(y.shape, axis + 1, y.shape.size()) * DTypeBytes(y.dtype);
     const int64_t row = y.shape[axis] * inner;
-    if (!options_.reference && row <= 256 && outer > 1) {
-      // Narrow parts (a stack along a new last axis): output row by output
-      // row, so that writes are contiguous, not one strided pass per part.
+    int64_t widest = 0;  // the widest part's run of bytes in an output row
+    for (TensorId in : op.inputs) {
+      if (Shape(in).size() > axis) widest = std::max(widest, Shape(in)[axis] * inner);
+    }
+    if (!options_.reference && outer > 1 && (row <= 256 || widest <= 256)) {
+      // Narrow parts (a stack along a new last axis; FiBiNet's 325 pairs of
+      // 16 floats): output row by output row, so that writes are contiguous,
+      // not one strided pass of short copies per part (a 21 MB concatenate
+      // of 325 parts took 4.7 ms that way at batch 512).
       std::vector<std::pair<const uint8_t*, int64_t>> parts;
       for (TensorId in : op.inputs) {
         const HostTensor& x = In(in);
         if (x.shape[axis] > 0) parts.emplace_back(x.bytes.data(), x.shape[axis] * inner);
       }
       uint8_t* out = y.bytes.data();
-      const bool words = std::all_of(parts.begin(), parts.end(), [](const auto& p) { return p.second % 4 == 0; });
-      cpu::fast::ParallelFor(outer, 4096, [&](int64_t o0, int64_t o1) {
-        for (int64_t o = o0; o < o1; ++o) {
-          uint8_t* dst = out + o * row;
+      const auto all = [&](int64_t unit) {
+        return std::all_of(parts.begin(), parts.end(), [unit](const auto& p) { return p.second % unit == 0; });
+      };
+      const bool lines = all(16), words = all(4);
+      const int64_t grain = row <= 256 ? 4096 : std::max<int64_t>(1, (int64_t{1} << 18) / row);
+      // Blocks of output rows of about 16 KB (in L1), each filled part by
+      // part: a part's loop over the block's rows has one fixed width, where
+      // a loop over the parts of each row paid its overhead per element
+      // (DCNv2's stacks of 4 floats: 7 MB in 1 ms).
+      const int64_t block = std::max<int64_t>(1, (int64_t{1} << 14) / row);
+      cpu::fast::ParallelFor(outer, grain, [&](int64_t o0, int64_t o1) {
+        for (int64_t b0 = o0; b0 < o1; b0 += block) {
+          const int64_t b1 = std::min(o1, b0 + block);
+          int64_t offset = 0;
           for (const auto& [src, width] : parts) {
-            const uint8_t* from = src + o * width;
-            if (words) {  // fixed-size copies, inlined: a call per 4 bytes costs more than the copy
-              for (int64_t b = 0; b < width; b += 4) std::memcpy(dst + b, from + b, 4);
-            } else {
-              std::memcpy(dst, from, static_cast<size_t>(width));
+            // Fixed-size copies, inlined: a call per part costs more than its copy.
+            if (width == 4) {  // one word a row (a stack of floats): no inner loop
+              for (int64_t o = b0; o < b1; ++o) std::memcpy(out + o * row + offset, src + o * 4, 4);
+              offset += width;
+              continue;
             }
-            dst += width;
+            for (int64_t o = b0; o < b1; ++o) {
+              uint8_t* dst = out + o * row + offset;
+              const uint8_t* from = src + o * width;
+              if (lines) {
+                for (int64_t b = 0; b < width; b += 16) std::memcpy(dst + b, from + b, 16);
+              } else if (words) {
+                for (int64_t b = 0; b < width; b += 4) std::memcpy(dst + b, from + b, 4);
+              } else {
+                std::memcpy(dst, from, static_cast<size_t>(width));
+              }
+            }
+            offset += width;
           }
         }
       });
@@ -677,7 +795,9 @@ class CpuRun {
   const CpuRunOptions& options_;
   std::vector<HostTensor> owned_;          // what the run allocated, by tensor id
   std::vector<const HostTensor*> value_;   // every tensor's value: owned_, a feed or a param
-  MemoryPlan plan_;
+  std::vector<bool> kept_param_;           // its value is options_.params' (the same every run)
+  const CpuRunPlans::Plan* plan_ = nullptr;  // the session's, or own_plan_
+  std::unique_ptr<CpuRunPlans::Plan> own_plan_;
   size_t step_ = 0;
   int64_t live_ = 0, peak_ = 0;            // bytes of owned_, now and at most
   int64_t footprint_ = 0;                  // live_ and the pool's buffers together, at most
@@ -721,6 +841,15 @@ void CpuBufferPool::Trim(size_t bytes) {
   }
 }
 
+const float* CpuPackedWeights::Get(const float* data, int64_t ld, bool trans, int64_t n, int64_t k) {
+  std::vector<float>& p = packed_[{data, ld, trans, n, k}];
+  if (p.empty()) {
+    p.resize(static_cast<size_t>(cpu::fast::PackedSize(n, k)));
+    cpu::fast::PackB({data, ld, trans}, n, k, p.data());
+  }
+  return p.data();
+}
+
 void CpuBufferPool::Give(std::vector<uint8_t>&& buffer) {
   const size_t capacity = buffer.capacity();
   if (capacity < 4096) return;
@@ -739,14 +868,27 @@ HostTensor ParamValue(const Tensor& t, const DimValues& dims) {
   return v;
 }
 
+CpuRunPlans::CpuRunPlans() = default;
+CpuRunPlans::~CpuRunPlans() = default;
+
+const CpuRunPlans::Plan& CpuRunPlans::For(const Graph& graph, const DimValues& dims) {
+  auto it = plans_.find(dims);
+  if (it != plans_.end() && it->second->graph == &graph) return *it->second;
+  if (plans_.size() >= 16) plans_.clear();  // a few batch sizes, not every one
+  std::unique_ptr<Plan>& plan = plans_[dims];
+  plan = MakePlan(graph, dims);
+  return *plan;
+}
+
 void CheckTensorSizes(const Graph& graph, const DimValues& dims) {
   int64_t total = 0;
   for (TensorId id = 0; id < graph.num_tensor_ids(); ++id) {
     const Tensor& t = graph.tensor(id);
     if (!t.alive) continue;
-    const std::string what = fmt::format("tensor '{}'", t.name);
-    const int64_t bytes = ByteCountOf(ConcreteShape(t.shape, dims), DTypeBytes(t.dtype), what);
-    CheckBudget(bytes, what);
+    const std::vector<int64_t> shape = ConcreteShape(t.shape, dims);
+    const std::optional<int64_t> count = ByteCount(shape, DTypeBytes(t.dtype));
+    const int64_t bytes = count ? *count : ByteCountOf(shape, DTypeBytes(t.dtype), fmt::format("tensor '{}'", t.name));
+    if (bytes > MemoryBudget()) CheckBudget(bytes, fmt::format("tensor '{}'", t.name));
     const std::optional<int64_t> sum = CheckedAdd(total, bytes);
     total = sum ? *sum : INT64_MAX;
   }

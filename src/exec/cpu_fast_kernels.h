@@ -1,18 +1,19 @@
 // The CPU executor's fast kernels: float32 only, on the tensors' own bytes
-// (no conversion copies), every matrix product through OpenBLAS, loops over
-// contiguous runs, work split over OpenMP threads where an op is large
-// enough to pay for the split. The simple kernels (cpu_kernels.h,
+// (no conversion copies), matrix products through hfuse's packed AVX-512
+// kernel or OpenBLAS (Gemm below), loops over contiguous runs, work split
+// over a pool of threads (ParallelFor) where an op is large enough to pay
+// for the split. The simple kernels (cpu_kernels.h,
 // cpu_onnx_ops.cc) stay the reference: each of these is tested against its
 // reference on random data (tests/exec/cpu_fast_kernels_test.cc), and the
 // executor runs the reference for every form a fast kernel declines.
 //
-// Threads: one pool, OpenMP's. OpenBLAS runs single-threaded during a run
-// (SingleThreadedBlas); a product is cut into blocks of rows (or of columns
-// when it has few rows) that depend on its shape alone, one sgemm each,
-// and the blocks of a large enough product are spread over the pool. The
-// same calls whatever the thread count and schedule: results do not depend
-// on the number of threads, nor on whether a group's members run side by
-// side (cpu_executor_test and cpu_fast_kernels_test check both).
+// Threads: one pool of workers that claim parts of a loop (ParallelFor).
+// OpenBLAS runs single-threaded during a run (SingleThreadedBlas); a
+// product is cut into blocks that depend on its shape alone, and the blocks
+// of a large enough product are spread over the pool. Results do not depend
+// on the number of threads, nor on which thread ran which part, nor on
+// whether a group's members run side by side (cpu_executor_test and
+// cpu_fast_kernels_test check both).
 #pragma once
 
 #include <cstdint>
@@ -44,8 +45,20 @@ int Threads();
 const char* BlasCoreName();
 
 // Runs f(begin, end) over [0, n) in parts of at least `grain` items, on up
-// to Threads() threads (inline when one part covers it).
+// to Threads() threads (inline when one part covers it, and when called from
+// inside another ParallelFor or while another thread's runs). The calling
+// thread takes parts too, and parts go to whichever thread claims them
+// first: a worker the OS has not scheduled yet holds nothing up, where a
+// fixed split (OpenMP's) waits for it at the barrier, which on a loaded
+// machine cost a run ten times its time (bench/RESULTS.md).
 void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f);
+// Runs f(i) for each i in [0, n), each item a part of its own that any
+// thread may claim: for items of a few microseconds or more (a product's
+// tiles), where balance under load matters more than a claim's cost.
+void ParallelItems(int64_t n, const std::function<void(int64_t)>& f);
+// The run is over: workers stop spinning for the next part and sleep (a
+// spinning worker would take a core from whatever runs between runs).
+void ParkThreads();
 
 // y[m, n] (row stride ldy) = alpha * op(a) . op(b) (+ bias[n]) then the
 // activation; op(a) is [m, k] (a's rows at stride lda; trans_a: a is [k, m]),
@@ -56,8 +69,34 @@ struct Matrix {
   int64_t ld;
   bool trans;
 };
+//
+// On a CPU with AVX-512, a product with op(a) not transposed and n >= 16
+// runs the packed kernel instead of OpenBLAS (PackedGemm): op(b) packed into
+// panels of 32 columns (PackB; `packed`, when given, is that packing made
+// once, as a session does for its weights, else Gemm packs it), each element
+// of y the sum over k in order, one FMA a step. It has no packing of a and
+// no packing of b per call, which for the few rows of a serving batch cost
+// OpenBLAS more than the product (bench/RESULTS.md), and its bytes do not
+// depend on how the product is split. Other shapes: OpenBLAS, cut into
+// blocks that depend on the shape alone (so the same bytes on any thread
+// count too).
 void Gemm(Matrix a, Matrix b, float* y, int64_t ldy, int64_t m, int64_t n, int64_t k, float alpha,
-          const float* bias, std::optional<EwFunc> activation, bool parallel = true);
+          const float* bias, std::optional<EwFunc> activation, bool parallel = true,
+          const float* packed = nullptr);
+// Whether Gemm of this shape runs the packed kernel on this CPU; the floats
+// of op(b)'s packing; the packing (column j of op(b) at panel j / 32, its
+// rows k in order, 32 floats each, zeros past n).
+inline constexpr int64_t kPanel = 32;
+bool PackedGemm(int64_t n, int64_t k, bool trans_a);
+int64_t PackedSize(int64_t n, int64_t k);
+void PackB(Matrix b, int64_t n, int64_t k, float* out);
+// The packed kernel's work as tiles (up to 256 rows by 32 columns, epilogue
+// included), which may run on any thread in any order with the same bytes:
+// PackedTiles(m, n) of them, tile t computed by PackedGemmTile. A group op
+// runs all its members' tiles in one loop.
+int64_t PackedTiles(int64_t m, int64_t n);
+void PackedGemmTile(Matrix a, const float* packed, float* y, int64_t ldy, int64_t m, int64_t n, int64_t k,
+                    float alpha, const float* bias, std::optional<EwFunc> activation, int64_t tile);
 // The same with the activation and bias applied in one pass over y's rows
 // (the GEMM's epilogue): exposed for the group ops, which split members.
 void Epilogue(float* y, int64_t ldy, int64_t m, int64_t n, const float* bias,

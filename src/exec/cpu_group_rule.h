@@ -13,6 +13,11 @@
 // balanced, which is the case of the groups fusion forms (eight experts of
 // one shape); a group dominated by one large member runs one by one.
 // bench/RESULTS.md ("CPU group ops") has the measurement behind it.
+//
+// A group GEMM whose members all take the packed kernel is not scheduled
+// here: its members' tiles go in one loop that the pool's threads claim
+// tile by tile (cpu_executor.cc, PackedTiles), which balances as it runs
+// and never waits for a thread the OS has not scheduled.
 #pragma once
 
 #include <cstddef>

@@ -146,11 +146,16 @@ struct Session::Impl {
   // once per set of dims, not once per run.
   std::map<DimValues, TensorMap> cpu_params;
   CpuBufferPool cpu_pool;  // intermediates' buffers, from run to run
+  CpuPackedWeights cpu_packed;  // packings of cpu_params' GEMM weights
+  CpuRunPlans cpu_plans;        // the fused graph's run plans, per dim values
 
   const TensorMap& CpuParams(const DimValues& dims) {
     auto it = cpu_params.find(dims);
     if (it != cpu_params.end()) return it->second;
-    if (cpu_params.size() >= 8) cpu_params.clear();  // a few batch sizes, not every one
+    if (cpu_params.size() >= 8) {  // a few batch sizes, not every one
+      cpu_packed.Clear();  // (made from these values: keyed by their addresses)
+      cpu_params.clear();
+    }
     TensorMap& values = cpu_params[dims];
     for (TensorId id = 0; id < fused.num_tensor_ids(); ++id) {
       const Tensor& t = fused.tensor(id);
@@ -167,8 +172,7 @@ struct Session::Impl {
       Check(cudaGetDevice(&device_id), "cudaGetDevice");
 #endif
     }
-    rules = options.rules.value_or(options.device == Device::kCuda ? RuleSet::kHfuse
-                                                                    : RuleSet::kSeed);
+    rules = options.rules.value_or(kSessionRules);
     GiveParamsValues(model.graph, options.params);
     fused = model.graph;
     MakeBoundDimsStatic(fused, options.dims);
@@ -435,6 +439,8 @@ TensorMap Session::Run(const TensorMap& feeds, const std::vector<std::string>& o
     cpu.group_mode = impl_->options.cpu_group_mode;
     cpu.params = &impl_->CpuParams(dims);
     cpu.pool = &impl_->cpu_pool;
+    cpu.packed = &impl_->cpu_packed;
+    cpu.plans = &impl_->cpu_plans;
     impl_->cpu_pool.set_poison(impl_->options.cpu_poison_buffers);
     cpu.profile = impl_->options.cpu_profile;
     cpu.memory = impl_->options.cpu_memory;

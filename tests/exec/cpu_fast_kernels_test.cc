@@ -112,6 +112,62 @@ TEST_P(Threads, GemmMatchesReference) {
   }
 }
 
+// The packed kernel (AVX-512 CPUs; cpu_fast_kernels.h): against the
+// reference for both layouts of b, tails of rows and columns (masked),
+// several row tiles and K blocks; and the same bytes whether b comes packed
+// by the caller (a session's weights) or is packed by Gemm, and whatever
+// order its tiles run in (a group runs its members' tiles in one loop).
+TEST_P(Threads, PackedKernelMatchesReferenceInAnyTileOrder) {
+  if (!cpu::fast::PackedGemm(32, 1, false)) GTEST_SKIP() << "no AVX-512 here: products go to OpenBLAS";
+  EXPECT_FALSE(cpu::fast::PackedGemm(15, 8, false));  // narrow: OpenBLAS
+  EXPECT_FALSE(cpu::fast::PackedGemm(64, 8, true));   // a transposed: OpenBLAS
+  const cpu::fast::SingleThreadedBlas blas;
+  uint32_t seed = 100;
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 32, 1}, {9, 33, 300}, {300, 70, 600},
+                         {64, 256, 429}, {257, 64, 513}, {13, 47, 256}, {64, 16, 16}, {11, 20, 9}}) {
+    for (bool tb : {false, true}) {
+      const int64_t lda = k + 1, ldb = (tb ? k : n) + 3, ldy = n + 2;
+      const std::vector<float> a = Random(m * lda, seed++), b = Random((tb ? n : k) * ldb, seed++);
+      const std::vector<float> bias = Random(n, seed++);
+      std::vector<float> ar(static_cast<size_t>(m * k)), br(static_cast<size_t>(n * k));
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t p = 0; p < k; ++p) ar[static_cast<size_t>(i * k + p)] = a[i * lda + p];
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        for (int64_t p = 0; p < k; ++p) br[static_cast<size_t>(j * k + p)] = tb ? b[j * ldb + p] : b[p * ldb + j];
+      }
+      std::vector<float> want(static_cast<size_t>(m * n));
+      cpu::Gemm(ar.data(), br.data(), bias.data(), want.data(), m, n, k, 1.5f, EwFunc::kSigmoid);
+      const std::string what = fmt::format("{}x{}x{} tb {}", m, n, k, tb);
+      std::vector<float> got(static_cast<size_t>(m * ldy), 7.0f);
+      cpu::fast::Gemm({a.data(), lda, false}, {b.data(), ldb, tb}, got.data(), ldy, m, n, k, 1.5f, bias.data(),
+                      EwFunc::kSigmoid);
+      double high = 0, err = 0;
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          const double w = want[static_cast<size_t>(i * n + j)];
+          high = std::max(high, std::fabs(w));
+          err = std::max(err, std::fabs(w - got[static_cast<size_t>(i * ldy + j)]));
+        }
+        for (int64_t j = n; j < ldy; ++j) EXPECT_EQ(got[static_cast<size_t>(i * ldy + j)], 7.0f) << what << ": wrote past n";
+      }
+      EXPECT_LE(err, kProductTolerance * std::max(high, 1.0)) << what;  // the sums' order differs
+      // Packed by the caller, and tiles run last to first: the same bytes.
+      std::vector<float> packed(static_cast<size_t>(cpu::fast::PackedSize(n, k)));
+      cpu::fast::PackB({b.data(), ldb, tb}, n, k, packed.data());
+      std::vector<float> again(got.size(), 7.0f), reversed(got.size(), 7.0f);
+      cpu::fast::Gemm({a.data(), lda, false}, {b.data(), ldb, tb}, again.data(), ldy, m, n, k, 1.5f, bias.data(),
+                      EwFunc::kSigmoid, true, packed.data());
+      EXPECT_EQ(again, got) << what;
+      for (int64_t t = cpu::fast::PackedTiles(m, n); t-- > 0;) {
+        cpu::fast::PackedGemmTile({a.data(), lda, false}, packed.data(), reversed.data(), ldy, m, n, k, 1.5f,
+                                  bias.data(), EwFunc::kSigmoid, t);
+      }
+      EXPECT_EQ(reversed, got) << what;
+    }
+  }
+}
+
 // The same product on 1 thread and on several: the same bytes (the split is
 // by rows or columns, never over K).
 TEST(FastGemm, SameBytesOnAnyThreadCount) {
@@ -563,6 +619,37 @@ TEST(CpuMemoryPlan, PeakIsTheLiveSetNotEveryTensor) {
   EXPECT_LE(memory.peak_bytes, 2 * tensor);          // intermediates only
   const TensorMap ref = RunOnCpuReference(g, feeds, dims);
   EXPECT_EQ(fast.at(prev).bytes, ref.at(prev).bytes);
+}
+
+// A concatenate of many narrow parts into a wide row (FiBiNet's 325 pairs
+// of 16 floats, DCNv2's stacks of single floats): copied block of output
+// rows by block on the fast path, in runs of 16 bytes, 4 bytes or whole
+// parts; the reference's bytes either way.
+TEST(FastConcatenate, ManyNarrowPartsIntoWideRows) {
+  for (auto [dtype, width] :
+       {std::pair<std::string, int>{"float32", 4}, {"float32", 3}, {"float32", 1}, {"float16", 3}}) {
+    std::string tensors, names;
+    for (int i = 0; i < 90; ++i) {
+      tensors += fmt::format(R"({{"name": "p{}", "dtype": "{}", "shape": [37, 2, {}], "role": "input"}}, )", i,
+                             dtype, width);
+      names += fmt::format(R"({}"p{}")", i ? ", " : "", i);
+    }
+    tensors += fmt::format(R"({{"name": "y", "dtype": "{}", "shape": [37, 2, {}]}})", dtype, 90 * width);
+    const Graph g = ParseGraphJson(
+        fmt::format(R"({{"graph_format": 1, "name": "stack", "dims": [], "tensors": [{}], "ops": [)"
+                    R"({{"name": "c", "op": "concatenate", "inputs": [{}], "outputs": ["y"], "dim": -1}}], "outputs": ["y"]}})",
+                    tensors, names),
+        "stack");
+    const DimValues dims = BindDims(g);
+    const TensorMap feeds = RandomFeeds(g, dims, 7);
+    for (int threads : {1, 2}) {
+      CpuRunOptions options;
+      options.threads = threads;
+      EXPECT_EQ(RunOnCpu(g, feeds, dims, options).at("y").bytes, RunOnCpuReference(g, feeds, dims).at("y").bytes)
+          << dtype << " parts of " << width << ", " << threads << " threads";
+    }
+  }
+  cpu::fast::SetThreads(0);
 }
 
 // A group GEMM and LayerNorm run side by side or one by one, on one thread

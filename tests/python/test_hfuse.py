@@ -51,7 +51,7 @@ def test_ranking_metadata_is_onnxruntimes():
 def test_ranking_runs_like_onnxruntime():
     sess = hfuse.InferenceSession(RANKING, providers=["CPUExecutionProvider"])
     report = sess.fusion_report()
-    assert report["rules"] == "seed" and len(report["groups"]) == 3
+    assert report["rules"] == "hfuse" and len(report["groups"]) == 3  # the session's default
     x = np.random.default_rng(0).standard_normal((64, 256)).astype(np.float32)
     (want,) = ort_session(RANKING).run(None, {"features": x})
     (got,) = sess.run(None, {"features": x})
@@ -65,13 +65,16 @@ def test_ranking_runs_like_onnxruntime():
     np.testing.assert_array_equal(again, got)
 
 
-def test_unfused_and_hfuse_rules_compute_the_same():
+def test_unfused_and_either_rule_set_compute_the_same_bytes():
+    # On the CPU a group op runs each member with the ungrouped op's kernel.
     x = np.random.default_rng(1).standard_normal((64, 256)).astype(np.float32)
     (fused,) = hfuse.InferenceSession(RANKING).run(None, {"features": x})
     (plain,) = hfuse.InferenceSession(RANKING, fuse=False).run(None, {"features": x})
-    (gpu_rules,) = hfuse.InferenceSession(RANKING, rules="hfuse").run(None, {"features": x})
+    seed = hfuse.InferenceSession(RANKING, rules="seed")
+    assert seed.fusion_report()["rules"] == "seed"
+    (seed_rules,) = seed.run(None, {"features": x})
     np.testing.assert_array_equal(fused, plain)
-    close(plain, gpu_rules)
+    np.testing.assert_array_equal(seed_rules, plain)
 
 
 def test_fuse_matches_the_cli(tmp_path):
@@ -168,7 +171,10 @@ def test_graph_json_runs_like_onnxruntime(towers):
     assert sess.get_inputs()[0].shape == ["batch", K]
     assert sess.get_inputs()[0].type == "tensor(float)"
     assert [(o.name, o.shape) for o in sess.get_outputs()] == [("out", ["batch", N * TOWERS])]
-    assert [g["op"] for g in sess.fusion_report()["groups"]] == ["group_layernorm"]
+    # The hfuse rules (the default) group the GEMMs of the dynamic batch too.
+    assert sess.fusion_report()["rules"] == "hfuse"
+    assert sorted(g["op"] for g in sess.fusion_report()["groups"]) == \
+           ["group_gemm_rcr_bias_relu", "group_layernorm"]
     for batch in (5, 64):
         x = np.random.default_rng(batch).standard_normal((batch, K)).astype(np.float32)
         (want,) = ref.run(None, {"x": x})
@@ -177,9 +183,11 @@ def test_graph_json_runs_like_onnxruntime(towers):
         close(want, got)
 
 
-def test_bound_dims_are_static_so_gemms_group(towers):
+def test_bound_dims_are_static_so_gemms_group_under_the_seed_rules(towers):
     weights = towers_weights()
-    sess = hfuse.InferenceSession(towers, dims={"batch": 8})
+    unbound = hfuse.InferenceSession(towers, rules="seed")
+    assert [g["op"] for g in unbound.fusion_report()["groups"]] == ["group_layernorm"]
+    sess = hfuse.InferenceSession(towers, rules="seed", dims={"batch": 8})
     assert sess.get_inputs()[0].shape == [8, K]
     assert sorted(g["op"] for g in sess.fusion_report()["groups"]) == \
            ["group_gemm_rcr_bias_relu", "group_layernorm"]
@@ -348,3 +356,27 @@ def test_params_given_at_creation_are_no_inputs(towers):
         hfuse.InferenceSession(towers, params={"nope": weights["w0"]})
     with pytest.raises(hfuse.InputError, match=r"param 'w0': float32 \[12\], the model wants"):
         hfuse.InferenceSession(towers, params={"w0": weights["b0"]})
+
+
+def _run_in_child(sess, x, want, queue):
+    (got,) = sess.run(None, {"features": x})
+    queue.put(bool(np.array_equal(got, want)))
+
+
+def test_a_forked_child_runs_the_session():
+    # The CPU kernels' worker threads are not in a child forked without exec
+    # (multiprocessing's "fork"): its runs go on the calling thread, the same
+    # bytes, and it exits (no join of threads that are not there).
+    import multiprocessing
+    sess = hfuse.InferenceSession(RANKING, threads=2)
+    x = np.random.default_rng(3).standard_normal((64, 256)).astype(np.float32)
+    (want,) = sess.run(None, {"features": x})  # the parent's workers exist now
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_run_in_child, args=(sess, x, want, queue))
+    child.start()
+    assert queue.get(timeout=60) is True
+    child.join(60)
+    assert child.exitcode == 0
+    (again,) = sess.run(None, {"features": x})
+    np.testing.assert_array_equal(again, want)

@@ -45,8 +45,9 @@ void ExpectClose(const TensorMap& want, const TensorMap& got) {
   }
 }
 
-// Two towers on a dynamic batch: GEMMs group only once the batch is bound
-// (static), LayerNorms group either way.
+// Two towers on a dynamic batch: under the seed rules GEMMs group only once
+// the batch is bound (static), under the hfuse rules (the session's default)
+// at the dynamic batch too; LayerNorms group either way.
 std::string DynamicTowersJson() {
   GraphBuilder b;
   b.Dim("batch", 1, 64);
@@ -58,7 +59,8 @@ std::string DynamicTowersJson() {
 
 TEST(Session, GraphJsonOnCpuComputesWhatTheOriginalComputes) {
   Session s = Session::FromFile(kTowers);
-  EXPECT_EQ(s.rules(), RuleSet::kSeed);
+  EXPECT_EQ(s.rules(), RuleSet::kHfuse);  // kSessionRules, on the CPU too
+  EXPECT_EQ(s.fusion().rules, RuleSet::kHfuse);
   EXPECT_FALSE(s.fusion().groups.empty());
   EXPECT_LT(s.graph().NumLiveOps(), s.original().NumLiveOps());
   // Graph JSON carries no weights: its params are inputs, after the graph's.
@@ -132,9 +134,28 @@ TEST(Session, UnboundDimsTakeTheirSizeFromTheFeeds) {
   }
 }
 
-TEST(Session, BoundDimsAreStaticSoGemmsGroup) {
+TEST(Session, ADynamicBatchGroupsLikeABoundOneOnTheCpu) {
   SessionOptions options;
   options.format = "json";
+  Session unbound = Session::FromBytes(DynamicTowersJson(), options);
+  EXPECT_EQ(unbound.rules(), RuleSet::kHfuse);
+  EXPECT_EQ(unbound.fusion().groups.size(), 2u);  // the GEMMs and the LayerNorms
+  EXPECT_EQ(unbound.inputs()[0].shape, (std::vector<int64_t>{-1, 32}));
+  for (int64_t batch : {1, 7, 64}) {  // the group runs at each run's batch, the original's bytes
+    const TensorMap feeds = FeedsFor(unbound, {batch});
+    const TensorMap want = RunOnCpu(unbound.original(), feeds, {batch});
+    const TensorMap got = unbound.Run(feeds);
+    for (const auto& [name, t] : want) {
+      EXPECT_EQ(got.at(name).shape, t.shape) << name;
+      EXPECT_EQ(got.at(name).bytes, t.bytes) << name << " at batch " << batch;
+    }
+  }
+}
+
+TEST(Session, UnderTheSeedRulesBoundDimsAreStaticSoGemmsGroup) {
+  SessionOptions options;
+  options.format = "json";
+  options.rules = RuleSet::kSeed;
   Session unbound = Session::FromBytes(DynamicTowersJson(), options);
   options.dims = {{"batch", 8}};
   Session bound = Session::FromBytes(DynamicTowersJson(), options);
@@ -167,6 +188,34 @@ TEST(Session, ParamsGivenAtCreationAreNoInputs) {
   EXPECT_THROW(Session::FromBytes(DynamicTowersJson(), options), InputError);
   options.params = {{"w_fc0", HostTensor(DType::kFloat32, {16})}};
   EXPECT_THROW(Session::FromBytes(DynamicTowersJson(), options), InputError);
+}
+
+// float32 towers 64 wide (the packed GEMM kernel's width, where the CPU
+// has it): weights the session holds are packed once and read from there;
+// the bytes are those of the weights fed, and of the unfused original.
+TEST(Session, WeightsItHoldsGiveTheBytesOfWeightsFed) {
+  GraphBuilder b;
+  b.Dim("batch", 1, 512);
+  const std::string x = b.Input("x", {"batch", 96}, DType::kFloat32);
+  b.Outputs({b.Fc("fc0", x, 64), b.Fc("fc1", x, 64), b.Fc("fc2", x, 40)});
+  SessionOptions options;
+  options.format = "json";
+  Session fed = Session::FromBytes(b.Json(), options);
+  ASSERT_EQ(fed.fusion().groups.size(), 1u);
+  for (int64_t batch : {5, 300}) {
+    const TensorMap feeds = FeedsFor(fed, {batch});
+    options.params.clear();
+    for (const auto& [name, t] : feeds) {
+      if (name != "x") options.params[name] = t;
+    }
+    Session given = Session::FromBytes(b.Json(), options);
+    const TensorMap want = RunOnCpu(fed.original(), feeds, {batch});
+    for (int run = 0; run < 2; ++run) {  // packs on the first run, reads the packing on the second
+      const TensorMap got = given.Run({{"x", feeds.at("x")}});
+      for (const auto& [name, t] : want) EXPECT_EQ(got.at(name).bytes, t.bytes) << name << " run " << run;
+    }
+    for (const auto& [name, t] : fed.Run(feeds)) EXPECT_EQ(want.at(name).bytes, t.bytes) << name;
+  }
 }
 
 TEST(Session, PicksTheNamedOutputs) {

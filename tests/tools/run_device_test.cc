@@ -46,13 +46,15 @@ TEST(RunCommand, FusedAndUnfusedGiveTheSameBytesOnTheCpu) {
     ASSERT_TRUE(fused.ok()) << fused.err;
     ASSERT_TRUE(unfused.ok()) << unfused.err;
     EXPECT_THAT(fused.out, HasSubstr(": cpu: "));
-    EXPECT_THAT(fused.out, HasSubstr("(seed rules)"));
+    EXPECT_THAT(fused.out, HasSubstr("(hfuse rules)"));  // the session's default on the CPU too
     EXPECT_THAT(unfused.out, HasSubstr("unfused"));
     EXPECT_FALSE(OutputLines(fused.out).empty());
     EXPECT_EQ(OutputLines(fused.out), OutputLines(unfused.out));
   }
-  const ToolRun hfuse_rules = RunTool("run " + kTowers + " --seed 5 --rules hfuse");
-  EXPECT_THAT(hfuse_rules.out, HasSubstr("(hfuse rules)"));
+  const ToolRun seed_rules = RunTool("run " + kTowers + " --seed 5 --rules seed");
+  ASSERT_TRUE(seed_rules.ok()) << seed_rules.err;
+  EXPECT_THAT(seed_rules.out, HasSubstr("(seed rules)"));
+  EXPECT_EQ(OutputLines(seed_rules.out), OutputLines(RunTool("run " + kTowers + " --seed 5").out));
 }
 
 TEST(RunCommand, DimsAreBoundBeforeFusion) {
@@ -63,10 +65,13 @@ TEST(RunCommand, DimsAreBoundBeforeFusion) {
   TempDir dir;
   test::Spit(dir / "g.json", b.Json());
   const ToolRun unbound = RunTool("run " + Quote(dir.Str("g.json")));
-  const ToolRun bound = RunTool("run " + Quote(dir.Str("g.json")) + " --dim batch=8");
+  const ToolRun seed_unbound = RunTool("run " + Quote(dir.Str("g.json")) + " --rules seed");
+  const ToolRun bound = RunTool("run " + Quote(dir.Str("g.json")) + " --dim batch=8 --rules seed");
   ASSERT_TRUE(bound.ok()) << bound.err;
-  EXPECT_THAT(unbound.out, HasSubstr("0 groups"));  // GEMMs group at static shapes only
+  // The hfuse rules (the default) group GEMMs of one named batch, bound or not.
+  EXPECT_THAT(unbound.out, HasSubstr("1 group (hfuse rules)"));
   EXPECT_THAT(unbound.out, HasSubstr("[64, 16]"));
+  EXPECT_THAT(seed_unbound.out, HasSubstr("0 groups (seed rules)"));  // static shapes only
   EXPECT_THAT(bound.out, HasSubstr("1 group (seed rules)"));
   EXPECT_THAT(bound.out, HasSubstr("fc0_y: float32 [8, 16]"));
   const ToolRun bad = RunTool("run " + Quote(dir.Str("g.json")) + " --dim batch=65");

@@ -204,6 +204,13 @@ int RunGraphCommand(const std::string& path, const RunOptions& options) {
     }
     // The feeds moved out of `all` unless --save-inputs still needs them:
     // resident memory is what `run --profile` reports.
+    // Random feeds leave the params that carry values (ONNX initializers)
+    // to the session, which keeps them from run to run as a server's
+    // session does (and packs its GEMM weights once); an .npz feeds
+    // whatever it holds, overriding them.
+    if (options.inputs_npz.empty()) {
+      for (const TensorInfo& info : session.overridable_inputs()) all.erase(info.name);
+    }
     TensorMap feeds;
     if (options.save_inputs.empty()) {
       for (const auto* list : {&session.inputs(), &session.overridable_inputs()}) {

@@ -20,7 +20,7 @@ struct RunOptions {
   std::string output_npz;   // graph outputs
   std::string save_inputs;  // the inputs and params used
   std::string device = "cpu";
-  std::string rules;        // "", "seed" or "hfuse" ("": the device's default)
+  std::string rules;        // "", "seed" or "hfuse" ("": the session's, kSessionRules)
   bool fuse = true;
   bool cuda_graph = true;
   // CPU: --profile (each op's time, bytes and FLOPs over `profile_reps`
@@ -43,7 +43,7 @@ int VerifyGraphs(const Graph& original, const Graph& fused, uint64_t seed,
 struct VerifyOptions {
   std::string fused_path;  // compare with this model instead of fusing
   bool group_gemm = true;
-  std::string rules;       // "", "seed" or "hfuse" ("": the device's default)
+  std::string rules;       // "", "seed" or "hfuse" ("": the session's, kSessionRules)
   std::string device = "cpu";
   uint64_t seed = 0;
   std::string inputs_npz;  // arrays that replace the seeded ones (ids in range, say)

@@ -315,18 +315,21 @@ int Main(int argc, char** argv) {
                    "only: same-shape GEMM groups batched, other groups unfused)")
       ->check(CLI::IsMember({"hfuse", "standard"}));
 
-  const auto add_rules = [](CLI::App* cmd, std::string& rules, const std::string& extra = "") {
+  // `default_is`: the command's default, said in its help.
+  const auto add_rules = [](CLI::App* cmd, std::string& rules, const std::string& default_is,
+                            const std::string& extra = "") {
     std::vector<std::string> names = {"seed", "hfuse"};
     if (!extra.empty()) names.push_back(extra);
     cmd->add_option("--rules", rules,
-                    "grouping rules: seed (AITemplate's, the default on the CPU) or hfuse (for "
-                    "hfuse's GPU kernels, the default on cuda: LayerNorm groups uncapped, of any "
+                    "grouping rules: seed (AITemplate's: GEMMs at static shapes only) or hfuse "
+                    "(GEMMs of the same named dynamic batch too, LayerNorm groups uncapped, of any "
                     "mix of sizes)" +
-                        (extra.empty() ? std::string() : "; " + extra + ": time both"))
+                        (extra.empty() ? std::string() : "; " + extra + ": time both") + "; default " +
+                        default_is)
         ->check(CLI::IsMember(names));
   };
   std::string fuse_rules = "seed";
-  add_rules(fuse, fuse_rules);
+  add_rules(fuse, fuse_rules, "seed");
 
   bool verify = false;
   uint64_t seed = 0;
@@ -360,7 +363,7 @@ int Main(int argc, char** argv) {
   };
   add_device(run, run_options.device);
   std::string run_rules;
-  add_rules(run, run_rules);
+  add_rules(run, run_rules, "hfuse, on either device");
   bool run_no_fuse = false, run_no_cuda_graph = false;
   run->add_flag("--no-fuse", run_no_fuse, "run the model as imported, unfused");
   run->add_flag("--no-cuda-graph", run_no_cuda_graph,
@@ -390,7 +393,7 @@ int Main(int argc, char** argv) {
   verify_cmd->add_option("--inputs", verify_inputs,
                          ".npz of inputs to use instead of random ones (others stay random)");
   std::string verify_rules;
-  add_rules(verify_cmd, verify_rules);
+  add_rules(verify_cmd, verify_rules, "hfuse, on either device (what run runs)");
   verify_cmd->add_option("--dim", verify_dims, "NAME=VALUE: bind a dynamic dim (default: its max)");
   std::string verify_device = "cpu";
   add_device(verify_cmd, verify_device);
@@ -417,7 +420,7 @@ int Main(int argc, char** argv) {
   bench->add_flag("--profile", bench_options.profile, "print each launch's time (fused graph)");
   bench->add_flag("--grouped-too", bench_options.grouped_too,
                   "also time the fused graph with grouped GEMMs only (no strided batching)");
-  add_rules(bench, bench_options.rules, "both");
+  add_rules(bench, bench_options.rules, "both", "both");
   AddPassFlags(bench, bench_options.passes);
   bench->add_flag("--gemm-paths", bench_options.gemm_paths,
                   "also time the hfuse-rules graph with each group GEMM path forced (cuBLAS "
@@ -457,7 +460,7 @@ int Main(int argc, char** argv) {
                          "a JSON of hfuse bench --json: add its timings, per launch too");
   std::string describe_rules = "seed";
   for (CLI::App* cmd : {explain, dot, report_cmd}) {
-    add_rules(cmd, describe_rules);
+    add_rules(cmd, describe_rules, "seed (as fuse)");
     cmd->add_flag("--no-group-gemm", describe.no_group_gemm, "do not group GEMMs (as fuse)");
     cmd->add_option("--format", describe.format, "json or onnx (default: by extension)")
         ->check(CLI::IsMember({"json", "onnx"}));

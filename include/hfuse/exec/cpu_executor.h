@@ -19,7 +19,9 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "hfuse/runtime/bound_dims.h"
@@ -102,6 +104,43 @@ class CpuBufferPool {
   bool poison_ = false;
 };
 
+// GEMM weights packed for the fast kernels' product (a session's): a
+// GEMM whose weight is one of the session's params (CpuRunOptions::params,
+// which stay the same from run to run) packs it on its first run and
+// reads the packing from here after, where a product would otherwise pack
+// it again on every call. The packing holds the weight's values, so the
+// bytes of a run do not depend on whether they came from here.
+class CpuPackedWeights {
+ public:
+  // The packing of op(b) (b: n x k values at `data`, rows `ld` apart, `trans`
+  // as fast::Matrix), made on the first call for these arguments.
+  const float* Get(const float* data, int64_t ld, bool trans, int64_t n, int64_t k);
+  // Forgets every packing: call it when the params it was made from go.
+  void Clear() { packed_.clear(); }
+  size_t size() const { return packed_.size(); }
+
+ private:
+  std::map<std::tuple<const float*, int64_t, bool, int64_t, int64_t>, std::vector<float>> packed_;
+};
+
+// What runs of a graph work out before their first op (every tensor's
+// shape and bytes, checked against the budget; the op order; the memory
+// plan), kept per set of dim values, so that a session's run of a shape it
+// has run before starts at its first op. For one graph at a time (another
+// graph's plans are made anew).
+class CpuRunPlans {
+ public:
+  struct Plan;  // cpu_executor.cc
+  CpuRunPlans();
+  ~CpuRunPlans();
+  CpuRunPlans(const CpuRunPlans&) = delete;
+  CpuRunPlans& operator=(const CpuRunPlans&) = delete;
+  const Plan& For(const Graph& graph, const DimValues& dims);
+
+ private:
+  std::map<DimValues, std::unique_ptr<Plan>> plans_;
+};
+
 struct CpuRunOptions {
   bool reference = false;  // the reference kernels alone
   int threads = 0;         // fast kernels: 0 = OMP_NUM_THREADS, or the cores
@@ -111,6 +150,8 @@ struct CpuRunOptions {
   // Param values kept by the caller across runs (a session's), read in place.
   const TensorMap* params = nullptr;
   CpuBufferPool* pool = nullptr;  // where intermediates' buffers come from and go back to
+  CpuPackedWeights* packed = nullptr;  // packings of the weights in `params`
+  CpuRunPlans* plans = nullptr;        // this graph's plans, kept from run to run
   std::vector<CpuOpProfile>* profile = nullptr;  // filled, op by op, when set
   CpuMemory* memory = nullptr;                   // filled when set
 };

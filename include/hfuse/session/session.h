@@ -9,14 +9,16 @@
 //
 // Creation reads the model (graph JSON or ONNX), runs the pass pipeline for
 // the device (session/pipelines.h: onnx-import for ONNX, then seed on the
-// CPU or gpu on CUDA; the seed's grouping rules on the CPU, hfuse's GPU rules
-// on CUDA, unless `rules` says otherwise) and keeps the fused graph. A bound dim becomes a static size
-// before fusion (so that GEMMs with a dynamic batch can group, which the
-// seed's rules only allow at static shapes); a dim left unbound takes its
-// size from each run's feeds. On CUDA the session plans (memory plan,
-// launches, params uploaded) once per set of dim values it meets and keeps
-// the plan; with `cuda_graph` on, each plan is captured into a CUDA graph on
-// its first run and replayed after.
+// CPU or gpu on CUDA) with the hfuse grouping rules on either device unless
+// `rules` says otherwise (kSessionRules below), and keeps the fused graph.
+// A bound dim becomes a static size before fusion; a dim left unbound takes
+// its size from each run's feeds. The hfuse rules group GEMMs whose rows are
+// the same named dim, so a model exported with a dynamic batch forms the
+// groups of its fixed-batch export without binding anything (the seed's
+// rules group GEMMs at static shapes only: with them, bind the batch). On
+// CUDA the session plans (memory plan, launches, params uploaded) once per
+// set of dim values it meets and keeps the plan; with `cuda_graph` on, each
+// plan is captured into a CUDA graph on its first run and replayed after.
 //
 // Feeds are checked before anything runs: a feed that names no input, a
 // dtype or shape that does not fit (static dims exact, dynamic dims within
@@ -59,9 +61,16 @@ bool ParseDevice(std::string_view name, Device& device);
 // says why not otherwise.
 bool CudaAvailable(std::string* why = nullptr);
 
+// The grouping rules a session runs when SessionOptions::rules is unset, on
+// either device: hfuse's. On the CPU they give the same bytes as the seed's
+// (a group op runs each member with the ungrouped op's kernel) and, unlike
+// the seed's, group the GEMMs of a dynamic batch, which is how serving
+// models are exported. `hfuse fuse` (the offline pass) keeps the seed's.
+inline constexpr RuleSet kSessionRules = RuleSet::kHfuse;
+
 struct SessionOptions {
   Device device = Device::kCpu;
-  // Grouping rules; unset: seed on the CPU, hfuse on CUDA.
+  // Grouping rules; unset: kSessionRules.
   std::optional<RuleSet> rules;
   bool fuse = true;        // false: run the model as imported (no fusion)
   bool group_gemm = true;  // the seed's fuse_group_gemm option

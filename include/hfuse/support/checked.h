@@ -19,6 +19,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "hfuse/support/error.h"
 
@@ -64,16 +65,25 @@ void CheckBudget(int64_t bytes, std::string_view what);
 
 // Runs `allocate` (which allocates about `bytes` bytes for WHAT); an
 // allocation failure becomes InputError "WHAT: cannot allocate N bytes:
-// out of memory", after the budget check.
-template <typename F>
-auto Allocate(int64_t bytes, std::string_view what, F&& allocate) -> decltype(allocate()) {
-  CheckBudget(bytes, what);
+// out of memory", after the budget check. WHAT is a string, or a function
+// that makes it, called only for a message (an executor allocating a
+// tensor per op should not format its name each time).
+template <typename What, typename F>
+auto Allocate(int64_t bytes, What&& what, F&& allocate) -> decltype(allocate()) {
+  const auto name = [&what]() -> std::string {
+    if constexpr (std::is_invocable_v<What&>) {
+      return std::string(what());
+    } else {
+      return std::string(std::string_view(what));
+    }
+  };
+  if (bytes > MemoryBudget()) CheckBudget(bytes, name());
   try {
     return allocate();
   } catch (const std::bad_alloc&) {
-    ThrowInputError("{}: cannot allocate {} bytes: out of memory", what, bytes);
+    ThrowInputError("{}: cannot allocate {} bytes: out of memory", name(), bytes);
   } catch (const std::length_error&) {
-    ThrowInputError("{}: cannot allocate {} bytes: out of memory", what, bytes);
+    ThrowInputError("{}: cannot allocate {} bytes: out of memory", name(), bytes);
   }
 }
 
