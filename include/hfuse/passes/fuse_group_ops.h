@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hfuse/ir/graph.h"
@@ -66,6 +67,11 @@ struct FuseGroupOpsResult {
   // per GEMM and LayerNorm type, plus the type's reasons.
   std::vector<std::pair<std::string, std::string>> dumps;
 };
+
+// What the summary lines call the ops `ungrouped` can hold: "GEMM/LayerNorm",
+// or "GEMM/LayerNorm/Gather" when fuse-group-gathers added a group or a
+// reason (the hfuse rules).
+std::string_view UngroupedKinds(const FuseGroupOpsResult& result);
 
 // Runs the pass; the graph must verify. Returns what it did.
 FuseGroupOpsResult FuseGroupOps(Graph& graph, const FuseGroupOpsOptions& options = {});
