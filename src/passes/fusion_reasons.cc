@@ -144,15 +144,15 @@ bool ExplainGatherNotACandidate(const Graph& graph, OpId gather, Reason& out) {
   Shape row = ids.shape;
   if (!table.shape.empty()) row.insert(row.end(), table.shape.begin() + 1, table.shape.end());
   auto text = [&](const Shape& s) { return ShapeString(graph, s); };
-  if (table.shape.empty() || !(y.shape == row) || y.dtype != table.dtype) {
+  const int64_t axis = GatherAxis(op);
+  if (!table.shape.empty() && axis != 0 && axis != -static_cast<int64_t>(table.shape.size())) {
+    out.rule = ReasonRule::kGatherAxis;
+    out.details = Say(out.rule, axis, table.name);
+  } else if (table.shape.empty() || !(y.shape == row) || y.dtype != table.dtype) {
     out.rule = ReasonRule::kGatherForm;
     out.details = Say(out.rule, y.name, text(y.shape), text(ids.shape),
                       table.shape.empty() ? std::string("[]")
                                           : text(Shape(table.shape.begin() + 1, table.shape.end())));
-  } else if (const int64_t axis = GatherAxis(op);
-             axis != 0 && axis != -static_cast<int64_t>(table.shape.size())) {
-    out.rule = ReasonRule::kGatherAxis;
-    out.details = Say(out.rule, axis, table.name);
   } else if (table.role != Role::kParam) {
     out.rule = ReasonRule::kTableNotConstant;
     out.details = Say(out.rule, table.name);
