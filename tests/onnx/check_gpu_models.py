@@ -17,7 +17,10 @@ run on the host. Checked here:
     column of a float input cast on load), GatherElements, GatherND, Concat
     and Split of any axis and type, a kernel-1 Conv, LayerNormalization,
     BatchNormalization, batched MatMul of transposed views, Gemm, and shape
-    arithmetic folded at plan time), with no launch on the host;
+    arithmetic folded at plan time), with no launch on the host; the
+    group_gather of fuse-group-gathers (odd widths, float16/bfloat16, 500
+    lookups: one launch each), on ids at the tables' edges, and an id out
+    of range giving the unfused Gather's error;
   - every model of each MODEL_DIR (NAME.dynamic.onnx, or NAME.static.onnx
     where there is no dynamic one, and NAME.json, as
     scripts/make_rechub_models.py and make_widedeep_models.py write them;
@@ -59,6 +62,33 @@ def floats(name, dims, scale=0.1, offset=0.0):
     for d in dims:
         n *= d
     return helper.make_tensor(name, F, dims, [offset + scale * ((7 * i) % 13 - 6) for i in range(n)])
+
+
+def gather_group_model(name, tables, concat=True, shared_ids=False):
+    """Lookups of `tables` ((rows, width[, dtype]) each) by ids of their own
+    (ids{i}: int64 [N], or every third int32 [N, 2]) or one shared [N]
+    int64 input; concatenated along their rows where `concat` (float32)."""
+    nodes, inputs, outputs, inits, parts = [], [], [], [], []
+    if shared_ids:
+        inputs.append(("ids", I64, ["N"]))
+    for i, t in enumerate(tables):
+        rows, width, dtype = t if len(t) == 3 else (*t, F)
+        pair = not shared_ids and i % 3 == 2
+        ids = "ids" if shared_ids else f"ids{i}"
+        if not shared_ids:
+            inputs.append((ids, I32 if pair else I64, ["N", 2] if pair else ["N"]))
+        values = [0.25 * ((5 * k) % 17 - 8) for k in range(rows * width)]
+        inits.append(helper.make_tensor(f"t{i}", dtype, [rows, width], values))
+        nodes.append(helper.make_node("Gather", [f"t{i}", ids], [f"e{i}"], name=f"{name}_g{i}"))
+        shape = ["N", 2, width] if pair else ["N", width]
+        if concat and not pair:
+            parts.append((f"e{i}", width))
+        else:
+            outputs.append((f"e{i}", dtype, shape))
+    if parts:
+        nodes.append(helper.make_node("Concat", [p for p, _ in parts], ["y"], axis=1))
+        outputs.append(("y", F, ["N", sum(w for _, w in parts)]))
+    return model(name, nodes, inputs, outputs, inits)
 
 
 def op_models():
@@ -347,6 +377,16 @@ def op_models():
     ], [("x", F, [N, 12])], [("t", F, [N, 12]), ("y", F, [N, 12])],
         [floats("w", [12, 1]), floats("b", [12], 0.05), floats("sqrt2", [1], 0.0, 1.4142135),
          floats("one", [1], 0.0, 1.0), floats("half", [1], 0.0, 0.5)])
+    # fuse-group-gathers' group_gather (the GPU's hfuse rules): lookups of
+    # rows of 3, 5, 13, 1, 8 and 16 floats (ids int64 and int32, one [N, 2])
+    # as one launch with their Concat; float16 and bfloat16 tables (rows of
+    # 6, 10 and 26 bytes: moved as bytes) as two groups, one launch; 500
+    # lookups into one Concat, one launch.
+    yield "gather_group_odd_widths", gather_group_model("gg", [(7, 3), (50, 5), (9, 13), (4, 1), (40, 8), (3, 16)])
+    yield "gather_group_f16_bf16", gather_group_model(
+        "ggh", [(7, 3, TensorProto.FLOAT16), (50, 5, TensorProto.BFLOAT16), (9, 13, TensorProto.FLOAT16),
+                (5, 3, TensorProto.BFLOAT16)], concat=False)
+    yield "gather_group_500", gather_group_model("g500", [(40, 1 + i % 13) for i in range(500)], shared_ids=True)
     yield "softmax_short_rows_tiles", model("ss", [helper.make_node("Softmax", ["x"], ["y"], axis=-1)],
                                             [("x", F, [N, 64, 9])], [("y", F, [N, 64, 9])])
     # Shape arithmetic over the dynamic batch: folded at plan time.
@@ -379,7 +419,37 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # chain a5, y3; gather_f16_concat: the two lookups; gather_past_launch the
 # lookups with their Concat, and the dense Concat.
 EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_bias_concat": 6,
-                   "gather_f16_concat": 1, "gather_past_launch": 2}
+                   "gather_f16_concat": 1, "gather_past_launch": 2, "gather_group_odd_widths": 1,
+                   "gather_group_f16_bf16": 1, "gather_group_500": 1}
+
+
+def check_gather_group_ids(work):
+    """gather_group_odd_widths on ids at both edges of every table (0,
+    rows - 1, -1, -rows), fused (one group_gather) and unfused, plain and
+    in a CUDA graph; then an id out of range: the same one-line error as the
+    unfused Gather's, naming that Gather, fused or not."""
+    import numpy as np
+    tables = [(7, 3), (50, 5), (9, 13), (4, 1), (40, 8), (3, 16)]
+    path = os.path.join(work, "gather_group_ids.onnx")
+    onnx.save(gather_group_model("gge", tables), path)
+    n = 37
+    feeds = {}
+    for i, (rows, _) in enumerate(tables):
+        edge = np.array([0, rows - 1, -1, -rows] + [(5 * k) % rows for k in range(n - 4)])
+        feeds[f"ids{i}"] = np.stack([edge, edge[::-1]], 1).astype(np.int32) if i % 3 == 2 else edge.astype(np.int64)
+    npz = os.path.join(work, "gather_group_ids.npz")
+    np.savez(npz, **feeds)
+    for args in ([], ["--no-fuse"], ["--no-cuda-graph"]):
+        verify(path, "gather_group_ids " + " ".join(args), "--dim", f"N={n}", "--inputs", npz, *args,
+               most_launches=1 if not args or args == ["--no-cuda-graph"] else None)
+    feeds["ids4"][9] = 40  # table t4 has 40 rows
+    np.savez(npz, **feeds)
+    errors = []
+    for args in ([], ["--no-cuda-graph"], ["--no-fuse"]):
+        r = hfuse("run", path, "--device", "cuda", "--dim", f"N={n}", "--inputs", npz, *args)
+        errors.append((r.returncode, r.stderr.strip()))
+    want = (2, "hfuse: error: op 'gge_g4' (ONNX Gather): an index is out of range")
+    check(all(e == want for e in errors), f"gather_group_ids: an id out of range: {errors}")
 
 
 def plan_of(stdout):
@@ -429,6 +499,7 @@ def main():
             onnx.save(m, path)
             dims = ["--dim", "N=37"] if dynamic_dim(path) else []
             verify(path, name, *dims, most_launches=EXPECT_LAUNCHES.get(name))
+        check_gather_group_ids(work)
         if ops_only:
             dirs = []
         for d in dirs:
