@@ -510,17 +510,19 @@ std::string ShapeString(const Graph& graph, const Shape& shape) {
 }
 
 bool IsOnnxGather(const Op& op) {
-  if (op.type != OpType::kOpaque || !op.attrs.onnx || op.inputs.size() != 2 ||
-      op.outputs.size() != 1) {
-    return false;
-  }
+  if (op.type != OpType::kOpaque || !op.attrs.onnx || op.outputs.size() != 1) return false;
+  const OnnxNode& n = *op.attrs.onnx;
+  return (n.domain.empty() || n.domain == "ai.onnx") && n.op_type == "Gather";
+}
+
+bool GatherOperandsAreInputs(const Op& op) {
+  if (!IsOnnxGather(op) || op.inputs.size() != 2) return false;
   const OnnxNode& n = *op.attrs.onnx;
   const bool slots_in_order =
       n.input_slots.empty() ||
       (n.input_slots.size() == 2 && n.input_slots[0] == 0 && n.input_slots[1] == 1);
   const bool one_output = n.output_slots.empty() || (n.output_slots.size() == 1 && n.output_slots[0] == 0);
-  return (n.domain.empty() || n.domain == "ai.onnx") && n.op_type == "Gather" && slots_in_order &&
-         one_output;
+  return slots_in_order && one_output;
 }
 
 int64_t GatherAxis(const Op& op) {

@@ -138,6 +138,39 @@ namespace {
 bool ExplainGatherNotACandidate(const Graph& graph, OpId gather, Reason& out) {
   const Op& op = graph.op(gather);
   out.code = ReasonCode::kNotACandidate;
+  if (!GatherOperandsAreInputs(op)) {
+    // An operand the node keeps as its own constant: indices (folded, or
+    // of a type the IR lacks), or data of such a type.
+    const OnnxNode& node = *op.attrs.onnx;
+    auto slot = [&](size_t k) { return k < node.input_slots.size() ? node.input_slots[k] : kNone; };
+    auto kept_name = [&](size_t k) {
+      const int32_t c = -2 - slot(k);
+      return c >= 0 && static_cast<size_t>(c) < node.constants.size() ? node.constants[static_cast<size_t>(c)].first
+                                                                       : std::string("?");
+    };
+    if (slot(0) >= 0 && static_cast<size_t>(slot(0)) < op.inputs.size() && slot(1) <= -2) {
+      // Mostly a column of an input picked by a constant (X[:, i]): say
+      // the first rule it fails, in IsGatherCandidate's order.
+      const Tensor& data = graph.tensor(op.inputs[static_cast<size_t>(slot(0))]);
+      const int64_t axis = GatherAxis(op);
+      if (!data.shape.empty() && axis != 0 && axis != -static_cast<int64_t>(data.shape.size())) {
+        out.rule = ReasonRule::kGatherAxis;
+        out.details = Say(out.rule, axis, data.name);
+      } else if (data.role != Role::kParam) {
+        out.rule = ReasonRule::kTableNotConstant;
+        out.details = Say(out.rule, data.name);
+      } else {
+        out.rule = ReasonRule::kIdsConstant;
+        out.details = Say(out.rule, kept_name(1));
+      }
+    } else {
+      out.rule = ReasonRule::kTableDType;
+      out.details = Say(out.rule, slot(0) <= -2 ? kept_name(0) : std::string("(none)"),
+                        "a constant of the node", "of a type the IR does not carry");
+    }
+    HFUSE_CHECK(!IsGatherCandidate(graph, gather));
+    return true;
+  }
   const Tensor& table = graph.tensor(op.inputs[0]);
   const Tensor& ids = graph.tensor(op.inputs[1]);
   const Tensor& y = graph.tensor(op.outputs[0]);

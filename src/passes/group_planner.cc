@@ -631,7 +631,7 @@ bool LayerNormsCompatible(const Graph& graph, OpId leader, OpId other, RuleSet r
 
 bool IsGatherCandidate(const Graph& graph, OpId gather) {
   const Op& op = graph.op(gather);
-  if (!IsOnnxGather(op)) return false;
+  if (!GatherOperandsAreInputs(op)) return false;
   const Tensor& table = graph.tensor(op.inputs[0]);
   const Tensor& ids = graph.tensor(op.inputs[1]);
   const Tensor& y = graph.tensor(op.outputs[0]);

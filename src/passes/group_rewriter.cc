@@ -101,7 +101,7 @@ OpId RewriteAsGatherGroup(Graph& graph, std::vector<OpId>& members) {
   std::vector<int64_t> depths;
   for (OpId m : members) {
     const Op& op = graph.op(m);
-    HFUSE_CHECK(IsOnnxGather(op));
+    HFUSE_CHECK(GatherOperandsAreInputs(op));
     ms.push_back(GatherMemberOf(op, 0));
     node->member_names.push_back(op.name);
     group.outputs.push_back(op.outputs[0]);

@@ -42,13 +42,17 @@ struct GatherMember {
 
 inline size_t NumMembers(const Op& op) { return op.outputs.size(); }
 
-// An ONNX Gather kept opaque whose data and indices are both op inputs,
-// in that order (the form an embedding lookup imports as): what
-// fuse-group-gathers looks at. Its axis is the node's (GatherAxis).
+// An ONNX Gather kept opaque (one output): what fuse-group-gathers looks at,
+// and gives a reason when it stays out. GatherOperandsAreInputs: its data
+// and indices are both op inputs, in that order (the form an embedding
+// lookup imports as; the importer keeps indices of a type the IR lacks, or
+// folded ones, as constants of the node). Its axis is the node's.
 bool IsOnnxGather(const Op& op);
+bool GatherOperandsAreInputs(const Op& op);
 int64_t GatherAxis(const Op& op);  // as written (may be negative)
 
-// Member m of a group gather, or the lookup of an ONNX Gather (IsOnnxGather).
+// Member m of a group gather, or the lookup of an ONNX Gather whose
+// operands are inputs (GatherOperandsAreInputs).
 inline GatherMember GatherMemberOf(const Op& op, size_t m) {
   return {op.inputs[2 * m], op.inputs[2 * m + 1], op.outputs[m]};
 }

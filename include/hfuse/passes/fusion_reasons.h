@@ -111,7 +111,7 @@ enum class ReasonCode : uint8_t {
     "its data {} is computed in the graph, not a constant table (a param)")                      \
   X(kTableDType, "table-dtype", "table {} is {} {} (only float tables of static shape group)")   \
   X(kIdsConstant, "ids-constant",                                                                \
-    "its ids {} are a constant (a param): the lookup is computed once, at plan time")           \
+    "its ids {} are a constant: the lookup is computed once, at plan time (or is a view)")       \
   X(kIdsForm, "ids-form", "ids {} are {} of rank {} (int32 or int64 of rank 8 at most group)")
 
 // Notes appended to a rule's text.

@@ -68,7 +68,8 @@ bool LayerNormsCompatible(const Graph& graph, OpId leader, OpId other,
 inline constexpr size_t kMaxLayerNormGroup = 39;  // seed rules only
 
 // Gathers (fuse-group-gathers, passes/fuse_group_gathers.h, which says why
-// each rule holds). A candidate is an ONNX Gather (IsOnnxGather) along axis
+// each rule holds). A candidate is an ONNX Gather (IsOnnxGather) of two
+// operand inputs (GatherOperandsAreInputs) along axis
 // 0 of a table that is a float param of static shape, whose ids are int32
 // or int64 of rank kMaxGatherIdsRank at most and no param, and whose output
 // is the ids' shape then the table's row. Two are compatible when their
