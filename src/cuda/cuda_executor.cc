@@ -70,7 +70,8 @@ CudaExecutor::Impl::Impl(const Graph& graph_in, const DimValues& d, CudaOptions 
   int64_t gathers = 0;
   for (OpId id : order) {
     const Op& op = g.op(id);
-    gathers += FamilyOf(op.type) == OpFamily::kOpaque ? 1 : IsGroupGather(op.type) ? static_cast<int64_t>(NumMembers(op)) : 0;
+    if (FamilyOf(op.type) == OpFamily::kOpaque) ++gathers;
+    if (IsGroupGather(op.type)) gathers += static_cast<int64_t>(NumMembers(op));  // one per member
   }
   index_flags.Allocate(std::max<int64_t>(gathers, 1) * static_cast<int64_t>(sizeof(int)));
   HFUSE_CUDA(cudaMemset(index_flags.ptr, 0, static_cast<size_t>(index_flags.bytes)));

@@ -450,8 +450,9 @@ class CpuRun {
         }
       };
       const auto n = static_cast<int64_t>(j.rows.size());
-      if (parallel) {
-        cpu::fast::ParallelFor(n, std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, static_cast<int64_t>(j.width))), copy);
+      if (parallel) {  // parts of at least 64 KiB
+        const auto width = std::max<int64_t>(1, static_cast<int64_t>(j.width));
+        cpu::fast::ParallelFor(n, std::max<int64_t>(1, (int64_t{1} << 16) / width), copy);
       } else {
         copy(0, n);
       }
