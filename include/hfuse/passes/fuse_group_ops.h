@@ -61,7 +61,8 @@ struct FuseGroupOpsResult {
   // (another member reaches them through groups formed earlier).
   int64_t dropped_by_cycle_check = 0;
   // One reason per GEMM and LayerNorm of the fused graph that is in no
-  // group, in the final op order (when options.explain).
+  // group, in the final op order (when options.explain); fuse-group-gathers
+  // adds one per ONNX Gather (type kOpaque) and its groups to `groups`.
   std::vector<Reason> ungrouped;
   // The seed's debug dumps: file name -> contents; with want_dumps, one set
   // per GEMM and LayerNorm type, plus the type's reasons.
