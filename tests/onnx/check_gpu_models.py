@@ -425,9 +425,10 @@ EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_
 
 def check_gather_group_ids(work):
     """gather_group_odd_widths on ids at both edges of every table (0,
-    rows - 1, -1, -rows), fused (one group_gather) and unfused, plain and
-    in a CUDA graph; then an id out of range: the same one-line error as the
-    unfused Gather's, naming that Gather, fused or not."""
+    rows - 1, -1, -rows): verify fused (one group_gather, one launch) and
+    under the seed rules; `run` fused, plain and in a CUDA graph, gives the
+    unfused run's bytes; then an id out of range: the same one-line error
+    as the unfused Gather's, naming that Gather, fused or not."""
     import numpy as np
     tables = [(7, 3), (50, 5), (9, 13), (4, 1), (40, 8), (3, 16)]
     path = os.path.join(work, "gather_group_ids.onnx")
@@ -439,17 +440,26 @@ def check_gather_group_ids(work):
         feeds[f"ids{i}"] = np.stack([edge, edge[::-1]], 1).astype(np.int32) if i % 3 == 2 else edge.astype(np.int64)
     npz = os.path.join(work, "gather_group_ids.npz")
     np.savez(npz, **feeds)
-    for args in ([], ["--no-fuse"], ["--no-cuda-graph"]):
+    for args in ([], ["--rules", "seed"]):  # one group_gather; the lookups unfused
         verify(path, "gather_group_ids " + " ".join(args), "--dim", f"N={n}", "--inputs", npz, *args,
-               most_launches=1 if not args or args == ["--no-cuda-graph"] else None)
+               most_launches=1)
+    out = os.path.join(work, "gather_group_ids.out.npz")
+    runs = {}
+    for args in ([], ["--no-cuda-graph"], ["--no-fuse"]):
+        r = hfuse("run", path, "--device", "cuda", "--dim", f"N={n}", "--inputs", npz, "-o", out, *args)
+        runs[" ".join(args)] = dict(np.load(out)) if r.returncode == 0 else r.stderr.strip()
+    want = runs["--no-fuse"]
+    check(all(isinstance(v, dict) and v.keys() == want.keys() and all(np.array_equal(v[k], want[k]) for k in v)
+              for v in runs.values()), "gather_group_ids: fused, plain or in a CUDA graph, the unfused bytes")
     feeds["ids4"][9] = 40  # table t4 has 40 rows
     np.savez(npz, **feeds)
-    errors = []
-    for args in ([], ["--no-cuda-graph"], ["--no-fuse"]):
+    errors = set()
+    for args in ([], ["--no-cuda-graph"], ["--no-fuse"], ["--rules", "seed"]):
         r = hfuse("run", path, "--device", "cuda", "--dim", f"N={n}", "--inputs", npz, *args)
-        errors.append((r.returncode, r.stderr.strip()))
-    want = (2, "hfuse: error: op 'gge_g4' (ONNX Gather): an index is out of range")
-    check(all(e == want for e in errors), f"gather_group_ids: an id out of range: {errors}")
+        errors.add((r.returncode, r.stderr.strip().replace(path, "MODEL")))
+    check(len(errors) == 1 and next(iter(errors))[0] == 2
+          and "op 'gge_g4' (ONNX Gather): an index is out of range" in next(iter(errors))[1],
+          f"gather_group_ids: an id out of range, the same error fused or not: {errors}")
 
 
 def plan_of(stdout):
