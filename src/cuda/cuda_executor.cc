@@ -69,7 +69,11 @@ CudaExecutor::Impl::Impl(const Graph& graph_in, const DimValues& d, CudaOptions 
   // Every op that could check indices gets a flag in one array, so that a
   // run reads them all back with one copy.
   int64_t gathers = 0;
-  for (OpId id : order) gathers += FamilyOf(g.op(id).type) == OpFamily::kOpaque ? 1 : 0;
+  for (OpId id : order) {
+    const Op& op = g.op(id);
+    if (FamilyOf(op.type) == OpFamily::kOpaque) ++gathers;
+    if (IsGroupGather(op.type)) gathers += static_cast<int64_t>(NumMembers(op));  // one per member
+  }
   index_flags.Allocate(std::max<int64_t>(gathers, 1) * static_cast<int64_t>(sizeof(int)));
   HFUSE_CUDA(cudaMemset(index_flags.ptr, 0, static_cast<size_t>(index_flags.bytes)));
   for (OpId id : order) {
@@ -88,9 +92,13 @@ CudaExecutor::Impl::Impl(const Graph& graph_in, const DimValues& d, CudaOptions 
 }
 
 int* CudaExecutor::Impl::NextIndexFlag(const Op& op, const std::string& what) {
+  return NextIndexFlag(op.name, what);
+}
+
+int* CudaExecutor::Impl::NextIndexFlag(const std::string& op_name, const std::string& what) {
   const size_t i = index_checks.size();
   HFUSE_CHECK(static_cast<int64_t>((i + 1) * sizeof(int)) <= index_flags.bytes);
-  index_checks.push_back({op.name, what});
+  index_checks.push_back({op_name, what});
   return static_cast<int*>(index_flags.ptr) + i;
 }
 
@@ -191,6 +199,7 @@ void CudaExecutor::Impl::PlanOp(const Op& op) {
     case OpFamily::kElementwise: PlanIrElementwise(op); break;
     case OpFamily::kReshape: PlanViewCopy(op); break;
     case OpFamily::kOpaque: PlanOpaque(op); break;
+    case OpFamily::kGroupGather: PlanGroupGather(op); break;
     default:
       throw CudaError(fmt::format("op '{}': {} cannot run on the GPU", op.name, OpTypeName(op.type)));
   }

@@ -38,6 +38,10 @@
 
 namespace hfuse {
 
+namespace cpu {
+struct AxisView;  // src/exec/cpu_onnx_ops.h
+}  // namespace cpu
+
 // Throw CudaError naming the call, file and line when a call failed.
 void CheckCuda(cudaError_t e, const char* what, const char* file, int line);
 void CheckCublas(cublasStatus_t s, const char* what, const char* file, int line);
@@ -135,6 +139,7 @@ struct CudaExecutor::Impl {
   std::vector<IndexCheck> index_checks;
   cuda::DeviceBuffer index_flags;
   int* NextIndexFlag(const Op& op, const std::string& what);
+  int* NextIndexFlag(const std::string& op_name, const std::string& what);  // a group's member
   std::vector<cublasLtMatmulDesc_t> lt_descs;
   std::vector<cublasLtMatrixLayout_t> lt_layouts;
   std::vector<int64_t> offset;     // per tensor id: byte offset in its buffer, or -1
@@ -183,7 +188,20 @@ struct CudaExecutor::Impl {
     std::string add, into;    // the Add and the Concat it took in, if any
   };
   std::vector<PendingGather> pending_gathers;
+  // The batch kernel runs a gather per grid row (gridDim.y).
+  static constexpr size_t kMaxGatherBatch = 65535;
   void QueueGather(PendingGather g);
+  // Whether p reads or writes what a waiting gather writes, or writes what one reads.
+  bool ClashesWithWaiting(const PendingGather& p) const;
+  // The waiting gather y = data[index] along v (index kNone: the known
+  // `ids`), under op name `name`, or nothing (and why) for a form the
+  // kernel does not take. Takes one index flag.
+  std::optional<PendingGather> GatherLaunch(const std::string& name, TensorId data, TensorId index,
+                                            const std::optional<std::vector<int64_t>>& ids,
+                                            const cpu::AxisView& v, TensorId y, std::string& why);
+  // A group_gather (fuse-group-gathers): its members join the waiting batch
+  // together, so that they go out in one launch.
+  void PlanGroupGather(const Op& op);
   void FlushGathers();
   // The waiting gather that writes tensor t (its own result, or an Add's it took in), if any.
   PendingGather* WaitingGatherOf(TensorId t);

@@ -28,6 +28,7 @@
 #include "cpu_onnx_ops.h"
 #include "cuda_executor_impl.h"
 #include "fused_elementwise.h"
+#include "hfuse/ir/op_members.h"
 #include "hfuse/support/error.h"
 #include "kernels.h"
 #include "onnx_kernels.h"
@@ -727,12 +728,29 @@ bool CudaExecutor::Impl::PlanOnnxGather(const Op& op, std::string& why) {
     why = "axis out of range";
     return false;
   }
+  std::optional<std::vector<int64_t>> ids;
+  if (index == kNone) {
+    ids = KnownInts(op, 1);
+    if (!ids) {
+      why = "no indices";
+      return false;
+    }
+  }
+  std::optional<PendingGather> p = GatherLaunch(op.name, data, index, ids, *v, y, why);
+  if (!p) return false;
+  QueueGather(std::move(*p));
+  return true;
+}
+
+std::optional<CudaExecutor::Impl::PendingGather> CudaExecutor::Impl::GatherLaunch(
+    const std::string& name, TensorId data, TensorId index, const std::optional<std::vector<int64_t>>& ids,
+    const cpu::AxisView& v, TensorId y, std::string& why) {
   cuda::GatherArgs a{};
   if (index != kNone) {
     const std::vector<int64_t>& is = views.shape[static_cast<size_t>(index)];
     if (is.size() > cuda::kMaxOnnxRank) {
       why = "indices of rank above 8";
-      return false;
+      return std::nullopt;
     }
     a.index = Operand(index, is);
     a.index_rank = static_cast<int32_t>(is.size());
@@ -742,11 +760,6 @@ bool CudaExecutor::Impl::PlanOnnxGather(const Op& op, std::string& why) {
       a.count *= is[d];
     }
   } else {
-    const std::optional<std::vector<int64_t>> ids = KnownInts(op, 1);
-    if (!ids) {
-      why = "no indices";
-      return false;
-    }
     a.index = cuda::StridedOperand{};
     a.index.ptr = Device(*ids);
     a.index.type = a.index.as = static_cast<int32_t>(DType::kInt64);
@@ -756,44 +769,78 @@ bool CudaExecutor::Impl::PlanOnnxGather(const Op& op, std::string& why) {
     a.count = static_cast<int64_t>(ids->size());
   }
   const int64_t esize = DTypeBytes(g.tensor(y).dtype);
-  if (Bytes(y) != v->outer * a.count * v->inner * esize) {
+  if (Bytes(y) != v.outer * a.count * v.inner * esize) {
     why = "its output's size does not match";
-    return false;
+    return std::nullopt;
   }
   a.data = PlaceOf(data).base;
   a.y = PlaceOf(y).base;
-  a.outer = v->outer;
-  a.len = v->len;
-  a.inner_bytes = v->inner * esize;
+  a.outer = v.outer;
+  a.len = v.len;
+  a.inner_bytes = v.inner * esize;
   a.y_row_bytes = a.inner_bytes;
-  a.bad = NextIndexFlag(op, "ONNX Gather");
-  PendingGather p{a, current, current_bytes, {}, {}, y, {}, {}};
+  a.bad = NextIndexFlag(name, "ONNX Gather");
+  PendingGather p{a, name, current_bytes, {}, {}, y, {}, {}};
   const char* table = static_cast<const char*>(a.data);
   p.reads.push_back({table, table + Bytes(data)});
   if (index != kNone) {
-    const char* ids = BufferOf(views.layout[static_cast<size_t>(index)].root);
-    p.reads.push_back({ids, ids + Bytes(views.layout[static_cast<size_t>(index)].root)});
+    const char* ids_at = BufferOf(views.layout[static_cast<size_t>(index)].root);
+    p.reads.push_back({ids_at, ids_at + Bytes(views.layout[static_cast<size_t>(index)].root)});
   }
   const char* out = static_cast<const char*>(a.y);
   p.write = {out, out + Bytes(y)};
-  QueueGather(std::move(p));
-  return true;
+  return p;
+}
+
+void CudaExecutor::Impl::PlanGroupGather(const Op& op) {
+  // Every member as the lookup its Gather was (its flag under its name),
+  // then all of them into the waiting batch at once: the group is one
+  // launch, whatever gather_batches says, and the bias Adds and the Concat
+  // that follow are taken in as after unfused lookups.
+  std::vector<PendingGather> members;
+  const double bytes = current_bytes;
+  for (size_t m = 0; m < NumMembers(op); ++m) {
+    const GatherMember mem = GatherMemberOf(op, m);
+    const std::string& name = op.attrs.onnx->member_names[m];
+    const std::vector<int64_t>& ts = views.shape[static_cast<size_t>(mem.table)];
+    const int64_t rows = ts[0];  // the verifier's: rank >= 1
+    const cpu::AxisView v{1, rows, Product(ts, 1, ts.size())};  // axis 0 (the pass's rule)
+    std::string why;
+    std::optional<PendingGather> p = GatherLaunch(name, mem.table, mem.ids, std::nullopt, v, mem.y, why);
+    if (!p) {
+      ThrowInputError("op '{}' (group_gather): member '{}' cannot run on the gather kernel: {}", op.name,
+                      name, why);
+    }
+    p->bytes = m == 0 ? bytes : 0;  // the group's bytes once, on its first member
+    members.push_back(std::move(*p));
+  }
+  FlushChain();
+  bool flush = pending_gathers.size() + members.size() > kMaxGatherBatch;
+  for (const PendingGather& p : members) flush = flush || ClashesWithWaiting(p);
+  if (flush) FlushGathers();
+  for (PendingGather& p : members) {
+    if (pending_gathers.size() == kMaxGatherBatch) FlushGathers();  // a group above the grid's rows
+    pending_gathers.push_back(std::move(p));
+  }
 }
 
 void CudaExecutor::Impl::QueueGather(PendingGather p) {
   FlushChain();
-  if (!options.gather_batches) FlushGathers();
+  if (!options.gather_batches || pending_gathers.size() >= kMaxGatherBatch || ClashesWithWaiting(p)) {
+    FlushGathers();
+  }
+  pending_gathers.push_back(std::move(p));
+}
+
+bool CudaExecutor::Impl::ClashesWithWaiting(const PendingGather& p) const {
   for (const PendingGather& q : pending_gathers) {
     // (a row + bias is added as float words: a batch with one moves words only)
     bool clash = p.write.Overlaps(q.write) || (!q.add.empty() && !cuda::GatherWords(p.args));
     for (const Span& r : q.reads) clash = clash || p.write.Overlaps(r);
     for (const Span& r : p.reads) clash = clash || r.Overlaps(q.write);
-    if (clash) {
-      FlushGathers();
-      break;
-    }
+    if (clash) return true;
   }
-  pending_gathers.push_back(std::move(p));
+  return false;
 }
 
 void CudaExecutor::Impl::FlushGathers() {

@@ -428,6 +428,8 @@ Reads ReadsOf(const Op& op, size_t input) {
     case OpFamily::kGroupLayerNorm: return ReadsStrided(op, input) ? Reads::kRows : Reads::kContiguous;
     case OpFamily::kElementwise: return Reads::kStrided;
     case OpFamily::kReshape: return Reads::kAny;
+    // A group gather reads its ids as the Gather's kernel does: any view.
+    case OpFamily::kGroupGather: return input % 2 == 1 ? Reads::kAny : Reads::kContiguous;
     case OpFamily::kOpaque: break;
     default: return Reads::kContiguous;
   }

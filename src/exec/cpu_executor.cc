@@ -357,7 +357,7 @@ class CpuRun {
     p.op = op.name;
     p.kind = op.type == OpType::kOpaque && op.attrs.onnx ? op.attrs.onnx->op_type
                                                          : std::string(OpTypeName(op.type));
-    if (NumMembers(op) > 1 && (IsGroupGemm(op.type) || IsGroupLayerNorm(op.type))) {
+    if (NumMembers(op) > 1 && IsGroupOp(op.type)) {
       p.kind += fmt::format(" x{} {}", NumMembers(op), group_path_);
     }
     p.us = std::chrono::duration<double, std::micro>(end - start).count();
@@ -426,8 +426,79 @@ class CpuRun {
         Elementwise(op);
         break;
       case OpFamily::kReshape: SameBytes(op.inputs[0], op.outputs[0]); break;
+      case OpFamily::kGroupGather:
+        if (!options_.reference && FastGathers(op)) break;
+        for (size_t m = 0; m < NumMembers(op); ++m) MemberGather(op, m);
+        break;
       case OpFamily::kOpaque: Opaque(op); break;
     }
+  }
+
+  // Member m of a group gather, by the ONNX Gather's own kernel under the
+  // member's name: the bytes, and the error for an id out of range, of the
+  // Gather the model had.
+  void MemberGather(const Op& op, size_t m) {
+    static const OnnxNode kGather = [] {
+      OnnxNode n;
+      n.op_type = "Gather";  // axis 0, the only one fuse-group-gathers groups
+      return n;
+    }();
+    const GatherMember mem = GatherMemberOf(op, m);
+    cpu::RunOnnxOp(op.attrs.onnx->member_names[m], kGather, {&In(mem.table), &In(mem.ids)},
+                   {&Out(mem.y)});
+  }
+
+  // A group gather's members side by side (cpu_group_rule.h, by bytes
+  // moved), each a row copy per id as the reference's. The ids are all read
+  // and checked first, on one thread, so that a bad one is reported by the
+  // reference kernel (MemberGather) with its message before anything runs.
+  bool FastGathers(const Op& op) {
+    struct Job {
+      const uint8_t* table;
+      uint8_t* y;
+      std::vector<int64_t> rows;
+      size_t width;  // bytes per row
+    };
+    std::vector<Job> jobs(NumMembers(op));
+    std::vector<double> cost;
+    for (size_t m = 0; m < jobs.size(); ++m) {
+      const GatherMember mem = GatherMemberOf(op, m);
+      const HostTensor& table = In(mem.table);
+      const HostTensor& ids = In(mem.ids);
+      const int64_t len = table.shape[0];
+      Job& j = jobs[m];
+      j.table = table.bytes.data();
+      j.width = static_cast<size_t>(Product(table.shape, 1, table.shape.size()) * DTypeBytes(table.dtype));
+      j.rows.resize(static_cast<size_t>(ids.numel()));
+      for (int64_t i = 0; i < ids.numel(); ++i) {
+        int64_t at = ids.GetInt(i);
+        if (at < 0) at += len;
+        if (at < 0 || at >= len) {
+          MemberGather(op, m);  // throws the Gather's own error
+          HFUSE_CHECK(false && "the reference accepted an id the fast path did not");
+        }
+        j.rows[static_cast<size_t>(i)] = at;
+      }
+      cost.push_back(static_cast<double>(j.rows.size() * j.width));
+    }
+    for (size_t m = 0; m < jobs.size(); ++m) jobs[m].y = Out(GatherMemberOf(op, m).y).bytes.data();
+    RunMembers(cost, [&](size_t m, bool parallel) {
+      const Job& j = jobs[m];
+      const auto copy = [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          std::memcpy(j.y + static_cast<size_t>(i) * j.width,
+                      j.table + static_cast<size_t>(j.rows[static_cast<size_t>(i)]) * j.width, j.width);
+        }
+      };
+      const auto n = static_cast<int64_t>(j.rows.size());
+      if (parallel) {  // parts of at least 64 KiB
+        const auto width = std::max<int64_t>(1, static_cast<int64_t>(j.width));
+        cpu::fast::ParallelFor(n, std::max<int64_t>(1, (int64_t{1} << 16) / width), copy);
+      } else {
+        copy(0, n);
+      }
+    });
+    return true;
   }
 
   void Opaque(const Op& op) {

@@ -404,7 +404,8 @@ class FastReader {
         Array([&] { a.normalized_shapes.push_back(Ints()); });
         if (next("eps")) a.eps = Number();
         break;
-      case OpFamily::kOpaque: throw GiveUp{};
+      case OpFamily::kOpaque:
+      case OpFamily::kGroupGather: throw GiveUp{};
     }
   }
 

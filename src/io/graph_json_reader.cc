@@ -408,6 +408,10 @@ class Reader {
             "{}: op type 'opaque' stands for an unknown ONNX operator, which graph JSON v1 "
             "cannot hold (read the .onnx model instead)",
             where());
+      case OpFamily::kGroupGather:
+        Fail("{}: op type 'group_gather' groups ONNX Gathers, which graph JSON v1 cannot hold "
+             "(read the .onnx model instead)",
+             where());
     }
   }
 

@@ -206,6 +206,11 @@ class Writer {
             "op '{}' is the ONNX operator {}, which hfuse keeps opaque and graph "
             "JSON v1 cannot hold; write ONNX (.onnx) instead",
             op.name, a.onnx ? a.onnx->op_type : "?");
+      case OpFamily::kGroupGather:
+        ThrowInputError(
+            "op '{}' is a group of ONNX Gathers, which graph JSON v1 cannot hold; write ONNX "
+            "(.onnx) instead",
+            op.name);
     }
     Put("}");
   }

@@ -5,6 +5,8 @@
 
 #include <charconv>
 #include <cstdlib>
+#include <memory>
+#include <optional>
 
 #include "hfuse/ir/verifier.h"
 #include "hfuse/support/error.h"
@@ -178,7 +180,12 @@ class TextReader {
       t.name = p.Name();
       p.Expect(":");
       const std::string dtype = p.Name();
-      const auto parsed = ParseDType(dtype);
+      // Graph JSON holds float tensors only; the text also reads the int and
+      // bool tensors of ONNX models (the ids an opaque Gather reads).
+      std::optional<DType> parsed = ParseDType(dtype);
+      for (DType d : {DType::kInt64, DType::kInt32, DType::kBool}) {
+        if (dtype == DTypeName(d)) parsed = d;
+      }
       if (!parsed) p.Fail("unknown dtype '{}'", dtype);
       t.dtype = *parsed;
       p.Expect("[");
@@ -231,7 +238,7 @@ class TextReader {
     p.Expect("=");
     const std::string type = p.Name();
     const auto parsed = ParseOpType(type);
-    if (!parsed || *parsed == OpType::kOpaque) p.Fail("unknown op type '{}'", type);
+    if (!parsed) p.Fail("unknown op type '{}'", type);
     op.type = *parsed;
     p.Expect("(");
     size_t count = 0;
@@ -257,6 +264,8 @@ class TextReader {
     }
     op.name = p.Accept("#") ? p.Name() : fmt::format("op{}", ops_);
     ++ops_;
+    if (op.type == OpType::kOpaque && !op.attrs.onnx) p.Fail("an opaque op needs {{onnx = OPERATOR}}");
+    if (op.type == OpType::kGroupGather && !op.attrs.onnx) p.Fail("a group_gather needs {{members = [...]}}");
     for (TensorId out : op.outputs) {
       if (graph_.tensor(out).producer != kNone) {
         p.Fail("tensor '{}' is already produced", graph_.tensor(out).name);
@@ -298,6 +307,30 @@ class TextReader {
       const auto func = ParseEwFunc(f);
       if (!func) p.Fail("unknown func '{}'", f);
       a.func = *func;
+    } else if (key == "onnx" && op.type == OpType::kOpaque) {
+      // A node of that operator made from its text (the printer's: the op
+      // type, then int attributes such as axis = 1, which it does not print),
+      // its inputs and output in slot order, at opset 17.
+      auto node = std::make_shared<OnnxNode>();
+      node->op_type = p.Name();
+      node->opset = 17;
+      for (size_t i = 0; i < op.inputs.size(); ++i) node->input_slots.push_back(static_cast<int32_t>(i));
+      for (size_t i = 0; i < op.outputs.size(); ++i) node->output_slots.push_back(static_cast<int32_t>(i));
+      a.onnx = std::move(node);
+    } else if (key == "members" && op.type == OpType::kGroupGather) {
+      auto node = std::make_shared<OnnxNode>();
+      node->domain = "ai.hfuse";
+      node->op_type = std::string(OpKind(op.type).onnx_name);
+      node->opset = 1;
+      p.Expect("[");
+      while (!p.Accept("]")) {
+        if (!node->member_names.empty()) p.Expect(",");
+        node->member_names.push_back(p.Name());
+      }
+      a.onnx = std::move(node);
+    } else if (op.type == OpType::kOpaque && a.onnx) {
+      std::vector<int64_t> value = p.Peek("[") ? p.Ints() : std::vector<int64_t>{p.Int()};
+      std::const_pointer_cast<OnnxNode>(a.onnx)->ints[key] = std::move(value);
     } else {
       p.Fail("unknown attribute '{}'", key);
     }

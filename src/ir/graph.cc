@@ -509,6 +509,27 @@ std::string ShapeString(const Graph& graph, const Shape& shape) {
   return s + "]";
 }
 
+bool IsOnnxGather(const Op& op) {
+  if (op.type != OpType::kOpaque || !op.attrs.onnx || op.outputs.size() != 1) return false;
+  const OnnxNode& n = *op.attrs.onnx;
+  return (n.domain.empty() || n.domain == "ai.onnx") && n.op_type == "Gather";
+}
+
+bool GatherOperandsAreInputs(const Op& op) {
+  if (!IsOnnxGather(op) || op.inputs.size() != 2) return false;
+  const OnnxNode& n = *op.attrs.onnx;
+  const bool slots_in_order =
+      n.input_slots.empty() ||
+      (n.input_slots.size() == 2 && n.input_slots[0] == 0 && n.input_slots[1] == 1);
+  const bool one_output = n.output_slots.empty() || (n.output_slots.size() == 1 && n.output_slots[0] == 0);
+  return slots_in_order && one_output;
+}
+
+int64_t GatherAxis(const Op& op) {
+  auto it = op.attrs.onnx->ints.find("axis");
+  return it == op.attrs.onnx->ints.end() || it->second.empty() ? 0 : it->second[0];
+}
+
 std::vector<TensorId> GroupLayerNormInputs(const std::vector<LayerNormMember>& members) {
   std::vector<TensorId> inputs;
   for (const LayerNormMember& m : members) inputs.push_back(m.x);

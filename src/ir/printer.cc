@@ -62,6 +62,14 @@ std::string AttrText(const Op& op) {
       if (a.eps) parts.push_back(fmt::format("eps = {}", *a.eps));
       break;
     }
+    case OpFamily::kGroupGather: {
+      std::vector<std::string> names;
+      if (a.onnx) {
+        for (const std::string& n : a.onnx->member_names) names.push_back(Quoted(n));
+      }
+      parts.push_back(fmt::format("members = [{}]", fmt::join(names, ", ")));
+      break;
+    }
     case OpFamily::kOpaque:
       parts.push_back(fmt::format("onnx = {}", a.onnx ? Quoted(a.onnx->op_type) : "?"));
       break;

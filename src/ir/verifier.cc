@@ -89,6 +89,17 @@ class OpChecker {
         for (size_t m = 0; m < members; ++m) CheckLayerNorm(LayerNormMemberOf(op_, m));
         break;
       }
+      case OpFamily::kGroupGather: {
+        const size_t members = op_.outputs.size();
+        Expect(members >= 1, "has no outputs");
+        Expect(op_.inputs.size() == 2 * members, "takes {} inputs for {} members, got {}",
+               2 * members, members, op_.inputs.size());
+        Expect(op_.attrs.onnx != nullptr && op_.attrs.onnx->member_names.size() == members,
+               "names {} members for {} outputs",
+               op_.attrs.onnx ? op_.attrs.onnx->member_names.size() : 0, members);
+        for (size_t m = 0; m < members; ++m) CheckGather(GatherMemberOf(op_, m));
+        break;
+      }
       case OpFamily::kSplit: CheckSplit(); break;
       case OpFamily::kConcatenate: CheckConcatenate(); break;
       case OpFamily::kElementwise: CheckElementwise(); break;
@@ -183,6 +194,21 @@ class OpChecker {
     Expect(T(y).shape == x.shape && T(y).dtype == x.dtype,
            "output '{}' ({} {}) must match X '{}' ({} {})", T(y).name, DTypeName(T(y).dtype),
            S(y), x.name, DTypeName(x.dtype), S(x_id));
+  }
+
+  // y = table[ids] along axis 0: ids' shape, then the table's row.
+  void CheckGather(const GatherMember& member) {
+    const Tensor& table = T(member.table);
+    const Tensor& ids = T(member.ids);
+    const Tensor& y = T(member.y);
+    Expect(!table.shape.empty() && IsFloat(table.dtype), "table '{}' must be a float tensor of rank >= 1, is {} {}",
+           table.name, DTypeName(table.dtype), S(member.table));
+    Expect(ids.dtype == DType::kInt64 || ids.dtype == DType::kInt32, "ids '{}' must be int32 or int64, are {}",
+           ids.name, DTypeName(ids.dtype));
+    Shape want = ids.shape;
+    want.insert(want.end(), table.shape.begin() + 1, table.shape.end());
+    Expect(y.shape == want && y.dtype == table.dtype, "output '{}' ({} {}) must be {} {}", y.name,
+           DTypeName(y.dtype), S(member.y), DTypeName(table.dtype), S(want));
   }
 
   // Normalizes a possibly negative dim against a rank, or fails.

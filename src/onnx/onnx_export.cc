@@ -267,6 +267,13 @@ class Exporter {
           EmitMembers(op);
         }
         break;
+      case OpFamily::kGroupGather:
+        if (options_.mode == OnnxExportMode::kHfuse) {
+          EmitCustomGroup(op);
+        } else {
+          EmitMembers(op);
+        }
+        break;
       case OpFamily::kOpaque:
         // An opaque op is always what it was imported as; failing to write it
         // back means its inputs no longer match its node.
@@ -521,6 +528,11 @@ class Exporter {
                         onnx_util::kHfuseDomain);
     if (IsGroupGemm(op.type)) {
       SetInt(n, "group_size", static_cast<int64_t>(NumMembers(op)));
+    } else if (IsGroupGather(op.type)) {
+      AttributeProto* a = n->add_attribute();
+      a->set_name("member_names");
+      a->set_type(AttributeProto::STRINGS);
+      for (const std::string& m : op.attrs.onnx->member_names) a->add_strings(m);
     } else {
       std::vector<int64_t> ranks, flat;
       for (const auto& s : op.attrs.normalized_shapes) {
@@ -536,6 +548,14 @@ class Exporter {
 
   void EmitMembers(const Op& op) {
     const size_t members = op.outputs.size();
+    if (IsGroupGather(op.type)) {  // the Gathers the model had, under their names
+      for (size_t m = 0; m < members; ++m) {
+        const GatherMember mem = GatherMemberOf(op, m);
+        Node("Gather", op.attrs.onnx->member_names[m], {Use(mem.table), Use(mem.ids)}, {Produce(mem.y)});
+      }
+      ++result_.groups_unfused;
+      return;
+    }
     for (size_t m = 0; m < members; ++m) {
       const std::string name = fmt::format("{}/{}", op.name, m);
       if (IsGroupGemm(op.type)) {

@@ -800,7 +800,22 @@ bool Importer::ImportGroup(const NodeProto& node) {
     group.outputs.push_back(
         NewValue(out, ShapeOf(out, "group output"), ValueType(out, "group output")));
   }
-  if (IsGroupGemm(*type)) {
+  if (IsGroupGather(*type)) {
+    auto names = std::make_shared<OnnxNode>();
+    names->domain = onnx_util::kHfuseDomain;
+    names->op_type = node.op_type();
+    names->opset = onnx_util::kHfuseDomainVersion;
+    for (const AttributeProto& a : node.attribute()) {
+      if (a.name() == "member_names") names->member_names.assign(a.strings().begin(), a.strings().end());
+    }
+    if (names->member_names.size() != group.outputs.size() ||
+        group.inputs.size() != 2 * group.outputs.size()) {
+      Error("{} node '{}': {} member_names and {} inputs for {} outputs (a table and ids each)",
+            node.op_type(), group.name, names->member_names.size(), group.inputs.size(),
+            group.outputs.size());
+    }
+    group.attrs.onnx = std::move(names);
+  } else if (IsGroupGemm(*type)) {
     const int64_t group_size = IntAttr(node, "group_size", 0);
     if (group_size != static_cast<int64_t>(group.outputs.size())) {
       Error("{} node '{}': group_size {} does not match its {} outputs", node.op_type(),

@@ -53,6 +53,15 @@ void AddSkippedDumps(OpType type, const std::vector<Reason>& ungrouped,
 
 }  // namespace
 
+std::string_view UngroupedKinds(const FuseGroupOpsResult& result) {
+  const bool gathers =
+      std::any_of(result.groups.begin(), result.groups.end(),
+                  [](const FusedGroup& g) { return g.type == OpType::kGroupGather; }) ||
+      std::any_of(result.ungrouped.begin(), result.ungrouped.end(),
+                  [](const Reason& r) { return r.type == OpType::kOpaque; });
+  return gathers ? "GEMM/LayerNorm/Gather" : "GEMM/LayerNorm";
+}
+
 FuseGroupOpsResult FuseGroupOps(Graph& graph, const FuseGroupOpsOptions& options) {
   FuseGroupOpsResult result;
   result.rules = options.rules;

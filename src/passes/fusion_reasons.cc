@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "hfuse/ir/op_members.h"
 #include "hfuse/passes/group_planner.h"
 #include "hfuse/support/error.h"
 
@@ -72,6 +73,10 @@ const char* OperandName(bool gemm, size_t i) {
 
 }  // namespace
 
+std::string_view KindName(OpType type) {
+  return type == OpType::kOpaque ? std::string_view("Gather") : OpTypeName(type);
+}
+
 std::string_view ReasonCodeName(ReasonCode code) { return kCodes[static_cast<size_t>(code)].name; }
 std::string_view ReasonCodeDescription(ReasonCode code) {
   return kCodes[static_cast<size_t>(code)].doc;
@@ -90,7 +95,7 @@ std::string ReasonsByCode(const std::vector<Reason>& reasons) {
     text += fmt::format("{} ({}): {}\n", kCodes[code].name, count, kCodes[code].doc);
     for (const Reason& r : reasons) {
       if (static_cast<size_t>(r.code) != code) continue;
-      text += fmt::format("  {} ({}) [{}]: {}\n", r.op, OpTypeName(r.type), ReasonRuleName(r.rule),
+      text += fmt::format("  {} ({}) [{}]: {}\n", r.op, KindName(r.type), ReasonRuleName(r.rule),
                           r.details);
     }
   }
@@ -99,7 +104,7 @@ std::string ReasonsByCode(const std::vector<Reason>& reasons) {
 
 std::string ReasonsDump(OpType type, const std::vector<Reason>& reasons) {
   std::string text = fmt::format("# {} {} op(s) outside every group\n", reasons.size(),
-                                 OpTypeName(type));
+                                 KindName(type));
   for (const Reason& r : reasons) {
     text += fmt::format("{}: {} [{}]: {}\n", r.op, ReasonCodeName(r.code), ReasonRuleName(r.rule),
                         r.details);
@@ -127,8 +132,86 @@ std::vector<ReasonCode> AllReasonCodes() {
   return codes;
 }
 
+namespace {
+
+// ExplainNotACandidate for an ONNX Gather: IsGatherCandidate's tests, in order.
+bool ExplainGatherNotACandidate(const Graph& graph, OpId gather, Reason& out) {
+  const Op& op = graph.op(gather);
+  out.code = ReasonCode::kNotACandidate;
+  if (!GatherOperandsAreInputs(op)) {
+    // An operand the node keeps as its own constant: indices (folded, or
+    // of a type the IR lacks), or data of such a type.
+    const OnnxNode& node = *op.attrs.onnx;
+    auto slot = [&](size_t k) { return k < node.input_slots.size() ? node.input_slots[k] : kNone; };
+    auto kept_name = [&](size_t k) {
+      const int32_t c = -2 - slot(k);
+      return c >= 0 && static_cast<size_t>(c) < node.constants.size() ? node.constants[static_cast<size_t>(c)].first
+                                                                       : std::string("?");
+    };
+    if (slot(0) >= 0 && static_cast<size_t>(slot(0)) < op.inputs.size() && slot(1) <= -2) {
+      // Mostly a column of an input picked by a constant (X[:, i]): say
+      // the first rule it fails, in IsGatherCandidate's order.
+      const Tensor& data = graph.tensor(op.inputs[static_cast<size_t>(slot(0))]);
+      const int64_t axis = GatherAxis(op);
+      if (!data.shape.empty() && axis != 0 && axis != -static_cast<int64_t>(data.shape.size())) {
+        out.rule = ReasonRule::kGatherAxis;
+        out.details = Say(out.rule, axis, data.name);
+      } else if (data.role != Role::kParam) {
+        out.rule = ReasonRule::kTableNotConstant;
+        out.details = Say(out.rule, data.name);
+      } else {
+        out.rule = ReasonRule::kIdsConstant;
+        out.details = Say(out.rule, kept_name(1));
+      }
+    } else {
+      out.rule = ReasonRule::kTableDType;
+      out.details = Say(out.rule, slot(0) <= -2 ? kept_name(0) : std::string("(none)"),
+                        "a constant of the node", "of a type the IR does not carry");
+    }
+    HFUSE_CHECK(!IsGatherCandidate(graph, gather));
+    return true;
+  }
+  const Tensor& table = graph.tensor(op.inputs[0]);
+  const Tensor& ids = graph.tensor(op.inputs[1]);
+  const Tensor& y = graph.tensor(op.outputs[0]);
+  Shape row = ids.shape;
+  if (!table.shape.empty()) row.insert(row.end(), table.shape.begin() + 1, table.shape.end());
+  auto text = [&](const Shape& s) { return ShapeString(graph, s); };
+  const int64_t axis = GatherAxis(op);
+  if (!table.shape.empty() && axis != 0 && axis != -static_cast<int64_t>(table.shape.size())) {
+    out.rule = ReasonRule::kGatherAxis;
+    out.details = Say(out.rule, axis, table.name);
+  } else if (table.shape.empty() || !(y.shape == row) || y.dtype != table.dtype) {
+    out.rule = ReasonRule::kGatherForm;
+    out.details = Say(out.rule, y.name, text(y.shape), text(ids.shape),
+                      table.shape.empty() ? std::string("[]")
+                                          : text(Shape(table.shape.begin() + 1, table.shape.end())));
+  } else if (table.role != Role::kParam) {
+    out.rule = ReasonRule::kTableNotConstant;
+    out.details = Say(out.rule, table.name);
+  } else if (!IsFloat(table.dtype) || !FirstDynamic(graph, table.shape).empty()) {
+    out.rule = ReasonRule::kTableDType;
+    out.details = Say(out.rule, table.name, DTypeName(table.dtype), text(table.shape));
+  } else if (ids.role == Role::kParam) {
+    out.rule = ReasonRule::kIdsConstant;
+    out.details = Say(out.rule, ids.name);
+  } else if ((ids.dtype != DType::kInt64 && ids.dtype != DType::kInt32) ||
+             ids.shape.size() > kMaxGatherIdsRank) {
+    out.rule = ReasonRule::kIdsForm;
+    out.details = Say(out.rule, ids.name, DTypeName(ids.dtype), ids.shape.size());
+  } else {
+    HFUSE_CHECK(IsGatherCandidate(graph, gather));
+    return false;
+  }
+  HFUSE_CHECK(!IsGatherCandidate(graph, gather));
+  return true;
+}
+
+}  // namespace
+
 bool ExplainNotACandidate(const Graph& graph, OpId gemm, Reason& out, RuleSet rules) {
   const Op& op = graph.op(gemm);
+  if (op.type == OpType::kOpaque) return ExplainGatherNotACandidate(graph, gemm, out);
   out.code = ReasonCode::kNotACandidate;
   if (op.attrs.Alpha() != 1.0) {
     out.rule = ReasonRule::kAlpha;
@@ -168,6 +251,16 @@ bool ExplainIncompatible(const Graph& graph, OpId leader, OpId other, RuleSet ru
                          ReasonRule& rule, std::string& details) {
   const Op& a = graph.op(leader);
   const Op& b = graph.op(other);
+  if (a.type == OpType::kOpaque) {  // ONNX Gathers
+    const DType da = graph.tensor(a.inputs[0]).dtype, db = graph.tensor(b.inputs[0]).dtype;
+    if (da != db) {
+      rule = ReasonRule::kDType;
+      details = Say(rule, "table", DTypeName(da), DTypeName(db));
+      return true;
+    }
+    HFUSE_CHECK(GathersCompatible(graph, leader, other));
+    return false;
+  }
   const bool gemm = IsGemm(a.type);
   if (!gemm && (a.inputs.size() != 3 || b.inputs.size() != 3) && leader != other) {
     rule = ReasonRule::kNoGammaBeta;
@@ -355,10 +448,10 @@ void ReasonRecorder::LeftAlone(const Graph& graph, int32_t k) {
     r.code = ReasonCode::kOnlyCandidateOfType;
     if (not_candidates_.empty()) {
       r.rule = ReasonRule::kOnlyOfType;
-      r.details = Say(r.rule, OpTypeName(type_));
+      r.details = Say(r.rule, KindName(type_));
     } else {
       r.rule = ReasonRule::kOthersNotCandidates;
-      r.details = Say(r.rule, not_candidates_.size(), OpTypeName(type_));
+      r.details = Say(r.rule, not_candidates_.size(), KindName(type_));
     }
     reasons_.push_back(std::move(r));
     return;

@@ -12,6 +12,7 @@
 
 #include "candidate_reach.h"
 #include "prefetch_ahead.h"
+#include "hfuse/ir/op_members.h"
 #include "hfuse/passes/canonical_order.h"
 #include "hfuse/passes/group_rewriter.h"
 #include "hfuse/support/error.h"
@@ -44,10 +45,15 @@ bool IsFusableSplit(const Graph& graph, const Op& split) {
 // and Compatible still decides. GEMMs: inputs, alignment, dtypes, M.
 // LayerNorms: eps, ranks, batch dims, dtype (the size rule is not an
 // equivalence); one without gamma and beta is compatible with nothing.
+// Gathers: the table's dtype.
 void ClassKey(const Graph& graph, OpId id, int32_t unique, RuleSet rules,
               std::vector<int64_t>& key) {
   const Op& op = graph.op(id);
   key.assign(1, static_cast<int64_t>(op.inputs.size()));
+  if (op.type == OpType::kOpaque) {  // a Gather: its table's dtype
+    key.push_back(static_cast<int64_t>(graph.tensor(op.inputs[0]).dtype));
+    return;
+  }
   auto dim = [&](const Dim& d) {
     key.push_back(d.dynamic);
     key.push_back(d.is_static() ? d.value : 0);
@@ -259,14 +265,18 @@ class Round {
 
   TypeRoundResult Run(const std::vector<OpId>& sorted_ops) {
     // The ops' types, gathered in one pass (the op records lie far apart in
-    // a large graph: they are asked for ahead).
+    // a large graph: they are asked for ahead), and which are the round's:
+    // of its type, or for a gather round the ONNX Gathers among the opaque ops.
     const size_t n_sorted = sorted_ops.size();
     std::vector<OpType> types(n_sorted);
+    std::vector<bool> mine(n_sorted);
     for (size_t i = 0; i < n_sorted; ++i) {
       if (i + 16 < n_sorted) __builtin_prefetch(&g_.op(sorted_ops[i + 16]));
-      types[i] = g_.op(sorted_ops[i]).type;
+      const Op& op = g_.op(sorted_ops[i]);
+      types[i] = op.type;
+      mine[i] = op.type == type_ && (!gathers_ || IsOnnxGather(op));
     }
-    const auto of_type = static_cast<size_t>(std::count(types.begin(), types.end(), type_));
+    const auto of_type = static_cast<size_t>(std::count(mine.begin(), mine.end(), true));
     if (of_type == 0) return {};
     if (rec_) rec_->BeginRound(g_, type_, cands_, cand_of_);
     // Candidates, in the sorted order (fix (d) inside IsGemmCandidate).
@@ -275,11 +285,12 @@ class Round {
     number_.reserve(of_type);
     for (size_t i = 0; i < n_sorted; ++i) {
       PrefetchOpsAhead(g_, i, [&](size_t j) {
-        return j < n_sorted && types[j] == type_ ? &g_.op(sorted_ops[j]) : nullptr;
+        return j < n_sorted && mine[j] ? &g_.op(sorted_ops[j]) : nullptr;
       });
       const OpId id = sorted_ops[i];
-      if (types[i] != type_) continue;
-      if (IsGemm(type_) && !IsGemmCandidate(g_, id, rules_)) {
+      if (!mine[i]) continue;
+      if ((IsGemm(type_) && !IsGemmCandidate(g_, id, rules_)) ||
+          (gathers_ && !IsGatherCandidate(g_, id))) {
         if (rec_) rec_->NotACandidate(id);
         continue;
       }
@@ -437,6 +448,7 @@ class Round {
     if (a.inputs.empty() || a.inputs.size() != b.inputs.size() || a.outputs.size() != 1) {
       return false;
     }
+    if (gathers_) return GathersCompatible(g_, leader, other);
     return IsGemm(type_) ? GemmsCompatible(g_, leader, other, rules_)
                          : LayerNormsCompatible(g_, leader, other, rules_);
   }
@@ -480,7 +492,7 @@ class Round {
   // `leader`: the candidate that led the group (kNone: the split rule's).
   void Rewrite(std::vector<OpId>& members, CandidateReach& reach, int32_t leader) {
     const std::vector<int32_t> indices = Indices(members);
-    const OpId group = RewriteAsGroup(g_, members);
+    const OpId group = gathers_ ? RewriteAsGatherGroup(g_, members) : RewriteAsGroup(g_, members);
     if (rec_) rec_->Formed(group, leader);
     reach.AddFused(indices);
     op_number_.resize(static_cast<size_t>(g_.num_op_ids()), 0);
@@ -520,7 +532,8 @@ class Round {
 
   Graph& g_;
   std::vector<int64_t>& op_number_;
-  OpType type_;
+  OpType type_;  // a GEMM or LayerNorm kind, or kOpaque for the ONNX Gathers
+  bool gathers_ = type_ == OpType::kOpaque;
   bool dumps_;
   ReachStrategy strategy_;
   RuleSet rules_;
@@ -614,6 +627,35 @@ bool LayerNormsCompatible(const Graph& graph, OpId leader, OpId other, RuleSet r
   if (x1.dtype != x2.dtype) return false;  // fix (b)
   if (rules == RuleSet::kHfuse) return true;  // one launch takes any mix of sizes
   return LayerNormSizesMatch(FlatNormalizedSize(a), FlatNormalizedSize(b));
+}
+
+bool IsGatherCandidate(const Graph& graph, OpId gather) {
+  const Op& op = graph.op(gather);
+  if (!GatherOperandsAreInputs(op)) return false;
+  const Tensor& table = graph.tensor(op.inputs[0]);
+  const Tensor& ids = graph.tensor(op.inputs[1]);
+  const Tensor& y = graph.tensor(op.outputs[0]);
+  Shape row = ids.shape;
+  if (!table.shape.empty()) row.insert(row.end(), table.shape.begin() + 1, table.shape.end());
+  const int64_t axis = GatherAxis(op);
+  const auto rank = static_cast<int64_t>(table.shape.size());
+  return !table.shape.empty() && y.shape == row && y.dtype == table.dtype &&
+         (axis == 0 || axis == -rank) && table.role == Role::kParam && IsFloat(table.dtype) &&
+         AllStatic(table.shape) && ids.role != Role::kParam &&
+         (ids.dtype == DType::kInt64 || ids.dtype == DType::kInt32) &&
+         ids.shape.size() <= kMaxGatherIdsRank;
+}
+
+bool GathersCompatible(const Graph& graph, OpId leader, OpId other) {
+  return graph.tensor(graph.op(leader).inputs[0]).dtype ==
+         graph.tensor(graph.op(other).inputs[0]).dtype;
+}
+
+TypeRoundResult GroupGathers(Graph& graph, const std::vector<OpId>& sorted_ops,
+                             std::vector<int64_t>& op_number, bool want_dumps, ReachStrategy reach,
+                             ReasonRecorder* reasons) {
+  return Round(graph, op_number, OpType::kOpaque, want_dumps, reach, RuleSet::kHfuse, reasons)
+      .Run(sorted_ops);
 }
 
 TypeRoundResult GroupOpsOfType(Graph& graph, const std::vector<OpId>& sorted_ops,

@@ -2,6 +2,7 @@
 #include "hfuse/passes/group_rewriter.h"
 
 #include <algorithm>
+#include <memory>
 
 #include "hfuse/ir/op_members.h"
 #include "hfuse/support/error.h"
@@ -76,6 +77,40 @@ OpId RewriteAsGroup(Graph& graph, std::vector<OpId>& members) {
     HFUSE_CHECK(graph.op(m).outputs.size() == 1 && graph.op(m).type == first.type);
     group.outputs.push_back(graph.op(m).outputs[0]);
   }
+  graph.DetachOps(members);
+  const std::vector<TensorId> outputs = group.outputs;
+  const OpId id = graph.AddOp(std::move(group));
+  HFUSE_CHECK(id != kNone);
+  for (size_t i = 0; i < outputs.size(); ++i) graph.mutable_tensor(outputs[i]).depth = depths[i];
+  return id;
+}
+
+OpId RewriteAsGatherGroup(Graph& graph, std::vector<OpId>& members) {
+  HFUSE_CHECK(members.size() >= 2);
+  // By op id: the order the model listed its lookups in (feature order in
+  // the exporters seen), never by anything that could vary run to run.
+  std::sort(members.begin(), members.end());
+  Op group;
+  group.type = OpType::kGroupGather;
+  group.name = graph.UniqueOpName(OpTypeName(group.type));
+  auto node = std::make_shared<OnnxNode>();
+  node->domain = "ai.hfuse";
+  node->op_type = std::string(OpKind(group.type).onnx_name);
+  node->opset = 1;
+  std::vector<GatherMember> ms;
+  std::vector<int64_t> depths;
+  for (OpId m : members) {
+    const Op& op = graph.op(m);
+    HFUSE_CHECK(GatherOperandsAreInputs(op));
+    ms.push_back(GatherMemberOf(op, 0));
+    node->member_names.push_back(op.name);
+    group.outputs.push_back(op.outputs[0]);
+    int64_t depth = 0;
+    for (TensorId in : op.inputs) depth = std::max(depth, graph.tensor(in).depth);
+    depths.push_back(depth + 1);
+  }
+  group.inputs = GroupGatherInputs(ms);
+  group.attrs.onnx = std::move(node);
   graph.DetachOps(members);
   const std::vector<TensorId> outputs = group.outputs;
   const OpId id = graph.AddOp(std::move(group));

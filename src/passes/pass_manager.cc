@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "hfuse/ir/printer.h"
@@ -10,6 +11,7 @@
 #include "hfuse/passes/canonical_gemms.h"
 #include "hfuse/passes/flatten_gemm.h"
 #include "hfuse/passes/fold_batchnorm.h"
+#include "hfuse/passes/fuse_group_gathers.h"
 #include "hfuse/passes/strided_views.h"
 #include "hfuse/support/error.h"
 
@@ -75,6 +77,47 @@ PassResult RunFuseGroupOpsPass(PassState& state, const PassOptions& options) {
   return result;
 }
 
+PassResult RunFuseGroupGathersPass(PassState& state, const PassOptions& options) {
+  FuseGroupGathersOptions gathers;
+  gathers.rules = options.fuse_group_ops.rules;
+  gathers.reach = options.fuse_group_ops.reach;
+  gathers.explain = options.fuse_group_ops.explain;
+  gathers.want_dumps = options.fuse_group_ops.want_dumps;
+  const int64_t ops_in = state.graph.NumLiveOps();
+  FuseGroupGathersResult r = FuseGroupGathers(state.graph, gathers, state.op_order);
+  if (gathers.rules != RuleSet::kHfuse) return {};
+  int64_t members = 0;
+  for (const FusedGroup& g : r.groups) members += static_cast<int64_t>(g.members.size());
+  // Its groups and reasons join fuse-group-ops' (the report, explain, dot).
+  FuseGroupOpsResult& f = state.fuse_result;
+  if (!state.fused) {
+    f.rules = gathers.rules;
+    f.ops_before = ops_in;
+    state.fused = true;
+  }
+  f.ops_after = state.graph.NumLiveOps();
+  f.dropped_by_cycle_check += r.dropped_by_cycle_check;
+  for (FusedGroup& g : r.groups) f.groups.push_back(std::move(g));
+  for (auto& d : r.dumps) f.dumps.push_back(std::move(d));
+  if (!r.ungrouped.empty()) {
+    for (Reason& u : r.ungrouped) f.ungrouped.push_back(std::move(u));
+    // All reasons in the final op order, as fuse-group-ops gives its own.
+    const std::vector<OpId> order = state.op_order.empty() ? state.graph.LiveOps() : state.op_order;
+    std::vector<int64_t> position(static_cast<size_t>(state.graph.num_op_ids()), 0);
+    for (size_t i = 0; i < order.size(); ++i) position[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+    std::stable_sort(f.ungrouped.begin(), f.ungrouped.end(), [&](const Reason& a, const Reason& b) {
+      return position[static_cast<size_t>(a.id)] < position[static_cast<size_t>(b.id)];
+    });
+  }
+  PassResult result;
+  result.changed = !r.groups.empty();
+  result.stats = {{"ops after", f.ops_after},
+                  {"groups", static_cast<int64_t>(r.groups.size())},
+                  {"members grouped", members},
+                  {"dropped by the cycle check", r.dropped_by_cycle_check}};
+  return result;
+}
+
 PassResult RunElideSplitConcatPass(PassState& state, const PassOptions&) {
   const int64_t elided = ElideSplitConcat(state.graph);
   return {elided > 0, {{"ops elided", elided}}};
@@ -105,7 +148,10 @@ const std::vector<NamedPipeline>& NamedPipelines() {
        {"einsum-to-gemm", "einsum-to-matmul", "left-matmul-to-gemm", "pointwise-conv-to-gemm",
         "fold-batchnorm", "fuse-mm-elementwise", "flatten-gemm-inputs"},
        "what ONNX input goes through before seed"},
-      {"gpu", {"fuse-group-ops", "elide-split-concat"}, "what the CUDA backend runs"},
+      {"hfuse", {"fuse-group-ops", "fuse-group-gathers"},
+       "hfuse's own rules for the CPU: `hfuse fuse --rules hfuse`"},
+      {"gpu", {"fuse-group-ops", "fuse-group-gathers", "elide-split-concat"},
+       "what the CUDA backend runs"},
   };
   return pipelines;
 }

@@ -102,7 +102,7 @@ std::string SerializeModel(const LoadedModel& source, const Graph& graph,
   options.mode = export_mode == "standard" ? OnnxExportMode::kStandard : OnnxExportMode::kHfuse;
   const std::vector<OpId> ops = graph.LiveOps();
   const bool grouped = std::any_of(ops.begin(), ops.end(), [&](OpId id) {
-    return IsGroupGemm(graph.op(id).type) || IsGroupLayerNorm(graph.op(id).type);
+    return IsGroupOp(graph.op(id).type);
   });
   const bool as_read = !grouped && source.format == ModelFormat::kOnnx;
   OnnxExportResult result =

@@ -3,10 +3,15 @@
 
 namespace hfuse {
 
-std::vector<const PassInfo*> DevicePipeline(ModelFormat format, Target target) {
+std::vector<const PassInfo*> FusionPipeline(Target target, RuleSet rules) {
+  if (target == Target::kGpu) return PipelineNamed("gpu");
+  return PipelineNamed(rules == RuleSet::kHfuse ? "hfuse" : "seed");
+}
+
+std::vector<const PassInfo*> DevicePipeline(ModelFormat format, Target target, RuleSet rules) {
   std::vector<const PassInfo*> passes;
   if (format == ModelFormat::kOnnx) passes = PipelineNamed("onnx-import");
-  const std::vector<const PassInfo*> fusion = PipelineNamed(target == Target::kGpu ? "gpu" : "seed");
+  const std::vector<const PassInfo*> fusion = FusionPipeline(target, rules);
   passes.insert(passes.end(), fusion.begin(), fusion.end());
   return passes;
 }

@@ -183,7 +183,7 @@ struct Session::Impl {
       pass_options.fuse_group_ops.group_gemm = options.group_gemm;
       pass_options.fuse_group_ops.rules = rules;
       const Target target = options.device == Device::kCuda ? Target::kGpu : Target::kCpu;
-      PassManager manager(options.passes.empty() ? DevicePipeline(model.format, target)
+      PassManager manager(options.passes.empty() ? DevicePipeline(model.format, target, rules)
                                                  : ParsePassList(options.passes),
                           options.pass_manager);
       PassState state(fused);

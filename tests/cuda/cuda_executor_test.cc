@@ -3,9 +3,11 @@
 // grouped and strided-batched group GEMMs, each CUTLASS tile, members with N
 // and K off the tile, alignments 8/4/2; LayerNorm groups of 1 to 1000
 // members with odd and aligned sizes, and the hfuse rules' uncapped groups
-// of mixed widths; elementwise, copies, strided views) in float16, bfloat16 and
-// float32. Outputs are poisoned (0xFF: NaN) before each run, so an element a
-// kernel fails to write fails the check. Normalised error max|gpu - cpu| /
+// of mixed widths; elementwise, copies, strided views; group_gather of 1 to
+// 500 lookups of odd widths as one launch, ids at the tables' edges, an id
+// out of range) in float16, bfloat16 and float32. Outputs are poisoned
+// (0xFF: NaN) before each run, so an element a kernel fails to write fails
+// the check. Normalised error max|gpu - cpu| /
 // max|cpu| must be at most 1e-2 (float16, bfloat16) or 1e-5 (float32).
 // Random and conformance graphs are checked op by op (see
 // ExpectEachOpMatches). Skipped, saying so, when no CUDA device is present.
@@ -22,9 +24,11 @@
 #include "hfuse/exec/cpu_executor.h"
 #include "hfuse/exec/compare.h"
 #include "hfuse/io/graph_json.h"
+#include "hfuse/io/graph_text.h"
 #include "hfuse/passes/fuse_group_ops.h"
 #include "hfuse/passes/pass_manager.h"
 #include "hfuse/passes/strided_views.h"
+#include "hfuse/support/error.h"
 #include "testing/conformance.h"
 #include "testing/graph_builder.h"
 #include "testing/random_graph.h"
@@ -499,6 +503,165 @@ TEST_F(CudaTest, ElementwiseSplitConcatReshape) {
     for (size_t at; (at = t.find("DT")) != std::string::npos;) t.replace(at, 2, dt);
     ExpectGpuMatchesCpu(ParseGraphJson(t, "test"), 8, std::string("data movement ") + dt);
   }
+}
+
+// ---- group_gather (fuse-group-gathers) --------------------------------------
+
+// A graph of embedding lookups in the text notation: lookup i reads table
+// t<i> [rows, width] of `dtype` by ids<i> [n] (int32 for every third), and
+// with `concat`, the float32 lookups of width > 0 go into one Concat "cat".
+struct GpuLookup {
+  int64_t rows, width;
+};
+std::string GpuLookupsText(const std::vector<GpuLookup>& lookups, const std::string& dtype, int64_t n,
+                           bool concat) {
+  std::string text, outs, parts;
+  int64_t total = 0;
+  for (size_t i = 0; i < lookups.size(); ++i) {
+    const auto [rows, width] = lookups[i];
+    text += fmt::format("input ids{0}: {1}[{2}]\nparam t{0}: {3}[{4}, {5}]\ntensor e{0}: {3}[{2}, {5}]\n", i,
+                        i % 3 == 2 ? "int32" : "int64", n, dtype, rows, width);
+    text += fmt::format("e{0} = opaque(t{0}, ids{0}) {{onnx = Gather}}  # emb{0}\n", i);
+    if (concat) {
+      parts += fmt::format("{}e{}", parts.empty() ? "" : ", ", i);
+      total += width;
+    } else {
+      outs += fmt::format("{}e{}", outs.empty() ? "" : ", ", i);
+    }
+  }
+  if (concat) {
+    text += fmt::format("tensor cat: {}[{}, {}]\ncat = concatenate({}) {{dim = 1}}  # cat\n", dtype, n, total, parts);
+    outs = "cat";
+  }
+  return text + "output " + outs + "\n";
+}
+
+// Random tables; ids at both edges of each table (0, rows - 1, -1, -rows),
+// the rest spread over it.
+TensorMap GpuLookupFeeds(const Graph& g, const std::vector<GpuLookup>& lookups, uint64_t seed) {
+  TensorMap feeds = RandomFeeds(g, BindDims(g), seed);
+  for (size_t i = 0; i < lookups.size(); ++i) {
+    HostTensor& ids = feeds.at(fmt::format("ids{}", i));
+    const int64_t rows = lookups[i].rows;
+    for (int64_t k = 0; k < ids.numel(); ++k) {
+      const int64_t edge[] = {0, rows - 1, -1, -rows};
+      ids.SetInt(k, k < 4 ? edge[k] : (k * 7 + static_cast<int64_t>(seed)) % rows);
+    }
+  }
+  return feeds;
+}
+
+// The lookups grouped by fuse-group-gathers (hfuse rules) into one
+// group_gather; on the GPU, plain and in a CUDA graph, the group is one
+// launch (its Concat taken in) and gives the CPU reference's bytes (a
+// gather copies).
+void ExpectGroupGatherMatches(const std::vector<GpuLookup>& lookups, const std::string& dtype, bool concat,
+                              CudaOptions cuda = {}) {
+  const std::string what = fmt::format("{} lookups of {}{}", lookups.size(), dtype, concat ? " into a concat" : "");
+  const Graph original = ParseGraphText(GpuLookupsText(lookups, dtype, 37, concat), what);
+  Graph g = original;
+  PassOptions options;
+  options.fuse_group_ops.rules = RuleSet::kHfuse;
+  PassState state(g);
+  PassManager(ParsePassList("fuse-group-gathers"), PassManagerOptions::VerifyingEach()).Run(state, options);
+  ASSERT_EQ(state.fuse_result.groups.size(), lookups.size() > 1 ? 1u : 0u) << what;
+  const DimValues dims = BindDims(g);
+  const TensorMap feeds = GpuLookupFeeds(g, lookups, 5);
+  const TensorMap want = RunOnCpuReference(original, feeds, dims);
+  CudaExecutor gpu(g, dims, cuda);
+  EXPECT_EQ(gpu.stats().launches, 1) << what;
+  gpu.SetFeeds(feeds);
+  for (bool use_graph : {false, true}) {
+    gpu.Poison();
+    use_graph ? gpu.RunGraph() : gpu.Run();
+    for (const OutputComparison& c : CompareOutputs(want, gpu.Outputs())) {
+      EXPECT_TRUE(c.problem.empty()) << what << " " << c.name << ": " << c.problem;
+      EXPECT_TRUE(c.bitwise_equal) << what << " " << c.name << (use_graph ? " in a CUDA graph" : "");
+    }
+  }
+}
+
+TEST_F(CudaTest, GroupGatherOddWidthsEachDtypeOneLaunch) {
+  const std::vector<GpuLookup> lookups = {{7, 3}, {50, 5}, {9, 13}, {4, 1}, {40, 8}, {3, 16}, {1000, 64}};
+  for (const char* dtype : {"float32", "float16", "bfloat16"}) {
+    ExpectGroupGatherMatches(lookups, dtype, false);
+    ExpectGroupGatherMatches(lookups, dtype, true);
+  }
+}
+
+TEST_F(CudaTest, GroupGatherOfFiveHundredMembers) {
+  std::vector<GpuLookup> lookups;
+  for (int i = 0; i < 500; ++i) lookups.push_back({4 + i % 11, 1 + i % 13});
+  for (const char* dtype : {"float32", "bfloat16"}) {
+    ExpectGroupGatherMatches(lookups, dtype, false);
+    ExpectGroupGatherMatches(lookups, dtype, true);
+  }
+}
+
+TEST_F(CudaTest, GroupGatherIsOneLaunchWithBatchesOff) {
+  // "a launch an op" (bench's variant): the group is one op.
+  CudaOptions off;
+  off.gather_batches = false;
+  ExpectGroupGatherMatches({{7, 3}, {50, 5}, {9, 13}}, "float32", false, off);
+}
+
+TEST_F(CudaTest, GroupGatherOfOneMember) {
+  // The pass forms none, but a fused model read back may hold one.
+  const std::string text =
+      "input ids0: int64[37]\nparam t0: float16[6, 5]\ntensor e0: float16[37, 5]\n"
+      "(e0) = group_gather(t0, ids0) {members = [emb0]}  # g\noutput e0\n";
+  const Graph g = ParseGraphText(text, "one member");
+  const Graph plain = ParseGraphText(GpuLookupsText({{6, 5}}, "float16", 37, false), "plain");
+  const TensorMap feeds = GpuLookupFeeds(plain, {{6, 5}}, 2);
+  const DimValues dims = BindDims(g);
+  CudaExecutor gpu(g, dims);
+  EXPECT_EQ(gpu.stats().launches, 1);
+  gpu.SetFeeds(feeds);
+  for (bool use_graph : {false, true}) {
+    gpu.Poison();
+    use_graph ? gpu.RunGraph() : gpu.Run();
+    for (const OutputComparison& c : CompareOutputs(RunOnCpuReference(plain, feeds, dims), gpu.Outputs())) {
+      EXPECT_TRUE(c.bitwise_equal) << c.name << (use_graph ? " in a CUDA graph" : "");
+    }
+  }
+}
+
+TEST_F(CudaTest, GroupGatherOutOfRangeIdIsTheGathersError) {
+  const std::vector<GpuLookup> lookups = {{10, 4}, {7, 3}, {5, 2}};
+  const Graph original = ParseGraphText(GpuLookupsText(lookups, "float32", 37, false), "t");
+  Graph fused = original;
+  PassOptions options;
+  options.fuse_group_ops.rules = RuleSet::kHfuse;
+  PassState state(fused);
+  PassManager(ParsePassList("fuse-group-gathers"), PassManagerOptions::VerifyingEach()).Run(state, options);
+  ASSERT_EQ(fused.NumLiveOps(), 1);
+  for (int64_t bad : {int64_t{7}, int64_t{-8}}) {
+    TensorMap feeds = GpuLookupFeeds(original, lookups, 1);
+    feeds.at("ids1").SetInt(5, bad);
+    const DimValues dims = BindDims(original);
+    auto error = [&](const Graph& g, bool use_graph) {
+      CudaExecutor gpu(g, dims);
+      gpu.SetFeeds(feeds);
+      try {
+        use_graph ? gpu.RunGraph() : gpu.Run();
+      } catch (const InputError& e) {
+        return std::string(e.what());
+      }
+      return std::string("no error");
+    };
+    const std::string want = "op 'emb1' (ONNX Gather): an index is out of range";
+    EXPECT_EQ(error(original, false), want);
+    EXPECT_EQ(error(fused, false), want);
+    EXPECT_EQ(error(fused, true), want);
+  }
+  // The flags are cleared after the error: a good run then passes.
+  TensorMap feeds = GpuLookupFeeds(original, lookups, 1);
+  feeds.at("ids1").SetInt(5, 99);
+  CudaExecutor gpu(fused, BindDims(fused));
+  gpu.SetFeeds(feeds);
+  EXPECT_THROW(gpu.Run(), InputError);
+  gpu.SetFeeds(GpuLookupFeeds(original, lookups, 1));
+  EXPECT_NO_THROW(gpu.Run());
 }
 
 TEST_F(CudaTest, TowersExampleAllVariants) {

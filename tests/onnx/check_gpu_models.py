@@ -17,7 +17,10 @@ run on the host. Checked here:
     column of a float input cast on load), GatherElements, GatherND, Concat
     and Split of any axis and type, a kernel-1 Conv, LayerNormalization,
     BatchNormalization, batched MatMul of transposed views, Gemm, and shape
-    arithmetic folded at plan time), with no launch on the host;
+    arithmetic folded at plan time), with no launch on the host; the
+    group_gather of fuse-group-gathers (odd widths, float16/bfloat16, 500
+    lookups: one launch each), on ids at the tables' edges, and an id out
+    of range giving the unfused Gather's error;
   - every model of each MODEL_DIR (NAME.dynamic.onnx, or NAME.static.onnx
     where there is no dynamic one, and NAME.json, as
     scripts/make_rechub_models.py and make_widedeep_models.py write them;
@@ -59,6 +62,33 @@ def floats(name, dims, scale=0.1, offset=0.0):
     for d in dims:
         n *= d
     return helper.make_tensor(name, F, dims, [offset + scale * ((7 * i) % 13 - 6) for i in range(n)])
+
+
+def gather_group_model(name, tables, concat=True, shared_ids=False):
+    """Lookups of `tables` ((rows, width[, dtype]) each) by ids of their own
+    (ids{i}: int64 [N], or every third int32 [N, 2]) or one shared [N]
+    int64 input; concatenated along their rows where `concat` (float32)."""
+    nodes, inputs, outputs, inits, parts = [], [], [], [], []
+    if shared_ids:
+        inputs.append(("ids", I64, ["N"]))
+    for i, t in enumerate(tables):
+        rows, width, dtype = t if len(t) == 3 else (*t, F)
+        pair = not shared_ids and i % 3 == 2
+        ids = "ids" if shared_ids else f"ids{i}"
+        if not shared_ids:
+            inputs.append((ids, I32 if pair else I64, ["N", 2] if pair else ["N"]))
+        values = [0.25 * ((5 * k) % 17 - 8) for k in range(rows * width)]
+        inits.append(helper.make_tensor(f"t{i}", dtype, [rows, width], values))
+        nodes.append(helper.make_node("Gather", [f"t{i}", ids], [f"e{i}"], name=f"{name}_g{i}"))
+        shape = ["N", 2, width] if pair else ["N", width]
+        if concat and not pair:
+            parts.append((f"e{i}", width))
+        else:
+            outputs.append((f"e{i}", dtype, shape))
+    if parts:
+        nodes.append(helper.make_node("Concat", [p for p, _ in parts], ["y"], axis=1))
+        outputs.append(("y", F, ["N", sum(w for _, w in parts)]))
+    return model(name, nodes, inputs, outputs, inits)
 
 
 def op_models():
@@ -411,6 +441,16 @@ def op_models():
     ], [("x0", F, [N, 12]), ("x1", F, [N, 12]), ("g", F, [N, 2, 1])], [("y", F, [N, 10])],
         [floats("w0", [10, 12]), floats("w1", [10, 12], 0.2), floats("b0", [10], 0.1), floats("b1", [10], 0.1, 0.3),
          ints("ax1", [1])])
+    # fuse-group-gathers' group_gather (the GPU's hfuse rules): lookups of
+    # rows of 3, 5, 13, 1, 8 and 16 floats (ids int64 and int32, one [N, 2])
+    # as one launch with their Concat; float16 and bfloat16 tables (rows of
+    # 6, 10 and 26 bytes: moved as bytes) as two groups, one launch; 500
+    # lookups into one Concat, one launch.
+    yield "gather_group_odd_widths", gather_group_model("gg", [(7, 3), (50, 5), (9, 13), (4, 1), (40, 8), (3, 16)])
+    yield "gather_group_f16_bf16", gather_group_model(
+        "ggh", [(7, 3, TensorProto.FLOAT16), (50, 5, TensorProto.BFLOAT16), (9, 13, TensorProto.FLOAT16),
+                (5, 3, TensorProto.BFLOAT16)], concat=False)
+    yield "gather_group_500", gather_group_model("g500", [(40, 1 + i % 13) for i in range(500)], shared_ids=True)
     yield "softmax_short_rows_tiles", model("ss", [helper.make_node("Softmax", ["x"], ["y"], axis=-1)],
                                             [("x", F, [N, 64, 9])], [("y", F, [N, 64, 9])])
     # Shape arithmetic over the dynamic batch: folded at plan time.
@@ -447,7 +487,47 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_bias_concat": 6,
                    "gather_f16_concat": 1, "gather_past_launch": 2, "region_dice": 1,
                    "region_scaled_softmax": 1, "region_scaled_logsoftmax": 1, "region_gate_weighted_sum": 2,
-                   "region_long_rows": 1, "region_concat_parts": 1, "concat_in_place": 2}
+                   "region_long_rows": 1, "region_concat_parts": 1, "concat_in_place": 2,
+                   "gather_group_odd_widths": 1, "gather_group_f16_bf16": 1, "gather_group_500": 1}
+
+
+def check_gather_group_ids(work):
+    """gather_group_odd_widths on ids at both edges of every table (0,
+    rows - 1, -1, -rows): verify fused (one group_gather, one launch) and
+    under the seed rules; `run` fused, plain and in a CUDA graph, gives the
+    unfused run's bytes; then an id out of range: the same one-line error
+    as the unfused Gather's, naming that Gather, fused or not."""
+    import numpy as np
+    tables = [(7, 3), (50, 5), (9, 13), (4, 1), (40, 8), (3, 16)]
+    path = os.path.join(work, "gather_group_ids.onnx")
+    onnx.save(gather_group_model("gge", tables), path)
+    n = 37
+    feeds = {}
+    for i, (rows, _) in enumerate(tables):
+        edge = np.array([0, rows - 1, -1, -rows] + [(5 * k) % rows for k in range(n - 4)])
+        feeds[f"ids{i}"] = np.stack([edge, edge[::-1]], 1).astype(np.int32) if i % 3 == 2 else edge.astype(np.int64)
+    npz = os.path.join(work, "gather_group_ids.npz")
+    np.savez(npz, **feeds)
+    for args in ([], ["--rules", "seed"]):  # one group_gather; the lookups unfused
+        verify(path, "gather_group_ids " + " ".join(args), "--dim", f"N={n}", "--inputs", npz, *args,
+               most_launches=1)
+    out = os.path.join(work, "gather_group_ids.out.npz")
+    runs = {}
+    for args in ([], ["--no-cuda-graph"], ["--no-fuse"]):
+        r = hfuse("run", path, "--device", "cuda", "--dim", f"N={n}", "--inputs", npz, "-o", out, *args)
+        runs[" ".join(args)] = dict(np.load(out)) if r.returncode == 0 else r.stderr.strip()
+    want = runs["--no-fuse"]
+    check(all(isinstance(v, dict) and v.keys() == want.keys() and all(np.array_equal(v[k], want[k]) for k in v)
+              for v in runs.values()), "gather_group_ids: fused, plain or in a CUDA graph, the unfused bytes")
+    feeds["ids4"][9] = 40  # table t4 has 40 rows
+    np.savez(npz, **feeds)
+    errors = set()
+    for args in ([], ["--no-cuda-graph"], ["--no-fuse"], ["--rules", "seed"]):
+        r = hfuse("run", path, "--device", "cuda", "--dim", f"N={n}", "--inputs", npz, *args)
+        errors.add((r.returncode, r.stderr.strip().replace(path, "MODEL")))
+    check(len(errors) == 1 and next(iter(errors))[0] == 2
+          and "op 'gge_g4' (ONNX Gather): an index is out of range" in next(iter(errors))[1],
+          f"gather_group_ids: an id out of range, the same error fused or not: {errors}")
 
 
 def plan_of(stdout):
@@ -497,6 +577,7 @@ def main():
             onnx.save(m, path)
             dims = ["--dim", "N=37"] if dynamic_dim(path) else []
             verify(path, name, *dims, most_launches=EXPECT_LAUNCHES.get(name))
+        check_gather_group_ids(work)
         if ops_only:
             dirs = []
         for d in dirs:

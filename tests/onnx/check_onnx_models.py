@@ -15,6 +15,8 @@ CASE is one of:
                and initializers
   bad_input    truncated protobuf, wrong opset, unsupported data type,
                missing external data: exit 2 and one clear line
+  gathers      embedding lookups grouped by fuse-group-gathers (--rules
+               hfuse): report, explain, dot, HTML, export, out-of-range ids
 
 For the PyTorch cases the module is exported with torch.onnx (opset 17),
 `hfuse fuse` must report the expected groups, and then
@@ -299,6 +301,131 @@ def case_bad_input(work):
     expect("external", ext.SerializeToString(), "missing_weights.bin")
 
 
+def case_gathers(work):
+    """fuse-group-gathers on a model of embedding lookups (onnx.helper):
+    four float32 tables of rows 3, 5, 13 and 8 wide (ids int64, int32 and
+    [N, 2]) group into one group_gather under --rules hfuse, a float16
+    table and a Gather of an input's columns (at constant indices) stay
+    out with their reasons;
+    the report, explain, dot, the HTML report and --dump-dir show them; the
+    fused model (ai.hfuse GroupGather) reads back and runs to the unfused
+    model's bytes, onnxruntime's values, and its --export standard form
+    (the Gathers under their names) runs in onnxruntime; an id out of range
+    is the unfused Gather's error; the seed rules group nothing."""
+    F, H, I64, I32 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.INT64, TensorProto.INT32
+    widths = [3, 5, 13, 8]
+    nodes, inits = [], []
+    inputs = [helper.make_tensor_value_info("ids0", I64, ["N"]), helper.make_tensor_value_info("ids1", I32, ["N"]),
+              helper.make_tensor_value_info("ids2", I64, ["N", 2]), helper.make_tensor_value_info("x", F, ["N", 6])]
+    ids = ["ids0", "ids1", "ids2", "ids0"]
+    for i, w in enumerate(widths):
+        rows = 7 + 3 * i
+        inits.append(numpy_helper.from_array(rand(rows, w, seed=i), f"t{i}"))
+        nodes.append(helper.make_node("Gather", [f"t{i}", ids[i]], [f"e{i}"], name=f"emb{i}"))
+    inits.append(numpy_helper.from_array(rand(9, 4, seed=9).astype(np.float16), "th"))
+    nodes.append(helper.make_node("Gather", ["th", "ids0"], ["eh"], name="emb_h"))
+    inits.append(numpy_helper.from_array(np.array([1, 4], dtype=np.int64), "col"))
+    nodes.append(helper.make_node("Gather", ["x", "col"], ["xc"], name="cols", axis=1))
+    nodes.append(helper.make_node("Concat", ["e0", "e1", "e3", "xc"], ["cat"], name="cat", axis=1))
+    outputs = [helper.make_tensor_value_info("cat", F, ["N", 3 + 5 + 8 + 2]),
+               helper.make_tensor_value_info("e2", F, ["N", 2, 13]),
+               helper.make_tensor_value_info("eh", H, ["N", 4])]
+    graph = helper.make_graph(nodes, "lookups", inputs, outputs, inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    model = os.path.join(work, "lookups.onnx")
+    onnx.save(m, model)
+    n = 11
+    rng = np.random.default_rng(3)
+    feeds = {"ids0": np.array([0, 6, -1, -7] + [int(v) for v in rng.integers(0, 7, n - 4)], dtype=np.int64),
+             "ids1": rng.integers(-10, 10, n).astype(np.int32),
+             "ids2": np.stack([np.arange(n) % 13, -(np.arange(n) % 13) - 1], 1).astype(np.int64),
+             "x": rand(n, 6, seed=4)}
+    npz = os.path.join(work, "feeds.npz")
+    np.savez(npz, **feeds)
+
+    fused, report = os.path.join(work, "fused.onnx"), os.path.join(work, "report.json")
+    dumps = os.path.join(work, "dumps")
+    r = hfuse("fuse", model, "-o", fused, "--report", report, "--rules", "hfuse", "--dump-dir", dumps)
+    check(r.returncode == 0, f"gathers: fuse --rules hfuse (exit {r.returncode}) {r.stderr.strip()}")
+    if r.returncode:
+        return
+    check("1 GEMM/LayerNorm/Gather op" not in r.stdout and "2 GEMM/LayerNorm/Gather ops ungrouped" in r.stdout,
+          f"gathers: the summary counts the Gathers left out: {r.stdout.splitlines()[0]}")
+    rep = json.load(open(report))
+    groups = [(g["op"], g["members"]) for g in rep["groups"]]
+    check(groups == [("group_gather", ["emb0", "emb1", "emb2", "emb3"])], f"gathers: one group of four: {groups}")
+    reasons = {u["op"]: (u["type"], u["reason"], u["rule"]) for u in rep["ungrouped"]}
+    check(reasons == {"emb_h": ("Gather", "no-compatible-peer", "dtype"),
+                      "cols": ("Gather", "not-a-candidate", "gather-axis")}, f"gathers: reasons {reasons}")
+    check({"fuse_group_gather_groups.txt", "fuse_group_gather_reasons.txt"} <= set(os.listdir(dumps))
+          and "emb_h: no-compatible-peer [dtype]" in open(os.path.join(dumps, "fuse_group_gather_reasons.txt")).read(),
+          f"gathers: --dump-dir: {sorted(os.listdir(dumps))}")
+    full_check(fused, "gathers: fused (ai.hfuse)")
+    written = onnx.load(fused)
+    custom = [nd for nd in written.graph.node if nd.domain == "ai.hfuse"]
+    check(len(custom) == 1 and custom[0].op_type == "GroupGather"
+          and list(custom[0].attribute[0].strings) == [b"emb0", b"emb1", b"emb2", b"emb3"],
+          f"gathers: one ai.hfuse GroupGather naming its members: {[(c.op_type, c.attribute) for c in custom]}")
+
+    def run(path, *args):
+        out = os.path.join(work, "out.npz")
+        r = hfuse("run", path, "--inputs", npz, "-o", out, "--dim", f"N={n}", "--poison-buffers", *args)
+        check(r.returncode == 0, f"gathers: run {os.path.basename(path)} {' '.join(args)} (exit {r.returncode}) "
+              f"{r.stderr.strip()}")
+        return dict(np.load(out)) if r.returncode == 0 else {}
+    unfused = run(model, "--no-fuse")
+    for got, label in ((run(fused), "fused model read back"), (run(model, "--rules", "hfuse"), "fused in the session")):
+        check(got.keys() == unfused.keys() and all(np.array_equal(got[k], unfused[k]) for k in got),
+              f"gathers: {label} gives the unfused model's bytes")
+    compare("gathers: hfuse CPU on fused vs onnxruntime", ort_run(model, feeds), run(fused))
+    standard = os.path.join(work, "standard.onnx")
+    r = hfuse("fuse", model, "-o", standard, "--export", "standard", "--rules", "hfuse")
+    check(r.returncode == 0, f"gathers: --export standard (exit {r.returncode}) {r.stderr.strip()}")
+    if r.returncode == 0:
+        full_check(standard, "gathers: standard")
+        names = sorted(nd.name for nd in onnx.load(standard).graph.node if nd.op_type == "Gather")
+        check(names == ["cols", "emb0", "emb1", "emb2", "emb3", "emb_h"], f"gathers: standard Gathers {names}")
+        compare("gathers: onnxruntime on standard vs original", ort_run(model, feeds), ort_run(standard, feeds))
+
+    r = hfuse("explain", model, "--rules", "hfuse")
+    check(r.returncode == 0 and "  cols (Gather) [gather-axis]: axis 1 of table x" in r.stdout
+          and "  emb_h (Gather) [dtype]: nearest peer emb" in r.stdout
+          and "dtype of table float32 vs float16" in r.stdout, f"gathers: explain: {r.stdout}")
+    r = hfuse("explain", model, "--rules", "hfuse", "--op", "emb2")
+    check(r.stdout.startswith("emb2 (Gather): grouped in group_gather_"), f"gathers: explain --op: {r.stdout}")
+    r = hfuse("explain", model, "--op", "emb2")
+    check("under --rules hfuse only" in r.stdout, f"gathers: explain --op under the seed rules: {r.stdout}")
+    r = hfuse("dot", model, "--rules", "hfuse")
+    check(r.returncode == 0 and "will be group_gather_" in r.stdout and "#c92a2a" in r.stdout
+          and "[no-compatible-peer]" in r.stdout, "gathers: dot draws the group as a cluster, emb_h in red")
+    r = hfuse("dot", model, "--rules", "hfuse", "--fused")
+    check(r.returncode == 0 and 'label="emb3\\nGather"' in r.stdout, "gathers: dot --fused labels the member slots Gather")
+    html = os.path.join(work, "report.html")
+    r = hfuse("report", model, "--rules", "hfuse", "-o", html)
+    page = open(html).read() if r.returncode == 0 else ""
+    check("<td>group_gather</td>" in page and "<code>no-compatible-peer</code></td><td>dtype</td>" in page,
+          f"gathers: HTML report (exit {r.returncode}) {r.stderr.strip()}")
+
+    # An id out of range: the unfused Gather's error, fused or not.
+    bad = dict(feeds)
+    bad["ids1"] = feeds["ids1"].copy()
+    bad["ids1"][3] = 10
+    np.savez(npz, **bad)
+    errors = set()
+    for p, a in ((model, ["--no-fuse"]), (model, ["--rules", "hfuse"]), (fused, [])):
+        r = hfuse("run", p, "--inputs", npz, "--dim", f"N={n}", *a)
+        errors.add((r.returncode, r.stderr.strip().replace(p, "MODEL")))
+    check(errors == {(2, "hfuse: error: MODEL: op 'emb1' is the ONNX operator Gather, which hfuse keeps opaque "
+                         "and the CPU executor cannot run: index 10 is out of range for a dim of 10")},
+          f"gathers: an id out of range: {errors}")
+
+    # The seed rules: no gather group, no Gather reason.
+    r = hfuse("fuse", model, "--report", report)
+    rep = json.load(open(report)) if r.returncode == 0 else {}
+    check(rep.get("groups") == [] and rep.get("ungrouped") == [], f"gathers: the seed rules group nothing: {rep}")
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
@@ -306,7 +433,7 @@ def main():
     case = sys.argv[2]
     cases = {"towers": case_towers, "layernorms": case_layernorms,
              "transformer": case_transformer, "round_trip": case_round_trip,
-             "bad_input": case_bad_input}
+             "bad_input": case_bad_input, "gathers": case_gathers}
     if case not in cases:
         sys.exit(f"unknown case {case}; one of {', '.join(cases)}")
     with tempfile.TemporaryDirectory(prefix=f"hfuse_onnx_{case}_") as work:

@@ -12,13 +12,16 @@ the two exports of model NAME:
     GROUPS below, by member op names: experts of one level, gates, per-task
     towers, cross layers (with a dynamic batch the seed rules group no GEMM:
     AITemplate's static-A rule; `--dim` fixing the batch gives GROUPS);
-    with `--rules hfuse` exactly those of HFUSE_GROUPS, and the
+    with `--rules hfuse` exactly those of HFUSE_GROUPS, every embedding
+    lookup in a group_gather (gather_groups_expected), and the
     dynamic-batch export forms exactly the groups of the fixed-batch one;
     every fused model passes onnx.checker;
   - all that follows, under both rule sets:
   - `hfuse verify` passes (fused vs unfused on the CPU, random inputs);
   - `hfuse run` on the fused model matches onnxruntime on the original, on
-    inputs with ids inside every vocabulary (max|a - b| / max|ref| <= 1e-5);
+    inputs with ids inside every vocabulary (max|a - b| / max|ref| <= 1e-5),
+    and under the hfuse rules gives the bytes of the seed rules' fusion
+    (`hfuse run --rules seed` on the original: no lookup grouped);
   - onnxruntime on `hfuse fuse --export standard` matches it too.
 
 A MODEL_DIR whose NAME.json says "exporter": "dynamo" holds PyTorch 2.11's
@@ -177,6 +180,28 @@ HFUSE_GROUPS = {
 }
 
 
+# The lookups fuse-group-gathers groups under the hfuse rules, as group
+# sizes: every embedding lookup in one group_gather, none left out. The 26
+# sparse features' (DIN: its 12 lookups, the history sequences' included);
+# the TorchScript export of DeepFM also looks up the 26 FM-linear weights,
+# and ESMM's dynamic-batch one repeats the 13 user lookups for its second
+# tower (the fixed-batch export shares them), so its dynamic batch forms a
+# larger group: the fixed- and dynamic-batch groups are compared for GEMMs
+# and LayerNorms, gathers by these sizes.
+def gather_groups_expected(name, mode):
+    if name == "DIN":
+        return [12]
+    if DYNAMO:
+        return [26]
+    if name == "DeepFM":
+        return [52]
+    return [39] if name == "ESMM" and mode == "dynamic" else [26]
+
+
+def gather_groups(groups):
+    return sorted(len(m) for op, m in groups if op == "group_gather")
+
+
 def expected(groups):
     """A group list as the checks compare it: by member names, or for a
     dynamo export (op names of the exporter's own) by op type and size."""
@@ -287,12 +312,23 @@ def one(work, name, mode, info, rules, hfuse_groups):
         # The hfuse rules group at least what the seed's do (they add the
         # odd-K layers; the greedy pass may pick other partners), and a
         # dynamic batch groups exactly as a fixed one.
+        want_gathers = gather_groups_expected(name, mode)
+        got = gather_groups(report_groups(report))
+        check(got == want_gathers, f"{label}: gather groups of {got} lookups"
+              + ("" if got == want_gathers else f", want {want_gathers}"))
+        # Every candidate lookup grouped: the Gathers left out are no
+        # candidates (the columns X[:, i] that feed the lookups' ids).
+        left = [u["op"] for u in json.load(open(report))["ungrouped"]
+                if u["type"] == "Gather" and u["reason"] != "not-a-candidate"]
+        check(not left, f"{label}: every embedding lookup grouped" + (f": left {left}" if left else ""))
         if mode == "static":
-            hfuse_groups.extend(named)
+            hfuse_groups.extend(g for g in named if g[0] != "group_gather")
             want = expected(HFUSE_GROUPS[name])
-            check(groups == want, f"{label}: {len(groups)} groups as expected ({len(want)})"
-                  + ("" if groups == want else f": got {groups}"))
+            gemms = expected([g for g in report_groups(report) if g[0] != "group_gather"])
+            check(gemms == want, f"{label}: {len(gemms)} GEMM/LayerNorm groups as expected ({len(want)})"
+                  + ("" if gemms == want else f": got {gemms}"))
         else:
+            named = [g for g in named if g[0] != "group_gather"]
             check(named == hfuse_groups,
                   f"{label}: the same {len(named)} groups as the fixed batch, by "
                   + ("the modules their members come from" if DYNAMO else "name")
@@ -320,6 +356,18 @@ def one(work, name, mode, info, rules, hfuse_groups):
     if r.returncode == 0:
         compare(f"{label}: hfuse CPU on fused vs onnxruntime on original", want_out,
                 dict(np.load(outs)))
+        if rules == "hfuse":
+            # Group ops (GEMM, LayerNorm, gather) run their members' own
+            # kernels: the hfuse rules' groups give the bytes of the seed
+            # rules' (which group no lookup; both after the same import passes).
+            seed_out = os.path.join(work, f"{tag}.seed.npz")
+            r = hfuse("run", model, "--rules", "seed", "--inputs", feeds_path, "-o", seed_out, *dims)
+            if r.returncode == 0:
+                a, b = dict(np.load(outs)), dict(np.load(seed_out))
+                same = a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+                check(same, f"{label}: hfuse CPU on fused gives the bytes of the seed rules' fusion")
+            else:
+                check(False, f"{label}: hfuse run --rules seed (exit {r.returncode}) {r.stderr.strip()}")
 
     standard = os.path.join(work, f"{tag}.standard.onnx")
     r = hfuse("fuse", model, "-o", standard, "--export", "standard", "--rules", rules)

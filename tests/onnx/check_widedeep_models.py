@@ -20,7 +20,8 @@ For each of the two exports:
     seed rules at the fixed batch (with a dynamic batch the seed rules group
     no GEMM: AITemplate's static-A rule; `--dim batch=512` gives the groups),
     under `--rules hfuse` at both, the dynamic export exactly the fixed
-    one's groups; every fused model passes onnx.checker;
+    one's groups, and the embedding lookups one group_gather of the sizes
+    of GATHER_GROUPS; every fused model passes onnx.checker;
   - under both rule sets: `hfuse verify` passes (fused vs unfused on the
     CPU, random inputs; the dynamic export at batch 1 and 37);
   - `hfuse run` on the fused model matches onnxruntime on the original
@@ -64,6 +65,11 @@ GROUPS = {
               for b in range(2) for a in ("col_attn", "row_attn")],
     "WideDeep": [],
 }
+# Under the hfuse rules, the embedding lookups in one group_gather each
+# (fuse-group-gathers), by size: one per categorical column (26), plus the
+# wide part's lookup in WideDeep; the transformers look every column up in
+# one shared table, a single Gather with nothing to group.
+GATHER_GROUPS = {"TabMlp": [26], "TabResnet": [26], "WideDeep": [27]}
 DYNAMIC_BATCHES = (1, 37)
 
 
@@ -167,6 +173,11 @@ def one(work, mode, rules, model, static_groups):
         return
     print(r.stdout.splitlines()[0])
     got = groups_of(report, model)
+    gathers = sorted(len(m) for op, m in got if op == "group_gather")
+    want_gathers = GATHER_GROUPS.get(NAME, []) if rules == "hfuse" else []
+    check(gathers == want_gathers, f"{label}: gather groups of {want_gathers} lookups"
+          + ("" if gathers == want_gathers else f": got {gathers}"))
+    got = [g for g in got if g[0] != "group_gather"]
     want = [] if dynamic and rules == "seed" else GROUPS[NAME]
     check(matches(got, want), f"{label}: the groups {[(op, len(m)) for op, m in want]}"
           + ("" if matches(got, want) else f": got {got}"))

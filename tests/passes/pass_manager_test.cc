@@ -68,12 +68,14 @@ TEST(PassManagerTest, ReportsChangedAndStatistics) {
   PassState state(g);
   PassManager manager(PipelineNamed("gpu"), PassManagerOptions::VerifyingEach());
   manager.Run(state);
-  ASSERT_EQ(manager.records().size(), 2u);
+  ASSERT_EQ(manager.records().size(), 3u);
   EXPECT_EQ(manager.records()[0].name, "fuse-group-ops");
   EXPECT_TRUE(manager.records()[0].result.changed);
   EXPECT_EQ(manager.records()[0].result.stats[2], (std::pair<std::string, int64_t>{"groups", 1}));
-  EXPECT_EQ(manager.records()[1].name, "elide-split-concat");
-  EXPECT_FALSE(manager.records()[1].result.changed);  // no split here
+  EXPECT_EQ(manager.records()[1].name, "fuse-group-gathers");
+  EXPECT_FALSE(manager.records()[1].result.changed);  // seed rules: it does nothing
+  EXPECT_EQ(manager.records()[2].name, "elide-split-concat");
+  EXPECT_FALSE(manager.records()[2].result.changed);  // no split here
   EXPECT_TRUE(state.fused);
   EXPECT_EQ(state.op_order.size(), 1u);  // kept: elide-split-concat adds and removes no ops
 }

@@ -4,7 +4,7 @@
 // cse.mlir and XLA's FileCheck tests:
 //
 //   // RUN: fuse-group-ops                  the passes (--passes syntax)
-//   // OPTIONS: no-group-gemm               pass options (optional)
+//   // OPTIONS: no-group-gemm, rules-hfuse  pass options (optional)
 //   ... the graph ...
 //   // CHECK: (y0, y1) = group_gemm_rcr_bias(x, w0, b0, x, w1, b1)
 //   // CHECK-NEXT: ...                      on the line after the last match
@@ -99,8 +99,16 @@ TEST_P(TextualPassTest, Passes) {
     if (key == "RUN") {
       pipeline = value;
     } else if (key == "OPTIONS") {
-      ASSERT_EQ(value, "no-group-gemm") << path << ":" << n << ": unknown option";
-      options.fuse_group_ops.group_gemm = false;
+      std::istringstream words(value);
+      for (std::string w; std::getline(words, w, ',');) {
+        w = Trim(w);
+        if (w == "no-group-gemm") {
+          options.fuse_group_ops.group_gemm = false;
+        } else {
+          ASSERT_EQ(w, "rules-hfuse") << path << ":" << n << ": unknown option";
+          options.fuse_group_ops.rules = RuleSet::kHfuse;
+        }
+      }
     } else if (key == "CHECK" || key == "CHECK-NEXT" || key == "CHECK-NOT") {
       directives.push_back({key, value, n});
     }

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "hfuse/ir/op_members.h"
 #include "hfuse/passes/fusion_reasons.h"
 #include "hfuse/support/error.h"
 #include "hfuse/support/file.h"
@@ -45,7 +46,8 @@ Described Describe(const std::string& input, const DescribeOptions& options) {
     RunPasses(model.graph, import, PipelineNamed("onnx-import"), pass_options);
   }
   d.before = model.graph;
-  PassState state = RunPasses(model.graph, options.passes, PipelineNamed("seed"), pass_options);
+  PassState state =
+      RunPasses(model.graph, options.passes, FusionPipeline(Target::kCpu, options.rules), pass_options);
   if (state.fused) {
     d.result = std::move(state.fuse_result);
   } else {
@@ -59,19 +61,29 @@ std::string Summary(const Described& d) {
   const FuseGroupOpsResult& r = d.result;
   std::string line = fmt::format("{}: {} ops -> {} ops, {} group{}", d.input, r.ops_before,
                                  r.ops_after, r.groups.size(), r.groups.size() == 1 ? "" : "s");
-  if (r.ungrouped.empty()) return line + "; every GEMM and LayerNorm is in a group";
-  return line + fmt::format("; {} GEMM/LayerNorm op{} ungrouped ({})", r.ungrouped.size(),
+  const std::string_view kinds = UngroupedKinds(r);
+  if (r.ungrouped.empty()) {
+    return line + (kinds == "GEMM/LayerNorm" ? "; every GEMM and LayerNorm is in a group"
+                                             : "; every GEMM, LayerNorm and Gather is in a group");
+  }
+  return line + fmt::format("; {} {} op{} ungrouped ({})", r.ungrouped.size(), kinds,
                             r.ungrouped.size() == 1 ? "" : "s", TopReasons(r.ungrouped, 3));
 }
 
-bool IsCandidateKind(OpType t) {
-  return IsGemm(t) || IsLayerNorm(t) || IsGroupGemm(t) || IsGroupLayerNorm(t);
+// An ONNX Gather (the ops fuse-group-gathers looks at).
+bool IsGather(const Op& op) { return IsOnnxGather(op); }
+
+bool IsCandidateKind(const Op& op) {
+  const OpType t = op.type;
+  return IsGemm(t) || IsLayerNorm(t) || IsGroupOp(t) || IsGather(op);
 }
 
 // Node colours by op kind.
-const char* FillOf(OpType t) {
+const char* FillOf(const Op& op) {
+  const OpType t = op.type;
   if (IsGemm(t) || IsGroupGemm(t)) return "#cfe2ff";
   if (IsLayerNorm(t) || IsGroupLayerNorm(t)) return "#d3f9d8";
+  if (IsGroupGather(t) || IsGather(op)) return "#ffe8cc";
   switch (t) {
     case OpType::kSplit:
     case OpType::kConcatenate: return "#fff3bf";
@@ -169,7 +181,7 @@ class DotWriter {
   }
 
  private:
-  bool Drawn(OpId id) const { return !collapse_ || IsCandidateKind(g_.op(id).type); }
+  bool Drawn(OpId id) const { return !collapse_ || IsCandidateKind(g_.op(id)); }
 
   // The node of op `id` that produces tensor output number `slot`.
   std::string SourceNode(OpId id, size_t slot) const {
@@ -179,10 +191,7 @@ class DotWriter {
   // The node of op `id` that reads its input number `index`.
   std::string TargetNode(OpId id, size_t index) const {
     if (!fused_ || !group_index_.count(id)) return fmt::format("op{}", id);
-    const Op& op = g_.op(id);
-    const size_t n = op.outputs.size();
-    const size_t member = IsGroupGemm(op.type) ? index / (op.inputs.size() / n) : index % n;
-    return fmt::format("op{}_{}", id, member);
+    return fmt::format("op{}_{}", id, MemberOfInput(g_.op(id), index));
   }
 
   void WriteOpNodes(OpId id, const char* indent) {
@@ -191,13 +200,18 @@ class DotWriter {
       const FusedGroup& group = r_.groups[group_index_.at(id)];
       for (size_t m = 0; m < op.outputs.size(); ++m) {
         const std::string member = m < group.members.size() ? group.members[m] : "?";
+        const std::string_view kind =
+            IsGroupGather(op.type) ? std::string_view("Gather") : OpTypeName(MemberOf(op.type));
         out_ += fmt::format("{}op{}_{} [label={}, fillcolor=\"{}\", tooltip={}];\n", indent, id, m,
-                            Quote(fmt::format("{}\n{}", member, OpTypeName(MemberOf(op.type)))),
-                            FillOf(op.type), Quote(ShapeText(g_, g_.tensor(op.outputs[m]))));
+                            Quote(fmt::format("{}\n{}", member, kind)), FillOf(op),
+                            Quote(ShapeText(g_, g_.tensor(op.outputs[m]))));
       }
       return;
     }
-    std::string label = fmt::format("{}\n{}", op.name, OpTypeName(op.type));
+    std::string label =
+        fmt::format("{}\n{}", op.name, op.type == OpType::kOpaque && op.attrs.onnx
+                                            ? std::string_view(op.attrs.onnx->op_type)
+                                            : OpTypeName(op.type));
     std::string extra;
     if (auto it = reason_of_.find(op.name); it != reason_of_.end()) {
       label += fmt::format("\n[{}]", ReasonCodeName(it->second->code));
@@ -208,7 +222,7 @@ class DotWriter {
       extra = fmt::format(", tooltip={}", Quote(ShapeText(g_, g_.tensor(op.outputs[0]))));
     }
     out_ += fmt::format("{}op{} [label={}, fillcolor=\"{}\"{}];\n", indent, id, Quote(label),
-                        FillOf(op.type), extra);
+                        FillOf(op), extra);
   }
 
   std::vector<TensorId> InputTensors() const {
@@ -403,7 +417,7 @@ int ExplainCommand(const std::string& input, const std::string& op_name,
   if (!id) ThrowInputError("{}: --op {}: no op of that name", input, op_name);
   for (const Reason& r : d.result.ungrouped) {
     if (r.op != op_name) continue;
-    fmt::print("{} ({}): {} [{}]: {}\n", r.op, OpTypeName(r.type), ReasonCodeName(r.code),
+    fmt::print("{} ({}): {} [{}]: {}\n", r.op, KindName(r.type), ReasonCodeName(r.code),
                ReasonRuleName(r.rule), r.details);
     if (!r.path.empty()) fmt::print("  path: {}\n", fmt::join(r.path, " -> "));
     return 0;
@@ -412,7 +426,7 @@ int ExplainCommand(const std::string& input, const std::string& op_name,
     for (const std::string& m : g.members) {
       if (m != op_name) continue;
       fmt::print("{} ({}): grouped in {} ({}, {} members: {})\n", op_name,
-                 OpTypeName(d.before.op(*id).type), g.name, OpTypeName(g.type),
+                 KindName(d.before.op(*id).type), g.name, OpTypeName(g.type),
                  g.members.size(), fmt::join(g.members, ", "));
       return 0;
     }
@@ -422,9 +436,12 @@ int ExplainCommand(const std::string& input, const std::string& op_name,
     // Only an op the clean-up removed (dead) gets here.
     fmt::print("{} ({}): removed before grouping (its outputs reach no graph output)\n", op_name,
                OpTypeName(type));
+  } else if (IsGather(d.before.op(*id))) {
+    fmt::print("{} (Gather): fuse-group-gathers groups Gathers under --rules hfuse only\n", op_name);
   } else {
-    fmt::print("{} ({}): not a GEMM or LayerNorm; fuse-group-ops groups only those\n", op_name,
-               OpTypeName(type));
+    fmt::print("{} ({}): not a GEMM or LayerNorm; fuse-group-ops groups only those (and "
+               "fuse-group-gathers, under --rules hfuse, ONNX Gathers)\n",
+               op_name, OpTypeName(type));
   }
   return 0;
 }
@@ -478,7 +495,7 @@ int ReportCommand(const std::string& input, const std::string& output,
   for (const Reason& u : r.ungrouped) {
     html += fmt::format("<tr><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td>"
                         "</tr>\n",
-                        Html(u.op), OpTypeName(u.type), ReasonCodeName(u.code),
+                        Html(u.op), KindName(u.type), ReasonCodeName(u.code),
                         ReasonRuleName(u.rule), Html(u.details));
   }
   html += "</table>\n<h3>Reason codes</h3>\n<table>\n";
@@ -488,7 +505,7 @@ int ReportCommand(const std::string& input, const std::string& output,
   }
   html += "</table>\n";
   html += bench;
-  const char* note = collapse ? " (collapsed: GEMMs, LayerNorms and groups only)" : "";
+  const char* note = collapse ? " (collapsed: GEMMs, LayerNorms, Gathers and groups only)" : "";
   html += fmt::format("<h2>Before fusion{}</h2>\n<div class=\"picture\" id=\"before\">\n{}</div>\n",
                       note, before);
   html += fmt::format("<h2>After fusion{}</h2>\n<div class=\"picture\" id=\"after\">\n{}</div>\n",

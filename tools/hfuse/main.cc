@@ -75,7 +75,7 @@ std::string ReportJson(const FuseGroupOpsResult& r) {
   report["ungrouped"] = nlohmann::ordered_json::array();
   for (const Reason& u : r.ungrouped) {
     nlohmann::ordered_json entry = {{"op", u.op},
-                                    {"type", OpTypeName(u.type)},
+                                    {"type", KindName(u.type)},
                                     {"reason", ReasonCodeName(u.code)},
                                     {"rule", ReasonRuleName(u.rule)},
                                     {"details", u.details}};
@@ -88,12 +88,13 @@ std::string ReportJson(const FuseGroupOpsResult& r) {
   return report.dump(1) + "\n";
 }
 
-// "; 3 GEMMs/LayerNorms ungrouped (not-a-candidate 2, ...): hfuse explain",
-// or nothing when every GEMM and LayerNorm is in a group.
+// "; 3 GEMM/LayerNorm ops ungrouped (not-a-candidate 2, ...): hfuse explain"
+// ("GEMM/LayerNorm/Gather" once fuse-group-gathers ran), or nothing when
+// every one is in a group.
 std::string UngroupedSummary(const FuseGroupOpsResult& r) {
   if (r.ungrouped.empty()) return {};
-  return fmt::format("; {} GEMM/LayerNorm op{} ungrouped ({}): see hfuse explain",
-                     r.ungrouped.size(), r.ungrouped.size() == 1 ? "" : "s",
+  return fmt::format("; {} {} op{} ungrouped ({}): see hfuse explain", r.ungrouped.size(),
+                     UngroupedKinds(r), r.ungrouped.size() == 1 ? "" : "s",
                      TopReasons(r.ungrouped, 3));
 }
 
@@ -182,7 +183,7 @@ int RunFuse(const std::string& input, const std::string& output, const std::stri
   options.fuse_group_ops.want_dumps = !dump_dir.empty();
   options.fuse_group_ops.rules = rules;
   PassState& state =
-      *(kept_state = new PassState(RunPasses(graph, flags, FusePipeline(model.format), options)));
+      *(kept_state = new PassState(RunPasses(graph, flags, FusePipeline(model.format, rules), options)));
   FuseGroupOpsResult result = ResultOf(state);
   // Verify before writing anything, so a failed check leaves no output.
   if (verify && VerifyGraphs(original, graph, seed, {}) != 0) return 1;

@@ -97,6 +97,7 @@ enum class OpFamily : uint8_t {
   kReshape,
   kGroupGemm,       // member after member: A0, B0[, bias0], A1, ... -> Y0, Y1, ...
   kGroupLayerNorm,  // slot after slot: X0, X1, ..., [gamma0, gamma1, ...,] [beta0, ...]
+  kGroupGather,     // member after member: table0, ids0, table1, ids1, ... -> Y0, Y1, ...
   kOpaque,
 };
 
@@ -132,7 +133,10 @@ inline bool IsGemm(OpType type) { return FamilyOf(type) == OpFamily::kGemm; }
 inline bool IsLayerNorm(OpType type) { return FamilyOf(type) == OpFamily::kLayerNorm; }
 inline bool IsGroupGemm(OpType type) { return FamilyOf(type) == OpFamily::kGroupGemm; }
 inline bool IsGroupLayerNorm(OpType type) { return FamilyOf(type) == OpFamily::kGroupLayerNorm; }
-inline bool IsGroupOp(OpType type) { return IsGroupGemm(type) || IsGroupLayerNorm(type); }
+inline bool IsGroupGather(OpType type) { return FamilyOf(type) == OpFamily::kGroupGather; }
+inline bool IsGroupOp(OpType type) {
+  return IsGroupGemm(type) || IsGroupLayerNorm(type) || IsGroupGather(type);
+}
 // True for a GEMM kind, grouped or not, that takes a bias.
 inline bool GemmHasBias(OpType type) { return OpKind(type).bias; }
 // The activation of a GEMM kind (applied to its result) or of a LayerNorm
@@ -179,6 +183,11 @@ struct OnnxNode {
   std::vector<int32_t> input_slots;
   std::vector<int32_t> output_slots;
   std::vector<Value> constant_values;
+  // A group of ONNX operators (group_gather: the ai.hfuse GroupGather node
+  // it is written as): each member's op name, in member order, so that an
+  // error names the Gather the model had and an unfused export writes it
+  // back under its own name. Here, not in Attrs: every Op would grow by it.
+  std::vector<std::string> member_names;
 };
 
 // Attributes of all op types. Which fields mean something depends on the type;

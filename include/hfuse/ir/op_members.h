@@ -6,7 +6,10 @@
 // member after member (A0, W0[, b0], A1, W1[, b1], ...); a group LayerNorm
 // slot after slot (X0, X1, ..., then all gammas, then all betas), each slot
 // present for every member or for none. Member m's output is outputs[m].
-// A LayerNorm without gamma or beta (1 and 0) has kNone there.
+// A LayerNorm without gamma or beta (1 and 0) has kNone there. A group
+// gather lists its members' table and ids member after member (T0, I0, T1,
+// I1, ...); its members are ONNX Gathers (opaque ops, axis 0), for which
+// IsOnnxGather holds.
 #pragma once
 
 #include <utility>
@@ -31,7 +34,28 @@ struct LayerNormMember {
   const std::vector<int64_t>* normalized_shape = nullptr;
 };
 
+struct GatherMember {
+  TensorId table = kNone;  // [rows, ...]: the lookup is along axis 0
+  TensorId ids = kNone;    // int32 or int64, any shape
+  TensorId y = kNone;      // ids' shape + table's shape[1:]
+};
+
 inline size_t NumMembers(const Op& op) { return op.outputs.size(); }
+
+// An ONNX Gather kept opaque (one output): what fuse-group-gathers looks at,
+// and gives a reason when it stays out. GatherOperandsAreInputs: its data
+// and indices are both op inputs, in that order (the form an embedding
+// lookup imports as; the importer keeps indices of a type the IR lacks, or
+// folded ones, as constants of the node). Its axis is the node's.
+bool IsOnnxGather(const Op& op);
+bool GatherOperandsAreInputs(const Op& op);
+int64_t GatherAxis(const Op& op);  // as written (may be negative)
+
+// Member m of a group gather, or the lookup of an ONNX Gather whose
+// operands are inputs (GatherOperandsAreInputs).
+inline GatherMember GatherMemberOf(const Op& op, size_t m) {
+  return {op.inputs[2 * m], op.inputs[2 * m + 1], op.outputs[m]};
+}
 
 // Operands per GEMM member: A, W, and the bias if the kind has one.
 inline size_t GemmArity(OpType type) { return GemmHasBias(type) ? 3 : 2; }
@@ -76,9 +100,19 @@ void ForEachMemberInput(const Op& op, size_t m, F&& f) {
   } else if (IsGroupLayerNorm(op.type)) {
     const size_t members = op.outputs.size();
     for (size_t k = m; k < op.inputs.size(); k += members) f(k);
+  } else if (IsGroupGather(op.type)) {
+    f(2 * m);
+    f(2 * m + 1);
   } else {
     for (size_t k = 0; k < op.inputs.size(); ++k) f(k);
   }
+}
+
+// The member of a group op (GEMM, LayerNorm or gather) that reads input `index`.
+inline size_t MemberOfInput(const Op& op, size_t index) {
+  if (IsGroupGemm(op.type)) return index / GemmArity(op.type);
+  if (IsGroupGather(op.type)) return index / 2;
+  return index % op.outputs.size();  // group LayerNorm: slot after slot
 }
 
 // Whether input `index` of a GEMM or LayerNorm op, grouped or not, is a
@@ -102,5 +136,14 @@ inline std::vector<TensorId> GroupGemmInputs(const std::vector<GemmMember>& memb
   return inputs;
 }
 std::vector<TensorId> GroupLayerNormInputs(const std::vector<LayerNormMember>& members);
+inline std::vector<TensorId> GroupGatherInputs(const std::vector<GatherMember>& members) {
+  std::vector<TensorId> inputs;
+  inputs.reserve(members.size() * 2);
+  for (const GatherMember& m : members) {
+    inputs.push_back(m.table);
+    inputs.push_back(m.ids);
+  }
+  return inputs;
+}
 
 }  // namespace hfuse

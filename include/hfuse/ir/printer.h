@@ -15,7 +15,8 @@
 // with its dtype and shape; a strided view says whose storage it lives in),
 // then one line per op in the order given (by id when none), its
 // attributes as graph JSON names them (a group GEMM's group_size is its
-// outputs' count, so not shown) and its name after '#'. A name with other
+// outputs' count, so not shown; a group gather's members are their op
+// names, `{members = [emb0, emb1]}`) and its name after '#'. A name with other
 // characters than letters, digits and _ . / - is quoted. A LayerNorm
 // with beta but no gamma reads `null` for gamma. io/graph_text.h reads it
 // back.

@@ -30,8 +30,14 @@
 //     member i:   Y_i = LayerNormalization(X_i, gamma_i, beta_i,
 //                 axis = -normalized_ranks[i]); the SigmoidMul form gives
 //                 X_i · sigmoid(Y_i)
+//   GroupGather
+//     inputs      each member's table and ids, member after member
+//     outputs     one per member
+//     member_names  strings: each member's op name (the Gather it was)
+//     member i:   Y_i = Gather(table_i, ids_i, axis = 0)
 //
-// With mode kStandard, no custom domain is used: a GEMM group whose members
+// With mode kStandard, no custom domain is used (a gather group is written
+// as its Gathers, each under its member name); a GEMM group whose members
 // all have the same shapes and dtype (A [M, K], B [N, K], bias [N]) becomes
 // Unsqueeze + Concat of the A's -> one batched MatMul against the stacked,
 // transposed weights [G, K, N] -> Add of the stacked biases [G, 1, N] ->

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hfuse/ir/graph.h"
@@ -60,12 +61,18 @@ struct FuseGroupOpsResult {
   // (another member reaches them through groups formed earlier).
   int64_t dropped_by_cycle_check = 0;
   // One reason per GEMM and LayerNorm of the fused graph that is in no
-  // group, in the final op order (when options.explain).
+  // group, in the final op order (when options.explain); fuse-group-gathers
+  // adds one per ONNX Gather (type kOpaque) and its groups to `groups`.
   std::vector<Reason> ungrouped;
   // The seed's debug dumps: file name -> contents; with want_dumps, one set
   // per GEMM and LayerNorm type, plus the type's reasons.
   std::vector<std::pair<std::string, std::string>> dumps;
 };
+
+// What the summary lines call the ops `ungrouped` can hold: "GEMM/LayerNorm",
+// or "GEMM/LayerNorm/Gather" when fuse-group-gathers added a group or a
+// reason (the hfuse rules).
+std::string_view UngroupedKinds(const FuseGroupOpsResult& result);
 
 // Runs the pass; the graph must verify. Returns what it did.
 FuseGroupOpsResult FuseGroupOps(Graph& graph, const FuseGroupOpsOptions& options = {});

@@ -2,7 +2,8 @@
 // fuse-group-ops fills at its decision points.
 //
 // Every GEMM or LayerNorm (gemm_rcr*, layernorm, layernorm_sigmoid_mul) that
-// ends the pass outside a group gets exactly one Reason: a code from
+// ends the pass outside a group, and under the hfuse rules every ONNX Gather
+// that fuse-group-gathers leaves alone, gets exactly one Reason: a code from
 // HFUSE_REASON_CODES and, in `rule`, the rule from HFUSE_REASON_RULES that
 // decided (the failed filter, or what separates it from its nearest peer),
 // with its evidence (the peer, the dependency path as op names). The two
@@ -35,7 +36,8 @@ enum class RuleSet : uint8_t;  // group_planner.h
 #define HFUSE_REASON_CODES(X)                                                                    \
   X(kNotACandidate, "not-a-candidate",                                                         \
     "the op fails its type's candidate filter (GEMMs: alpha 1, 2-D static A, static weight "   \
-    "and bias, A/B alignment above 1) and is never offered to a group")                        \
+    "and bias, A/B alignment above 1; Gathers: axis 0 of a constant float table, ids "        \
+    "computed at run time) and is never offered to a group")                                   \
   X(kOnlyCandidateOfType, "only-candidate-of-type",                                            \
     "no other op of its type is a candidate in the graph")                                     \
   X(kNoCompatiblePeer, "no-compatible-peer",                                                   \
@@ -101,7 +103,16 @@ enum class ReasonCode : uint8_t {
   X(kChunk, "chunk",                                                                             \
     "its group of {} LayerNorms (led by {}) was cut into chunks of 39 by normalized size; the "  \
     "last chunk held only it")                                                                   \
-  X(kSplitOfOne, "split-of-one", "split {} has one output and feeds only this GEMM; then: {}")
+  X(kSplitOfOne, "split-of-one", "split {} has one output and feeds only this GEMM; then: {}")   \
+  X(kGatherForm, "gather-form",                                                                  \
+    "output {} {} is not its ids' shape {} followed by the table's row {}")                       \
+  X(kGatherAxis, "gather-axis", "axis {} of table {} (only lookups along axis 0 group)")          \
+  X(kTableNotConstant, "table-not-constant",                                                     \
+    "its data {} is computed in the graph, not a constant table (a param)")                      \
+  X(kTableDType, "table-dtype", "table {} is {} {} (only float tables of static shape group)")   \
+  X(kIdsConstant, "ids-constant",                                                                \
+    "its ids {} are a constant: the lookup is computed once, at plan time (or is a view)")       \
+  X(kIdsForm, "ids-form", "ids {} are {} of rank {} (int32 or int64 of rank 8 at most group)")
 
 // Notes appended to a rule's text.
 inline constexpr std::string_view kNotePathUntraced = "not traced (search budget spent)";
@@ -113,6 +124,10 @@ enum class ReasonRule : uint8_t {
 #undef HFUSE_REASON_RULE_ENUM
 };
 
+// The kind an op of this type is reported as: its op type, or "Gather" for
+// kOpaque (the ONNX Gathers of fuse-group-gathers are the only opaque ops
+// that get reasons).
+std::string_view KindName(OpType type);
 std::string_view ReasonCodeName(ReasonCode code);         // "no-compatible-peer"
 std::string_view ReasonCodeDescription(ReasonCode code);  // the table's text
 std::string_view ReasonRuleName(ReasonRule rule);         // "size-bucket"
@@ -142,12 +157,14 @@ std::string ReasonsDump(OpType type, const std::vector<Reason>& reasons);
 std::string TopReasons(const std::vector<Reason>& reasons, size_t top);
 
 // The filter that makes `gemm` no candidate, or false when it is one (mirrors
-// IsGemmCandidate, checked by tests). Fills rule and details.
+// IsGemmCandidate, or IsGatherCandidate for an ONNX Gather; checked by
+// tests). Fills rule and details.
 bool ExplainNotACandidate(const Graph& graph, OpId gemm, Reason& out, RuleSet rules);
 // The first rule by which `other` may not join the group led by `leader`,
 // with its text, or false when they are compatible (mirrors the planner's
 // Compatible: input counts, one output, then GemmsCompatible or
-// LayerNormsCompatible, in their order; checked by tests).
+// LayerNormsCompatible, in their order, or GathersCompatible for ONNX
+// Gathers; checked by tests).
 bool ExplainIncompatible(const Graph& graph, OpId leader, OpId other, RuleSet rules,
                          ReasonRule& rule, std::string& details);
 

@@ -67,6 +67,17 @@ bool LayerNormsCompatible(const Graph& graph, OpId leader, OpId other,
 
 inline constexpr size_t kMaxLayerNormGroup = 39;  // seed rules only
 
+// Gathers (fuse-group-gathers, passes/fuse_group_gathers.h, which says why
+// each rule holds). A candidate is an ONNX Gather (IsOnnxGather) of two
+// operand inputs (GatherOperandsAreInputs) along axis
+// 0 of a table that is a float param of static shape, whose ids are int32
+// or int64 of rank kMaxGatherIdsRank at most and no param, and whose output
+// is the ids' shape then the table's row. Two are compatible when their
+// tables share a dtype.
+inline constexpr size_t kMaxGatherIdsRank = 8;  // the CUDA gather kernel's
+bool IsGatherCandidate(const Graph& graph, OpId gather);
+bool GathersCompatible(const Graph& graph, OpId leader, OpId other);
+
 // How a round answers "is this candidate below the group?" and "does another
 // member reach this one?" (src/passes/candidate_reach.h). All give the same
 // groups: kAuto takes window sets (a suffix of the sorted candidates plus a
@@ -96,5 +107,13 @@ TypeRoundResult GroupOpsOfType(Graph& graph, const std::vector<OpId>& sorted_ops
                                ReachStrategy reach = ReachStrategy::kAuto,
                                RuleSet rules = RuleSet::kSeed,
                                ReasonRecorder* reasons = nullptr);
+
+// The round of fuse-group-gathers: the greedy scan, reachability and cycle
+// check of GroupOpsOfType (rules 3 and 4) over the ONNX Gathers, each group
+// rewritten by RewriteAsGatherGroup. Reasons are recorded with type kOpaque.
+TypeRoundResult GroupGathers(Graph& graph, const std::vector<OpId>& sorted_ops,
+                             std::vector<int64_t>& op_number, bool want_dumps,
+                             ReachStrategy reach = ReachStrategy::kAuto,
+                             ReasonRecorder* reasons = nullptr);
 
 }  // namespace hfuse

@@ -24,4 +24,12 @@ void SortGroupMembers(const Graph& graph, std::vector<OpId>& members);
 // group op, which is returned. `members` comes back in the group's order.
 OpId RewriteAsGroup(Graph& graph, std::vector<OpId>& members);
 
+// Replaces `members` (ONNX Gathers, IsOnnxGather, at least two) by one
+// group_gather, which is returned; members come back in its order, by op
+// id. Its attrs.onnx names the members (OnnxNode::member_names).
+//
+//   y0 = opaque(t0, i0) {onnx = Gather}  # emb0      (y0, y1) = group_gather(t0, i0, t1, i1)
+//   y1 = opaque(t1, i1) {onnx = Gather}  # emb1  =>      {members = [emb0, emb1]}
+OpId RewriteAsGatherGroup(Graph& graph, std::vector<OpId>& members);
+
 }  // namespace hfuse

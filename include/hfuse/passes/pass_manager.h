@@ -16,7 +16,10 @@
 //                flatten-gemm-inputs: what ONNX input
 //                goes through first (so `hfuse fuse model.onnx` runs
 //                onnx-import then seed)
-//   gpu          fuse-group-ops, elide-split-concat: what the CUDA backend runs
+//   hfuse        fuse-group-ops, fuse-group-gathers: `hfuse fuse --rules
+//                hfuse` (the gathers group under the hfuse rules only)
+//   gpu          fuse-group-ops, fuse-group-gathers, elide-split-concat: what
+//                the CUDA backend runs
 #pragma once
 
 #include <cstdint>
@@ -46,7 +49,8 @@ struct PassState {
   // kept while later passes keep it (passes.def); empty: by id.
   std::vector<OpId> op_order;
   // fuse-group-ops' result (groups, op counts, dumps), if it ran; its
-  // op_order has moved to the field above.
+  // op_order has moved to the field above. fuse-group-gathers adds its
+  // groups, reasons and dumps to it (and sets it if it ran alone).
   bool fused = false;
   FuseGroupOpsResult fuse_result;
 };
