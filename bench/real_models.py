@@ -2,7 +2,7 @@
 """The real-model benchmark on the GPU: hfuse and PyTorch, in one call.
 
     python3 bench/real_models.py OUT_DIR --hfuse BIN [--models rechub:MMOE,...]
-                                [--batches 512,2048] [--profile rechub:MMOE,...]
+                                [--batches 512,2048] [--profile rechub:MMOE,...] [--gemm-paths rechub:MMOE,...]
                                 [--torch-variants eager,eager_graph,...] [--torch-budget S]
                                 [--torch-warm-jobs N]
 
@@ -50,6 +50,8 @@ def main():
     ap.add_argument("--models", default=",".join(ALL))
     ap.add_argument("--batches", default="512,2048")
     ap.add_argument("--profile", default="")
+    ap.add_argument("--gemm-paths", default="",
+                    help="models whose group GEMMs are also timed on each path (hfuse bench --gemm-paths)")
     ap.add_argument("--torch-variants", default="eager,eager_graph,compile,compile_graph")
     ap.add_argument("--torch-budget", type=float, default=1e9)
     ap.add_argument("--torch-warm-jobs", type=int, default=0,
@@ -62,6 +64,7 @@ def main():
     os.makedirs(os.path.join(args.out_dir, "models"), exist_ok=True)
     specs = args.models.split(",")
     profile = set(args.profile.split(",")) if args.profile else set()
+    gemm_paths = set(args.gemm_paths.split(",")) if args.gemm_paths else set()
     batches = [int(b) for b in args.batches.split(",")]
     rows = {}
     for spec in specs:
@@ -80,6 +83,8 @@ def main():
                    "--json", out, "--reps", str(args.reps)]
             if spec in profile:
                 cmd.append("--profile")
+            if spec in gemm_paths:
+                cmd.append("--gemm-paths")
             if batch > args.check_up_to:
                 cmd.append("--no-check")
             try:

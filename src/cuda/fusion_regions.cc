@@ -160,9 +160,11 @@ class Planner {
       plan.order = order;
       return plan;
     }
-    // Sets of ops grown producer to consumer; group_of: per op id, its set.
-    std::vector<std::vector<OpId>> sets;
-    std::vector<int32_t> set_of(static_cast<size_t>(g_.num_op_ids()), -1);
+    // Sets of ops grown producer to consumer; set_of: per op id, its set.
+    std::vector<std::vector<OpId>>& sets = sets_;
+    std::vector<int32_t>& set_of = set_of_;
+    sets.clear();
+    set_of.assign(static_cast<size_t>(g_.num_op_ids()), -1);
     for (OpId id : order) {
       if (!Candidate(id)) continue;
       std::vector<int32_t> producers;
@@ -226,6 +228,10 @@ class Planner {
   const ViewPlan& v_;
   const PlanConstants& c_;
   std::vector<int64_t> pos_;
+  // The sets grown so far (each in order; a joined set left empty) and,
+  // per op id, its set or -1.
+  std::vector<std::vector<OpId>> sets_;
+  std::vector<int32_t> set_of_;
 
   const std::vector<int64_t>& Shape(TensorId t) const { return v_.shape[static_cast<size_t>(t)]; }
   const Layout& LayoutOf(TensorId t) const { return v_.layout[static_cast<size_t>(t)]; }
@@ -240,12 +246,17 @@ class Planner {
   bool Candidate(OpId id) const {
     const Op& op = g_.op(id);
     if (!op.alive || !Runs(id) || KindOf(op) == MemberKind::kNone || op.outputs.size() != 1) return false;
-    // An Add of an embedding lookup's rows: the batched lookup takes it in
-    // (the CUDA planner's AddIntoGather), which costs no launch at all.
+    // An Add of an embedding lookup's rows (a Gather's, or a member's of a
+    // group_gather): the batched lookup takes it in (the CUDA planner's
+    // AddIntoGather), which costs no launch at all.
     if (op.attrs.onnx ? op.attrs.onnx->op_type == "Add" : op.attrs.func == EwFunc::kAdd) {
       for (TensorId t : op.inputs) {
         const OpId p = t == kNone ? kNone : ProducerOf(t);
-        if (p != kNone && g_.op(p).attrs.onnx && g_.op(p).attrs.onnx->op_type == "Gather") return false;
+        if (p == kNone) continue;
+        const Op& producer = g_.op(p);
+        if (IsGroupGather(producer.type) || (producer.attrs.onnx && producer.attrs.onnx->op_type == "Gather")) {
+          return false;
+        }
       }
     }
     const TensorId y = op.outputs[0];
@@ -287,41 +298,72 @@ class Planner {
     return false;
   }
 
-  // No op that runs lies on a path between two members.
+  // No op that runs lies on a path between two members, in the graph where
+  // every other set of two or more ops is one node (it will run as one
+  // launch): each region convex on its own is not enough, since regions
+  // A and B with a1 -> b2 and b1 -> a2 would wait for each other.
   bool Convex(const std::vector<OpId>& m) const {
     const size_t n = static_cast<size_t>(g_.num_op_ids());
     std::vector<char> in(n, 0), down(n, 0), up(n, 0);
     for (OpId o : m) in[static_cast<size_t>(o)] = 1;
-    const int64_t lo = pos_[static_cast<size_t>(m.front())], hi = pos_[static_cast<size_t>(m.back())];
+    // The other set an op is contracted into, or nothing.
+    auto set_of = [&](OpId o) -> const std::vector<OpId>* {
+      const int32_t s = set_of_.empty() ? -1 : set_of_[static_cast<size_t>(o)];
+      if (s < 0 || sets_[static_cast<size_t>(s)].size() < 2 || in[static_cast<size_t>(o)]) return nullptr;
+      return &sets_[static_cast<size_t>(s)];
+    };
+    // The window the searches keep to: [lo, hi] of m, widened until no
+    // other set straddles either end (a path that leaves the window
+    // cannot come back into it but through such a set).
+    int64_t lo = pos_[static_cast<size_t>(m.front())], hi = pos_[static_cast<size_t>(m.back())];
+    for (bool widened = true; widened;) {
+      widened = false;
+      for (const std::vector<OpId>& set : sets_) {
+        if (set.size() < 2 || in[static_cast<size_t>(set.front())]) continue;
+        const int64_t first = pos_[static_cast<size_t>(set.front())], last = pos_[static_cast<size_t>(set.back())];
+        if (first <= hi && last > hi) hi = last, widened = true;
+        if (first < lo && last >= lo) lo = first, widened = true;
+      }
+    }
     std::vector<OpId> stack(m.begin(), m.end());
+    auto reach_down = [&](OpId u) {
+      if (pos_[static_cast<size_t>(u)] < 0 || pos_[static_cast<size_t>(u)] > hi || down[static_cast<size_t>(u)] ||
+          in[static_cast<size_t>(u)]) {
+        return;
+      }
+      down[static_cast<size_t>(u)] = 1;
+      stack.push_back(u);
+    };
     while (!stack.empty()) {  // below the members, above the last
       const OpId o = stack.back();
       stack.pop_back();
+      if (const std::vector<OpId>* set = set_of(o)) {
+        for (OpId u : *set) reach_down(u);
+      }
       for (TensorId t : g_.op(o).outputs) {
-        for (OpId u : g_.tensor(t).users) {
-          const int64_t p = pos_[static_cast<size_t>(u)];
-          if (p < 0 || p > hi || down[static_cast<size_t>(u)] || in[static_cast<size_t>(u)]) continue;
-          down[static_cast<size_t>(u)] = 1;
-          stack.push_back(u);
-        }
+        for (OpId u : g_.tensor(t).users) reach_down(u);
       }
     }
     stack.assign(m.begin(), m.end());
-    while (!stack.empty()) {  // above the members, below the first
+    bool cycle = false;
+    auto reach_up = [&](OpId p) {
+      const int64_t at = pos_[static_cast<size_t>(p)];
+      if (at < 0 || at < lo || up[static_cast<size_t>(p)] || in[static_cast<size_t>(p)]) return;
+      up[static_cast<size_t>(p)] = 1;
+      if (down[static_cast<size_t>(p)] && (Runs(p) || set_of(p))) cycle = true;
+      stack.push_back(p);
+    };
+    while (!stack.empty() && !cycle) {  // above the members, below the first
       const OpId o = stack.back();
       stack.pop_back();
+      if (const std::vector<OpId>* set = set_of(o)) {
+        for (OpId p : *set) reach_up(p);
+      }
       for (TensorId t : g_.op(o).inputs) {
-        if (t == kNone) continue;
-        const OpId p = g_.tensor(t).producer;
-        if (p == kNone) continue;
-        const int64_t at = pos_[static_cast<size_t>(p)];
-        if (at < 0 || at < lo || up[static_cast<size_t>(p)] || in[static_cast<size_t>(p)]) continue;
-        up[static_cast<size_t>(p)] = 1;
-        if (down[static_cast<size_t>(p)] && Runs(p)) return false;
-        stack.push_back(p);
+        if (t != kNone && g_.tensor(t).producer != kNone) reach_up(g_.tensor(t).producer);
       }
     }
-    return true;
+    return !cycle;
   }
 
  public:

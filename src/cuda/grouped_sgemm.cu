@@ -22,6 +22,41 @@ __device__ __forceinline__ float Activation(int act, float v) {
   }
 }
 
+// A member at most kSgemmNarrow wide (a gate's few experts, a GEMV's one
+// column): a 64 x 64 tile would leave most of its lanes idle and walk K
+// 16 deep in a chain of dependent loads. Instead each warp takes 8 of the
+// tile's 64 rows, one after another: its lanes stride along K (a
+// coalesced read of the row of A, and of each row of W, which stays in
+// L1), each keeping a partial sum per column; a butterfly of shuffles adds
+// the lanes in a fixed order, and lane j writes column j.
+__device__ __forceinline__ void NarrowTile(const SgemmMember& g, int64_t m0, float alpha) {
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  for (int64_t r = m0 + warp; r < m0 + kSgemmTile && r < g.m; r += kThreads / 32) {
+    float acc[kSgemmNarrow] = {};
+    const float* a = g.a + r * g.lda;
+    for (int64_t k = lane; k < g.k; k += 32) {
+      const float av = a[k];
+#pragma unroll
+      for (int j = 0; j < kSgemmNarrow; ++j) {
+        if (j < g.n) acc[j] = fmaf(av, g.w[j * g.k + k], acc[j]);
+      }
+    }
+    float mine = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kSgemmNarrow; ++j) {
+      if (j >= g.n) break;
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], off);
+      if (j == lane) mine = acc[j];
+    }
+    if (lane < g.n) {
+      float v = alpha * mine;
+      if (g.bias) v += g.bias[lane];
+      g.y[r * g.ldy + lane] = Activation(g.act, v);
+    }
+  }
+}
+
 // 256 threads a 64 x 64 tile: thread (ty, tx) holds rows ty + 16 i and
 // columns tx + 16 j (i, j < 4), so a warp reads 16 neighbouring columns of
 // W's tile and two rows of A's from shared memory; the tiles of A and W
@@ -31,6 +66,10 @@ __global__ void __launch_bounds__(kThreads) GroupedSgemmKernel(const SgemmMember
                                                                float alpha) {
   const SgemmTile t = tiles[blockIdx.x];
   const SgemmMember g = members[t.member];
+  if (g.n <= kSgemmNarrow) {  // the same for the whole block
+    NarrowTile(g, t.m0, alpha);
+    return;
+  }
   __shared__ float as[kDepth][kTile + 4];
   __shared__ float ws[kDepth][kTile + 4];
   const int tid = static_cast<int>(threadIdx.x), tx = tid % 16, ty = tid / 16;

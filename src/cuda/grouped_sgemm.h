@@ -7,7 +7,8 @@
 // float32 arithmetic (CUDA cores, no TF32), each member with its own
 // bias and activation.
 //
-// Each block computes one 64 x 64 tile of one member's output: the host
+// Each block computes one 64 x 64 tile of one member's output (of a member
+// at most kSgemmNarrow wide, 64 rows by all its columns, a warp a row): the host
 // lays the tiles out once (GroupedSgemmPlan), members with the most work
 // first, and uploads the members and tiles at plan time; the kernel reads
 // its tile's member from the table, so no search and no division.
@@ -20,7 +21,7 @@
 
 namespace hfuse::cuda {
 
-inline constexpr int kSgemmTile = 64;
+inline constexpr int kSgemmTile = 64, kSgemmNarrow = 16;
 
 struct SgemmMember {
   const float* a;     // [m, k], row stride lda

@@ -350,10 +350,11 @@ TEST_F(CudaTest, OneColumnGemmRunsTheGemvKernel) {
 // A float32 group (no CUTLASS kernel here takes float32) runs as one launch
 // of the grouped float32 kernel (grouped_sgemm.h), of any size: members
 // with M, N and K off its 64 x 64 tile and its depth of 16 (M 70, N 1 to
-// 130, K 1 to 429), every epilogue, 2 to 500 members; forced one cuBLASLt
-// call a member, it gives the same results.
+// 130, K 1 to 429; N 1, 5 and 16 on the narrow path, a warp a row), every
+// epilogue, 2 to 500 members; forced one cuBLASLt call a member, it gives
+// the same results.
 TEST_F(CudaTest, Float32GroupRunsTheGroupedKernel) {
-  const int ks[] = {429, 1, 16, 33, 64}, ns[] = {32, 1, 5, 130, 70};
+  const int ks[] = {429, 1, 16, 33, 64}, ns[] = {32, 1, 5, 130, 16};
   for (OpType type : kGemmTypes) {
     for (int members : {2, 8, 500}) {
       test::GraphBuilder b;

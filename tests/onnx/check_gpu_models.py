@@ -427,6 +427,18 @@ def op_models():
         helper.make_node("Mul", ["qe", "k"], ["p"]),
         helper.make_node("Concat", ["qe", "k", "d", "p"], ["y"], axis=-1),
     ], [("q", F, [N, 1, 16]), ("k", F, [N, 20, 16])], [("y", F, [N, 20, 64])], [ints("shape", [1, 20, 16])])
+    # Two regions that would wait for each other: A = {a1, s, a2} over rows
+    # of 8 and B = {b1, r, b2} over rows of 16, each convex alone, but s (A)
+    # feeds b2 (B) and r (B) feeds a2 (A). b2 must stay out of B (DIN's and
+    # DCNv2's unfused plans formed such a pair: the order check failed).
+    yield "region_cross_wait", model("rx", [
+        helper.make_node("Relu", ["x"], ["a1"]),
+        helper.make_node("ReduceSum", ["a1", "last"], ["s"], keepdims=1),
+        helper.make_node("Sigmoid", ["z"], ["b1"]),
+        helper.make_node("ReduceSum", ["b1", "last"], ["r"], keepdims=1),
+        helper.make_node("Mul", ["a1", "r"], ["a2"]),
+        helper.make_node("Mul", ["b1", "s"], ["b2"]),
+    ], [("x", F, [N, 8]), ("z", F, [N, 16])], [("a2", F, [N, 8]), ("b2", F, [N, 16])], [ints("last", [-1])])
     # MMoE's expert stack written in place: two GEMMs (one group) write
     # their rows into their slots of the [N, 2, 10] Concat at a row stride
     # of 20, which then runs nothing; the gate's weighted sum is one region.
@@ -483,11 +495,12 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # chain a5, y3; gather_f16_concat: the two lookups; gather_past_launch the
 # lookups with their Concat, and the dense Concat.
 # region_*: one launch a region (the gate's softmax and its weighted sum are
-# two: rows of the batch, then rows of the batch times the width).
+# two: rows of the batch, then rows of the batch times the width;
+# region_cross_wait: A, B without b2, and b2).
 EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_bias_concat": 6,
                    "gather_f16_concat": 1, "gather_past_launch": 2, "region_dice": 1,
                    "region_scaled_softmax": 1, "region_scaled_logsoftmax": 1, "region_gate_weighted_sum": 2,
-                   "region_long_rows": 1, "region_concat_parts": 1, "concat_in_place": 2,
+                   "region_long_rows": 1, "region_concat_parts": 1, "concat_in_place": 2, "region_cross_wait": 3,
                    "gather_group_odd_widths": 1, "gather_group_f16_bf16": 1, "gather_group_500": 1}
 
 
