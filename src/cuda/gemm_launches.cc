@@ -26,6 +26,9 @@ namespace {
 // CUDA graph, and those eight calls several times the one grouped launch
 // (bench/RESULTS.md, issue 20). `hfuse bench --gemm-paths` measures each path.
 constexpr size_t kLtMembersMax = 4;
+// A float32 group of at most kLtMembersMax members one of which takes this
+// many multiply-adds (m * n * k) runs one cuBLASLt call a member.
+constexpr int64_t kLtMemberMinFmas = int64_t{1} << 25;
 }  // namespace
 
 void CudaExecutor::Impl::PlanGemm(const Op& op) {
@@ -57,7 +60,18 @@ void CudaExecutor::Impl::PlanGemm(const Op& op) {
     return;
   }
   // float32 groups: the grouped float32 kernel, one launch, unless one
-  // cuBLASLt call a member is asked for.
+  // cuBLASLt call a member is asked for, or the rule picks it: a few large
+  // members, where cuBLAS's kernels outrun the grouped one by more than
+  // the launches saved (bench/RESULTS.md, 2026-12-04: AITM's three
+  // 256 x 429 towers, 117 against 138 us a run at batch 512).
+  if (dtype == DType::kFloat32 && options.gemm_kernel == GemmKernelChoice::kRule && ms.size() <= kLtMembersMax) {
+    int64_t largest = 0;
+    for (const cuda::DeviceGemm& m : ms) largest = std::max(largest, m.m * m.n * m.k);
+    if (largest >= kLtMemberMinFmas) {
+      for (const cuda::DeviceGemm& m : ms) PlanLtGemm({m}, dtype, alpha, act);
+      return;
+    }
+  }
   if (dtype == DType::kFloat32 && options.gemm_kernel != GemmKernelChoice::kPerMember &&
       (options.gemm_kernel == GemmKernelChoice::kGroupedSgemm ||
        (options.cutlass && options.gemm_kernel == GemmKernelChoice::kRule))) {

@@ -22,38 +22,40 @@ __device__ __forceinline__ float Activation(int act, float v) {
   }
 }
 
-// A member at most kSgemmNarrow wide (a gate's few experts, a GEMV's one
-// column): a 64 x 64 tile would leave most of its lanes idle and walk K
-// 16 deep in a chain of dependent loads. Instead each warp takes 8 of the
-// tile's 64 rows, one after another: its lanes stride along K (a
-// coalesced read of the row of A, and of each row of W, which stays in
-// L1), each keeping a partial sum per column; a butterfly of shuffles adds
-// the lanes in a fixed order, and lane j writes column j.
-__device__ __forceinline__ void NarrowTile(const SgemmMember& g, int64_t m0, float alpha) {
-  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
-  for (int64_t r = m0 + warp; r < m0 + kSgemmTile && r < g.m; r += kThreads / 32) {
-    float acc[kSgemmNarrow] = {};
-    const float* a = g.a + r * g.lda;
-    for (int64_t k = lane; k < g.k; k += 32) {
-      const float av = a[k];
-#pragma unroll
-      for (int j = 0; j < kSgemmNarrow; ++j) {
-        if (j < g.n) acc[j] = fmaf(av, g.w[j * g.k + k], acc[j]);
-      }
-    }
-    float mine = 0.0f;
+// A narrow tile (SgemmTiles: a member at most kSgemmNarrow wide with a
+// long K, a gate's few experts or a GEMV's one column): a 64 x 64 tile
+// would leave most of its lanes idle and walk K 16 deep in a chain of
+// dependent loads, on few blocks. Instead each warp takes one of the
+// tile's 8 rows: its lanes stride along K (a coalesced read of the row of
+// A, and of each row of W, which stays in L1), each keeping a partial sum
+// per column; a butterfly of shuffles adds the lanes in a fixed order, and
+// lane j writes column j.
+__device__ __forceinline__ void NarrowRow(const SgemmMember& g, int64_t m0, float alpha) {
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int64_t r = m0 + static_cast<int>(threadIdx.x) / 32;
+  if (r >= g.m) return;
+  float acc[kSgemmNarrow] = {};
+  const float* a = g.a + r * g.lda;
+#pragma unroll 4
+  for (int64_t k = lane; k < g.k; k += 32) {
+    const float av = a[k];
 #pragma unroll
     for (int j = 0; j < kSgemmNarrow; ++j) {
-      if (j >= g.n) break;
+      if (j < g.n) acc[j] = fmaf(av, g.w[j * g.k + k], acc[j]);
+    }
+  }
+  float mine = 0.0f;
 #pragma unroll
-      for (int off = 16; off > 0; off >>= 1) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], off);
-      if (j == lane) mine = acc[j];
-    }
-    if (lane < g.n) {
-      float v = alpha * mine;
-      if (g.bias) v += g.bias[lane];
-      g.y[r * g.ldy + lane] = Activation(g.act, v);
-    }
+  for (int j = 0; j < kSgemmNarrow; ++j) {
+    if (j >= g.n) break;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], off);
+    if (j == lane) mine = acc[j];
+  }
+  if (lane < g.n) {
+    float v = alpha * mine;
+    if (g.bias) v += g.bias[lane];
+    g.y[r * g.ldy + lane] = Activation(g.act, v);
   }
 }
 
@@ -66,8 +68,8 @@ __global__ void __launch_bounds__(kThreads) GroupedSgemmKernel(const SgemmMember
                                                                float alpha) {
   const SgemmTile t = tiles[blockIdx.x];
   const SgemmMember g = members[t.member];
-  if (g.n <= kSgemmNarrow) {  // the same for the whole block
-    NarrowTile(g, t.m0, alpha);
+  if (t.narrow) {  // the same for the whole block
+    NarrowRow(g, t.m0, alpha);
     return;
   }
   __shared__ float as[kDepth][kTile + 4];
@@ -125,9 +127,13 @@ std::vector<SgemmTile> SgemmTiles(const std::vector<SgemmMember>& members) {
   std::vector<SgemmTile> tiles;
   for (size_t i : order) {
     const SgemmMember& m = members[i];
+    if (m.n <= kSgemmNarrow && m.k >= kSgemmNarrowMinK) {
+      for (int64_t m0 = 0; m0 < m.m; m0 += kThreads / 32) tiles.push_back({static_cast<int32_t>(i), static_cast<int32_t>(m0), 0, 1});
+      continue;
+    }
     for (int64_t m0 = 0; m0 < m.m; m0 += kTile) {
       for (int64_t n0 = 0; n0 < m.n; n0 += kTile) {
-        tiles.push_back({static_cast<int32_t>(i), static_cast<int32_t>(m0), static_cast<int32_t>(n0)});
+        tiles.push_back({static_cast<int32_t>(i), static_cast<int32_t>(m0), static_cast<int32_t>(n0), 0});
       }
     }
   }

@@ -7,8 +7,10 @@
 // float32 arithmetic (CUDA cores, no TF32), each member with its own
 // bias and activation.
 //
-// Each block computes one 64 x 64 tile of one member's output (of a member
-// at most kSgemmNarrow wide, 64 rows by all its columns, a warp a row): the host
+// Each block computes one 64 x 64 tile of one member's output, or for a
+// member at most kSgemmNarrow wide with K at least kSgemmNarrowMinK, 8 rows
+// by all its columns, a warp a row (with a short K the 64 x 64 tile is
+// faster: FiBiNet's 325 products of 16 by 16): the host
 // lays the tiles out once (GroupedSgemmPlan), members with the most work
 // first, and uploads the members and tiles at plan time; the kernel reads
 // its tile's member from the table, so no search and no division.
@@ -21,7 +23,7 @@
 
 namespace hfuse::cuda {
 
-inline constexpr int kSgemmTile = 64, kSgemmNarrow = 16;
+inline constexpr int kSgemmTile = 64, kSgemmNarrow = 16, kSgemmNarrowMinK = 64;
 
 struct SgemmMember {
   const float* a;     // [m, k], row stride lda
@@ -34,6 +36,7 @@ struct SgemmMember {
 struct SgemmTile {
   int32_t member;
   int32_t m0, n0;
+  int32_t narrow;  // 1: rows m0 to m0 + 7, every column, a warp a row
 };
 
 // The tiles of `members` (each with m, n, k above 0), largest members first.
