@@ -27,7 +27,8 @@ namespace {
 // (bench/RESULTS.md, issue 20). `hfuse bench --gemm-paths` measures each path.
 constexpr size_t kLtMembersMax = 4;
 // A float32 group of at most kLtMembersMax members one of which takes this
-// many multiply-adds (m * n * k) runs one cuBLASLt call a member.
+// many multiply-adds (m * n * k), or all of them one column wide, runs one
+// call a member.
 constexpr int64_t kLtMemberMinFmas = int64_t{1} << 25;
 }  // namespace
 
@@ -60,14 +61,19 @@ void CudaExecutor::Impl::PlanGemm(const Op& op) {
     return;
   }
   // float32 groups: the grouped float32 kernel, one launch, unless one
-  // cuBLASLt call a member is asked for, or the rule picks it: a few large
-  // members, where cuBLAS's kernels outrun the grouped one by more than
-  // the launches saved (bench/RESULTS.md, 2026-12-04: AITM's three
-  // 256 x 429 towers, 117 against 138 us a run at batch 512).
+  // call a member is asked for, or the rule picks it: a few large members,
+  // where cuBLAS's kernels outrun the grouped one by more than the
+  // launches saved (bench/RESULTS.md, 2026-12-04: AITM's three 256 x 429
+  // towers, 117 against 138 us a run at batch 512), or a few GEMVs, each
+  // then on the GEMV kernel (DeepFM's two: 43.7 against 45.7 us).
   if (dtype == DType::kFloat32 && options.gemm_kernel == GemmKernelChoice::kRule && ms.size() <= kLtMembersMax) {
     int64_t largest = 0;
-    for (const cuda::DeviceGemm& m : ms) largest = std::max(largest, m.m * m.n * m.k);
-    if (largest >= kLtMemberMinFmas) {
+    bool gemvs = true;
+    for (const cuda::DeviceGemm& m : ms) {
+      largest = std::max(largest, m.m * m.n * m.k);
+      gemvs = gemvs && m.n == 1;
+    }
+    if (largest >= kLtMemberMinFmas || gemvs) {
       for (const cuda::DeviceGemm& m : ms) PlanLtGemm({m}, dtype, alpha, act);
       return;
     }

@@ -63,7 +63,8 @@ __device__ __forceinline__ void NarrowRow(const SgemmMember& g, int64_t m0, floa
 // columns tx + 16 j (i, j < 4), so a warp reads 16 neighbouring columns of
 // W's tile and two rows of A's from shared memory; the tiles of A and W
 // are read 16 deep along K, each thread loading 4 elements of each, with
-// neighbouring threads on neighbouring k (coalesced: rows are K-contiguous).
+// neighbouring threads on neighbouring k (coalesced: rows are K-contiguous),
+// one step ahead of the products. Each element sums over k in order.
 __global__ void __launch_bounds__(kThreads) GroupedSgemmKernel(const SgemmMember* members, const SgemmTile* tiles,
                                                                float alpha) {
   const SgemmTile t = tiles[blockIdx.x];
@@ -76,16 +77,29 @@ __global__ void __launch_bounds__(kThreads) GroupedSgemmKernel(const SgemmMember
   __shared__ float ws[kDepth][kTile + 4];
   const int tid = static_cast<int>(threadIdx.x), tx = tid % 16, ty = tid / 16;
   float acc[4][4] = {};
-  for (int64_t k0 = 0; k0 < g.k; k0 += kDepth) {
+  // The next 16 deep of A and W are loaded into registers while this
+  // step's products run, so a step waits on memory once, not twice.
+  float next_a[4], next_w[4];
+  const auto fetch = [&](int64_t k0) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int e = tid + i * kThreads;
       const int r = e / kDepth, kk = e % kDepth;
       const int64_t gk = k0 + kk, gm = t.m0 + r, gn = t.n0 + r;
-      as[kk][r] = gm < g.m && gk < g.k ? g.a[gm * g.lda + gk] : 0.0f;
-      ws[kk][r] = gn < g.n && gk < g.k ? g.w[gn * g.k + gk] : 0.0f;
+      next_a[i] = gm < g.m && gk < g.k ? g.a[gm * g.lda + gk] : 0.0f;
+      next_w[i] = gn < g.n && gk < g.k ? g.w[gn * g.k + gk] : 0.0f;
+    }
+  };
+  fetch(0);
+  for (int64_t k0 = 0; k0 < g.k; k0 += kDepth) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int e = tid + i * kThreads;
+      as[e % kDepth][e / kDepth] = next_a[i];
+      ws[e % kDepth][e / kDepth] = next_w[i];
     }
     __syncthreads();
+    if (k0 + kDepth < g.k) fetch(k0 + kDepth);
 #pragma unroll
     for (int kk = 0; kk < kDepth; ++kk) {
       float a[4], b[4];

@@ -347,6 +347,29 @@ TEST_F(CudaTest, OneColumnGemmRunsTheGemvKernel) {
   }
 }
 
+// The float32 group rule (gemm_launches.cc): at most four members, all
+// GEMVs or one of 2^25 multiply-adds or more, run a call each: two GEMVs
+// on the GEMV kernel, two 512 x 256 x 429 towers on cuBLASLt.
+TEST_F(CudaTest, Float32GroupRuleRunsFewGemvsOrLargeMembersACallEach) {
+  struct Case {
+    int64_t rows, k, n;
+    const char* label;
+  };
+  for (const Case& c : {Case{300, 416, 1, "GEMV kernel"}, Case{512, 429, 256, "(cublasLt)"}}) {
+    test::GraphBuilder b;
+    b.Outputs({b.Fc("fc0", b.Input("x0", {c.rows, c.k}, DType::kFloat32), c.n, {.type = OpType::kGemmRcrBiasRelu}),
+               b.Fc("fc1", b.Input("x1", {c.rows, c.k - 3}, DType::kFloat32), c.n,
+                    {.type = OpType::kGemmRcrBiasRelu})});
+    Graph fused = b.Build();
+    FuseGroupOps(fused, {.rules = RuleSet::kHfuse});
+    ASSERT_EQ(fused.NumLiveOps(), 1);
+    const std::vector<std::string> labels = LaunchLabels(fused);
+    ASSERT_EQ(labels.size(), 2u) << fmt::format("{}", fmt::join(labels, "; "));
+    for (const std::string& l : labels) EXPECT_NE(l.find(c.label), std::string::npos) << l;
+    ExpectGpuMatchesCpu(fused, 33, c.label);
+  }
+}
+
 // A float32 group (no CUTLASS kernel here takes float32) runs as one launch
 // of the grouped float32 kernel (grouped_sgemm.h), of any size: members
 // with M, N and K off its 64 x 64 tile and its depth of 16 (M 70, N 1 to
