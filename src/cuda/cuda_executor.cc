@@ -444,6 +444,8 @@ const CudaRunStats& CudaExecutor::stats() const { return impl_->stats; }
 
 const std::vector<double>& CudaExecutor::LaunchOpBytes() const { return impl_->op_bytes; }
 
+const std::vector<std::string>& CudaExecutor::LaunchLabels() const { return impl_->labels; }
+
 std::vector<std::pair<std::string, double>> CudaExecutor::ProfileLaunches(int reps) {
   Run();
   cudaEvent_t start, stop;

@@ -3,6 +3,11 @@
 // a CUDA graph, against the floor of the graph as run.
 #include "bench_command.h"
 
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -58,6 +63,23 @@ Floor FloorOf(const Graph& g, const DimValues& dims) {
     }
   }
   return f;
+}
+
+// Launches counted by kind, most first (then by name): the kind is what a
+// label says after the op's name, in parentheses, up to a comma or an inner
+// parenthesis ("node_cat (concatenate kernel, 13 parts)": "concatenate
+// kernel"; "node_linear (GEMV kernel (N = 1))": "GEMV kernel").
+std::vector<std::pair<std::string, int>> LaunchKinds(const std::vector<std::string>& labels) {
+  std::map<std::string, int> count;
+  for (const std::string& l : labels) {
+    const size_t open = l.find(" (");
+    std::string kind = open == std::string::npos ? l : l.substr(open + 2);
+    kind = kind.substr(0, std::min({kind.find(','), kind.find(" ("), kind.find(')')}));
+    ++count[kind];
+  }
+  std::vector<std::pair<std::string, int>> out(count.begin(), count.end());
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  return out;
 }
 
 }  // namespace
@@ -155,12 +177,16 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
     fmt::print("  {:<44} {:>9.1f} {:>11.1f} {:>9.1f} {:>8.2f} {:>10} {:>5} {:>9.2g}\n", v.name, plain, graph,
                floor.micros(), graph / floor.micros(), stats.launches, stats.host_launches, err);
     for (const std::string& op : stats.host_ops) fmt::print("    on the host: {}\n", op);
+    const std::vector<std::pair<std::string, int>> kinds = LaunchKinds(gpu.LaunchLabels());
+    std::string by_kind;
+    for (const auto& [kind, n] : kinds) by_kind += fmt::format("{}{} {}", by_kind.empty() ? "" : ", ", n, kind);
+    fmt::print("    launches by kind: {}\n", by_kind);
     report["variants"].push_back({{"name", v.name}, {"plain_us", plain}, {"cudagraph_us", graph},
                                   {"floor_us", floor.micros()}, {"flops", floor.flops},
                                   {"bytes", floor.bytes}, {"launches", stats.launches},
                                   {"host_launches", stats.host_launches}, {"host_ops", stats.host_ops},
                                   {"folded_ops", stats.folded_ops}, {"view_ops", stats.view_ops},
-                                  {"arena_bytes", stats.arena_bytes}, {"max_err", err}});
+                                  {"arena_bytes", stats.arena_bytes}, {"launch_kinds", kinds}, {"max_err", err}});
     if (options.profile && v.name != "unfused" && v.profiled) {
       fmt::print("    profile ({}): each launch alone, median of 50; GB/s = its op's bytes "
                  "(inputs once, outputs once) / time\n", v.name);

@@ -125,6 +125,8 @@ class CudaExecutor {
 
   // Each launch timed on its own (median of `reps`), labelled by op.
   std::vector<std::pair<std::string, double>> ProfileLaunches(int reps);
+  // Each launch's label, "<op name> (<kind>[, details])", in run order.
+  const std::vector<std::string>& LaunchLabels() const;
   // Per launch, in the same order: the bytes its op moves at least (each
   // input read once, each output written once), for achieved bandwidth.
   const std::vector<double>& LaunchOpBytes() const;
