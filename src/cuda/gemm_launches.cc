@@ -30,13 +30,11 @@ constexpr size_t kLtMembersMax = 4;
 
 void CudaExecutor::Impl::PlanGemm(const Op& op) {
   const bool group = IsGroupGemm(op.type);
-  const OpType member_type = group ? MemberOf(op.type) : op.type;
   const DType dtype = g.tensor(op.inputs[0]).dtype;
-  const std::optional<EwFunc> activation = ActivationOf(member_type);
-  const int act = activation ? static_cast<int>(*activation) : cuda::kNoActivation;
   std::vector<cuda::DeviceGemm> ms;
   for (size_t i = 0; i < op.outputs.size(); ++i) {
     const hfuse::GemmMember member = GemmMemberOf(op, i);
+    const std::optional<EwFunc> activation = ActivationOf(member.kind);
     const std::vector<int64_t> a_shape = ConcreteShape(g.tensor(member.a).shape, dims);
     const cuda::Place a = PlaceOf(member.a), y = PlaceOf(member.y);
     cuda::DeviceGemm m;
@@ -49,19 +47,61 @@ void CudaExecutor::Impl::PlanGemm(const Op& op) {
     m.n = ConcreteShape(g.tensor(member.w).shape, dims)[0];
     m.lda = a.row_stride;
     m.ldy = y.row_stride;
+    m.act = activation ? static_cast<int>(*activation) : cuda::kNoActivation;
     ms.push_back(m);
   }
   const float alpha = static_cast<float>(op.attrs.Alpha());
+  // A mixed group (members of several epilogues): float32 runs as one
+  // launch of the grouped float32 kernel, which takes an epilogue a member;
+  // the other paths (cuBLASLt, CUTLASS, cuBLAS grouped plus the epilogue
+  // kernel) take one epilogue a launch, so each epilogue's members are
+  // planned as a group of their own, the labels saying so.
+  const std::vector<std::vector<cuda::DeviceGemm>> by_epilogue = cuda::SplitByEpilogue(ms);
+  if (by_epilogue.size() > 1) {
+    if (dtype == DType::kFloat32 && GroupedSgemmFor()) {
+      PlanGroupedSgemm(ms, alpha);
+      return;
+    }
+    const std::string op_label = current;
+    for (size_t e = 0; e < by_epilogue.size(); ++e) {
+      const std::vector<cuda::DeviceGemm>& sub = by_epilogue[e];
+      current = fmt::format("{} [epilogue {} of {}: {}; {}]", op_label, e + 1, by_epilogue.size(),
+                            EpilogueName(sub[0]), dtype == DType::kFloat32
+                                                     ? "the grouped float32 kernel is not chosen"
+                                                     : "CUTLASS grouped takes one epilogue a launch");
+      PlanGemmMembers(sub, dtype, alpha, true);
+    }
+    current = op_label;
+    return;
+  }
+  PlanGemmMembers(ms, dtype, alpha, group);
+}
+
+bool CudaExecutor::Impl::GroupedSgemmFor() const {
+  return options.gemm_kernel != GemmKernelChoice::kPerMember &&
+         (options.gemm_kernel == GemmKernelChoice::kGroupedSgemm ||
+          (options.cutlass && options.gemm_kernel == GemmKernelChoice::kRule));
+}
+
+std::string CudaExecutor::Impl::EpilogueName(const cuda::DeviceGemm& m) {
+  std::string epi = m.bias ? "bias" : "";
+  if (m.act != cuda::kNoActivation) {
+    epi += std::string(epi.empty() ? "" : "+") + std::string(EwFuncName(static_cast<EwFunc>(m.act)));
+  }
+  return epi.empty() ? "none" : epi;
+}
+
+void CudaExecutor::Impl::PlanGemmMembers(const std::vector<cuda::DeviceGemm>& ms, DType dtype, float alpha,
+                                         bool group) {
+  const int act = ms[0].act;  // one epilogue for all (PlanGemm)
   if (!group || (options.strided_batched && cuda::IsStridedBatch(ms))) {
     PlanLtGemm(ms, dtype, alpha, act);
     return;
   }
   // float32 groups: the grouped float32 kernel, one launch, unless one
   // cuBLASLt call a member is asked for.
-  if (dtype == DType::kFloat32 && options.gemm_kernel != GemmKernelChoice::kPerMember &&
-      (options.gemm_kernel == GemmKernelChoice::kGroupedSgemm ||
-       (options.cutlass && options.gemm_kernel == GemmKernelChoice::kRule))) {
-    PlanGroupedSgemm(ms, alpha, act);
+  if (dtype == DType::kFloat32 && GroupedSgemmFor()) {
+    PlanGroupedSgemm(ms, alpha);
     return;
   }
   if (options.gemm_kernel == GemmKernelChoice::kPerMember) {
@@ -84,21 +124,27 @@ void CudaExecutor::Impl::PlanGemm(const Op& op) {
   PlanGroupedGemm(ms, dtype, alpha, act, why);
 }
 
-void CudaExecutor::Impl::PlanGroupedSgemm(const std::vector<cuda::DeviceGemm>& ms, float alpha, int act) {
+void CudaExecutor::Impl::PlanGroupedSgemm(const std::vector<cuda::DeviceGemm>& ms, float alpha) {
   const cuda::GemmMemberSplit split = cuda::SplitGemmMembers(ms);
-  if (!split.bias_only.empty()) PlanEpilogue(split.bias_only, DType::kFloat32, act, true);
+  for (const std::vector<cuda::DeviceGemm>& same : cuda::SplitByEpilogue(split.bias_only)) {
+    PlanEpilogue(same, DType::kFloat32, same[0].act, true);
+  }
   if (split.products.empty()) return;
   std::vector<cuda::SgemmMember> members;
-  for (const cuda::DeviceGemm& m : split.products) {
+  bool mixed = false;
+  for (const cuda::DeviceGemm& m : split.products) {  // each member with its own epilogue
     members.push_back({reinterpret_cast<const float*>(m.a), reinterpret_cast<const float*>(m.w),
                        reinterpret_cast<const float*>(m.bias), reinterpret_cast<float*>(m.y), m.m, m.n, m.k, m.lda,
-                       m.ldy, act});
+                       m.ldy, m.act});
+    mixed = mixed || m.act != split.products[0].act || !m.bias != !split.products[0].bias;
   }
   const std::vector<cuda::SgemmTile> tiles = cuda::SgemmTiles(members);
   const cuda::SgemmMember* d_members = Device(members);
   const cuda::SgemmTile* d_tiles = Device(tiles);
   const int count = static_cast<int>(tiles.size());
-  Add(fmt::format("grouped float32 GEMM, {} members, {} tiles", members.size(), count), [=](cudaStream_t s) {
+  Add(fmt::format("grouped float32 GEMM, {} members, {} tiles{}", members.size(), count,
+                  mixed ? ", an epilogue a member" : ""),
+      [=](cudaStream_t s) {
     cuda::LaunchGroupedSgemm(d_members, d_tiles, count, alpha, s);
     HFUSE_LAUNCHED();
   });
