@@ -102,8 +102,10 @@ FuseGroupOpsResult FuseGroupOps(Graph& graph, const FuseGroupOpsOptions& options
   // first (members of different epilogues group: group_planner.h).
   const bool one_gemm_round = options.rules == RuleSet::kHfuse;
   std::vector<OpType> types;
+  bool gemm_round = false;  // a GEMM kind's round is in `types`
   for (OpType type : all_types) {
-    if (IsGemm(type) && (!options.group_gemm || (one_gemm_round && !types.empty()))) continue;
+    if (IsGemm(type) && (!options.group_gemm || (one_gemm_round && gemm_round))) continue;
+    gemm_round = gemm_round || IsGemm(type);
     types.push_back(type);
   }
   std::optional<ReasonRecorder> recorder;
