@@ -3,7 +3,12 @@
 // of one shape at constant strides: strided batched), else one CUTLASS SM90
 // grouped GEMM with bias and activation in its epilogue, else one
 // cublasGemmGroupedBatchedEx plus one grouped bias/activation kernel. Which
-// members take part is gemm_plan.h's rule, for every path.
+// members take part is gemm_plan.h's rule, for every path. A mixed group
+// (group_gemm_rcr_mixed: members of several epilogues) is one launch of the
+// grouped float32 kernel in float32, else one such plan per epilogue: the
+// CUTLASS kernel's bias/activation functor takes one activation a launch
+// (a launch-wide argument, kept a uniform branch for speed), cuBLASLt one
+// epilogue a call.
 #include <algorithm>
 #include <cstdint>
 #include <optional>
