@@ -46,6 +46,45 @@ TEST_P(FusedEqualsUnfused, BitwiseOnConformanceGraph) {
   // cpu_fast_kernels_test checks the fast ones on float32 groups.)
 }
 
+// The same under the hfuse rules (mixed-epilogue GEMM groups, uncapped
+// LayerNorm groups): fused, on every conformance graph, the bytes of the
+// original; and every reachability strategy forms the same groups, each
+// mixed group listing its members' own kinds.
+TEST_P(FusedEqualsUnfused, BitwiseUnderTheHfuseRules) {
+  const Graph original = ReadGraphJsonFile(testing::ConformancePath(GetParam()) + ".json");
+  FuseGroupOpsOptions options = testing::ConformanceOptions(GetParam());
+  options.rules = RuleSet::kHfuse;
+  Graph fused = original;
+  const FuseGroupOpsResult result = FuseGroupOps(fused, options);
+  for (const FusedGroup& g : result.groups) {
+    if (g.type != OpType::kGroupGemmRcrMixed) continue;
+    ASSERT_EQ(g.member_ops.size(), g.members.size());
+    for (size_t i = 0; i < g.members.size(); ++i) {
+      EXPECT_EQ(original.op(*original.FindOp(g.members[i])).type, g.member_ops[i]) << g.members[i];
+    }
+  }
+  for (ReachStrategy reach : {ReachStrategy::kWindows, ReachStrategy::kChains, ReachStrategy::kSearch}) {
+    Graph again = original;
+    FuseGroupOpsOptions forced = options;
+    forced.reach = reach;
+    const FuseGroupOpsResult other = FuseGroupOps(again, forced);
+    ASSERT_EQ(other.groups.size(), result.groups.size()) << static_cast<int>(reach);
+    for (size_t i = 0; i < other.groups.size(); ++i) {
+      EXPECT_EQ(other.groups[i].members, result.groups[i].members) << static_cast<int>(reach);
+      EXPECT_EQ(other.groups[i].member_ops, result.groups[i].member_ops) << static_cast<int>(reach);
+    }
+  }
+  fused = ParseGraphJson(WriteGraphJson(fused, result.op_order), "fused");
+  const DimValues dims = BindDims(original);
+  const TensorMap feeds = RandomFeeds(original, dims, 1234);
+  const TensorMap want = RunOnCpu(original, feeds, dims);
+  const TensorMap got = RunOnCpu(fused, feeds, BindDims(fused));
+  for (const OutputComparison& c : CompareOutputs(want, got)) {
+    EXPECT_TRUE(c.problem.empty()) << c.name << ": " << c.problem;
+    EXPECT_TRUE(c.bitwise_equal) << c.name << ": max_abs " << c.max_abs;
+  }
+}
+
 // GEMMs of every epilogue, some sharing their A (DCNv2's cross layer and
 // DNN), form one group_gemm_rcr_mixed under the hfuse rules; on the CPU it
 // gives the bytes its members give alone: float32 on the fast kernels (the
