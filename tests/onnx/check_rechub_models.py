@@ -201,7 +201,9 @@ HFUSE_GROUPS = {
         (G, [f"/model/bilinear_interaction/bilinear_layer.{i}_1/MatMul" for i in range(325)]),
     ],
     "DIN": GROUPS["DIN"],
-    "TensordotAutoInt": GROUPS["TensordotAutoInt"],
+    # each cross layer's tensordot (no bias) with the DNN layer of its depth
+    "TensordotAutoInt": GROUPS["TensordotAutoInt"] + [
+        (X, ["/cross/Einsum", "/dnn/dnn.0/Gemm"]), (X, ["/cross/Einsum_1", "/dnn/dnn.2/Gemm"])],
     "ConvHeads": [("group_gemm_rcr_bias", [f"/heads.{i}/Conv" for i in range(3)])],
     "EinsumAutoInt": GROUPS["EinsumAutoInt"],
 }
