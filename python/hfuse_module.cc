@@ -591,6 +591,11 @@ nb::dict Report(const FuseGroupOpsResult& r) {
     nb::dict group;
     group["op"] = std::string(OpTypeName(g.type));
     group["members"] = g.members;
+    if (!g.member_ops.empty()) {  // a mixed GEMM group: each member's kind (its epilogue)
+      nb::list kinds;
+      for (OpType kind : g.member_ops) kinds.append(std::string(OpTypeName(kind)));
+      group["member_ops"] = kinds;
+    }
     groups.append(group);
   }
   report["groups"] = groups;

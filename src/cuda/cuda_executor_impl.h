@@ -380,7 +380,13 @@ struct CudaExecutor::Impl {
 
   // ---- GEMM launch plans (gemm_launches.cc) ----------------------------------------
 
-  void PlanGemm(const Op& op);  // picks one of the three below
+  // Picks one of the paths below; a mixed group (members of several
+  // epilogues) is one grouped float32 launch, or one plan per epilogue.
+  void PlanGemm(const Op& op);
+  // Members of one epilogue (ms[i].act, bias or not): a group or one GEMM.
+  void PlanGemmMembers(const std::vector<cuda::DeviceGemm>& ms, DType dtype, float alpha, bool group);
+  bool GroupedSgemmFor() const;  // whether float32 groups take the grouped float32 kernel
+  static std::string EpilogueName(const cuda::DeviceGemm& m);  // "bias+relu", "none"
   static int64_t NumRows(const std::vector<int64_t>& shape);
   // One cuBLASLt call: one member, or members at constant strides (strided batched).
   void PlanLtGemm(const std::vector<cuda::DeviceGemm>& ms, DType dtype, float alpha, int act);
@@ -391,8 +397,9 @@ struct CudaExecutor::Impl {
   // activation; `why` says why not CUTLASS.
   void PlanGroupedGemm(const std::vector<cuda::DeviceGemm>& ms, DType dtype, float alpha, int act,
                        const std::string& why);
-  // float32 members in one launch of the grouped float32 kernel (grouped_sgemm.h).
-  void PlanGroupedSgemm(const std::vector<cuda::DeviceGemm>& ms, float alpha, int act);
+  // float32 members in one launch of the grouped float32 kernel
+  // (grouped_sgemm.h), each with its own epilogue (ms[i].act, bias or not).
+  void PlanGroupedSgemm(const std::vector<cuda::DeviceGemm>& ms, float alpha);
   // Bias + activation over each member's output, in one launch. With
   // zero_first, the outputs are cleared first (GEMMs with K = 0).
   void PlanEpilogue(const std::vector<cuda::DeviceGemm>& ms, DType dtype, int act, bool zero_first);

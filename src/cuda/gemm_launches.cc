@@ -3,7 +3,12 @@
 // of one shape at constant strides: strided batched), else one CUTLASS SM90
 // grouped GEMM with bias and activation in its epilogue, else one
 // cublasGemmGroupedBatchedEx plus one grouped bias/activation kernel. Which
-// members take part is gemm_plan.h's rule, for every path.
+// members take part is gemm_plan.h's rule, for every path. A mixed group
+// (group_gemm_rcr_mixed: members of several epilogues) is one launch of the
+// grouped float32 kernel in float32, else one such plan per epilogue: the
+// CUTLASS kernel's bias/activation functor takes one activation a launch
+// (a launch-wide argument, kept a uniform branch for speed), cuBLASLt one
+// epilogue a call.
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -30,17 +35,31 @@ constexpr size_t kLtMembersMax = 4;
 // many multiply-adds (m * n * k), or all of them one column wide, runs one
 // call a member.
 constexpr int64_t kLtMemberMinFmas = int64_t{1} << 25;
+
+// The rule for a float32 group: one call a member where there are a few
+// large members, whose cuBLAS kernels outrun the grouped one by more than
+// the launches saved (bench/RESULTS.md, 2026-12-04: AITM's three 256 x 429
+// towers, 117 against 138 us a run at batch 512), or a few GEMVs, each then
+// on the GEMV kernel (DeepFM's two: 43.7 against 45.7 us).
+bool FewCallsPay(const std::vector<cuda::DeviceGemm>& ms) {
+  if (ms.size() > kLtMembersMax) return false;
+  int64_t largest = 0;
+  bool gemvs = true;
+  for (const cuda::DeviceGemm& m : ms) {
+    largest = std::max(largest, m.m * m.n * m.k);
+    gemvs = gemvs && m.n == 1;
+  }
+  return largest >= kLtMemberMinFmas || gemvs;
+}
 }  // namespace
 
 void CudaExecutor::Impl::PlanGemm(const Op& op) {
   const bool group = IsGroupGemm(op.type);
-  const OpType member_type = group ? MemberOf(op.type) : op.type;
   const DType dtype = g.tensor(op.inputs[0]).dtype;
-  const std::optional<EwFunc> activation = ActivationOf(member_type);
-  const int act = activation ? static_cast<int>(*activation) : cuda::kNoActivation;
   std::vector<cuda::DeviceGemm> ms;
   for (size_t i = 0; i < op.outputs.size(); ++i) {
     const hfuse::GemmMember member = GemmMemberOf(op, i);
+    const std::optional<EwFunc> activation = ActivationOf(member.kind);
     const std::vector<int64_t> a_shape = ConcreteShape(g.tensor(member.a).shape, dims);
     const cuda::Place a = PlaceOf(member.a), y = PlaceOf(member.y);
     cuda::DeviceGemm m;
@@ -53,35 +72,69 @@ void CudaExecutor::Impl::PlanGemm(const Op& op) {
     m.n = ConcreteShape(g.tensor(member.w).shape, dims)[0];
     m.lda = a.row_stride;
     m.ldy = y.row_stride;
+    m.act = activation ? static_cast<int>(*activation) : cuda::kNoActivation;
     ms.push_back(m);
   }
   const float alpha = static_cast<float>(op.attrs.Alpha());
+  // A mixed group (members of several epilogues): float32 runs as one
+  // launch of the grouped float32 kernel, which takes an epilogue a member;
+  // the other paths (cuBLASLt, CUTLASS, cuBLAS grouped plus the epilogue
+  // kernel) take one epilogue a launch, so each epilogue's members are
+  // planned as a group of their own, the labels saying so.
+  const std::vector<std::vector<cuda::DeviceGemm>> by_epilogue = cuda::SplitByEpilogue(ms);
+  if (by_epilogue.size() > 1) {
+    if (dtype == DType::kFloat32 && options.gemm_kernel == GemmKernelChoice::kRule && FewCallsPay(ms)) {
+      for (const cuda::DeviceGemm& m : ms) PlanLtGemm({m}, dtype, alpha, m.act);
+      return;
+    }
+    if (dtype == DType::kFloat32 && GroupedSgemmFor()) {
+      PlanGroupedSgemm(ms, alpha);
+      return;
+    }
+    const std::string op_label = current;
+    for (size_t e = 0; e < by_epilogue.size(); ++e) {
+      const std::vector<cuda::DeviceGemm>& sub = by_epilogue[e];
+      current = fmt::format("{} [epilogue {} of {}: {}; {}]", op_label, e + 1, by_epilogue.size(),
+                            EpilogueName(sub[0]), dtype == DType::kFloat32
+                                                     ? "the grouped float32 kernel is not chosen"
+                                                     : "CUTLASS grouped takes one epilogue a launch");
+      PlanGemmMembers(sub, dtype, alpha, true);
+    }
+    current = op_label;
+    return;
+  }
+  PlanGemmMembers(ms, dtype, alpha, group);
+}
+
+bool CudaExecutor::Impl::GroupedSgemmFor() const {
+  return options.gemm_kernel != GemmKernelChoice::kPerMember &&
+         (options.gemm_kernel == GemmKernelChoice::kGroupedSgemm ||
+          (options.cutlass && options.gemm_kernel == GemmKernelChoice::kRule));
+}
+
+std::string CudaExecutor::Impl::EpilogueName(const cuda::DeviceGemm& m) {
+  std::string epi = m.bias ? "bias" : "";
+  if (m.act != cuda::kNoActivation) {
+    epi += std::string(epi.empty() ? "" : "+") + std::string(EwFuncName(static_cast<EwFunc>(m.act)));
+  }
+  return epi.empty() ? "none" : epi;
+}
+
+void CudaExecutor::Impl::PlanGemmMembers(const std::vector<cuda::DeviceGemm>& ms, DType dtype, float alpha,
+                                         bool group) {
+  const int act = ms[0].act;  // one epilogue for all (PlanGemm)
   if (!group || (options.strided_batched && cuda::IsStridedBatch(ms))) {
     PlanLtGemm(ms, dtype, alpha, act);
     return;
   }
   // float32 groups: the grouped float32 kernel, one launch, unless one
-  // call a member is asked for, or the rule picks it: a few large members,
-  // where cuBLAS's kernels outrun the grouped one by more than the
-  // launches saved (bench/RESULTS.md, 2026-12-04: AITM's three 256 x 429
-  // towers, 117 against 138 us a run at batch 512), or a few GEMVs, each
-  // then on the GEMV kernel (DeepFM's two: 43.7 against 45.7 us).
-  if (dtype == DType::kFloat32 && options.gemm_kernel == GemmKernelChoice::kRule && ms.size() <= kLtMembersMax) {
-    int64_t largest = 0;
-    bool gemvs = true;
-    for (const cuda::DeviceGemm& m : ms) {
-      largest = std::max(largest, m.m * m.n * m.k);
-      gemvs = gemvs && m.n == 1;
-    }
-    if (largest >= kLtMemberMinFmas || gemvs) {
-      for (const cuda::DeviceGemm& m : ms) PlanLtGemm({m}, dtype, alpha, act);
-      return;
-    }
+  // call a member is asked for or the rule picks it (FewCallsPay).
+  if (dtype == DType::kFloat32 && options.gemm_kernel == GemmKernelChoice::kRule && FewCallsPay(ms)) {
+    for (const cuda::DeviceGemm& m : ms) PlanLtGemm({m}, dtype, alpha, m.act);
+    return;
   }
-  if (dtype == DType::kFloat32 && options.gemm_kernel != GemmKernelChoice::kPerMember &&
-      (options.gemm_kernel == GemmKernelChoice::kGroupedSgemm ||
-       (options.cutlass && options.gemm_kernel == GemmKernelChoice::kRule))) {
-    PlanGroupedSgemm(ms, alpha, act);
+  if (dtype == DType::kFloat32 && GroupedSgemmFor()) {
+    PlanGroupedSgemm(ms, alpha);
     return;
   }
   if (options.gemm_kernel == GemmKernelChoice::kPerMember) {
@@ -104,21 +157,27 @@ void CudaExecutor::Impl::PlanGemm(const Op& op) {
   PlanGroupedGemm(ms, dtype, alpha, act, why);
 }
 
-void CudaExecutor::Impl::PlanGroupedSgemm(const std::vector<cuda::DeviceGemm>& ms, float alpha, int act) {
+void CudaExecutor::Impl::PlanGroupedSgemm(const std::vector<cuda::DeviceGemm>& ms, float alpha) {
   const cuda::GemmMemberSplit split = cuda::SplitGemmMembers(ms);
-  if (!split.bias_only.empty()) PlanEpilogue(split.bias_only, DType::kFloat32, act, true);
+  for (const std::vector<cuda::DeviceGemm>& same : cuda::SplitByEpilogue(split.bias_only)) {
+    PlanEpilogue(same, DType::kFloat32, same[0].act, true);
+  }
   if (split.products.empty()) return;
   std::vector<cuda::SgemmMember> members;
-  for (const cuda::DeviceGemm& m : split.products) {
+  bool mixed = false;
+  for (const cuda::DeviceGemm& m : split.products) {  // each member with its own epilogue
     members.push_back({reinterpret_cast<const float*>(m.a), reinterpret_cast<const float*>(m.w),
                        reinterpret_cast<const float*>(m.bias), reinterpret_cast<float*>(m.y), m.m, m.n, m.k, m.lda,
-                       m.ldy, act});
+                       m.ldy, m.act});
+    mixed = mixed || m.act != split.products[0].act || !m.bias != !split.products[0].bias;
   }
   const std::vector<cuda::SgemmTile> tiles = cuda::SgemmTiles(members);
   const cuda::SgemmMember* d_members = Device(members);
   const cuda::SgemmTile* d_tiles = Device(tiles);
   const int count = static_cast<int>(tiles.size());
-  Add(fmt::format("grouped float32 GEMM, {} members, {} tiles", members.size(), count), [=](cudaStream_t s) {
+  Add(fmt::format("grouped float32 GEMM, {} members, {} tiles{}", members.size(), count,
+                  mixed ? ", an epilogue a member" : ""),
+      [=](cudaStream_t s) {
     cuda::LaunchGroupedSgemm(d_members, d_tiles, count, alpha, s);
     HFUSE_LAUNCHED();
   });

@@ -1,6 +1,7 @@
 // The CUDA backend's GEMM member rules (gemm_plan.h): host code only.
 #include "gemm_plan.h"
 
+#include <algorithm>
 #include <cstddef>
 
 namespace hfuse::cuda {
@@ -12,6 +13,22 @@ GemmMemberSplit SplitGemmMembers(const std::vector<DeviceGemm>& members) {
     (m.k == 0 ? split.bias_only : split.products).push_back(m);
   }
   return split;
+}
+
+std::vector<std::vector<DeviceGemm>> SplitByEpilogue(const std::vector<DeviceGemm>& members) {
+  std::vector<std::vector<DeviceGemm>> lists;
+  for (const DeviceGemm& m : members) {
+    auto same = [&](const std::vector<DeviceGemm>& l) {
+      return (l[0].bias != nullptr) == (m.bias != nullptr) && l[0].act == m.act;
+    };
+    auto it = std::find_if(lists.begin(), lists.end(), same);
+    if (it == lists.end()) {
+      lists.push_back({m});
+    } else {
+      it->push_back(m);
+    }
+  }
+  return lists;
 }
 
 bool IsStridedBatch(const std::vector<DeviceGemm>& ms) {

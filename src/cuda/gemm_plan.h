@@ -20,6 +20,11 @@ struct DeviceGemm {
   const char* bias;  // [n], or null
   char* y;           // [m, n], row stride ldy
   int64_t m, n, k, lda, ldy;
+  // The member's activation: an EwFunc code, or -1 (kernels.h's
+  // kNoActivation). Members of a mixed group (group_gemm_rcr_mixed) differ in
+  // it and in their bias; the paths that take one epilogue a launch get
+  // members of one (SplitByEpilogue).
+  int act = -1;
 };
 
 // The members of a group by what they need. A member whose output is empty
@@ -31,6 +36,11 @@ struct GemmMemberSplit {
   std::vector<DeviceGemm> bias_only;  // K = 0, M and N non-zero
 };
 GemmMemberSplit SplitGemmMembers(const std::vector<DeviceGemm>& members);
+
+// The members by epilogue (bias or not, activation): one list per epilogue,
+// lists in the order of their first member, each keeping the members'
+// order. One list when all share one.
+std::vector<std::vector<DeviceGemm>> SplitByEpilogue(const std::vector<DeviceGemm>& members);
 
 // Members of one shape at constant strides between their A, W, Y (and bias)
 // addresses, which one strided-batched call can run; true for one member.

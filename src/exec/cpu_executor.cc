@@ -539,6 +539,7 @@ class CpuRun {
     float* y;
     int64_t rows, n, k;
     const float* packed;  // w packed (CpuPackedWeights), or null
+    std::optional<EwFunc> act;  // the member's activation (its GEMM kind's)
   };
   // A GEMM or a group of them on the tensors' bytes. A group's members run
   // side by side, one thread each with a single-threaded product, when that
@@ -561,17 +562,16 @@ class CpuRun {
                                     cpu::fast::PackedGemm(n, k, false)
                                 ? options_.packed->Get(F(w), k, true, n, k)
                                 : nullptr;
-      jobs.push_back({F(a), F(w), bias, nullptr, rows, n, k, packed});
+      jobs.push_back({F(a), F(w), bias, nullptr, rows, n, k, packed, ActivationOf(mem.kind)});
     }
     for (size_t m = 0; m < jobs.size(); ++m) jobs[m].y = F(Out(GemmMemberOf(op, m).y));
     const float alpha = static_cast<float>(op.attrs.Alpha());
-    const std::optional<EwFunc> act = ActivationOf(op.type);
-    if (PackedTiles(jobs, alpha, act)) return true;
+    if (PackedTiles(jobs, alpha)) return true;
     std::vector<double> cost;
     for (const GemmJob& j : jobs) cost.push_back(static_cast<double>(j.rows) * j.n * std::max<int64_t>(j.k, 1));
     const auto run = [&](size_t m, bool parallel) {
       const GemmJob& j = jobs[m];
-      cpu::fast::Gemm({j.a, j.k, false}, {j.w, j.k, true}, j.y, j.n, j.rows, j.n, j.k, alpha, j.bias, act,
+      cpu::fast::Gemm({j.a, j.k, false}, {j.w, j.k, true}, j.y, j.n, j.rows, j.n, j.k, alpha, j.bias, j.act,
                       parallel, j.packed);
     };
     RunMembers(cost, run);
@@ -584,7 +584,9 @@ class CpuRun {
   // thread waits on one the OS has not scheduled. A member's tiles are in
   // row-major order, so a thread's next tile usually reads the rows of a it
   // just read. (Not with --cpu-groups serial: members one after another.)
-  bool PackedTiles(const std::vector<GemmJob>& jobs, float alpha, std::optional<EwFunc> act) {
+  // Each member's tiles apply its own bias and activation (a mixed group's
+  // members differ in them).
+  bool PackedTiles(const std::vector<GemmJob>& jobs, float alpha) {
     if (jobs.size() < 2 || options_.group_mode == static_cast<uint8_t>(cpu::GroupMode::kOneByOne)) return false;
     double flops = 0;
     for (const GemmJob& j : jobs) {
@@ -608,7 +610,7 @@ class CpuRun {
     const auto run = [&](int64_t i) {
       const auto [m, t] = tiles[static_cast<size_t>(i)];
       const GemmJob& j = jobs[m];
-      cpu::fast::PackedGemmTile({j.a, j.k, false}, packed[m], j.y, j.n, j.rows, j.n, j.k, alpha, j.bias, act, t);
+      cpu::fast::PackedGemmTile({j.a, j.k, false}, packed[m], j.y, j.n, j.rows, j.n, j.k, alpha, j.bias, j.act, t);
     };
     if (flops < static_cast<double>(cpu::kRegionCost) || cpu::fast::Threads() == 1) {
       group_path_ = "one by one";
@@ -700,7 +702,7 @@ class CpuRun {
     const std::vector<float> cf = bias ? In(member.bias).ToFloat() : std::vector<float>();
     std::vector<float> yf(static_cast<size_t>(rows * n));
     cpu::Gemm(af.data(), bf.data(), bias ? cf.data() : nullptr, yf.data(), rows, n, k,
-              static_cast<float>(op.attrs.Alpha()), ActivationOf(op.type));
+              static_cast<float>(op.attrs.Alpha()), ActivationOf(member.kind));
     Out(member.y).FromFloat(yf.data());
   }
 

@@ -398,6 +398,14 @@ class FastReader {
       case OpFamily::kGroupGemm:
         need("group_size");
         if (Int() != static_cast<int64_t>(op.outputs.size())) throw GiveUp{};
+        if (op.type == OpType::kGroupGemmRcrMixed) {
+          need("member_ops");
+          Array([&] {
+            const std::optional<OpType> t = ParseOpType(String());
+            if (!t || !IsGemm(*t)) throw GiveUp{};
+            a.member_ops.push_back(*t);
+          });
+        }
         break;
       case OpFamily::kGroupLayerNorm:
         need("normalized_shapes");

@@ -389,10 +389,21 @@ class Reader {
         a.shape = IntArray(Required(o, "shape", where), Then(where, " shape"));
         break;
       case OpFamily::kGroupGemm:
-        CheckKeys(o, where, {"name", "op", "inputs", "outputs", "group_size"});
+        CheckKeys(o, where, {"name", "op", "inputs", "outputs", "group_size", "member_ops"});
         // Checked against the outputs once they are read: the member count
         // is the outputs', not stored twice.
         group_size_ = Int(Required(o, "group_size", where), Then(where, " group_size"));
+        if (op.type == OpType::kGroupGemmRcrMixed) {  // each member's GEMM kind
+          Array(Required(o, "member_ops", where), Then(where, " member_ops"))
+              .for_each([&](size_t, const Value& v) {
+                const std::string_view kind = StringView(v, Then(where, " member_ops entry"));
+                const std::optional<OpType> t = ParseOpType(kind);
+                if (!t || !IsGemm(*t)) Fail("{}: member_ops: '{}' is not a GEMM op type", where(), kind);
+                a.member_ops.push_back(*t);
+              });
+        } else if (o.find("member_ops")) {
+          Fail("{}: member_ops is for {} only", where(), OpTypeName(OpType::kGroupGemmRcrMixed));
+        }
         break;
       case OpFamily::kGroupLayerNorm: {
         CheckKeys(o, where, {"name", "op", "inputs", "outputs", "normalized_shapes", "eps"});

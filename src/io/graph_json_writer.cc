@@ -187,6 +187,14 @@ class Writer {
       case OpFamily::kGroupGemm:
         Put(", \"group_size\": ");
         Int(static_cast<int64_t>(op.outputs.size()));
+        if (!a.member_ops.empty()) {
+          Put(", \"member_ops\": [");
+          for (size_t i = 0; i < a.member_ops.size(); ++i) {
+            if (i) Put(", ");
+            Str(OpTypeName(a.member_ops[i]));
+          }
+          Put("]");
+        }
         break;
       case OpFamily::kGroupLayerNorm: {
         Put(", \"normalized_shapes\": [");

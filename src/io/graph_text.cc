@@ -296,6 +296,15 @@ class TextReader {
         if (!a.normalized_shapes.empty()) p.Expect(",");
         a.normalized_shapes.push_back(p.Ints());
       }
+    } else if (key == "member_ops") {
+      p.Expect("[");
+      while (!p.Accept("]")) {
+        if (!a.member_ops.empty()) p.Expect(",");
+        const std::string kind = p.Name();
+        const auto parsed = ParseOpType(kind);
+        if (!parsed || !IsGemm(*parsed)) p.Fail("member_ops: '{}' is not a GEMM op type", kind);
+        a.member_ops.push_back(*parsed);
+      }
     } else if (key == "split_sizes") {
       a.split_sizes = p.Ints();
     } else if (key == "dim") {

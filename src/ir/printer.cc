@@ -54,7 +54,13 @@ std::string AttrText(const Op& op) {
       parts.push_back(fmt::format("func = {}", EwFuncName(a.func)));
       break;
     case OpFamily::kReshape: parts.push_back("shape = " + Ints(a.shape)); break;
-    case OpFamily::kGroupGemm: break;
+    case OpFamily::kGroupGemm:
+      if (!a.member_ops.empty()) {
+        std::vector<std::string_view> kinds;
+        for (OpType kind : a.member_ops) kinds.push_back(OpTypeName(kind));
+        parts.push_back(fmt::format("member_ops = [{}]", fmt::join(kinds, ", ")));
+      }
+      break;
     case OpFamily::kGroupLayerNorm: {
       std::vector<std::string> shapes;
       for (const auto& s : a.normalized_shapes) shapes.push_back(Ints(s));

@@ -60,11 +60,21 @@ class OpChecker {
         break;
       }
       case OpFamily::kGroupGemm: {
-        const size_t n = GemmArity(op_.type);
         const size_t members = op_.outputs.size();
         Expect(members >= 1, "has no outputs");
-        Expect(op_.inputs.size() == n * members, "takes {} inputs for {} members, got {}",
-               n * members, members, op_.inputs.size());
+        if (IsMixedGemmGroup(op_)) {
+          Expect(op_.attrs.member_ops.size() == members, "has {} member_ops for {} members",
+                 op_.attrs.member_ops.size(), members);
+          for (OpType kind : op_.attrs.member_ops) {
+            Expect(IsGemm(kind), "member_ops lists '{}', not a GEMM kind", OpTypeName(kind));
+          }
+        } else {
+          Expect(op_.attrs.member_ops.empty(), "has member_ops, which only {} takes",
+                 OpTypeName(OpType::kGroupGemmRcrMixed));
+        }
+        const size_t n = GemmMemberOffset(op_, members);
+        Expect(op_.inputs.size() == n, "takes {} inputs for {} members, got {}", n, members,
+               op_.inputs.size());
         for (size_t m = 0; m < members; ++m) CheckGemm(GemmMemberOf(op_, m));
         break;
       }

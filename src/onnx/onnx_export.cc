@@ -528,6 +528,12 @@ class Exporter {
                         onnx_util::kHfuseDomain);
     if (IsGroupGemm(op.type)) {
       SetInt(n, "group_size", static_cast<int64_t>(NumMembers(op)));
+      if (IsMixedGemmGroup(op)) {
+        AttributeProto* a = n->add_attribute();
+        a->set_name("member_ops");
+        a->set_type(AttributeProto::STRINGS);
+        for (OpType kind : op.attrs.member_ops) a->add_strings(std::string(OpTypeName(kind)));
+      }
     } else if (IsGroupGather(op.type)) {
       AttributeProto* a = n->add_attribute();
       a->set_name("member_names");
@@ -559,7 +565,7 @@ class Exporter {
     for (size_t m = 0; m < members; ++m) {
       const std::string name = fmt::format("{}/{}", op.name, m);
       if (IsGroupGemm(op.type)) {
-        EmitGemm(name, MemberOf(op.type), GemmMemberOf(op, m), 1.0);
+        EmitGemm(name, GemmKindOf(op, m), GemmMemberOf(op, m), 1.0);
       } else {
         EmitLayerNorm(name, ActivationOf(op.type) == EwFunc::kSigmoid, LayerNormMemberOf(op, m),
                       op.attrs.Eps());
@@ -621,6 +627,7 @@ class Exporter {
 
   // A GEMM group of one shape as one batched MatMul (see the header).
   bool EmitBatchedGemms(const Op& op) {
+    if (IsMixedGemmGroup(op)) return false;  // one epilogue for all: member by member
     const bool bias = GemmHasBias(op.type);
     const size_t members = op.outputs.size();
     const GemmMember first = GemmMemberOf(op, 0);

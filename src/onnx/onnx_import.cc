@@ -821,6 +821,23 @@ bool Importer::ImportGroup(const NodeProto& node) {
       Error("{} node '{}': group_size {} does not match its {} outputs", node.op_type(),
             group.name, group_size, group.outputs.size());
     }
+    if (*type == OpType::kGroupGemmRcrMixed) {  // each member's GEMM kind
+      for (const AttributeProto& a : node.attribute()) {
+        if (a.name() != "member_ops") continue;
+        for (const std::string& s : a.strings()) {
+          const std::optional<OpType> kind = ParseOpType(s);
+          if (!kind || !IsGemm(*kind)) {
+            Error("{} node '{}': member_ops lists '{}', not a GEMM op type", node.op_type(),
+                  group.name, s);
+          }
+          group.attrs.member_ops.push_back(*kind);
+        }
+      }
+      if (group.attrs.member_ops.size() != group.outputs.size()) {
+        Error("{} node '{}': {} member_ops for {} outputs", node.op_type(), group.name,
+              group.attrs.member_ops.size(), group.outputs.size());
+      }
+    }
   } else {
     const std::vector<int64_t> ranks = IntsAttr(node, "normalized_ranks");
     const std::vector<int64_t> flat = IntsAttr(node, "normalized_shapes");

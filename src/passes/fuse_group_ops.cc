@@ -17,9 +17,8 @@ namespace {
 
 // The seed's two dumps for a type whose round ran; a type with no ops or no
 // candidates gets them too, saying so (the seed writes nothing then).
-void AddDumps(OpType type, const TypeRoundResult& round,
+void AddDumps(std::string_view name, const TypeRoundResult& round,
               std::vector<std::pair<std::string, std::string>>& dumps) {
-  const std::string_view name = OpTypeName(type);
   std::string dependency = round.dependency_dump, groups = round.groups_dump;
   if (dependency.empty() || dependency == "\n") {
     const bool none = round.reasons.empty();
@@ -52,6 +51,17 @@ void AddSkippedDumps(OpType type, const std::vector<Reason>& ungrouped,
 }
 
 }  // namespace
+
+std::string MemberLabel(const FusedGroup& group, size_t i) {
+  if (i >= group.member_ops.size()) return group.members[i];
+  return fmt::format("{} [{}]", group.members[i], OpTypeName(group.member_ops[i]));
+}
+
+std::vector<std::string> MemberLabels(const FusedGroup& group) {
+  std::vector<std::string> labels;
+  for (size_t i = 0; i < group.members.size(); ++i) labels.push_back(MemberLabel(group, i));
+  return labels;
+}
 
 std::string_view UngroupedKinds(const FuseGroupOpsResult& result) {
   const bool gathers =
@@ -88,9 +98,15 @@ FuseGroupOpsResult FuseGroupOps(Graph& graph, const FuseGroupOpsOptions& options
     if (IsLayerNorm(type)) layernorms.insert(layernorms.begin(), type);
   }
   all_types.insert(all_types.end(), layernorms.begin(), layernorms.end());
+  // Under the hfuse rules the GEMM kinds run as one round, that of the
+  // first (members of different epilogues group: group_planner.h).
+  const bool one_gemm_round = options.rules == RuleSet::kHfuse;
   std::vector<OpType> types;
+  bool gemm_round = false;  // a GEMM kind's round is in `types`
   for (OpType type : all_types) {
-    if (options.group_gemm || !IsGemm(type)) types.push_back(type);
+    if (IsGemm(type) && (!options.group_gemm || (one_gemm_round && gemm_round))) continue;
+    gemm_round = gemm_round || IsGemm(type);
+    types.push_back(type);
   }
   std::optional<ReasonRecorder> recorder;
   if (options.explain) recorder.emplace(options.rules);
@@ -105,23 +121,24 @@ FuseGroupOpsResult FuseGroupOps(Graph& graph, const FuseGroupOpsOptions& options
     }
   }
   // Per type, for the dumps: whether its round ran, and its reasons.
-  std::vector<std::pair<OpType, std::vector<Reason>>> reasons_by_type;
+  std::vector<std::pair<std::string_view, std::vector<Reason>>> reasons_by_type;
 
   for (OpType type : types) {
     TypeRoundResult round =
         GroupOpsOfType(graph, sorted_ops, op_number, type, options.want_dumps, options.reach,
                        options.rules, recorder ? &*recorder : nullptr);
     if (options.want_dumps) {
-      AddDumps(type, round, result.dumps);
-      reasons_by_type.emplace_back(type, round.reasons);
+      const std::string_view name = one_gemm_round && IsGemm(type) ? "gemm" : OpTypeName(type);
+      AddDumps(name, round, result.dumps);
+      reasons_by_type.emplace_back(name, round.reasons);
     }
     result.dropped_by_cycle_check += round.cycle_drops;
     for (Reason& r : round.reasons) result.ungrouped.push_back(std::move(r));
     if (round.group_ops.empty()) continue;
     for (size_t i = 0; i < round.group_ops.size(); ++i) {
       const Op& group = graph.op(round.group_ops[i]);
-      result.groups.push_back(
-          {group.type, std::move(round.members[i]), round.group_ops[i], group.name});
+      result.groups.push_back({group.type, std::move(round.members[i]), round.group_ops[i],
+                               group.name, group.attrs.member_ops});
     }
     // Rule 7: the old list, its members' outputs now new tensors at the end.
     std::vector<bool> moved(static_cast<size_t>(graph.num_tensor_ids()), false);
@@ -134,11 +151,11 @@ FuseGroupOpsResult FuseGroupOps(Graph& graph, const FuseGroupOpsOptions& options
   if (options.want_dumps) {
     for (OpType type : all_types) {
       if (options.group_gemm || !IsGemm(type)) continue;
-      AddSkippedDumps(type, result.ungrouped, result.dumps);
+      AddSkippedDumps(type, result.ungrouped, result.dumps);  // per kind, under any rules
     }
-    for (const auto& [type, reasons] : reasons_by_type) {
-      result.dumps.emplace_back(fmt::format("fuse_group_{}_reasons.txt", OpTypeName(type)),
-                                ReasonsDump(type, reasons));
+    for (const auto& [name, reasons] : reasons_by_type) {
+      result.dumps.emplace_back(fmt::format("fuse_group_{}_reasons.txt", name),
+                                ReasonsDump(name, reasons));
     }
   }
   result.op_order = sorted_ops;

@@ -103,8 +103,11 @@ std::string ReasonsByCode(const std::vector<Reason>& reasons) {
 }
 
 std::string ReasonsDump(OpType type, const std::vector<Reason>& reasons) {
-  std::string text = fmt::format("# {} {} op(s) outside every group\n", reasons.size(),
-                                 KindName(type));
+  return ReasonsDump(KindName(type), reasons);
+}
+
+std::string ReasonsDump(std::string_view kind, const std::vector<Reason>& reasons) {
+  std::string text = fmt::format("# {} {} op(s) outside every group\n", reasons.size(), kind);
   for (const Reason& r : reasons) {
     text += fmt::format("{}: {} [{}]: {}\n", r.op, ReasonCodeName(r.code), ReasonRuleName(r.rule),
                         r.details);
@@ -267,7 +270,10 @@ bool ExplainIncompatible(const Graph& graph, OpId leader, OpId other, RuleSet ru
     details = Say(rule, a.inputs.size() != 3 ? a.name : b.name);
     return true;
   }
-  if (a.inputs.empty() || a.inputs.size() != b.inputs.size() || a.outputs.size() != 1) {
+  // Under the hfuse rules GEMMs of different epilogues group: bias or not.
+  const bool any_arity = gemm && rules == RuleSet::kHfuse;
+  if (a.inputs.empty() || (!any_arity && a.inputs.size() != b.inputs.size()) ||
+      a.outputs.size() != 1) {
     rule = ReasonRule::kInputCount;
     details = Say(rule, a.inputs.size(), b.inputs.size());
     return true;
@@ -283,7 +289,7 @@ bool ExplainIncompatible(const Graph& graph, OpId leader, OpId other, RuleSet ru
       details = Say(rule, align_a, align_b, xa.shape.back().value, xb.shape.back().value);
       return true;
     }
-    for (size_t i = 0; i < a.inputs.size(); ++i) {
+    for (size_t i = 0; i < std::min(a.inputs.size(), b.inputs.size()); ++i) {
       const DType da = graph.tensor(a.inputs[i]).dtype, db = graph.tensor(b.inputs[i]).dtype;
       if (da != db) {
         rule = ReasonRule::kDType;
@@ -347,6 +353,7 @@ bool ExplainIncompatible(const Graph& graph, OpId leader, OpId other, RuleSet ru
 void ReasonRecorder::BeginRound(const Graph& graph, OpType type, const std::vector<OpId>& cands,
                                 const std::vector<int32_t>& cand_of) {
   type_ = type;
+  all_gemms_ = rules_ == RuleSet::kHfuse && IsGemm(type);
   cands_ = &cands;
   cand_of_ = &cand_of;
   class_of_ = nullptr;
@@ -448,10 +455,11 @@ void ReasonRecorder::LeftAlone(const Graph& graph, int32_t k) {
     r.code = ReasonCode::kOnlyCandidateOfType;
     if (not_candidates_.empty()) {
       r.rule = ReasonRule::kOnlyOfType;
-      r.details = Say(r.rule, KindName(type_));
+      r.details = Say(r.rule, all_gemms_ ? std::string_view("GEMM") : KindName(type_));
     } else {
       r.rule = ReasonRule::kOthersNotCandidates;
-      r.details = Say(r.rule, not_candidates_.size(), KindName(type_));
+      r.details = Say(r.rule, not_candidates_.size(),
+                      all_gemms_ ? std::string_view("GEMM") : KindName(type_));
     }
     reasons_.push_back(std::move(r));
     return;
@@ -571,7 +579,8 @@ void ReasonRecorder::ChunkOfOne(const Graph& graph, OpId op, int32_t leader,
 
 void ReasonRecorder::EndRound(const Graph& graph, std::vector<Reason>& out) {
   for (OpId id : not_candidates_) {
-    Reason r{graph.op(id).name, type_, ReasonCode::kNotACandidate, ReasonRule::kAlpha, "", "", {}, id};
+    Reason r{graph.op(id).name, all_gemms_ ? graph.op(id).type : type_, ReasonCode::kNotACandidate,
+             ReasonRule::kAlpha, "", "", {}, id};
     HFUSE_CHECK(ExplainNotACandidate(graph, id, r, rules_));
     out.push_back(std::move(r));
   }
@@ -587,7 +596,10 @@ void ReasonRecorder::EndRound(const Graph& graph, std::vector<Reason>& out) {
       r.rule = ReasonRule::kSplitOfOne;
     }
   }
-  for (Reason& r : reasons_) out.push_back(std::move(r));
+  for (Reason& r : reasons_) {
+    if (all_gemms_ && r.id != kNone) r.type = graph.op(r.id).type;
+    out.push_back(std::move(r));
+  }
   reasons_.clear();
 }
 

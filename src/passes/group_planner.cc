@@ -49,7 +49,10 @@ bool IsFusableSplit(const Graph& graph, const Op& split) {
 void ClassKey(const Graph& graph, OpId id, int32_t unique, RuleSet rules,
               std::vector<int64_t>& key) {
   const Op& op = graph.op(id);
-  key.assign(1, static_cast<int64_t>(op.inputs.size()));
+  // hfuse rules: GEMMs of every epilogue kind meet in one round, and their
+  // input counts (bias or not) may differ; the bias's dtype is Compatible's.
+  const bool mixed = rules == RuleSet::kHfuse && IsGemm(op.type);
+  key.assign(1, mixed ? int64_t{-2} : static_cast<int64_t>(op.inputs.size()));
   if (op.type == OpType::kOpaque) {  // a Gather: its table's dtype
     key.push_back(static_cast<int64_t>(graph.tensor(op.inputs[0]).dtype));
     return;
@@ -60,7 +63,9 @@ void ClassKey(const Graph& graph, OpId id, int32_t unique, RuleSet rules,
   };
   if (IsGemm(op.type)) {
     key.push_back(rules == RuleSet::kSeed ? GemmAlignment(graph, id) : 0);
-    for (TensorId in : op.inputs) key.push_back(static_cast<int64_t>(graph.tensor(in).dtype));
+    for (size_t i = 0; i < (mixed ? 2 : op.inputs.size()); ++i) {
+      key.push_back(static_cast<int64_t>(graph.tensor(op.inputs[i]).dtype));
+    }
     dim(graph.tensor(op.inputs[0]).shape[0]);
     return;
   }
@@ -274,7 +279,7 @@ class Round {
       if (i + 16 < n_sorted) __builtin_prefetch(&g_.op(sorted_ops[i + 16]));
       const Op& op = g_.op(sorted_ops[i]);
       types[i] = op.type;
-      mine[i] = op.type == type_ && (!gathers_ || IsOnnxGather(op));
+      mine[i] = Mine(op.type) && (!gathers_ || IsOnnxGather(op));
     }
     const auto of_type = static_cast<size_t>(std::count(mine.begin(), mine.end(), true));
     if (of_type == 0) return {};
@@ -442,10 +447,15 @@ class Round {
   }
 
  private:
+  // Whether ops of this type are the round's: of its type, or under the
+  // hfuse rules any GEMM kind in the round of the first (mixed epilogues).
+  bool Mine(OpType type) const { return mixed_gemms_ ? IsGemm(type) : type == type_; }
+
   bool Compatible(OpId leader, OpId other) const {
     const Op& a = g_.op(leader);
     const Op& b = g_.op(other);
-    if (a.inputs.empty() || a.inputs.size() != b.inputs.size() || a.outputs.size() != 1) {
+    if (a.inputs.empty() || a.outputs.size() != 1 ||
+        (!mixed_gemms_ && a.inputs.size() != b.inputs.size())) {
       return false;
     }
     if (gathers_) return GathersCompatible(g_, leader, other);
@@ -470,7 +480,7 @@ class Round {
       if (users.empty()) return {};
       const OpId gemm = users.front();
       const Op& op = g_.op(gemm);
-      if (op.type != type_ || !IsGemmCandidate(g_, gemm, rules_)) return {};
+      if (!Mine(op.type) || !IsGemmCandidate(g_, gemm, rules_)) return {};
       // Fix (c): distinct GEMMs, each reading its output as A.
       uint32_t& seen = split_seen_[static_cast<size_t>(cand_of_[static_cast<size_t>(gemm)])];
       if (op.inputs[0] != out || seen == split_stamp_) return {};
@@ -537,6 +547,7 @@ class Round {
   bool dumps_;
   ReachStrategy strategy_;
   RuleSet rules_;
+  bool mixed_gemms_ = rules_ == RuleSet::kHfuse && IsGemm(type_);  // after rules_: set from it
   ReasonRecorder* rec_;  // may be null: no reasons wanted
   int64_t next_number_ = 0;
   std::vector<OpId> cands_;           // in the round's sorted order

@@ -47,14 +47,21 @@ OpId RewriteAsGroup(Graph& graph, std::vector<OpId>& members) {
   const bool gemm = IsGemm(first.type);
   HFUSE_CHECK(gemm || IsLayerNorm(first.type));
 
+  // GEMMs of more than one kind (hfuse rules) make a mixed group, which
+  // keeps each member's kind; one kind makes that kind's group.
+  const bool mixed = gemm && std::any_of(members.begin(), members.end(), [&](OpId m) {
+    return graph.op(m).type != first.type;
+  });
   Op group;
-  group.type = GroupOf(first.type);
+  group.type = mixed ? OpType::kGroupGemmRcrMixed : GroupOf(first.type);
   group.name = graph.UniqueOpName(OpTypeName(group.type));
   std::vector<int64_t> depths;
   if (gemm) {
     std::vector<GemmMember> ms;
     for (OpId m : members) {
       const Op& op = graph.op(m);
+      HFUSE_CHECK(IsGemm(op.type));
+      if (mixed) group.attrs.member_ops.push_back(op.type);
       int64_t depth = 0;
       for (TensorId in : op.inputs) depth = std::max(depth, graph.tensor(in).depth);
       depths.push_back(depth + 1);
@@ -74,7 +81,7 @@ OpId RewriteAsGroup(Graph& graph, std::vector<OpId>& members) {
     depths.assign(members.size(), depth + 1);
   }
   for (OpId m : members) {
-    HFUSE_CHECK(graph.op(m).outputs.size() == 1 && graph.op(m).type == first.type);
+    HFUSE_CHECK(graph.op(m).outputs.size() == 1 && (mixed || graph.op(m).type == first.type));
     group.outputs.push_back(graph.op(m).outputs[0]);
   }
   graph.DetachOps(members);

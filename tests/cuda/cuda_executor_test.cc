@@ -405,6 +405,75 @@ TEST_F(CudaTest, Float32GroupRunsTheGroupedKernel) {
   }
 }
 
+// GEMMs of every epilogue, some sharing their A (DCNv2's cross layer and
+// DNN), as one group_gemm_rcr_mixed (hfuse rules).
+Graph MixedEpilogueGroup(int members, int64_t m, DType dtype, const int* ks, const int* ns, int sizes) {
+  test::GraphBuilder b;
+  const std::string shared = b.Input("x", {m, ks[0]}, dtype);
+  std::vector<std::string> outs;
+  for (int i = 0; i < members; ++i) {
+    const std::string a =
+        i % 2 == 0 ? shared : b.Input(fmt::format("x{}", i), {m, ks[i % sizes]}, dtype);
+    outs.push_back(b.Fc(fmt::format("fc{}", i), a, ns[(i + members) % sizes], {.type = kGemmTypes[i % 4]}));
+  }
+  b.Outputs(outs);
+  Graph fused = b.Build();
+  FuseGroupOps(fused, {.rules = RuleSet::kHfuse});
+  return fused;
+}
+
+// A float32 mixed group is one launch of the grouped float32 kernel, each
+// member with its own bias and activation, plain and in a CUDA graph; forced
+// one cuBLASLt call a member (one plan per epilogue), the same results; and
+// through the gpu pipeline's views.
+TEST_F(CudaTest, MixedEpilogueFloat32GroupIsOneLaunch) {
+  const int ks[] = {64, 1, 16, 33, 429}, ns[] = {32, 1, 5, 130, 70};
+  for (int members : {4, 9, 200}) {
+    const Graph fused = MixedEpilogueGroup(members, members == 200 ? 9 : 70, DType::kFloat32, ks, ns, 5);
+    ASSERT_EQ(fused.NumLiveOps(), 1);
+    ASSERT_EQ(fused.op(fused.LiveOps()[0]).type, OpType::kGroupGemmRcrMixed);
+    const std::vector<std::string> labels = LaunchLabels(fused);
+    EXPECT_EQ(labels.size(), 1u) << fmt::format("{}", fmt::join(labels, "; "));
+    EXPECT_TRUE(AnyLabelHas(labels, "grouped float32 GEMM"));
+    EXPECT_TRUE(AnyLabelHas(labels, "an epilogue a member"));
+    const std::string what = fmt::format("{} float32 mixed epilogues", members);
+    ExpectGpuMatchesCpu(fused, 41, what);
+    if (members == 9) {
+      const CudaOptions each{.gemm_kernel = GemmKernelChoice::kPerMember};
+      EXPECT_TRUE(AnyLabelHas(LaunchLabels(fused, each), "[epilogue 4 of 4")) << what;
+      ExpectGpuMatchesCpu(fused, 41, what + ", a cuBLASLt call a member", each);
+    }
+  }
+  test::GraphBuilder b;
+  const std::string x = b.Input("x", {70, 64}, DType::kFloat32);
+  std::vector<std::string> outs;
+  for (int i = 0; i < 4; ++i) outs.push_back(b.Fc(fmt::format("fc{}", i), x, 24 + 8 * i, {.type = kGemmTypes[i]}));
+  b.Outputs(outs);
+  ExpectAllVariantsMatch(b.Build(), 43, "float32 mixed epilogues", {.rules = RuleSet::kHfuse});
+}
+
+// A float16 or bfloat16 mixed group: the CUTLASS grouped GEMM takes one
+// epilogue a launch, so each epilogue's members run as a group of their own
+// (one CUTLASS launch each), the labels saying so; with CUTLASS off, one
+// cuBLAS grouped GEMM plus the epilogue kernel each.
+TEST_F(CudaTest, MixedEpilogueHalfGroupRunsAPlanPerEpilogue) {
+  const int ks[] = {200, 64, 8, 136, 1032}, ns[] = {136, 72, 8, 256, 1000};
+  for (const char* dt : {"float16", "bfloat16"}) {
+    const Graph fused = MixedEpilogueGroup(8, 300, ParseDt(dt), ks, ns, 5);
+    ASSERT_EQ(fused.NumLiveOps(), 1);
+    ASSERT_EQ(fused.op(fused.LiveOps()[0]).type, OpType::kGroupGemmRcrMixed);
+    const std::string what = std::string("mixed epilogues ") + dt;
+    const std::vector<std::string> labels = LaunchLabels(fused);
+    EXPECT_TRUE(AnyLabelHas(labels, "[epilogue 1 of 4")) << what;
+    EXPECT_TRUE(AnyLabelHas(labels, "[epilogue 4 of 4")) << what;
+    EXPECT_TRUE(AnyLabelHas(labels, "CUTLASS grouped takes one epilogue a launch")) << what;
+    EXPECT_TRUE(AnyLabelHas(labels, "CUTLASS grouped")) << what;
+    ExpectGpuMatchesCpu(fused, 42, what);
+    const CudaOptions cublas{.cutlass = false};
+    ExpectGpuMatchesCpu(fused, 42, what + ", cuBLAS grouped", cublas);
+  }
+}
+
 // The hfuse rules' LayerNorm groups: 80 LayerNorms of widths from 8 to 8192
 // (odd, aligned, wider than the register path) as one group op, one launch.
 TEST_F(CudaTest, UncappedLayerNormGroupOfMixedWidths) {

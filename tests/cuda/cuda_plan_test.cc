@@ -92,6 +92,25 @@ TEST(IsStridedBatch, NotWhenAStrideOrShapeDiffers) {
   EXPECT_FALSE(IsStridedBatch(ms));
 }
 
+// A mixed group's members by epilogue (bias or not, activation): lists in
+// the order of their first member, members in order within each.
+TEST(SplitByEpilogue, OneListPerEpilogueInFirstMemberOrder) {
+  Buffers b;
+  EXPECT_TRUE(SplitByEpilogue({}).empty());
+  std::vector<DeviceGemm> ms = {b.At(1, 8, 16, 0), b.At(2, 8, 16, 0, false), b.At(3, 8, 16, 0),
+                                b.At(4, 8, 16, 0), b.At(5, 8, 16, 0, false), b.At(6, 8, 16, 0)};
+  ms[2].act = 0;  // bias + one activation
+  ms[3].act = 1;  // bias + another
+  ms[5].act = 0;
+  const std::vector<std::vector<DeviceGemm>> lists = SplitByEpilogue(ms);
+  ASSERT_EQ(lists.size(), 4u);
+  EXPECT_EQ(Ms(lists[0]), (std::vector<int64_t>{1}));     // bias
+  EXPECT_EQ(Ms(lists[1]), (std::vector<int64_t>{2, 5}));  // no bias
+  EXPECT_EQ(Ms(lists[2]), (std::vector<int64_t>{3, 6}));  // bias + act 0
+  EXPECT_EQ(Ms(lists[3]), (std::vector<int64_t>{4}));     // bias + act 1
+  EXPECT_EQ(SplitByEpilogue({b.At(1, 8, 16, 0), b.At(2, 8, 16, 0)}).size(), 1u);
+}
+
 // ---- memory plan ---------------------------------------------------------------
 
 struct Lifetime {

@@ -59,8 +59,14 @@ TEST(GraphJsonPaths, ConformanceGraphsAndTheirFusedGraphs) {
     const std::string text = ReadFile(testing::ConformancePath(id) + ".json");
     ExpectPathsAgree(text, id);
     Graph g = ParseGraphJson(text, id);
+    Graph h = g;
     const FuseGroupOpsResult r = FuseGroupOps(g, testing::ConformanceOptions(id));
     ExpectPathsAgree(WriteGraphJson(g, r.op_order), id + " fused");
+    // The hfuse rules' groups too: group_gemm_rcr_mixed and its member_ops.
+    FuseGroupOpsOptions hfuse = testing::ConformanceOptions(id);
+    hfuse.rules = RuleSet::kHfuse;
+    const FuseGroupOpsResult rh = FuseGroupOps(h, hfuse);
+    ExpectPathsAgree(WriteGraphJson(h, rh.op_order), id + " fused (hfuse rules)");
   }
 }
 
@@ -122,6 +128,13 @@ TEST(GraphJsonPaths, Mutations) {
                          "random/case_3", "ait_tests/group_fusions__gemm_0_float16"}) {
     const std::string path = testing::ConformancePath(id) + ".json";
     if (std::filesystem::exists(path)) seeds.push_back(ReadFile(path));
+  }
+  {  // a graph with group_gemm_rcr_mixed ops (member_ops mutated too)
+    Graph g = ParseGraphJson(ReadFile(testing::ConformancePath("random/case_3") + ".json"), "case_3");
+    FuseGroupOpsOptions hfuse;
+    hfuse.rules = RuleSet::kHfuse;
+    const FuseGroupOpsResult r = FuseGroupOps(g, hfuse);
+    seeds.push_back(WriteGraphJson(g, r.op_order));
   }
   for (uint64_t seed = 1; seed <= 8; ++seed) seeds.push_back(RandomGraphJson(seed));
   std::mt19937_64 rng(4242);

@@ -309,6 +309,50 @@ TEST(GraphJsonReadTest, GroupOps) {
   ExpectRoundTrip(g, {}, "group_ops");
 }
 
+// A mixed GEMM group: each member's kind in member_ops, its inputs as that
+// kind takes them (bias or not); read, checked, written back the same.
+constexpr const char* kMixedGroup = R"({
+  "graph_format": 1,
+  "tensors": [
+    {"name": "a", "shape": [8, 16], "dtype": "float32", "role": "input"},
+    {"name": "w0", "shape": [4, 16], "dtype": "float32", "role": "param"},
+    {"name": "w1", "shape": [6, 16], "dtype": "float32", "role": "param"},
+    {"name": "b1", "shape": [6], "dtype": "float32", "role": "param"},
+    {"name": "y0", "shape": [8, 4], "dtype": "float32"},
+    {"name": "y1", "shape": [8, 6], "dtype": "float32"}
+  ],
+  "ops": [
+    {"name": "gx", "op": "group_gemm_rcr_mixed", "inputs": ["a", "w0", "a", "w1", "b1"],
+     "outputs": ["y0", "y1"], "group_size": 2, "member_ops": ["gemm_rcr", "gemm_rcr_bias_relu"]}
+  ],
+  "outputs": ["y0", "y1"]
+})";
+
+TEST(GraphJsonReadTest, MixedGemmGroup) {
+  const Graph g = ParseGraphJson(kMixedGroup, "mixed.json");
+  const Op& gx = g.op(OpOf(g, "gx"));
+  EXPECT_EQ(gx.type, OpType::kGroupGemmRcrMixed);
+  EXPECT_THAT(gx.attrs.member_ops, ElementsAre(OpType::kGemmRcr, OpType::kGemmRcrBiasRelu));
+  EXPECT_EQ(GemmMemberOf(gx, 0).bias, kNone);
+  EXPECT_EQ(GemmMemberOf(gx, 1).kind, OpType::kGemmRcrBiasRelu);
+  EXPECT_THAT(Names(g, {GemmMemberOf(gx, 1).a, GemmMemberOf(gx, 1).w, GemmMemberOf(gx, 1).bias}),
+              ElementsAre("a", "w1", "b1"));
+  EXPECT_EQ(MemberOfInput(gx, 1), 0u);
+  EXPECT_EQ(MemberOfInput(gx, 2), 1u);
+  EXPECT_EQ(MemberOfInput(gx, 4), 1u);
+  EXPECT_TRUE(IsMemberActivation(gx, 2));
+  EXPECT_FALSE(IsMemberActivation(gx, 3));
+  ExpectRoundTrip(g, {}, "mixed");
+  // Inputs that do not match the member kinds, or member_ops on another
+  // group kind, are input errors.
+  std::string bad = kMixedGroup;
+  bad.replace(bad.find("\"gemm_rcr\", "), 12, "\"gemm_rcr_bias\", ");
+  EXPECT_THROW(ParseGraphJson(bad, "bad.json"), InputError);
+  std::string other = kMixedGroup;
+  other.replace(other.find("group_gemm_rcr_mixed"), 20, "group_gemm_rcr");
+  EXPECT_THROW(ParseGraphJson(other, "other.json"), InputError);
+}
+
 TEST(GraphJsonReadTest, OpsMayBeListedBeforeTheirProducers) {
   constexpr const char* kText = R"({"graph_format": 1,
       "tensors": [{"name": "x", "shape": [4], "dtype": "float32", "role": "input"},
@@ -351,6 +395,7 @@ TEST(GraphJsonReadTest, ReadGraphJsonFile) {
 TEST(GraphJsonWriteTest, RoundTripHandMadeGraphs) {
   ExpectRoundTrip(ParseGraphJson(kEveryField, "every_field.json"), {}, "every_field");
   ExpectRoundTrip(ParseGraphJson(kGroupOps, "group_ops.json"), {}, "group_ops");
+  ExpectRoundTrip(ParseGraphJson(kMixedGroup, "mixed.json"), {}, "mixed");
 }
 
 TEST(GraphJsonWriteTest, NullGammaIsWrittenAsNull) {

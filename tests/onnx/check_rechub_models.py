@@ -143,38 +143,67 @@ GROUPS = {
 
 # The groups the hfuse rules form, at a fixed and at a dynamic batch alike:
 # the seed's and every GEMM the seed's alignment rule left out (K = 429 or
-# 13·16 + ... odd), and the 3-D GEMMs flattened with a named batch.
-B, G = "group_gemm_rcr_bias", "group_gemm_rcr"
+# 13·16 + ... odd), and the 3-D GEMMs flattened with a named batch; GEMMs
+# of different epilogues group (group_gemm_rcr_mixed: the DNN's first layer
+# with the wide/LR part, DCNv2's DNN layers with its cross layer).
+B, G, X = "group_gemm_rcr_bias", "group_gemm_rcr", "group_gemm_rcr_mixed"
 HFUSE_GROUPS = {
+    # every expert's first layer (bias + ReLU) with the gates (bias)
     "MMOE": [
-        layers(R, "/model/experts.{}/mlp/mlp.0/", range(8)),  # every expert's first layer
-        layers(B, "/model/gates.{}/mlp/mlp.0/", range(3)),    # the gates
+        (X, [f"/model/experts.{i}/mlp/mlp.0/Gemm" for i in range(8)]
+         + [f"/model/gates.{i}/mlp/mlp.0/Gemm" for i in range(3)]),
     ] + GROUPS["MMOE"],
+    # per CGC layer, the experts' first layers with the gates
     "PLE": [
-        (B, ["/model/cgc_layers.0/gate_shared/mlp/mlp.0/Gemm"]
+        (X, [f"/model/cgc_layers.0/{e}/mlp/mlp.0/Gemm" for e in SHARED + SPECIFIC]
+         + ["/model/cgc_layers.0/gate_shared/mlp/mlp.0/Gemm"]
          + [f"/model/cgc_layers.0/gates_specific.{t}/mlp/mlp.0/Gemm" for t in range(3)]),
-        (R, [f"/model/cgc_layers.0/{e}/mlp/mlp.0/Gemm" for e in SHARED + SPECIFIC]),
-    ] + GROUPS["PLE"],
+        (X, [f"/model/cgc_layers.1/{e}/mlp/mlp.0/Gemm" for e in SHARED + SPECIFIC]
+         + [f"/model/cgc_layers.1/gates_specific.{t}/mlp/mlp.0/Gemm" for t in range(3)]),
+        (R, [f"/model/cgc_layers.0/{e}/mlp/mlp.4/Gemm" for e in SHARED + SPECIFIC]),
+        (R, [f"/model/cgc_layers.1/{e}/mlp/mlp.4/Gemm" for e in SHARED + SPECIFIC]),
+    ] + GROUPS["PLE"][-2:],
     "ESMM": GROUPS["ESMM"],
-    "AITM": [layers(R, "/model/bottoms.{}/mlp/mlp.0/", range(3))] + GROUPS["AITM"],
+    # the greedy scan now meets a task's tower output layer (sigmoid) with
+    # the next task's info gate and tower input layer (bias + ReLU)
+    "AITM": [layers(R, "/model/bottoms.{}/mlp/mlp.0/", range(3))] + GROUPS["AITM"][:3] + [
+        GROUPS["AITM"][3],
+        (X, ["/model/info_gates.1/mlp/mlp.0/Gemm", "/model/towers.0/mlp/mlp.4/Gemm",
+             "/model/towers.1/mlp/mlp.0/Gemm"]),
+        (X, ["/model/towers.1/mlp/mlp.4/Gemm", "/model/towers.2/mlp/mlp.0/Gemm"]),
+    ],
     "SharedBottom": GROUPS["SharedBottom"],
-    "DeepFM": GROUPS["DeepFM"],
-    "WideDeep": [(B, ["/model/linear/fc/Gemm", "/model/mlp/mlp/mlp.8/Gemm"])],
-    "DCN": [],
+    # The LR part with the DNN's first layer (bias + ReLU), which it is
+    # independent of; the last layer then depends on the group.
+    "DeepFM": [(X, ["/model/linear/fc/Gemm", "/model/mlp/mlp/mlp.0/Gemm"])],
+    "WideDeep": [(X, ["/model/linear/fc/Gemm", "/model/mlp/mlp/mlp.0/Gemm"])],
+    # each cross layer's w (no bias) with the parallel DNN's layer of its depth
+    "DCN": [(X, ["/model/cn/w.0/MatMul", "/model/mlp/mlp/mlp.0/Gemm"]),
+            (X, ["/model/cn/w.1/MatMul", "/model/mlp/mlp/mlp.4/Gemm"])],
     # per cross layer l: the 4 experts' V (MatMul_{13l + 3e}, W @ x made a
-    # gemm_rcr by left-matmul-to-gemm) with the 4 gates, then C, then U.
-    "DCNv2": [(G, [f"/model/crossnet/MatMul_{13 * l + 3 * e}".replace("MatMul_0", "MatMul")
-                   for e in range(4)]
-               + [f"/model/crossnet/gating.{e}{'_' + str(l) if l else ''}/MatMul" for e in range(4)])
-              for l in range(3)] + GROUPS["DCNv2"],
-    "AutoInt": [(G, [f"/model/I{i}/MatMul" for i in range(1, 14)])] + GROUPS["AutoInt"],
+    # gemm_rcr by left-matmul-to-gemm) with the 4 gates, then C, then U;
+    # the parallel DNN's two layers (bias + ReLU) join layer 0's V and C
+    # groups (mixed epilogues).
+    "DCNv2": [(X if l == 0 else G,
+               [f"/model/crossnet/MatMul_{13 * l + 3 * e}".replace("MatMul_0", "MatMul")
+                for e in range(4)]
+               + [f"/model/crossnet/gating.{e}{'_' + str(l) if l else ''}/MatMul" for e in range(4)]
+               + (["/model/parallel_dnn/mlp/mlp.0/Gemm"] if l == 0 else []))
+              for l in range(3)]
+             + [(X, GROUPS["DCNv2"][0][1] + ["/model/parallel_dnn/mlp/mlp.4/Gemm"])]
+             + GROUPS["DCNv2"][1:],
+    # the DNN's first layer, not its last, joins attn_linear and the LR part
+    "AutoInt": [(G, [f"/model/I{i}/MatMul" for i in range(1, 14)])] + GROUPS["AutoInt"][:3]
+               + [(X, ["/model/attn_linear/Gemm", "/model/linear/fc/Gemm", "/model/mlp/mlp/mlp.0/Gemm"])],
     "FiBiNet": [
         (G, [f"/model/bilinear_interaction/bilinear_layer.{i}/MatMul" for i in range(325)]
          + ["/model/senet_layer/mlp/mlp.0/MatMul"]),
         (G, [f"/model/bilinear_interaction/bilinear_layer.{i}_1/MatMul" for i in range(325)]),
     ],
     "DIN": GROUPS["DIN"],
-    "TensordotAutoInt": GROUPS["TensordotAutoInt"],
+    # each cross layer's tensordot (no bias) with the DNN layer of its depth
+    "TensordotAutoInt": GROUPS["TensordotAutoInt"] + [
+        (X, ["/cross/Einsum", "/dnn/dnn.0/Gemm"]), (X, ["/cross/Einsum_1", "/dnn/dnn.2/Gemm"])],
     "ConvHeads": [("group_gemm_rcr_bias", [f"/heads.{i}/Conv" for i in range(3)])],
     "EinsumAutoInt": GROUPS["EinsumAutoInt"],
 }

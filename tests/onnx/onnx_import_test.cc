@@ -763,6 +763,56 @@ TEST(OnnxImportTest, ParallelLinearsFuseIntoOneGroup) {
   for (const char* y : {"y0", "y1", "y2"}) EXPECT_EQ(again.at(y).bytes, got.at(y).bytes);
 }
 
+// Linears of different epilogues reading one input (a cross layer's GEMM and
+// a DNN's first layer) form one group_gemm_rcr_mixed under the hfuse rules,
+// which ai.hfuse's GroupGemmRcrMixed (member_ops) writes and reads back;
+// the standard export writes its members unfused. All give the same bytes.
+TEST(OnnxImportTest, MixedEpilogueGroupRoundTrips) {
+  ModelBuilder m;
+  m.Input("x", {int64_t{4}, int64_t{16}});
+  const char* acts[] = {"", "Relu", "Sigmoid"};
+  for (int i = 0; i < 3; ++i) {
+    m.Init(fmt::format("W{}", i), {8 + i, 16});
+    m.Init(fmt::format("b{}", i), {8 + i});
+    const std::string h = *acts[i] ? fmt::format("h{}", i) : fmt::format("y{}", i);
+    ModelBuilder::Int(
+        m.Node("Gemm", fmt::format("fc{}", i), {"x", fmt::format("W{}", i), fmt::format("b{}", i)}, {h}),
+        "transB", 1);
+    if (*acts[i]) m.Node(acts[i], fmt::format("act{}", i), {h}, {fmt::format("y{}", i)});
+    m.Output(fmt::format("y{}", i), {int64_t{4}, int64_t{8 + i}});
+  }
+  OnnxModel model = m.Import();
+  const Graph original = model.graph;
+  FuseMmElementwise(model.graph);
+  FuseGroupOpsOptions seed;
+  Graph seed_graph = model.graph;
+  EXPECT_TRUE(FuseGroupOps(seed_graph, seed).groups.empty());  // the seed never mixes kinds
+  FuseGroupOpsOptions options;
+  options.rules = RuleSet::kHfuse;
+  const FuseGroupOpsResult r = FuseGroupOps(model.graph, options);
+  ASSERT_EQ(r.groups.size(), 1u);
+  EXPECT_EQ(r.groups[0].type, OpType::kGroupGemmRcrMixed);
+  EXPECT_THAT(r.groups[0].member_ops,
+              ElementsAre(OpType::kGemmRcrBiasSigmoid, OpType::kGemmRcrBiasRelu, OpType::kGemmRcrBias));
+  const TensorMap feeds = RandomFeeds(original, BindDims(original), 1);
+  const TensorMap want = RunOnCpu(original, feeds, BindDims(original));
+  const TensorMap got = RunOnCpu(model.graph, feeds, BindDims(model.graph));
+  for (const char* y : {"y0", "y1", "y2"}) EXPECT_EQ(want.at(y).bytes, got.at(y).bytes) << y;
+  const OnnxExportResult out = ExportOnnx(model.graph, model.shell);
+  EXPECT_EQ(out.groups_custom, 1);
+  OnnxModel back = ImportOnnx(out.bytes, "fused.onnx", "");
+  EXPECT_THAT(Ops(back.graph), ElementsAre(::testing::EndsWith(":group_gemm_rcr_mixed")));
+  EXPECT_EQ(back.graph.op(back.graph.LiveOps()[0]).attrs.member_ops, r.groups[0].member_ops);
+  const TensorMap again = RunOnCpu(back.graph, feeds, BindDims(back.graph));
+  for (const char* y : {"y0", "y1", "y2"}) EXPECT_EQ(again.at(y).bytes, got.at(y).bytes) << y;
+  const OnnxExportResult standard =
+      ExportOnnx(model.graph, model.shell, {.mode = OnnxExportMode::kStandard});
+  EXPECT_EQ(standard.groups_custom, 0);
+  OnnxModel unfused = ImportOnnx(standard.bytes, "standard.onnx", "");
+  const TensorMap plain = RunOnCpu(unfused.graph, feeds, BindDims(unfused.graph));
+  for (const char* y : {"y0", "y1", "y2"}) EXPECT_EQ(plain.at(y).bytes, got.at(y).bytes) << y;
+}
+
 TEST(OnnxImportTest, FlattenMakesParallel3dProjectionsGroupable) {
   ModelBuilder m;
   m.Input("x", {int64_t{2}, int64_t{4}, int64_t{16}});

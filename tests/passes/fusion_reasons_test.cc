@@ -330,6 +330,41 @@ TEST(FusionReasonsTest, HfuseRulesHaveNoSizeBucketOrChunkReasons) {
   EXPECT_EQ(Rule(ReasonOf(seed, "big")), "size-bucket");
 }
 
+// Under --rules hfuse the GEMM kinds are one round: GEMMs of different
+// epilogues are each other's peers, and an op left out is reported as its
+// own kind; the dependent pair stays apart (cycle risk), the dtype apart
+// names the rule; a lone GEMM is "the only GEMM op".
+TEST(FusionReasonsTest, HfuseRulesMixedEpilogueReasons) {
+  GraphBuilder b;
+  const std::string x = b.Input("x", {256, 64});
+  const std::string y0 = b.Fc("fc0", x, 64, {.type = OpType::kGemmRcrBias});
+  const std::string y1 = b.Fc("fc1", y0, 32, {.type = OpType::kGemmRcrBiasRelu});
+  b.Outputs({y1});
+  const FuseGroupOpsResult r = FuseIt(b, {.rules = RuleSet::kHfuse});
+  EXPECT_TRUE(r.groups.empty());
+  const Reason r0 = ReasonOf(r, "fc0"), r1 = ReasonOf(r, "fc1");
+  EXPECT_EQ(Code(r0), "cycle-risk");
+  EXPECT_EQ(r0.type, OpType::kGemmRcrBias);
+  EXPECT_EQ(r1.type, OpType::kGemmRcrBiasRelu);
+  // The seed rules: each the only op of its kind.
+  const FuseGroupOpsResult seed = FuseIt(b);
+  EXPECT_EQ(Code(ReasonOf(seed, "fc1")), "only-candidate-of-type");
+
+  GraphBuilder one;
+  one.Outputs({one.Fc("fc", one.Input("x", {256, 64}), 32, {.type = OpType::kGemmRcrBiasSigmoid})});
+  const Reason alone = ReasonOf(FuseIt(one, {.rules = RuleSet::kHfuse}), "fc");
+  EXPECT_EQ(alone.type, OpType::kGemmRcrBiasSigmoid);
+  EXPECT_EQ(alone.details, "the only GEMM op in the graph");
+
+  GraphBuilder dt;
+  const std::string a = dt.Input("a", {256, 64}, DType::kFloat32);
+  dt.Outputs({dt.Fc("f32", a, 32, {.type = OpType::kGemmRcr}),
+              dt.Fc("f16", dt.Input("h", {256, 64}), 32, {.type = OpType::kGemmRcrBiasRelu})});
+  const Reason apart = ReasonOf(FuseIt(dt, {.rules = RuleSet::kHfuse}), "f16");
+  EXPECT_EQ(Code(apart), "no-compatible-peer");
+  EXPECT_EQ(Rule(apart), "dtype");
+}
+
 // ---------------------------------------------------------------------------
 // The vocabulary is documented: README lists every code.
 

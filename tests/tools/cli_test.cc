@@ -315,6 +315,45 @@ TEST(CliTest, DumpDirHoldsTheDependencyGraphAndGroupsOfEachOpType) {
   EXPECT_THAT(dir.Listing(), ElementsAre("nested", "report.json"));
 }
 
+// Under --rules hfuse, GEMMs of different epilogues form a
+// group_gemm_rcr_mixed: the table names each member's kind, the report
+// lists them in member_ops, and the dumps of the one GEMM round are
+// fuse_group_gemm_*.txt; the seed rules form no group.
+TEST(CliTest, MixedEpilogueGroupInTheTableReportAndDumps) {
+  TempDir dir;
+  const std::string graph = R"({"graph_format": 1,
+  "tensors": [
+    {"name": "x", "shape": [64, 32], "dtype": "float16", "role": "input"},
+    {"name": "w0", "shape": [16, 32], "dtype": "float16", "role": "param"},
+    {"name": "b0", "shape": [16], "dtype": "float16", "role": "param"},
+    {"name": "w1", "shape": [8, 32], "dtype": "float16", "role": "param"},
+    {"name": "b1", "shape": [8], "dtype": "float16", "role": "param"},
+    {"name": "y0", "shape": [64, 16], "dtype": "float16"},
+    {"name": "y1", "shape": [64, 8], "dtype": "float16"}],
+  "ops": [
+    {"name": "lr", "op": "gemm_rcr_bias", "inputs": ["x", "w0", "b0"], "outputs": ["y0"]},
+    {"name": "dnn0", "op": "gemm_rcr_bias_relu", "inputs": ["x", "w1", "b1"], "outputs": ["y1"]}],
+  "outputs": ["y0", "y1"]})";
+  Spit(dir / "mixed.json", graph);
+  const ToolRun run = RunTool(fmt::format("fuse {} --rules hfuse --report {} --dump-dir {} -o {}",
+                                          Quote(dir.Str("mixed.json")), Quote(dir.Str("r.json")),
+                                          Quote(dir.Str("dumps")), Quote(dir.Str("out.json"))));
+  ASSERT_TRUE(run.ok()) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("group_gemm_rcr_mixed"));
+  EXPECT_THAT(run.out, HasSubstr("lr [gemm_rcr_bias], dnn0 [gemm_rcr_bias_relu]"));
+  const Json report = Json::parse(Slurp(dir / "r.json"));
+  ASSERT_EQ(report["groups"].size(), 1u);
+  EXPECT_EQ(report["groups"][0]["op"], "group_gemm_rcr_mixed");
+  EXPECT_EQ(report["groups"][0]["members"], Json::array({"lr", "dnn0"}));
+  EXPECT_EQ(report["groups"][0]["member_ops"], Json::array({"gemm_rcr_bias", "gemm_rcr_bias_relu"}));
+  EXPECT_THAT(Slurp(dir / "dumps" / "fuse_group_gemm_groups.txt"), HasSubstr("[lr,dnn0]"));
+  EXPECT_THAT(Slurp(dir / "out.json"), HasSubstr(R"("member_ops": ["gemm_rcr_bias", "gemm_rcr_bias_relu"])"));
+  const ToolRun seed = RunTool(fmt::format("fuse {} --report {}", Quote(dir.Str("mixed.json")),
+                                           Quote(dir.Str("seed.json"))));
+  ASSERT_TRUE(seed.ok()) << seed.err;
+  EXPECT_TRUE(Json::parse(Slurp(dir / "seed.json"))["groups"].empty());
+}
+
 TEST(CliTest, NoGroupGemmGroupsOnlyLayerNorms) {
   TempDir dir;
   const fs::path in = Conformance("random/case_0.json");

@@ -200,8 +200,9 @@ class DotWriter {
       const FusedGroup& group = r_.groups[group_index_.at(id)];
       for (size_t m = 0; m < op.outputs.size(); ++m) {
         const std::string member = m < group.members.size() ? group.members[m] : "?";
-        const std::string_view kind =
-            IsGroupGather(op.type) ? std::string_view("Gather") : OpTypeName(MemberOf(op.type));
+        const std::string_view kind = IsGroupGather(op.type) ? std::string_view("Gather")
+                                      : IsGroupGemm(op.type)  ? OpTypeName(GemmKindOf(op, m))
+                                                              : OpTypeName(MemberOf(op.type));
         out_ += fmt::format("{}op{}_{} [label={}, fillcolor=\"{}\", tooltip={}];\n", indent, id, m,
                             Quote(fmt::format("{}\n{}", member, kind)), FillOf(op),
                             Quote(ShapeText(g_, g_.tensor(op.outputs[m]))));
@@ -427,7 +428,7 @@ int ExplainCommand(const std::string& input, const std::string& op_name,
       if (m != op_name) continue;
       fmt::print("{} ({}): grouped in {} ({}, {} members: {})\n", op_name,
                  KindName(d.before.op(*id).type), g.name, OpTypeName(g.type),
-                 g.members.size(), fmt::join(g.members, ", "));
+                 g.members.size(), fmt::join(MemberLabels(g), ", "));
       return 0;
     }
   }
@@ -485,7 +486,7 @@ int ReportCommand(const std::string& input, const std::string& output,
     const FusedGroup& g = r.groups[i];
     html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n", i,
                         Html(g.name), OpTypeName(g.type), g.members.size(),
-                        Html(fmt::format("{}", fmt::join(g.members, ", "))));
+                        Html(fmt::format("{}", fmt::join(MemberLabels(g), ", "))));
   }
   html += "</table>\n";
   html += fmt::format("<h2>Left out ({})</h2>\n<table id=\"ungrouped\">\n"

@@ -70,7 +70,13 @@ std::string ReportJson(const FuseGroupOpsResult& r) {
   report["rules"] = RuleSetName(r.rules);
   report["groups"] = nlohmann::ordered_json::array();
   for (const FusedGroup& g : r.groups) {
-    report["groups"].push_back({{"op", OpTypeName(g.type)}, {"members", g.members}});
+    nlohmann::ordered_json group = {{"op", OpTypeName(g.type)}, {"members", g.members}};
+    if (!g.member_ops.empty()) {  // a mixed GEMM group: each member's kind (its epilogue)
+      std::vector<std::string_view> kinds;
+      for (OpType kind : g.member_ops) kinds.push_back(OpTypeName(kind));
+      group["member_ops"] = kinds;
+    }
+    report["groups"].push_back(std::move(group));
   }
   report["ungrouped"] = nlohmann::ordered_json::array();
   for (const Reason& u : r.ungrouped) {
@@ -110,7 +116,7 @@ void PrintTable(const std::string& input, const FuseGroupOpsResult& r) {
         names += fmt::format(", ... ({} more)", g.members.size() - 4);
         break;
       }
-      names += (i ? ", " : "") + g.members[i];
+      names += (i ? ", " : "") + MemberLabel(g, i);
     }
     fmt::print("  {:<30} {:>7}  {}\n", OpTypeName(g.type), g.members.size(), names);
   }

@@ -96,6 +96,7 @@ enum class OpFamily : uint8_t {
   kElementwise,
   kReshape,
   kGroupGemm,       // member after member: A0, B0[, bias0], A1, ... -> Y0, Y1, ...
+                    // (group_gemm_rcr_mixed: bias as each member's kind has)
   kGroupLayerNorm,  // slot after slot: X0, X1, ..., [gamma0, gamma1, ...,] [beta0, ...]
   kGroupGather,     // member after member: table0, ids0, table1, ids1, ... -> Y0, Y1, ...
   kOpaque,
@@ -198,6 +199,9 @@ struct Attrs {
   std::optional<double> eps;                          // layernorm family and groups
   std::vector<int64_t> normalized_shape;              // layernorm
   std::vector<std::vector<int64_t>> normalized_shapes;  // group layernorm
+  // group_gemm_rcr_mixed: each member's GEMM kind (op_kinds.def); read it
+  // through GemmKindOf (op_members.h), which knows every GEMM op's.
+  std::vector<OpType> member_ops;
   // layernorm: gamma, beta given (not null); read them through op_members.h,
   // which also knows a group's.
   bool has_gamma = true;

@@ -3,7 +3,8 @@
 // operands goes through here, so the layout is written once.
 //
 // An ungrouped op is a group of one. A group GEMM lists its members' inputs
-// member after member (A0, W0[, b0], A1, W1[, b1], ...); a group LayerNorm
+// member after member (A0, W0[, b0], A1, W1[, b1], ...; in a mixed group,
+// each member with its own kind's operands, GemmKindOf); a group LayerNorm
 // slot after slot (X0, X1, ..., then all gammas, then all betas), each slot
 // present for every member or for none. Member m's output is outputs[m].
 // A LayerNorm without gamma or beta (1 and 0) has kNone there. A group
@@ -24,6 +25,7 @@ struct GemmMember {
   TensorId w = kNone;     // [N, K]
   TensorId bias = kNone;  // [N]; kNone for a kind without bias
   TensorId y = kNone;
+  OpType kind = OpType::kGemmRcr;  // the member's GEMM kind: its bias and activation
 };
 
 struct LayerNormMember {
@@ -57,8 +59,27 @@ inline GatherMember GatherMemberOf(const Op& op, size_t m) {
   return {op.inputs[2 * m], op.inputs[2 * m + 1], op.outputs[m]};
 }
 
-// Operands per GEMM member: A, W, and the bias if the kind has one.
+// Operands per GEMM member: A, W, and the bias if the kind has one. For a
+// group_gemm_rcr_mixed op, ask GemmMemberArity: its members' differ.
 inline size_t GemmArity(OpType type) { return GemmHasBias(type) ? 3 : 2; }
+
+// The GEMM kind of member m of a GEMM op, grouped or not: the op's own kind,
+// its group kind's member kind, or (group_gemm_rcr_mixed) attrs.member_ops[m].
+// Its bias and activation are the member's epilogue.
+inline OpType GemmKindOf(const Op& op, size_t m) {
+  if (op.type == OpType::kGroupGemmRcrMixed) return op.attrs.member_ops[m];
+  return IsGemm(op.type) ? op.type : MemberOf(op.type);
+}
+inline size_t GemmMemberArity(const Op& op, size_t m) { return GemmArity(GemmKindOf(op, m)); }
+// Where member m's operands start among a GEMM op's inputs.
+inline size_t GemmMemberOffset(const Op& op, size_t m) {
+  if (op.type != OpType::kGroupGemmRcrMixed) return m * GemmArity(op.type);
+  size_t at = 0;
+  for (size_t i = 0; i < m; ++i) at += GemmArity(op.attrs.member_ops[i]);
+  return at;
+}
+// Whether a group GEMM's members differ in their epilogue (bias or activation).
+inline bool IsMixedGemmGroup(const Op& op) { return op.type == OpType::kGroupGemmRcrMixed; }
 
 // Which of gamma and beta a LayerNorm op, grouped or not, is given.
 struct LayerNormAffine {
@@ -72,9 +93,10 @@ inline LayerNormAffine AffineOf(const Op& op) {
 }
 
 inline GemmMember GemmMemberOf(const Op& op, size_t m) {
-  const size_t per = GemmArity(op.type);
-  const TensorId* in = op.inputs.data() + m * per;
-  return {in[0], in[1], per == 3 ? in[2] : kNone, op.outputs[m]};
+  const OpType kind = GemmKindOf(op, m);
+  const size_t per = GemmArity(kind);
+  const TensorId* in = op.inputs.data() + GemmMemberOffset(op, m);
+  return {in[0], in[1], per == 3 ? in[2] : kNone, op.outputs[m], kind};
 }
 
 inline LayerNormMember LayerNormMemberOf(const Op& op, size_t m) {
@@ -95,8 +117,8 @@ inline LayerNormMember LayerNormMemberOf(const Op& op, size_t m) {
 template <typename F>
 void ForEachMemberInput(const Op& op, size_t m, F&& f) {
   if (IsGroupGemm(op.type)) {
-    const size_t per = GemmArity(op.type);
-    for (size_t k = 0; k < per; ++k) f(m * per + k);
+    const size_t per = GemmMemberArity(op, m), at = GemmMemberOffset(op, m);
+    for (size_t k = 0; k < per; ++k) f(at + k);
   } else if (IsGroupLayerNorm(op.type)) {
     const size_t members = op.outputs.size();
     for (size_t k = m; k < op.inputs.size(); k += members) f(k);
@@ -110,6 +132,12 @@ void ForEachMemberInput(const Op& op, size_t m, F&& f) {
 
 // The member of a group op (GEMM, LayerNorm or gather) that reads input `index`.
 inline size_t MemberOfInput(const Op& op, size_t index) {
+  if (IsMixedGemmGroup(op)) {
+    size_t m = 0;
+    for (size_t at = GemmMemberArity(op, 0); at <= index; at += GemmMemberArity(op, ++m)) {
+    }
+    return m;
+  }
   if (IsGroupGemm(op.type)) return index / GemmArity(op.type);
   if (IsGroupGather(op.type)) return index / 2;
   return index % op.outputs.size();  // group LayerNorm: slot after slot
@@ -119,6 +147,7 @@ inline size_t MemberOfInput(const Op& op, size_t index) {
 // member's first operand (A, or X).
 inline bool IsMemberActivation(const Op& op, size_t index) {
   if (IsGemm(op.type) || IsLayerNorm(op.type)) return index == 0;
+  if (IsMixedGemmGroup(op)) return index == GemmMemberOffset(op, MemberOfInput(op, index));
   if (IsGroupGemm(op.type)) return index % GemmArity(op.type) == 0;
   if (IsGroupLayerNorm(op.type)) return index < op.outputs.size();
   return false;

@@ -20,6 +20,11 @@
 //     group_size  int: the number of members
 //     member i:   Y_i = act(A_i · B_iᵀ + bias_i), B_i of shape [N_i, K_i],
 //                 act the identity, relu or sigmoid (Gemm with transB=1)
+//   GroupGemmRcrMixed
+//     as above, and
+//     member_ops  strings: each member's GEMM op type (gemm_rcr,
+//                 gemm_rcr_bias, gemm_rcr_bias_relu, gemm_rcr_bias_sigmoid),
+//                 which fixes its inputs (bias or not) and its act
 //   GroupLayerNorm, GroupLayerNormSigmoidMul
 //     inputs      the members' X, then (optional as a block) their gammas,
 //                 then (optional as a block) their betas
@@ -42,7 +47,8 @@
 // Unsqueeze + Concat of the A's -> one batched MatMul against the stacked,
 // transposed weights [G, K, N] -> Add of the stacked biases [G, 1, N] ->
 // activation -> Split -> Squeeze, which computes exactly what the members
-// did; every other group is written member by member, unfused.
+// did; every other group (a mixed one too) is written member by member,
+// unfused.
 #pragma once
 
 #include <cstdint>

@@ -12,7 +12,16 @@
 // order. Op types run in the seed's order: gemm_rcr, gemm_rcr_bias,
 // gemm_rcr_bias_relu, gemm_rcr_bias_sigmoid (unless group_gemm is off), then
 // layernorm_sigmoid_mul and layernorm; the graph is re-sorted after each type
-// that formed a group. Preconditions and grouping rules: group_planner.h.
+// that formed a group. Under the hfuse rules the four GEMM kinds are one
+// round, and GEMMs that differ only in their epilogue group:
+//
+//   y0 = gemm_rcr_bias(x, w0, b0)          (y1, y0) = group_gemm_rcr_mixed(
+//   y1 = gemm_rcr_bias_relu(x, w1, b1)  =>     x, w1, b1, x, w0, b0)
+//                                            {member_ops = [gemm_rcr_bias_relu,
+//                                                           gemm_rcr_bias]}
+//
+// (a group of one kind is still that kind's group op). Preconditions and
+// grouping rules: group_planner.h.
 //
 // When it does not pay: a group of large GEMMs runs no faster than the GEMMs
 // one by one, and grouping adds a launch-argument setup; the seed leaves a
@@ -49,6 +58,9 @@ struct FusedGroup {
   std::vector<std::string> members;  // original op names, in the group's order
   OpId op = kNone;                   // the group op in the fused graph
   std::string name = {};             // the group op's name
+  // group_gemm_rcr_mixed (hfuse rules): each member's GEMM kind, in the
+  // group's order, which says its epilogue; empty for every other group.
+  std::vector<OpType> member_ops = {};
 };
 
 struct FuseGroupOpsResult {
@@ -68,6 +80,12 @@ struct FuseGroupOpsResult {
   // per GEMM and LayerNorm type, plus the type's reasons.
   std::vector<std::pair<std::string, std::string>> dumps;
 };
+
+// Member i of a group as reports print it: its name, and in a mixed GEMM
+// group its epilogue, as its kind ("dnn.0 [gemm_rcr_bias_relu]").
+std::string MemberLabel(const FusedGroup& group, size_t i);
+// All members so, in the group's order.
+std::vector<std::string> MemberLabels(const FusedGroup& group);
 
 // What the summary lines call the ops `ungrouped` can hold: "GEMM/LayerNorm",
 // or "GEMM/LayerNorm/Gather" when fuse-group-gathers added a group or a

@@ -152,6 +152,9 @@ struct Reason {
 std::string ReasonsByCode(const std::vector<Reason>& reasons);
 // The reasons of one type for --dump-dir: one line per op, in the given order.
 std::string ReasonsDump(OpType type, const std::vector<Reason>& reasons);
+// The same, for the ops of a round named `kind` ("gemm": the hfuse rules'
+// one GEMM round).
+std::string ReasonsDump(std::string_view kind, const std::vector<Reason>& reasons);
 // "no-compatible-peer 3, not-a-candidate 1": the codes by count, most first
 // (ties in table order), at most `top` of them.
 std::string TopReasons(const std::vector<Reason>& reasons, size_t top);
@@ -226,6 +229,7 @@ class ReasonRecorder {
 
   RuleSet rules_;
   OpType type_ = OpType::kGemmRcr;
+  bool all_gemms_ = false;  // the hfuse rules' one GEMM round: reasons take each op's kind
   const std::vector<OpId>* cands_ = nullptr;
   const std::vector<int32_t>* cand_of_ = nullptr;
   const std::vector<int32_t>* class_of_ = nullptr;

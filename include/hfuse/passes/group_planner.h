@@ -51,6 +51,14 @@ namespace hfuse {
 //  - GEMMs of any K group, odd K included, and members need not share an
 //    alignment: the seed's rule is for AITemplate's kernels; hfuse's GPU
 //    path picks a kernel per member by its alignment.
+//  - GEMMs that differ only in their epilogue (no bias, bias, bias + ReLU,
+//    bias + sigmoid) group, each member keeping its own (a group of more
+//    than one kind is a group_gemm_rcr_mixed): the seed groups by op type,
+//    one round per kind; hfuse runs the GEMM kinds as one round, the first
+//    kind's, since its CPU and float32 GPU kernels apply an epilogue per
+//    member (float16/bfloat16 groups run one CUTLASS launch per epilogue).
+//    Members still share dtypes (A, W, and the bias where both have one)
+//    and M.
 enum class RuleSet : uint8_t { kSeed, kHfuse };
 const char* RuleSetName(RuleSet rules);
 // "seed" or "hfuse"; false for anything else.
@@ -98,7 +106,9 @@ struct TypeRoundResult {
   std::vector<Reason> reasons;
 };
 
-// Groups the ops of `type` (a gemm or layernorm type) and rewrites each group.
+// Groups the ops of `type` (a gemm or layernorm type) and rewrites each group;
+// under the hfuse rules a GEMM type's round takes the GEMMs of every kind
+// (fuse-group-ops runs it once, for the first GEMM kind).
 // `sorted_ops` is SortedOps of the current sorted tensor list; `op_number`
 // the op numbers of rule 5, indexed by op id (group ops get numbers after
 // all others). `reasons`, when given, records why ops stayed out.

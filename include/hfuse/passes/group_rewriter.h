@@ -20,8 +20,10 @@ namespace hfuse {
 // Orders `members` in place as the rewrite will; exposed for tests.
 void SortGroupMembers(const Graph& graph, std::vector<OpId>& members);
 
-// Replaces `members` (all of one gemm or layernorm type, at least two) by one
-// group op, which is returned. `members` comes back in the group's order.
+// Replaces `members` (all of one gemm or layernorm type, or GEMMs of several
+// kinds under the hfuse rules; at least two) by one group op, which is
+// returned: GEMMs of several kinds make a group_gemm_rcr_mixed that lists
+// each member's kind. `members` comes back in the group's order.
 OpId RewriteAsGroup(Graph& graph, std::vector<OpId>& members);
 
 // Replaces `members` (ONNX Gathers, IsOnnxGather, at least two) by one
