@@ -87,17 +87,27 @@ void CudaExecutor::Impl::PlanGemm(const Op& op) {
       for (const cuda::DeviceGemm& m : ms) PlanLtGemm({m}, dtype, alpha, m.act);
       return;
     }
-    if (dtype == DType::kFloat32 && GroupedSgemmFor()) {
+    // An epilogue's members that make one strided batched cuBLASLt call
+    // (MMoE's eight experts of one shape) run faster so than inside the
+    // grouped float32 kernel (bench/RESULTS.md, 2026-12-04: MMoE at batch
+    // 2048, 293.0 us a run as one mixed launch, 201.8 with the experts
+    // strided batched): then each epilogue is planned on its own.
+    bool strided_part = false;
+    for (const std::vector<cuda::DeviceGemm>& sub : by_epilogue) {
+      strided_part = strided_part || (sub.size() > 1 && options.strided_batched && cuda::IsStridedBatch(sub));
+    }
+    if (dtype == DType::kFloat32 && GroupedSgemmFor() && !strided_part) {
       PlanGroupedSgemm(ms, alpha);
       return;
     }
+    const char* why = dtype != DType::kFloat32 ? "CUTLASS grouped takes one epilogue a launch"
+                      : strided_part          ? "an epilogue's members are one strided batched call"
+                                              : "the grouped float32 kernel is not chosen";
     const std::string op_label = current;
     for (size_t e = 0; e < by_epilogue.size(); ++e) {
       const std::vector<cuda::DeviceGemm>& sub = by_epilogue[e];
       current = fmt::format("{} [epilogue {} of {}: {}; {}]", op_label, e + 1, by_epilogue.size(),
-                            EpilogueName(sub[0]), dtype == DType::kFloat32
-                                                     ? "the grouped float32 kernel is not chosen"
-                                                     : "CUTLASS grouped takes one epilogue a launch");
+                            EpilogueName(sub[0]), why);
       PlanGemmMembers(sub, dtype, alpha, true);
     }
     current = op_label;
