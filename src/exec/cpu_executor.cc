@@ -567,14 +567,26 @@ class CpuRun {
     for (size_t m = 0; m < jobs.size(); ++m) jobs[m].y = F(Out(GemmMemberOf(op, m).y));
     const float alpha = static_cast<float>(op.attrs.Alpha());
     if (PackedTiles(jobs, alpha)) return true;
-    std::vector<double> cost;
-    for (const GemmJob& j : jobs) cost.push_back(static_cast<double>(j.rows) * j.n * std::max<int64_t>(j.k, 1));
-    const auto run = [&](size_t m, bool parallel) {
-      const GemmJob& j = jobs[m];
+    const auto gemm = [&](const GemmJob& j, bool parallel) {
       cpu::fast::Gemm({j.a, j.k, false}, {j.w, j.k, true}, j.y, j.n, j.rows, j.n, j.k, alpha, j.bias, j.act,
                       parallel, j.packed);
     };
-    RunMembers(cost, run);
+    // A mixed group can hold members the packed kernel takes beside members
+    // it does not (DCN's DNN layer beside its cross layer's GEMV, MMoE's
+    // experts beside its 8-wide gates): the first run on their own (their
+    // tiles in one loop, or one member over all the threads), the rest after
+    // them, so that a large member is not left to one thread.
+    std::vector<GemmJob> tiled, others;
+    for (const GemmJob& j : jobs) (cpu::fast::PackedGemm(j.n, j.k, false) ? tiled : others).push_back(j);
+    if (!tiled.empty() && !others.empty()) {
+      if (!PackedTiles(tiled, alpha)) {
+        for (const GemmJob& j : tiled) gemm(j, true);
+      }
+      jobs = std::move(others);
+    }
+    std::vector<double> cost;
+    for (const GemmJob& j : jobs) cost.push_back(static_cast<double>(j.rows) * j.n * std::max<int64_t>(j.k, 1));
+    RunMembers(cost, [&](size_t m, bool parallel) { gemm(jobs[m], parallel); });
     return true;
   }
 
