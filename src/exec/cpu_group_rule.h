@@ -17,7 +17,9 @@
 // A group GEMM whose members all take the packed kernel is not scheduled
 // here: its members' tiles go in one loop that the pool's threads claim
 // tile by tile (cpu_executor.cc, PackedTiles), which balances as it runs
-// and never waits for a thread the OS has not scheduled.
+// and never waits for a thread the OS has not scheduled. In a mixed group
+// (members of several epilogues) the members the packed kernel takes run
+// so first, and only the rest (a GEMV, 8-wide gates) are scheduled here.
 #pragma once
 
 #include <cstddef>
