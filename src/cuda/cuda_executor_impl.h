@@ -390,6 +390,8 @@ struct CudaExecutor::Impl {
   static int64_t NumRows(const std::vector<int64_t>& shape);
   // One cuBLASLt call: one member, or members at constant strides (strided batched).
   void PlanLtGemm(const std::vector<cuda::DeviceGemm>& ms, DType dtype, float alpha, int act);
+  // One cuBLASLt call (or GEMV kernel) a member, each with its own epilogue.
+  void PlanLtEach(const std::vector<cuda::DeviceGemm>& ms, DType dtype, float alpha);
   // One CUTLASS grouped GEMM, bias and activation in its epilogue; false
   // (and why) when CUTLASS cannot take the members.
   bool PlanCutlassGemm(const std::vector<cuda::DeviceGemm>& ms, DType dtype, int act, std::string& why);

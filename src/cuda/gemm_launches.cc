@@ -84,7 +84,7 @@ void CudaExecutor::Impl::PlanGemm(const Op& op) {
   const std::vector<std::vector<cuda::DeviceGemm>> by_epilogue = cuda::SplitByEpilogue(ms);
   if (by_epilogue.size() > 1) {
     if (dtype == DType::kFloat32 && options.gemm_kernel == GemmKernelChoice::kRule && FewCallsPay(ms)) {
-      for (const cuda::DeviceGemm& m : ms) PlanLtGemm({m}, dtype, alpha, m.act);
+      PlanLtEach(ms, dtype, alpha);
       return;
     }
     // An epilogue's members that make one strided batched cuBLASLt call
@@ -116,6 +116,10 @@ void CudaExecutor::Impl::PlanGemm(const Op& op) {
   PlanGemmMembers(ms, dtype, alpha, group);
 }
 
+void CudaExecutor::Impl::PlanLtEach(const std::vector<cuda::DeviceGemm>& ms, DType dtype, float alpha) {
+  for (const cuda::DeviceGemm& m : ms) PlanLtGemm({m}, dtype, alpha, m.act);
+}
+
 bool CudaExecutor::Impl::GroupedSgemmFor() const {
   return options.gemm_kernel != GemmKernelChoice::kPerMember &&
          (options.gemm_kernel == GemmKernelChoice::kGroupedSgemm ||
@@ -140,7 +144,7 @@ void CudaExecutor::Impl::PlanGemmMembers(const std::vector<cuda::DeviceGemm>& ms
   // float32 groups: the grouped float32 kernel, one launch, unless one
   // call a member is asked for or the rule picks it (FewCallsPay).
   if (dtype == DType::kFloat32 && options.gemm_kernel == GemmKernelChoice::kRule && FewCallsPay(ms)) {
-    for (const cuda::DeviceGemm& m : ms) PlanLtGemm({m}, dtype, alpha, m.act);
+    PlanLtEach(ms, dtype, alpha);
     return;
   }
   if (dtype == DType::kFloat32 && GroupedSgemmFor()) {
@@ -148,7 +152,7 @@ void CudaExecutor::Impl::PlanGemmMembers(const std::vector<cuda::DeviceGemm>& ms
     return;
   }
   if (options.gemm_kernel == GemmKernelChoice::kPerMember) {
-    for (const cuda::DeviceGemm& m : ms) PlanLtGemm({m}, dtype, alpha, act);
+    PlanLtEach(ms, dtype, alpha);
     return;
   }
   std::string why = !options.cutlass ? "CUTLASS off" : alpha != 1.0f ? "alpha is not 1" : "";
@@ -161,7 +165,7 @@ void CudaExecutor::Impl::PlanGemmMembers(const std::vector<cuda::DeviceGemm>& ms
   // group of this size saves at most that many launches.
   const bool lt_epilogue = act == cuda::kNoActivation || act == static_cast<int>(EwFunc::kRelu);
   if (options.cutlass && options.gemm_kernel == GemmKernelChoice::kRule && ms.size() <= kLtMembersMax && lt_epilogue) {
-    for (const cuda::DeviceGemm& m : ms) PlanLtGemm({m}, dtype, alpha, act);
+    PlanLtEach(ms, dtype, alpha);
     return;
   }
   PlanGroupedGemm(ms, dtype, alpha, act, why);
