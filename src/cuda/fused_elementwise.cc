@@ -286,6 +286,18 @@ std::string FusedRegionSource(const FusionRegion& r, const std::vector<std::vect
         }
         break;
       }
+      case RegionStep::Kind::kSelect: {
+        // Column c takes part c (each one value a row).
+        s += fmt::format("    float v{}[{}];\n", t, lanes.per_lane);
+        for (int64_t j = 0; j < lanes.per_lane; ++j) {
+          std::string pick = arg(st.parts.back(), j);
+          for (size_t p = st.parts.size() - 1; p-- > 0;) {
+            pick = fmt::format("{} == {}u ? {} : {}", column(j), p, arg(st.parts[p], j), pick);
+          }
+          s += fmt::format("    v{}[{}] = {};\n", t, j, pick);
+        }
+        break;
+      }
       case RegionStep::Kind::kReduce: {
         s += fmt::format("    float w{};\n", t);
         s += reduce(st.func, [&](int64_t j) { return arg(st.args[0], j); }, fmt::format("w{}", t));

@@ -187,9 +187,15 @@ class Planner {
         for (OpId o : m) set_of[static_cast<size_t>(o)] = into;
         return true;
       };
-      // A Concat joins the set that makes its parts, or nothing.
+      // A Concat joins the set that makes its parts; one whose parts no
+      // set makes starts a set of its own, which a member reading it may
+      // join (a select step), or else is dropped.
       if (KindOf(g_.op(id)) == MemberKind::kConcat) {
-        if (producers.size() == 1) try_join(producers);
+        if (producers.size() == 1 && try_join(producers)) continue;
+        if (producers.empty()) {
+          set_of[static_cast<size_t>(id)] = static_cast<int32_t>(sets.size());
+          sets.push_back({id});
+        }
         continue;
       }
       bool joined = !producers.empty() && try_join(producers);
@@ -201,7 +207,8 @@ class Planner {
       // domain: independent ops of one shape (the tanh of each expert after
       // a group GEMM, the Dice of each attention unit) run as one launch.
       for (size_t i = sets.size(), tried = 0; !joined && i-- > 0 && tried < kSiblingsTried;) {
-        if (sets[i].empty() || std::find(producers.begin(), producers.end(), static_cast<int32_t>(i)) != producers.end()) {
+        if (sets[i].empty() || std::find(producers.begin(), producers.end(), static_cast<int32_t>(i)) != producers.end() ||
+            (sets[i].size() == 1 && KindOf(g_.op(sets[i][0])) == MemberKind::kConcat)) {
           continue;
         }
         ++tried;
@@ -210,6 +217,24 @@ class Planner {
       if (!joined) {
         set_of[static_cast<size_t>(id)] = static_cast<int32_t>(sets.size());
         sets.push_back({id});
+      }
+    }
+    // Whole sets side by side: a set that took in a Concat grew from it,
+    // not beside a peer; independent sets of one domain (each gate's
+    // weighted sum of its experts) still run as one launch.
+    for (size_t i = 0; i < sets.size(); ++i) {
+      if (sets[i].size() < 2) continue;
+      for (size_t j = i, tried = 0; j-- > 0 && tried < kSiblingsTried;) {
+        if (sets[j].size() < 2) continue;
+        ++tried;
+        std::vector<OpId> m = sets[j];
+        m.insert(m.end(), sets[i].begin(), sets[i].end());
+        SortByPos(m);
+        if (!Convex(m) || !Analyze(m)) continue;
+        for (OpId o : sets[i]) set_of[static_cast<size_t>(o)] = static_cast<int32_t>(j);
+        sets[j] = std::move(m);
+        sets[i].clear();
+        break;
       }
     }
     for (const std::vector<OpId>& m : sets) {
@@ -391,6 +416,18 @@ class Planner {
         return std::nullopt;
       }
     }
+    // Without reductions, a Concat that members read sets the domain: its
+    // axis the columns (a select step needs it so).
+    for (OpId id : m) {
+      if (!ref.empty()) break;
+      const Op& op = g_.op(id);
+      if (KindOf(op) != MemberKind::kConcat || !ReadByMember(op, m)) continue;
+      const std::optional<size_t> axis = ConcatAxis(op);
+      if (!axis) return std::nullopt;
+      ref = Shape(op.outputs[0]);
+      ref_cols.assign(ref.size(), false);
+      ref_cols[*axis] = true;
+    }
     if (ref.empty()) {
       std::set<int64_t> sizes;
       for (OpId o : m) {
@@ -459,6 +496,10 @@ class Planner {
       const Op& op = g_.op(id);
       const MemberKind kind = KindOf(op);
       const std::vector<int64_t>& ys = Shape(op.outputs[0]);
+      if (kind == MemberKind::kConcat && ReadByMember(op, m)) {
+        if (!Select(op, id, m, r, step_of, ref, ref_cols, operand)) return std::nullopt;
+        continue;
+      }
       if (kind == MemberKind::kConcat) {
         if (!ConcatInto(op, id, m, r, step_of, per_element, operand)) return std::nullopt;
         continue;
@@ -533,6 +574,71 @@ class Planner {
       return std::nullopt;
     }
     return r;
+  }
+
+  // The axis of a Concat member, or nothing.
+  std::optional<size_t> ConcatAxis(const Op& op) const {
+    const auto rank = static_cast<int64_t>(Shape(op.outputs[0]).size());
+    int64_t axis = op.attrs.dim;
+    if (op.attrs.onnx) {
+      auto it = op.attrs.onnx->ints.find("axis");
+      if (it == op.attrs.onnx->ints.end() || it->second.empty()) return std::nullopt;
+      axis = it->second[0];
+    }
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) return std::nullopt;
+    return static_cast<size_t>(axis);
+  }
+
+  // Whether a member of m reads op's output (as its elements, through views).
+  bool ReadByMember(const Op& op, const std::vector<OpId>& m) const {
+    for (OpId u : m) {
+      for (TensorId t : g_.op(u).inputs) {
+        if (t != kNone && ProducerOf(t) != kNone && g_.op(ProducerOf(t)).outputs[0] == op.outputs[0]) return true;
+      }
+    }
+    return false;
+  }
+
+  // A Concat members read (RegionStep::Kind::kSelect): along the domain's
+  // one column dim, each part one value a row: a tensor of extent one on
+  // the axis, read once a row, or a per-row value of the region. Its value
+  // is written to memory only where an op outside reads it.
+  template <typename Operand>
+  bool Select(const Op& op, OpId id, const std::vector<OpId>& m, FusionRegion& r, std::map<OpId, int32_t>& step_of,
+              const std::vector<int64_t>& ref, const std::vector<bool>& ref_cols, const Operand& operand) const {
+    const TensorId y = op.outputs[0];
+    const std::vector<int64_t>& ys = Shape(y);
+    const std::optional<size_t> axis = ConcatAxis(op);
+    const std::optional<std::vector<bool>> cols = ColumnsOf(ys, ref, ref_cols);
+    if (!axis || !cols || ys[*axis] != r.cols) return false;
+    for (size_t d = 0; d < ys.size(); ++d) {
+      if ((*cols)[d] != (d == *axis)) return false;  // the axis, and only it, makes the columns
+    }
+    RegionStep st;
+    st.kind = RegionStep::Kind::kSelect;
+    st.op = id;
+    for (size_t slot = 0; slot < Slots(op); ++slot) {
+      const TensorId t = NodeInput(op, slot);
+      if (t == kNone || Shape(t).size() != ys.size() || Shape(t)[*axis] != 1) return false;
+      const OpId p = ProducerOf(t);
+      auto from = p == kNone ? step_of.end() : step_of.find(p);
+      if (from != step_of.end()) {
+        if (!r.steps[static_cast<size_t>(from->second)].per_row) return false;
+        st.parts.push_back(from->second);
+        continue;
+      }
+      const std::optional<int32_t> k = operand(op, id, slot, ys, false);
+      if (!k) return false;
+      st.parts.push_back(-1 - *k);
+    }
+    if (static_cast<int64_t>(st.parts.size()) != r.cols) return false;
+    step_of[id] = static_cast<int32_t>(r.steps.size());
+    r.steps.push_back(st);
+    if (ReadOutside(y, m)) {
+      r.outputs.push_back({y, static_cast<int32_t>(r.steps.size() - 1), ys, *cols, y, 0, RowMajorStrides(ys)});
+    }
+    return true;
   }
 
   // A Concat member: each part, a member's per-element value or a tensor
@@ -891,6 +997,10 @@ std::vector<std::vector<float>> EvaluateRegion(const FusionRegion& r,
       const RegionStep& st = r.steps[s];
       std::vector<float>& v = value[s];
       const int64_t n = st.per_row ? 1 : cols;
+      if (st.kind == RegionStep::Kind::kSelect) {
+        for (int64_t c = 0; c < n; ++c) v[static_cast<size_t>(c)] = arg(st.parts[static_cast<size_t>(c)], c);
+        continue;
+      }
       if (st.kind == RegionStep::Kind::kMap) {
         for (int64_t c = 0; c < n; ++c) {
           const float u = arg(st.args[0], c);

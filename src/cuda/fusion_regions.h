@@ -30,7 +30,13 @@
 //     element: the region writes each part into its slot of the Concat's
 //     output (copying the parts it does not compute), so the Concat is no
 //     launch of its own (DIN's [q, k, q - k, q * k], DCN-Mix's stack of
-//     expert outputs). Its output is read by no member.
+//     expert outputs). Its output is read by no member;
+//   - a Concat that members read, whose axis is the domain's one column
+//     dim and whose parts are one value a row each (tensors read from
+//     memory, or the region's per-row values): a select step, column c
+//     taking part c, so the stack is never written. MMoE's and PLE's
+//     gates weigh [B, E, D] stacks of expert outputs: softmax(g)[:, :, None]
+//     * stack, summed over E, reads the E expert outputs where they lie.
 // A member reads a value of another member only as the same elements (a
 // reshape view of it, a per-row value broadcast along the row); anything
 // else it reads (any strided view, a broadcast constant) is an operand,
@@ -104,7 +110,10 @@ TensorId OperandTensor(const Graph& graph, const RegionOperand& o);
 const OnnxNode::Value* OperandConstant(const Graph& graph, const RegionOperand& o);
 
 struct RegionStep {
-  enum class Kind : uint8_t { kMap, kReduce, kSoftmax, kLogSoftmax };
+  // kSelect: a Concat that members read, along the domain's only column
+  // dim (the experts' outputs stacked for a gate's weighted sum): the
+  // value at column c is part c's, one value a row (`parts`).
+  enum class Kind : uint8_t { kMap, kReduce, kSoftmax, kLogSoftmax, kSelect };
   Kind kind = Kind::kMap;
   OpId op = kNone;
   int32_t func = 0;  // kMap: an OnnxFunc; kReduce: a ReduceKind
@@ -113,6 +122,7 @@ struct RegionStep {
   int32_t args[3] = {0, 0, 0};
   int32_t num_args = 0;
   bool per_row = false;  // its value: one a row, else one an element
+  std::vector<int32_t> parts;  // kSelect: per column, an argument as in args (one value a row)
 };
 
 // A step's value written to memory. `tensor` holds these values (a

@@ -1002,13 +1002,16 @@ bool CudaExecutor::Impl::AddIntoGather(const Op& op, const std::vector<TensorId>
 
 bool CudaExecutor::Impl::ConcatIntoGathers(const Op& op, const std::vector<TensorId>& parts, TensorId y,
                                            size_t axis) {
-  if (!options.gather_batches || pending_gathers.empty() || parts.empty() ||
-      views.layout[static_cast<size_t>(y)].root != y) {
-    return false;
-  }
+  if (!options.gather_batches || pending_gathers.empty() || parts.empty()) return false;
   const std::vector<int64_t>& ys = views.shape[static_cast<size_t>(y)];
   const DType dtype = g.tensor(y).dtype;
   const int64_t esize = DTypeBytes(dtype);
+  // The output's rows (the dims from `axis` on) at one stride: its own
+  // buffer, or its slot in an outer concatenate written in place (view_plan.h).
+  const cuda::Layout& yl = views.layout[static_cast<size_t>(y)];
+  const int64_t outer = Product(ys, 0, axis), row = Product(ys, axis, ys.size());
+  const std::optional<cuda::Layout> rows = cuda::ReshapeLayout(yl, ys, {outer, row});
+  if (yl.root == kNone || yl.root_dtype != dtype || !rows || rows->strides[1] != 1) return false;
   // Each part a waiting gather's whole result whose rows are the part's
   // blocks along `axis`: row r goes to row r of the output, at the part's column.
   std::vector<PendingGather*> members;
@@ -1031,9 +1034,9 @@ bool CudaExecutor::Impl::ConcatIntoGathers(const Op& op, const std::vector<Tenso
   }
   if (column != ys[axis]) return false;
   char* out = PlaceOf(y).base;
-  const Span write{out, out + Bytes(y)};
+  const int64_t row_bytes = (outer > 1 ? rows->strides[0] : row) * esize;
+  const Span write{out, out + (outer - 1) * row_bytes + row * esize};
   if (GathersTouch(write, {members.begin(), members.end()})) return false;
-  const int64_t row_bytes = Product(ys, axis, ys.size()) * esize;
   const int64_t slot_bytes = Product(ys, axis + 1, ys.size()) * esize;
   // A slot off the 4-byte grid makes its gather move bytes, and with it
   // the batch, which an add (done on float words) cannot join.

@@ -82,13 +82,28 @@ struct Planner {
   };
   std::vector<InPlace> in_place;
 
+  static bool IsConcat(const Op& op) {
+    const OnnxOpInfo* info = OnnxInfo(op);
+    return op.type == OpType::kConcatenate || (info && info->name == "Concat");
+  }
+
+  // A concatenate that runs as a launch of its own (not elided, folded or
+  // written in place by its producers): the copy kernel, or the lookups
+  // it takes in, write its output through any strides, so it can in turn
+  // be a part written in place into an outer concatenate (the embedding
+  // rows' concatenate inside the one that adds the dense features).
+  bool RunsAsCopy(OpId id) const {
+    const Op& op = g.op(id);
+    if (!IsConcat(op) || op.elided || constants.folded[static_cast<size_t>(id)] || op.outputs.size() != 1) return false;
+    return std::none_of(in_place.begin(), in_place.end(), [&](const InPlace& ip) { return ip.concat == id; });
+  }
+
   // The concatenates whose parts their producers can write in place.
   void FindInPlace() {
     for (OpId id : order) {
       const Op& op = g.op(id);
-      const OnnxOpInfo* info = OnnxInfo(op);
-      const bool onnx = info && info->name == "Concat";
-      if (op.elided || constants.folded[static_cast<size_t>(id)] || (op.type != OpType::kConcatenate && !onnx)) continue;
+      const bool onnx = op.type != OpType::kConcatenate && IsConcat(op);
+      if (op.elided || constants.folded[static_cast<size_t>(id)] || !IsConcat(op)) continue;
       const TensorId y = op.outputs[0];
       const std::vector<int64_t>& ys = Shape(y);
       const auto rank = static_cast<int64_t>(ys.size());
@@ -132,17 +147,26 @@ struct Planner {
         const OpId w = g.tensor(r).producer;
         const std::vector<int64_t>& rs = Shape(r);
         const int64_t width = ps[static_cast<size_t>(axis)] * inner;
-        int64_t rows = 1;
-        for (size_t d = 0; d + 1 < rs.size(); ++d) rows *= rs[d];
-        ok = w != kNone && WritesStrided(g.op(w)) && g.tensor(r).users.size() == 1 && !g.IsGraphOutput(r) &&
-             g.tensor(r).storage == kNone && !rs.empty() && rs.back() == width && rows == outer &&
+        // A GEMM or LayerNorm writes rows of its last dim; a concatenate
+        // that runs (a copy, or the lookups that write it) writes any
+        // strides, so its row may be several trailing dims: the first dim
+        // of the row is `first`.
+        const bool copies = w != kNone && RunsAsCopy(w);
+        size_t first = rs.empty() ? 0 : rs.size() - 1;
+        if (copies) {
+          for (int64_t n = 1; first > 0 && n * rs[first] < width;) n *= rs[first--];
+        }
+        int64_t rows = 1, row = 1;
+        for (size_t d = 0; d < rs.size(); ++d) (d < first ? rows : row) *= rs[d];
+        ok = w != kNone && (WritesStrided(g.op(w)) || copies) && g.tensor(r).users.size() == 1 &&
+             !g.IsGraphOutput(r) && g.tensor(r).storage == kNone && !rs.empty() && row == width && rows == outer &&
              g.tensor(r).dtype == g.tensor(y).dtype && std::find(ip.producers.begin(), ip.producers.end(), r) == ip.producers.end();
         if (!ok) break;
         // Its rows at the concatenate's stride of one outer index.
         const int64_t row_stride = ys[static_cast<size_t>(axis)] * inner;
-        Layout l{y, at * inner, std::vector<int64_t>(rs.size(), 1), g.tensor(y).dtype};
+        Layout l{y, at * inner, RowMajorStrides(rs), g.tensor(y).dtype};
         int64_t stride = row_stride;
-        for (size_t d = rs.size() - 1; d-- > 0;) {
+        for (size_t d = first; d-- > 0;) {
           l.strides[d] = stride;
           stride *= rs[d];
         }
