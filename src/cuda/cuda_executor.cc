@@ -417,6 +417,13 @@ void* CudaExecutor::Stream() const { return impl_->stream; }
 
 double CudaExecutor::MedianMicros(int warmup, int reps, bool use_graph) {
   for (int i = 0; i < warmup; ++i) use_graph ? RunGraph() : Run();
+  std::vector<float> times = TimedRuns(reps, use_graph);
+  std::nth_element(times.begin(), times.begin() + static_cast<ptrdiff_t>(times.size() / 2), times.end());
+  return times[times.size() / 2];
+}
+
+std::vector<float> CudaExecutor::TimedRuns(int reps, bool use_graph) {
+  if (use_graph && !impl_->graph_exec) RunGraph();  // captures the graph
   cudaEvent_t start, stop;
   HFUSE_CUDA(cudaEventCreate(&start));
   HFUSE_CUDA(cudaEventCreate(&stop));
@@ -436,8 +443,7 @@ double CudaExecutor::MedianMicros(int warmup, int reps, bool use_graph) {
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
-  std::nth_element(times.begin(), times.begin() + static_cast<ptrdiff_t>(times.size() / 2), times.end());
-  return times[times.size() / 2];
+  return times;
 }
 
 const CudaRunStats& CudaExecutor::stats() const { return impl_->stats; }

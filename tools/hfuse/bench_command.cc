@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@ namespace {
 
 constexpr double kPeakFlops = 790e12;    // dense fp16/bf16, measured on this H200 model
 constexpr double kPeakBytes = 4.3e12;    // device-to-device copy, read + write
+constexpr int kTimingRounds = 10;        // turns each variant's timed runs are split into
 
 struct Floor {
   double flops = 0;
@@ -152,14 +154,23 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
       variants.push_back({name + ", cuBLASLt a member", fused, {.gemm_kernel = GemmKernelChoice::kPerMember}});
     }
   }
-  fmt::print("{}: {}; median of {} runs after {} warm-up\n", path, summary, options.reps,
-             options.warmup);
+  fmt::print("{}: {}; median of {} runs after {} warm-up, the variants timed in {} turns each\n", path, summary,
+             options.reps, options.warmup, std::max(1, std::min(options.reps, kTimingRounds)));
   fmt::print("  {:<44} {:>9} {:>11} {:>9} {:>8} {:>10} {:>5} {:>9}\n", "variant", "plain us", "cudagraph us",
              "floor us", "x floor", "launches", "host", "max err");
+  // Every variant planned (and checked) first, then timed in turns: a
+  // round of each in a rotating order, until each has its runs. Timed one
+  // after another, the second of two identical graphs measured 4-5%
+  // slower (bench/RESULTS.md, 2026-12-04), which hid or faked the gaps
+  // between unfused and fused.
+  std::vector<std::unique_ptr<CudaExecutor>> gpus;
+  std::vector<DimValues> vdims;
+  std::vector<double> errs;
   for (Variant& v : variants) {
     // A pass can add dims (flatten-gemm-inputs' batch*S): each graph binds its own.
-    const DimValues vdims = BindDims(v.graph, options.dims);
-    CudaExecutor gpu(v.graph, vdims, v.cuda);
+    vdims.push_back(BindDims(v.graph, options.dims));
+    gpus.push_back(std::make_unique<CudaExecutor>(v.graph, vdims.back(), v.cuda));
+    CudaExecutor& gpu = *gpus.back();
     gpu.SetFeeds(feeds);
     double err = 0;
     if (options.check) {
@@ -170,16 +181,39 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
         err = std::max(err, c.normalized);
       }
     }
-    const double plain = gpu.MedianMicros(options.warmup, options.reps, false);
-    const double graph = gpu.MedianMicros(options.warmup, options.reps, true);
-    const Floor floor = FloorOf(v.graph, vdims);
+    errs.push_back(err);
+  }
+  const size_t n = variants.size();
+  const int rounds = std::max(1, std::min(options.reps, kTimingRounds));
+  std::vector<std::vector<float>> plain_runs(n), graph_runs(n);
+  for (bool use_graph : {false, true}) {
+    for (auto& gpu : gpus) gpu->MedianMicros(options.warmup, 1, use_graph);
+    for (int r = 0; r < rounds; ++r) {
+      const int reps = options.reps / rounds + (r < options.reps % rounds ? 1 : 0);
+      for (size_t k = 0; k < n; ++k) {
+        const size_t i = (k + static_cast<size_t>(r)) % n;
+        const std::vector<float> t = gpus[i]->TimedRuns(reps, use_graph);
+        auto& into = use_graph ? graph_runs[i] : plain_runs[i];
+        into.insert(into.end(), t.begin(), t.end());
+      }
+    }
+  }
+  const auto median = [](std::vector<float> v) {
+    std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(v.size() / 2), v.end());
+    return static_cast<double>(v[v.size() / 2]);
+  };
+  for (size_t i = 0; i < n; ++i) {
+    const Variant& v = variants[i];
+    CudaExecutor& gpu = *gpus[i];
+    const double plain = median(plain_runs[i]), graph = median(graph_runs[i]), err = errs[i];
+    const Floor floor = FloorOf(v.graph, vdims[i]);
     const CudaRunStats& stats = gpu.stats();
     fmt::print("  {:<44} {:>9.1f} {:>11.1f} {:>9.1f} {:>8.2f} {:>10} {:>5} {:>9.2g}\n", v.name, plain, graph,
                floor.micros(), graph / floor.micros(), stats.launches, stats.host_launches, err);
     for (const std::string& op : stats.host_ops) fmt::print("    on the host: {}\n", op);
     const std::vector<std::pair<std::string, int>> kinds = LaunchKinds(gpu.LaunchLabels());
     std::string by_kind;
-    for (const auto& [kind, n] : kinds) by_kind += fmt::format("{}{} {}", by_kind.empty() ? "" : ", ", n, kind);
+    for (const auto& [kind, count] : kinds) by_kind += fmt::format("{}{} {}", by_kind.empty() ? "" : ", ", count, kind);
     fmt::print("    launches by kind: {}\n", by_kind);
     report["variants"].push_back({{"name", v.name}, {"plain_us", plain}, {"cudagraph_us", graph},
                                   {"floor_us", floor.micros()}, {"flops", floor.flops},
@@ -191,9 +225,9 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
       fmt::print("    profile ({}): each launch alone, median of 50; GB/s = its op's bytes "
                  "(inputs once, outputs once) / time\n", v.name);
       const auto launches = gpu.ProfileLaunches(50);
-      for (size_t i = 0; i < launches.size(); ++i) {
-        const auto& [label, us] = launches[i];
-        const double bytes = gpu.LaunchOpBytes()[i];
+      for (size_t l = 0; l < launches.size(); ++l) {
+        const auto& [label, us] = launches[l];
+        const double bytes = gpu.LaunchOpBytes()[l];
         fmt::print("      {:>9.1f} us {:>8.0f} GB/s  {}\n", us, bytes / (us * 1e3), label);
         report["profile"][v.name].push_back({{"launch", label}, {"us", us}, {"op_bytes", bytes}});
       }

@@ -416,8 +416,10 @@ int Main(int argc, char** argv) {
       "bench", "time a graph on the GPU: unfused and fused, plain launches and CUDA graph");
   bench->add_option("input", bench_input, "graph (graph JSON v1, or an .onnx model)")->required();
   bench->add_option("--device", bench_options.device, "device (cuda)");
-  bench->add_option("--reps", bench_options.reps, "timed runs (median reported)");
-  bench->add_option("--warmup", bench_options.warmup, "untimed runs first");
+  bench->add_option("--reps", bench_options.reps,
+                    "timed runs of each variant (median reported), in 10 turns taken by the variants in rotation")
+      ->check(CLI::Range(1, 1000000));
+  bench->add_option("--warmup", bench_options.warmup, "untimed runs first")->check(CLI::Range(0, 1000000));
   bench->add_option("--seed", bench_options.seed, "seed of the random inputs");
   bench->add_option("--inputs", bench_options.inputs_npz,
                     ".npz of inputs to use instead of random ones (others stay random)");

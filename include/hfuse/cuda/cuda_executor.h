@@ -120,6 +120,8 @@ class CudaExecutor {
   // Median microseconds of `reps` runs after `warmup` runs, timed with CUDA
   // events around each run (plain launches, or graph replays).
   double MedianMicros(int warmup, int reps, bool use_graph);
+  // Microseconds of each of `reps` runs, timed as MedianMicros does, no warm-up.
+  std::vector<float> TimedRuns(int reps, bool use_graph);
 
   const CudaRunStats& stats() const;
 
