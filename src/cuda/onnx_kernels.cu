@@ -265,32 +265,67 @@ __global__ void OnnxElementwiseBatchKernel(const OnnxElementwiseArgs* args) {
   ElementwiseOp<kNarrow>(a);
 }
 
-// One thread a word of an output row (4 bytes when rows and pointers allow).
+// Word w of gathered row `row` (o, i: the outer index and the id's place).
+template <typename Word, typename Index>
+__device__ __forceinline__ void GatherWord(const GatherArgs& a, Index row, Index w, Index row_words, bool dense) {
+  const Index o = row / static_cast<Index>(a.count), i = row - o * static_cast<Index>(a.count);
+  int64_t off = i;
+  if (!dense) {
+    Index rest = i;
+    off = 0;
+    for (int d = a.index_rank - 1; d >= 0; --d) {
+      off += static_cast<int64_t>(rest % static_cast<Index>(a.index_shape[d])) * a.index.strides[d];
+      rest /= static_cast<Index>(a.index_shape[d]);
+    }
+  }
+  int64_t at = Read(a.index, off).AsInt();
+  if (at < 0) at += a.len;
+  if (at < 0 || at >= a.len) {
+    *a.bad = 1;
+    return;
+  }
+  Word v = static_cast<const Word*>(a.data)[(static_cast<int64_t>(o) * a.len + at) * row_words + w];
+  Word* y = reinterpret_cast<Word*>(static_cast<char*>(a.y) + static_cast<int64_t>(row) * a.y_row_bytes);
+  if constexpr (sizeof(Word) == sizeof(float)) {
+    if (a.add) v = __float_as_uint(__uint_as_float(v) + a.add[w]);
+  } else if constexpr (sizeof(Word) == sizeof(float4)) {
+    if (a.add) {
+      const float4 b = reinterpret_cast<const float4*>(a.add)[w];
+      v.x = __float_as_uint(__uint_as_float(v.x) + b.x);
+      v.y = __float_as_uint(__uint_as_float(v.y) + b.y);
+      v.z = __float_as_uint(__uint_as_float(v.z) + b.z);
+      v.w = __float_as_uint(__uint_as_float(v.w) + b.w);
+    }
+  }
+  y[w] = v;
+}
+
+// One thread a word of an output row (16 or 4 bytes where rows and
+// pointers allow, else a byte). The ids of one lookup are most often a
+// dense tensor ([B] or [B, L]): the id's place is then its offset, with no
+// division per dim; and index math in 32 bits where the lookup is below
+// 2^31 words (DIN's [2048, 20] history lookups took 45 us at 212 GB/s with
+// 64-bit divisions, one word a thread, bench/RESULTS.md).
 template <typename Word>
 __device__ __forceinline__ void GatherOp(const GatherArgs& a, int64_t row_words) {
-  HFUSE_GRID_STRIDE(e, a.outer * a.count * row_words) {
-    const int64_t row = e / row_words, w = e % row_words;
-    const int64_t o = row / a.count, i = row % a.count;
-    int64_t rest = i, off = 0;
-    for (int d = a.index_rank - 1; d >= 0; --d) {
-      off += (rest % a.index_shape[d]) * a.index.strides[d];
-      rest /= a.index_shape[d];
+  bool dense = true;
+  int64_t stride = 1;
+  for (int d = a.index_rank - 1; d >= 0; --d) {
+    if (a.index_shape[d] != 1 && a.index.strides[d] != stride) dense = false;
+    stride *= a.index_shape[d];
+  }
+  const int64_t total = a.outer * a.count * row_words;
+  if (total < (int64_t{1} << 31)) {
+    const auto n = static_cast<uint32_t>(total), rw = static_cast<uint32_t>(row_words);
+    for (uint32_t e = blockIdx.x * blockDim.x + threadIdx.x; e < n; e += gridDim.x * blockDim.x) {
+      const uint32_t row = e / rw;
+      GatherWord<Word, uint32_t>(a, row, e - row * rw, rw, dense);
     }
-    int64_t at = Read(a.index, off).AsInt();
-    if (at < 0) at += a.len;
-    if (at < 0 || at >= a.len) {
-      *a.bad = 1;
-      continue;
-    }
-    const Word v = static_cast<const Word*>(a.data)[(o * a.len + at) * row_words + w];
-    Word* y = reinterpret_cast<Word*>(static_cast<char*>(a.y) + row * a.y_row_bytes);
-    if constexpr (sizeof(Word) == sizeof(float)) {
-      if (a.add) {
-        y[w] = __float_as_uint(__uint_as_float(v) + a.add[w]);
-        continue;
-      }
-    }
-    y[w] = v;
+    return;
+  }
+  HFUSE_GRID_STRIDE(e, total) {
+    const int64_t row = e / row_words;
+    GatherWord<Word, int64_t>(a, row, e - row * row_words, row_words, dense);
   }
 }
 
@@ -489,22 +524,33 @@ bool GatherWords(const GatherArgs& a) {
          reinterpret_cast<uintptr_t>(a.y) % 4 == 0;
 }
 
+int GatherWordBytes(const GatherArgs& a) {
+  const bool quads = a.inner_bytes % 16 == 0 && a.y_row_bytes % 16 == 0 &&
+                     reinterpret_cast<uintptr_t>(a.data) % 16 == 0 && reinterpret_cast<uintptr_t>(a.y) % 16 == 0 &&
+                     reinterpret_cast<uintptr_t>(a.add) % 16 == 0;
+  return quads ? 16 : GatherWords(a) ? 4 : 1;
+}
+
 void LaunchOnnxGather(const GatherArgs& a, cudaStream_t stream) {
   if (a.outer * a.count * a.inner_bytes == 0) return;
-  const bool words = GatherWords(a);
-  const int64_t row_words = words ? a.inner_bytes / 4 : a.inner_bytes;
+  const int word = GatherWordBytes(a);
+  const int64_t row_words = a.inner_bytes / word;
   const unsigned grid = GridFor(a.outer * a.count * row_words, 256);
-  if (words) {
+  if (word == 16) {
+    GatherKernel<uint4><<<grid, 256, 0, stream>>>(a, row_words);
+  } else if (word == 4) {
     GatherKernel<uint32_t><<<grid, 256, 0, stream>>>(a, row_words);
   } else {
     GatherKernel<uint8_t><<<grid, 256, 0, stream>>>(a, row_words);
   }
 }
 
-void LaunchOnnxGatherBatch(const GatherArgs* args, int count, int64_t max_bytes, bool words, cudaStream_t stream) {
+void LaunchOnnxGatherBatch(const GatherArgs* args, int count, int64_t max_bytes, int word_bytes, cudaStream_t stream) {
   if (count == 0 || max_bytes == 0) return;
-  const dim3 grid(GridFor(words ? max_bytes / 4 : max_bytes, 256), static_cast<unsigned>(count));
-  if (words) {
+  const dim3 grid(GridFor(max_bytes / word_bytes, 256), static_cast<unsigned>(count));
+  if (word_bytes == 16) {
+    GatherBatchKernel<uint4><<<grid, 256, 0, stream>>>(args);
+  } else if (word_bytes == 4) {
     GatherBatchKernel<uint32_t><<<grid, 256, 0, stream>>>(args);
   } else {
     GatherBatchKernel<uint8_t><<<grid, 256, 0, stream>>>(args);

@@ -87,11 +87,14 @@ struct GatherArgs {
 void LaunchOnnxGather(const GatherArgs& args, cudaStream_t stream);
 // Whether the gather moves 4-byte words (rows and pointers aligned), not bytes.
 bool GatherWords(const GatherArgs& args);
+// The bytes a thread moves at once: 16 (rows, pointers and the add 16-byte
+// aligned), 4 (GatherWords) or 1.
+int GatherWordBytes(const GatherArgs& args);
 // `count` independent gathers in one launch (args: a device array the host
-// wrote at plan time; max_bytes: the largest gather's output bytes; words:
-// GatherWords of every one): the embedding lookups of a model's tables,
+// wrote at plan time; max_bytes: the largest gather's output bytes;
+// word_bytes: the least GatherWordBytes of them): the embedding lookups of a model's tables,
 // which TorchRec's table-batched embedding also does in one launch.
-void LaunchOnnxGatherBatch(const GatherArgs* args, int count, int64_t max_bytes, bool words, cudaStream_t stream);
+void LaunchOnnxGatherBatch(const GatherArgs* args, int count, int64_t max_bytes, int word_bytes, cudaStream_t stream);
 
 // GatherElements (contiguous operands): y[i] = data[i with index[i] on axis].
 // GatherND: indices [n, k] (batch_dims 0, flattened): y[j, :] = data[index[j]], slices of

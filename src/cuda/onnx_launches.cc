@@ -871,21 +871,21 @@ void CudaExecutor::Impl::FlushGathers() {
   }
   std::vector<cuda::GatherArgs> args;
   int64_t max_bytes = 0;
-  bool words = true;
+  int word_bytes = 16;
   double bytes = 0;
   for (const PendingGather& p : batch) {
     args.push_back(p.args);
     max_bytes = std::max(max_bytes, p.args.outer * p.args.count * p.args.inner_bytes);
-    words = words && cuda::GatherWords(p.args);
+    word_bytes = std::min(word_bytes, cuda::GatherWordBytes(p.args));
     bytes += p.bytes;
   }
-  HFUSE_CHECK(words || adds == 0);  // the planner keeps adds out of byte-moving batches
+  HFUSE_CHECK(word_bytes >= 4 || adds == 0);  // the planner keeps adds out of byte-moving batches
   const cuda::GatherArgs* device_args = Device(args);
   const int count = static_cast<int>(args.size());
   AddLaunch(fmt::format("{} (gather kernel, {} tables: {} to {}{})", batch.front().op, count, batch.front().op,
                         batch.back().op, also),
             bytes, [=](cudaStream_t s) {
-              cuda::LaunchOnnxGatherBatch(device_args, count, max_bytes, words, s);
+              cuda::LaunchOnnxGatherBatch(device_args, count, max_bytes, word_bytes, s);
               HFUSE_LAUNCHED();
             });
 }
