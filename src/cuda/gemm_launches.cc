@@ -137,6 +137,18 @@ std::string CudaExecutor::Impl::EpilogueName(const cuda::DeviceGemm& m) {
 void CudaExecutor::Impl::PlanGemmMembers(const std::vector<cuda::DeviceGemm>& ms, DType dtype, float alpha,
                                          bool group) {
   const int act = ms[0].act;  // one epilogue for all (PlanGemm)
+  // float32 members at most kSgemmNarrow wide (towers' last layers, GEMVs)
+  // whose activation cuBLASLt's epilogue and the GEMV kernel lack (sigmoid,
+  // tanh, ...): the grouped float32 kernel applies it in the same launch,
+  // where they would take an epilogue kernel after (MMoE's and PLE's
+  // sigmoid towers, bench/RESULTS.md, 2026-12-04).
+  const bool lt_takes_act = act == cuda::kNoActivation || act == static_cast<int>(EwFunc::kRelu);
+  const bool narrow = std::all_of(ms.begin(), ms.end(), [](const cuda::DeviceGemm& m) { return m.n <= cuda::kSgemmNarrow; });
+  if (dtype == DType::kFloat32 && options.gemm_kernel == GemmKernelChoice::kRule && GroupedSgemmFor() && !lt_takes_act &&
+      narrow) {
+    PlanGroupedSgemm(ms, alpha);
+    return;
+  }
   if (!group || (options.strided_batched && cuda::IsStridedBatch(ms))) {
     PlanLtGemm(ms, dtype, alpha, act);
     return;
@@ -163,8 +175,7 @@ void CudaExecutor::Impl::PlanGemmMembers(const std::vector<cuda::DeviceGemm>& ms
   // the epilogue kernel took 59 us for DeepFM's two float32 members where
   // the two calls unfused took less (bench/RESULTS.md, 2026-12-01), and a
   // group of this size saves at most that many launches.
-  const bool lt_epilogue = act == cuda::kNoActivation || act == static_cast<int>(EwFunc::kRelu);
-  if (options.cutlass && options.gemm_kernel == GemmKernelChoice::kRule && ms.size() <= kLtMembersMax && lt_epilogue) {
+  if (options.cutlass && options.gemm_kernel == GemmKernelChoice::kRule && ms.size() <= kLtMembersMax && lt_takes_act) {
     PlanLtEach(ms, dtype, alpha);
     return;
   }
