@@ -51,6 +51,16 @@ bool FewCallsPay(const std::vector<cuda::DeviceGemm>& ms) {
   }
   return largest >= kLtMemberMinFmas || gemvs;
 }
+// The device's SMs, which the tile rules fill (asked once).
+int NumSms() {
+  static const int num_sms = [] {
+    int device = 0, sms = 0;
+    HFUSE_CUDA(cudaGetDevice(&device));
+    HFUSE_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    return sms;
+  }();
+  return num_sms;
+}
 }  // namespace
 
 void CudaExecutor::Impl::PlanGemm(const Op& op) {
@@ -196,14 +206,21 @@ void CudaExecutor::Impl::PlanGroupedSgemm(const std::vector<cuda::DeviceGemm>& m
                        m.ldy, m.act});
     mixed = mixed || m.act != split.products[0].act || !m.bias != !split.products[0].bias;
   }
-  const std::vector<cuda::SgemmTile> tiles = cuda::SgemmTiles(members);
+  const cuda::SgemmTiling tiling = cuda::SgemmTiles(members, {.num_sms = NumSms()});
   const cuda::SgemmMember* d_members = Device(members);
-  const cuda::SgemmTile* d_tiles = Device(tiles);
-  const int count = static_cast<int>(tiles.size());
-  Add(fmt::format("grouped float32 GEMM, {} members, {} tiles{}", members.size(), count,
-                  mixed ? ", an epilogue a member" : ""),
+  const cuda::SgemmTile* d_tiles = Device(tiling.tiles);
+  // The split-K workspace, its counters zero (SgemmTiling::WorkspaceBytes),
+  // this launch's own: two launches sharing it could not run at once.
+  void* workspace = tiling.WorkspaceBytes() > 0
+                        ? const_cast<uint8_t*>(Device(std::vector<uint8_t>(tiling.WorkspaceBytes())))
+                        : nullptr;
+  const int count = static_cast<int>(tiling.tiles.size());
+  const cuda::SgemmKernel kernel = tiling.kernel;
+  const int64_t workspace_floats = tiling.workspace_floats;
+  Add(fmt::format("grouped float32 GEMM, {} members, {} tiles{}{}", members.size(), count,
+                  tiling.counters > 0 ? ", split-K" : "", mixed ? ", an epilogue a member" : ""),
       [=](cudaStream_t s) {
-    cuda::LaunchGroupedSgemm(d_members, d_tiles, count, alpha, s);
+    cuda::LaunchGroupedSgemm(kernel, d_members, d_tiles, count, alpha, workspace, workspace_floats, s);
     HFUSE_LAUNCHED();
   });
 }
@@ -225,16 +242,10 @@ bool CudaExecutor::Impl::PlanCutlassGemm(const std::vector<cuda::DeviceGemm>& ms
   if (!why.empty()) return false;
   if (!split.bias_only.empty()) PlanEpilogue(split.bias_only, dtype, act, true);
   if (members.empty()) return true;
-  static const int num_sms = [] {
-    int device = 0, sms = 0;
-    HFUSE_CUDA(cudaGetDevice(&device));
-    HFUSE_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    return sms;
-  }();
   const cuda::GemmKernel kernel =
       options.gemm_kernel == GemmKernelChoice::k128x128 || type != 0 ? cuda::GemmKernel::kTile128x128
       : options.gemm_kernel == GemmKernelChoice::k128x64             ? cuda::GemmKernel::kTile128x64
-                                                                     : cuda::ChooseGemmKernel(type, members, num_sms);
+                                                                     : cuda::ChooseGemmKernel(type, members, NumSms());
   cutlass_gemms.push_back(cuda::MakeCutlassGroupedGemm(type, kernel, members, act));
   cuda::CutlassGroupedGemm* gemm = cutlass_gemms.back().get();
   std::string epi = ms[0].bias ? "bias" : "";

@@ -1,4 +1,5 @@
-// The grouped float32 GEMM (grouped_sgemm.h).
+// The grouped float32 GEMM (grouped_sgemm.h): the kernels, one a
+// SgemmKernel, and the host's tile layout and shape rule.
 #include "grouped_sgemm.h"
 
 #include <algorithm>
@@ -9,7 +10,7 @@
 namespace hfuse::cuda {
 namespace {
 
-constexpr int kTile = kSgemmTile, kDepth = 16, kThreads = 256;
+constexpr int kThreads = 256, kDepth = 16, kBlocksPerSm = 2;
 
 __device__ __forceinline__ float Activation(int act, float v) {
   switch (act) {
@@ -22,21 +23,23 @@ __device__ __forceinline__ float Activation(int act, float v) {
   }
 }
 
-// A narrow tile (SgemmTiles: a member at most kSgemmNarrow wide with a
+// A narrow tile (kNarrow: a member at most kSgemmNarrow wide with a
 // long K, a gate's few experts or a GEMV's one column): a 64 x 64 tile
 // would leave most of its lanes idle and walk K 16 deep in a chain of
 // dependent loads, on few blocks. Instead each warp takes one of the
 // tile's 8 rows: its lanes stride along K (a coalesced read of the row of
 // A, and of each row of W, which stays in L1), each keeping a partial sum
 // per column; a butterfly of shuffles adds the lanes in a fixed order, and
-// lane j writes column j.
+// lane j writes column j. kUnrollK: the loop over K unrolled 4 times in
+// the kernel before (as it was), 2 in the tiled kernel (4 would spill).
+template <int kUnrollK>
 __device__ __forceinline__ void NarrowRow(const SgemmMember& g, int64_t m0, float alpha) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int64_t r = m0 + static_cast<int>(threadIdx.x) / 32;
   if (r >= g.m) return;
   float acc[kSgemmNarrow] = {};
   const float* a = g.a + r * g.lda;
-#pragma unroll 4
+#pragma unroll kUnrollK
   for (int64_t k = lane; k < g.k; k += 32) {
     const float av = a[k];
 #pragma unroll
@@ -59,18 +62,23 @@ __device__ __forceinline__ void NarrowRow(const SgemmMember& g, int64_t m0, floa
   }
 }
 
+// ---- the kernel before (SgemmKernel::kLegacy) ------------------------------------------
+
 // 256 threads a 64 x 64 tile: thread (ty, tx) holds rows ty + 16 i and
 // columns tx + 16 j (i, j < 4), so a warp reads 16 neighbouring columns of
 // W's tile and two rows of A's from shared memory; the tiles of A and W
 // are read 16 deep along K, each thread loading 4 elements of each, with
 // neighbouring threads on neighbouring k (coalesced: rows are K-contiguous),
 // one step ahead of the products. Each element sums over k in order.
-__global__ void __launch_bounds__(kThreads) GroupedSgemmKernel(const SgemmMember* members, const SgemmTile* tiles,
-                                                               float alpha) {
+// Kept as it was: FiBiNet's groups run it (grouped_sgemm.h), and the
+// benchmark measures the new kernels against it.
+__global__ void __launch_bounds__(kThreads) LegacySgemmKernel(const SgemmMember* members, const SgemmTile* tiles,
+                                                              float alpha) {
+  constexpr int kTile = 64;
   const SgemmTile t = tiles[blockIdx.x];
   const SgemmMember g = members[t.member];
-  if (t.narrow) {  // the same for the whole block
-    NarrowRow(g, t.m0, alpha);
+  if (t.config == static_cast<int32_t>(SgemmConfig::kNarrow)) {  // the same for the whole block
+    NarrowRow<4>(g, t.m0, alpha);
     return;
   }
   __shared__ float as[kDepth][kTile + 4];
@@ -130,34 +138,413 @@ __global__ void __launch_bounds__(kThreads) GroupedSgemmKernel(const SgemmMember
   }
 }
 
-}  // namespace
+// ---- the tiled kernel (SgemmKernel::kTiled) ---------------------------------------
 
-std::vector<SgemmTile> SgemmTiles(const std::vector<SgemmMember>& members) {
-  std::vector<size_t> order(members.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  // The most work first (a tile's work is its k), then by position: the
-  // long tiles start early and the short ones fill in behind them.
-  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return members[x].k > members[y].k; });
-  std::vector<SgemmTile> tiles;
-  for (size_t i : order) {
-    const SgemmMember& m = members[i];
-    if (m.n <= kSgemmNarrow && m.k >= kSgemmNarrowMinK) {
-      for (int64_t m0 = 0; m0 < m.m; m0 += kThreads / 32) tiles.push_back({static_cast<int32_t>(i), static_cast<int32_t>(m0), 0, 1});
-      continue;
+// A BM x BN tile, TM x TN outputs a thread. Shared memory holds the
+// tiles of A and W K-major (as[k][row], ws[k][column], rows padded by 4
+// floats), so a thread reads its rows and columns of one k as float4s:
+// its TM rows are TM / 4 runs of 4 (run c of thread (ty, tx) starts at row
+// c * kRowGroups * 4 + ty * 4, and its columns' at c * kColGroups * 4 +
+// tx * 4), so the 8 threads of a quarter warp read 128 neighbouring bytes:
+// no bank conflicts. Two buffers of K, D deep: the next slice is loaded
+// from global memory into registers while this one's products run, then
+// stored to the other buffer, one barrier a step.
+template <int BM, int BN, int TM, int TN, int D>
+struct TileShape {
+  static constexpr int kRowGroups = BM / TM, kColGroups = BN / TN;
+  static_assert(kRowGroups * kColGroups == kThreads, "a thread per TM x TN outputs");
+  static_assert(TM % 4 == 0 && TN % 4 == 0, "float4 reads of shared memory");
+  static constexpr int kLdA = BM + 4, kLdW = BN + 4;
+  // A slice is ROWS x D floats, ROWS * D / 4 float4 chunks; a thread
+  // loads chunk tid + 256 c (row chunk / (D / 4), k (chunk % (D / 4)) * 4).
+  static constexpr int kChunksA = (BM * D / 4 + kThreads - 1) / kThreads;
+  static constexpr int kChunksW = (BN * D / 4 + kThreads - 1) / kThreads;
+  static constexpr int kSmemFloats = 2 * D * (kLdA + kLdW);
+};
+// The most shared memory of any tiled config (k256x16).
+constexpr int kMaxSmemFloats =
+    std::max({TileShape<128, 128, 8, 8, 8>::kSmemFloats, TileShape<128, 64, 8, 4, 16>::kSmemFloats,
+              TileShape<64, 64, 4, 4, 16>::kSmemFloats, TileShape<128, 32, 4, 4, 16>::kSmemFloats,
+              TileShape<256, 16, 4, 4, 16>::kSmemFloats});
+
+// Rows [0, rows) of the slice k0 .. k0 + D - 1 of a row-major matrix at `p`
+// (row stride ld) into registers, 0 outside the rows and past k1. With
+// `vec` (ld a multiple of 4, p 16-byte aligned, k1 - k0 a multiple of 4
+// or k1 the end of a K that is one), a chunk is one float4 load; else four
+// loads of neighbouring floats.
+template <int ROWS, int D, int CHUNKS>
+__device__ __forceinline__ void LoadSlice(const float* p, int64_t ld, int rows, int k0, int k1, bool vec,
+                                          float (&r)[CHUNKS * 4]) {
+  const int tid = static_cast<int>(threadIdx.x);
+#pragma unroll
+  for (int c = 0; c < CHUNKS; ++c) {
+    const int e = tid + c * kThreads, row = e / (D / 4);
+    const int gk = k0 + (e % (D / 4)) * 4;
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if ((ROWS * D / 4 % kThreads == 0 || e < ROWS * D / 4) && row < rows && gk < k1) {
+      const float* q = p + row * ld + gk;
+      if (vec) {
+        v = __ldg(reinterpret_cast<const float4*>(q));
+      } else {
+        v.x = __ldg(q);
+        if (gk + 1 < k1) v.y = __ldg(q + 1);
+        if (gk + 2 < k1) v.z = __ldg(q + 2);
+        if (gk + 3 < k1) v.w = __ldg(q + 3);
+      }
     }
-    for (int64_t m0 = 0; m0 < m.m; m0 += kTile) {
-      for (int64_t n0 = 0; n0 < m.n; n0 += kTile) {
-        tiles.push_back({static_cast<int32_t>(i), static_cast<int32_t>(m0), static_cast<int32_t>(n0), 0});
+    r[4 * c] = v.x;
+    r[4 * c + 1] = v.y;
+    r[4 * c + 2] = v.z;
+    r[4 * c + 3] = v.w;
+  }
+}
+
+// The registers LoadSlice filled into a K-major buffer (s[k * LD + row]).
+template <int ROWS, int D, int CHUNKS, int LD>
+__device__ __forceinline__ void StoreSlice(float* s, const float (&r)[CHUNKS * 4]) {
+  const int tid = static_cast<int>(threadIdx.x);
+#pragma unroll
+  for (int c = 0; c < CHUNKS; ++c) {
+    const int e = tid + c * kThreads;
+    if (ROWS * D / 4 % kThreads == 0 || e < ROWS * D / 4) {
+      const int row = e / (D / 4), kq = (e % (D / 4)) * 4;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) s[(kq + j) * LD + row] = r[4 * c + j];
+    }
+  }
+}
+
+// The tile and its member are read from global memory twice, for the
+// products and again for the epilogue, rather than kept in registers
+// across the loop: the 8 x 8 config needs all 128 it may have.
+template <int BM, int BN, int TM, int TN, int D>
+__device__ __forceinline__ void TiledTile(const SgemmMember* members, const SgemmTile* tiles, float alpha,
+                                          float* smem, float* partials, int32_t* counters) {
+  using S = TileShape<BM, BN, TM, TN, D>;
+  constexpr int RG = S::kRowGroups, CG = S::kColGroups, LDA = S::kLdA, LDW = S::kLdW;
+  const int tid = static_cast<int>(threadIdx.x), tx = tid % CG, ty = tid / CG;
+  float* as = smem;                  // [2][D][LDA]
+  float* ws = smem + 2 * D * LDA;    // [2][D][LDW]
+  float acc[TM][TN];
+  {
+  const SgemmTile& t = tiles[blockIdx.x];
+  const SgemmMember& g = members[t.member];
+  const int64_t lda = g.lda, ldw = g.k;
+  const float* a = g.a + t.m0 * lda;
+  const float* w = g.w + t.n0 * ldw;
+  const int rows_a = g.m - t.m0 < BM ? static_cast<int>(g.m - t.m0) : BM;
+  const int rows_w = g.n - t.n0 < BN ? static_cast<int>(g.n - t.n0) : BN;
+  const int k_begin = t.k0, k_end = t.k1;
+  const bool vec_a = (t.flags & kSgemmVecA) != 0, vec_w = (t.flags & kSgemmVecW) != 0;
+
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+#pragma unroll
+    for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+  }
+  float ra[S::kChunksA * 4], rw[S::kChunksW * 4];
+  LoadSlice<BM, D, S::kChunksA>(a, lda, rows_a, k_begin, k_end, vec_a, ra);
+  LoadSlice<BN, D, S::kChunksW>(w, ldw, rows_w, k_begin, k_end, vec_w, rw);
+  StoreSlice<BM, D, S::kChunksA, LDA>(as, ra);
+  StoreSlice<BN, D, S::kChunksW, LDW>(ws, rw);
+  __syncthreads();
+  int buf = 0;
+  for (int k0 = k_begin; k0 < k_end; k0 += D) {
+    const bool more = k0 + D < k_end;
+    if (more) {
+      LoadSlice<BM, D, S::kChunksA>(a, lda, rows_a, k0 + D, k_end, vec_a, ra);
+      LoadSlice<BN, D, S::kChunksW>(w, ldw, rows_w, k0 + D, k_end, vec_w, rw);
+    }
+    const float* sa = as + buf * D * LDA + ty * 4;
+    const float* sw = ws + buf * D * LDW + tx * 4;
+    // Unrolled 2 k at a time with 8 x 8 or 8 x 4 outputs a thread, else 8:
+    // the loads of shared memory hoisted for all of them would spill.
+    constexpr int kUnroll = TM * TN >= 32 ? 2 : 8;
+#pragma unroll kUnroll
+    for (int kk = 0; kk < D; ++kk) {
+      float fa[TM], fb[TN];
+#pragma unroll
+      for (int c = 0; c < TM / 4; ++c) {
+        const float4 v = *reinterpret_cast<const float4*>(sa + kk * LDA + c * RG * 4);
+        fa[4 * c] = v.x, fa[4 * c + 1] = v.y, fa[4 * c + 2] = v.z, fa[4 * c + 3] = v.w;
+      }
+#pragma unroll
+      for (int c = 0; c < TN / 4; ++c) {
+        const float4 v = *reinterpret_cast<const float4*>(sw + kk * LDW + c * CG * 4);
+        fb[4 * c] = v.x, fb[4 * c + 1] = v.y, fb[4 * c + 2] = v.z, fb[4 * c + 3] = v.w;
+      }
+#pragma unroll
+      for (int i = 0; i < TM; ++i) {
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(fa[i], fb[j], acc[i][j]);
+      }
+    }
+    // The other buffer was last read before the barrier that ended the
+    // previous step, so it can be overwritten now.
+    if (more) {
+      StoreSlice<BM, D, S::kChunksA, LDA>(as + (buf ^ 1) * D * LDA, ra);
+      StoreSlice<BN, D, S::kChunksW, LDW>(ws + (buf ^ 1) * D * LDW, rw);
+    }
+    __syncthreads();
+    buf ^= 1;
+  }
+  }
+
+  const SgemmTile& t = tiles[blockIdx.x];
+  const SgemmMember& g = members[t.member];
+  if (t.splits > 1) {
+    // This range's partial sums, laid out by thread (coalesced, and each
+    // thread later reads back exactly the elements it holds).
+    constexpr int kTileVec = BM * BN / 4;
+    float4* mine = reinterpret_cast<float4*>(partials + t.partial) + t.split * kTileVec;
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+#pragma unroll
+      for (int q = 0; q < TN / 4; ++q) {
+        mine[(i * (TN / 4) + q) * kThreads + tid] =
+            make_float4(acc[i][4 * q], acc[i][4 * q + 1], acc[i][4 * q + 2], acc[i][4 * q + 3]);
+      }
+    }
+    __threadfence();  // the partial sums reach L2 before the counter says so
+    __syncthreads();
+    __shared__ int last;
+    if (tid == 0) last = atomicAdd(counters + t.counter, 1) == t.splits - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    const float4* all = reinterpret_cast<const float4*>(partials + t.partial);
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+#pragma unroll
+      for (int q = 0; q < TN / 4; ++q) {
+        const int idx = (i * (TN / 4) + q) * kThreads + tid;
+        float4 s = __ldcg(all + idx);  // L2: the other blocks' writes
+        for (int p = 1; p < t.splits; ++p) {
+          const float4 v = __ldcg(all + p * kTileVec + idx);
+          s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
+        }
+        acc[i][4 * q] = s.x, acc[i][4 * q + 1] = s.y, acc[i][4 * q + 2] = s.z, acc[i][4 * q + 3] = s.w;
+      }
+    }
+    if (tid == 0) counters[t.counter] = 0;  // every range has arrived: ready for the next launch
+  }
+
+  const bool vec_y = (t.flags & kSgemmVecY) != 0;
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    const int64_t r = t.m0 + (i / 4) * RG * 4 + ty * 4 + i % 4;
+    if (r >= g.m) continue;
+    float* y = g.y + r * g.ldy;
+#pragma unroll
+    for (int q = 0; q < TN / 4; ++q) {
+      const int64_t c = t.n0 + q * CG * 4 + tx * 4;
+      if (vec_y && c + 3 < g.n) {
+        float4 b = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (g.bias) b = __ldg(reinterpret_cast<const float4*>(g.bias + c));
+        float4 v;
+        v.x = Activation(g.act, alpha * acc[i][4 * q] + b.x);
+        v.y = Activation(g.act, alpha * acc[i][4 * q + 1] + b.y);
+        v.z = Activation(g.act, alpha * acc[i][4 * q + 2] + b.z);
+        v.w = Activation(g.act, alpha * acc[i][4 * q + 3] + b.w);
+        *reinterpret_cast<float4*>(y + c) = v;
+        continue;
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        if (c + j >= g.n) break;
+        float v = alpha * acc[i][4 * q + j];
+        if (g.bias) v += g.bias[c + j];
+        y[c + j] = Activation(g.act, v);
       }
     }
   }
-  return tiles;
 }
 
-void LaunchGroupedSgemm(const SgemmMember* members, const SgemmTile* tiles, int num_tiles, float alpha,
-                        cudaStream_t stream) {
+// One block a tile of any tiled config (a uniform branch on the tile's
+// config), 2 blocks an SM: the 4 x 4 configs too take over 85 registers a
+// thread (their loads in flight), so 3 would spill.
+__global__ void __launch_bounds__(kThreads, 2)
+    TiledSgemmKernel(const SgemmMember* members, const SgemmTile* tiles, float alpha, float* partials,
+                     int32_t* counters) {
+  __shared__ float4 smem4[kMaxSmemFloats / 4];
+  float* smem = reinterpret_cast<float*>(smem4);
+  const int32_t config = tiles[blockIdx.x].config;
+  switch (static_cast<SgemmConfig>(config)) {
+    case SgemmConfig::kNarrow: NarrowRow<2>(members[tiles[blockIdx.x].member], tiles[blockIdx.x].m0, alpha); return;
+    case SgemmConfig::k64x64: TiledTile<64, 64, 4, 4, 16>(members, tiles, alpha, smem, partials, counters); return;
+    case SgemmConfig::k128x32: TiledTile<128, 32, 4, 4, 16>(members, tiles, alpha, smem, partials, counters); return;
+    case SgemmConfig::k256x16: TiledTile<256, 16, 4, 4, 16>(members, tiles, alpha, smem, partials, counters); return;
+    case SgemmConfig::k128x128: TiledTile<128, 128, 8, 8, 8>(members, tiles, alpha, smem, partials, counters); return;
+    case SgemmConfig::k128x64: TiledTile<128, 64, 8, 4, 16>(members, tiles, alpha, smem, partials, counters); return;
+    case SgemmConfig::kLegacy: return;  // never here (SgemmTiles)
+  }
+}
+
+// ---- the host: tile shapes, the rule, the layout --------------------------------------
+
+struct ConfigShape {
+  int rows, cols;  // of the output tile
+};
+constexpr ConfigShape kShapes[kSgemmConfigs] = {{64, 64}, {kThreads / 32, kSgemmNarrow}, {128, 128}, {128, 64},
+                                                {64, 64}, {128, 32}, {256, 16}};
+
+ConfigShape ShapeOf(SgemmConfig c) { return kShapes[static_cast<int>(c)]; }
+
+// The shape rule (grouped_sgemm.h) for one member of a group that runs the
+// tiled kernels.
+SgemmConfig RuleConfig(const SgemmMember& m) {
+  if (m.n <= kSgemmNarrow && m.k >= kSgemmNarrowMinK) return SgemmConfig::kNarrow;
+  if (m.m <= 64 && m.n > kSgemmNarrow) return SgemmConfig::k64x64;
+  if (m.n >= 128) return SgemmConfig::k128x128;
+  if (m.n > 32) return SgemmConfig::k128x64;
+  if (m.n > kSgemmNarrow) return SgemmConfig::k128x32;
+  return SgemmConfig::k256x16;
+}
+
+bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+int32_t FlagsOf(const SgemmMember& m) {
+  int32_t f = 0;
+  if (m.k % 4 == 0 && m.lda % 4 == 0 && Aligned16(m.a)) f |= kSgemmVecA;
+  if (m.k % 4 == 0 && Aligned16(m.w)) f |= kSgemmVecW;
+  if (m.ldy % 4 == 0 && Aligned16(m.y) && (!m.bias || Aligned16(m.bias))) f |= kSgemmVecY;
+  return f;
+}
+
+// A tile's multiply-adds a thread: the order in which tiles start.
+int64_t ThreadFmas(const SgemmMember& m, const SgemmTile& t) {
+  const auto c = static_cast<SgemmConfig>(t.config);
+  if (c == SgemmConfig::kNarrow) return (m.k + 31) / 32 * kSgemmNarrow;
+  const ConfigShape s = ShapeOf(c);
+  return int64_t{t.k1 - t.k0} * s.rows * s.cols / kThreads;
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+const char* SgemmConfigName(SgemmConfig c) {
+  switch (c) {
+    case SgemmConfig::kLegacy: return "legacy64x64";
+    case SgemmConfig::kNarrow: return "narrow";
+    case SgemmConfig::k128x128: return "128x128";
+    case SgemmConfig::k128x64: return "128x64";
+    case SgemmConfig::k64x64: return "64x64";
+    case SgemmConfig::k128x32: return "128x32";
+    case SgemmConfig::k256x16: return "256x16";
+  }
+  return "?";
+}
+
+SgemmTiling SgemmTiles(const std::vector<SgemmMember>& members, const SgemmOptions& options) {
+  SgemmTiling out;
+  const size_t n = members.size();
+  // Which kernel, and each member's config.
+  const bool legacy =
+      options.config == static_cast<int>(SgemmConfig::kLegacy) ||
+      (options.config < 0 && std::all_of(members.begin(), members.end(), [](const SgemmMember& m) {
+         return m.n <= kSgemmNarrow && m.k < kSgemmNarrowMinK;
+       }));
+  std::vector<SgemmConfig> configs(n);
+  for (size_t i = 0; i < n; ++i) {
+    const SgemmMember& m = members[i];
+    const bool narrow_fits = m.n <= kSgemmNarrow;
+    if (legacy) {
+      configs[i] = narrow_fits && m.k >= kSgemmNarrowMinK ? SgemmConfig::kNarrow : SgemmConfig::kLegacy;
+    } else if (options.config >= 0 && (options.config != static_cast<int>(SgemmConfig::kNarrow) || narrow_fits)) {
+      configs[i] = static_cast<SgemmConfig>(options.config);
+    } else {
+      configs[i] = RuleConfig(m);
+    }
+  }
+  out.kernel = legacy ? SgemmKernel::kLegacy : SgemmKernel::kTiled;
+  auto tiled = [&](size_t i) { return configs[i] != SgemmConfig::kNarrow && configs[i] != SgemmConfig::kLegacy; };
+  auto tiles_of = [&](size_t i) {
+    const ConfigShape s = ShapeOf(configs[i]);
+    return CeilDiv(members[i].m, s.rows) * (configs[i] == SgemmConfig::kNarrow ? 1 : CeilDiv(members[i].n, s.cols));
+  };
+
+  // Split-K (grouped_sgemm.h): how many ranges of K each member's tiles take.
+  std::vector<int64_t> splits(n, 1);
+  if (!legacy && options.split > 1) {
+    for (size_t i = 0; i < n; ++i) {
+      if (tiled(i)) splits[i] = std::min<int64_t>(options.split, CeilDiv(members[i].k, kDepth));
+    }
+  } else if (!legacy && options.split == 0) {
+    const int64_t target = int64_t{options.num_sms} * kBlocksPerSm;
+    int64_t long_tiles = 0, short_tiles = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (!tiled(i)) continue;
+      (members[i].k >= kSgemmSplitMinK ? long_tiles : short_tiles) += tiles_of(i);
+    }
+    if (long_tiles > 0 && long_tiles + short_tiles < target) {
+      const int64_t want = CeilDiv(target - short_tiles, long_tiles);
+      for (size_t i = 0; i < n; ++i) {
+        if (tiled(i) && members[i].k >= kSgemmSplitMinK) {
+          splits[i] = std::clamp<int64_t>(want, 1, std::min<int64_t>(kSgemmMaxSplits, members[i].k / 64));
+        }
+      }
+    }
+  }
+
+  for (size_t i = 0; i < n; ++i) {
+    const SgemmMember& m = members[i];
+    const SgemmConfig c = configs[i];
+    const ConfigShape s = ShapeOf(c);
+    const int32_t flags = FlagsOf(m);
+    // Ranges of K a multiple of kDepth deep, so a float4 chunk of 4 k is
+    // wholly inside a range or wholly outside.
+    const int64_t depth = CeilDiv(CeilDiv(m.k, splits[i]), kDepth) * kDepth;
+    const int32_t parts = static_cast<int32_t>(CeilDiv(m.k, depth));
+    const int64_t col_step = c == SgemmConfig::kNarrow ? m.n : s.cols;
+    for (int64_t m0 = 0; m0 < m.m; m0 += s.rows) {
+      for (int64_t n0 = 0; n0 < m.n; n0 += col_step) {
+        SgemmTile t{};
+        t.member = static_cast<int32_t>(i);
+        t.m0 = static_cast<int32_t>(m0);
+        t.n0 = static_cast<int32_t>(n0);
+        t.config = static_cast<int32_t>(c);
+        t.flags = flags;
+        t.splits = parts;
+        if (parts > 1) {
+          t.counter = out.counters++;
+          t.partial = out.workspace_floats;
+          out.workspace_floats += int64_t{parts} * s.rows * s.cols;
+        }
+        for (int32_t p = 0; p < parts; ++p) {
+          t.split = p;
+          t.k0 = static_cast<int32_t>(p * depth);
+          t.k1 = static_cast<int32_t>(std::min(m.k, (p + 1) * depth));
+          out.tiles.push_back(t);
+        }
+      }
+    }
+  }
+  // The most work first, then by position: the long tiles start early and
+  // the short ones fill in behind them.
+  std::vector<int64_t> cost(out.tiles.size());
+  for (size_t i = 0; i < out.tiles.size(); ++i) cost[i] = ThreadFmas(members[out.tiles[i].member], out.tiles[i]);
+  std::vector<size_t> order(out.tiles.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return cost[x] > cost[y]; });
+  std::vector<SgemmTile> sorted;
+  sorted.reserve(order.size());
+  for (size_t i : order) sorted.push_back(out.tiles[i]);
+  out.tiles = std::move(sorted);
+  return out;
+}
+
+void LaunchGroupedSgemm(SgemmKernel kernel, const SgemmMember* members, const SgemmTile* tiles, int num_tiles,
+                        float alpha, void* workspace, int64_t workspace_floats, cudaStream_t stream) {
   if (num_tiles == 0) return;
-  GroupedSgemmKernel<<<num_tiles, kThreads, 0, stream>>>(members, tiles, alpha);
+  float* partials = static_cast<float*>(workspace);
+  int32_t* counters = partials ? reinterpret_cast<int32_t*>(partials + workspace_floats) : nullptr;
+  switch (kernel) {
+    case SgemmKernel::kLegacy: LegacySgemmKernel<<<num_tiles, kThreads, 0, stream>>>(members, tiles, alpha); break;
+    case SgemmKernel::kTiled:
+      TiledSgemmKernel<<<num_tiles, kThreads, 0, stream>>>(members, tiles, alpha, partials, counters);
+      break;
+  }
 }
 
 }  // namespace hfuse::cuda

@@ -7,23 +7,68 @@
 // float32 arithmetic (CUDA cores, no TF32), each member with its own
 // bias and activation.
 //
-// Each block computes one 64 x 64 tile of one member's output, or for a
-// member at most kSgemmNarrow wide with K at least kSgemmNarrowMinK, 8 rows
-// by all its columns, a warp a row (with a short K the 64 x 64 tile is
-// faster: FiBiNet's 325 products of 16 by 16): the host
-// lays the tiles out once (GroupedSgemmPlan), members with the most work
-// first, and uploads the members and tiles at plan time; the kernel reads
-// its tile's member from the table, so no search and no division.
+// Each block computes one tile of one member's output (SgemmConfig: its
+// rows x columns), over all of K or, split-K, over one range of K. The
+// host lays the tiles out once (SgemmTiles), the most work first, and
+// uploads the members and tiles at plan time; the kernel reads its tile's
+// member and shape from the table, so no search and no division.
+//
+// The shape rule (SgemmTiles), per member, m x n x k:
+//   - n <= 16 and k >= 64: kNarrow, 8 rows by all columns, a warp a row
+//     (gates, GEMVs): a tile would leave most of its lanes idle;
+//   - m <= 64 and n > 16: k64x64 (a tile of more rows would be mostly empty);
+//   - n >= 128: k128x128, 8 x 8 outputs a thread (8 deep): the most
+//     products per value read from shared memory;
+//   - 32 < n < 128: k128x64 (8 x 4 a thread), n of 64 fills it;
+//   - 16 < n <= 32: k128x32 (4 x 4), DCNv2's 32-wide experts;
+//   - n <= 16: k256x16 (4 x 4);
+//   - a group whose members are all n <= 16 and k < 64 (FiBiNet's 325
+//     products of 16 x 16 x 16) runs the kernel before this one, kLegacy's
+//     64 x 64 tile, measured best there.
+// Every tiled config runs in one kernel (SgemmKernel::kTiled), 2 blocks of
+// 256 threads an SM (up to 128 registers a thread).
+// Split-K: a group of fewer tiles than the launch holds at once (num_sms x
+// 2) would leave SMs idle for the whole of K; its members with
+// k >= kSgemmSplitMinK are then cut into up to kSgemmMaxSplits ranges of K
+// (each at least 64 deep) so that the tiles fill the launch. Each range's
+// block writes its partial sums to the workspace; the last of an output
+// tile's blocks to arrive (an atomic counter a tile) adds the partial sums
+// in the order of their ranges, so the result does not depend on which
+// block finishes last (the same bits every run), applies bias and
+// activation, and sets the counter back to 0 for the next launch (CUDA
+// graphs replay it). No block waits on another.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
 namespace hfuse::cuda {
 
-inline constexpr int kSgemmTile = 64, kSgemmNarrow = 16, kSgemmNarrowMinK = 64;
+// A tile shape: rows x columns of a member's output a block of 256 threads
+// computes, and the outputs a thread holds.
+enum class SgemmConfig : int32_t {
+  kLegacy = 0,    // 64 x 64, 4 x 4 a thread, 16 deep, one step of register prefetch: the kernel before
+  kNarrow = 1,    // 8 rows x all columns (n <= kSgemmNarrow), a warp a row
+  k128x128 = 2,   // 8 x 8 a thread
+  k128x64 = 3,    // 8 x 4
+  k64x64 = 4,     // 4 x 4
+  k128x32 = 5,    // 4 x 4
+  k256x16 = 6,    // 4 x 4
+};
+inline constexpr int kSgemmConfigs = 7;
+const char* SgemmConfigName(SgemmConfig c);
+
+// Which kernel a group's launch runs (SgemmTiles decides, for all its tiles).
+enum class SgemmKernel : int32_t {
+  kLegacy,  // kLegacy and kNarrow tiles
+  kTiled,   // every config but kLegacy
+};
+
+inline constexpr int kSgemmNarrow = 16, kSgemmNarrowMinK = 64;
+inline constexpr int kSgemmSplitMinK = 128, kSgemmMaxSplits = 8;
 
 struct SgemmMember {
   const float* a;     // [m, k], row stride lda
@@ -33,17 +78,47 @@ struct SgemmMember {
   int64_t m, n, k, lda, ldy;
   int32_t act;        // an EwFunc code (kernels.h), or kNoActivation
 };
+
+// SgemmTile::flags: float4 loads and stores where the host found the rows
+// 16-byte aligned (lda, k, ldy multiples of 4 and the pointers aligned).
+inline constexpr int32_t kSgemmVecA = 1, kSgemmVecW = 2, kSgemmVecY = 4;
+
 struct SgemmTile {
   int32_t member;
   int32_t m0, n0;
-  int32_t narrow;  // 1: rows m0 to m0 + 7, every column, a warp a row
+  int32_t config;         // an SgemmConfig
+  int32_t k0, k1;         // the range of K this block sums
+  int32_t split, splits;  // which range of the output tile's `splits` (1: no split-K)
+  int32_t counter;        // split-K: the output tile's arrival counter
+  int32_t flags;          // kSgemmVec*
+  int64_t partial;        // split-K: the output tile's partial sums, floats into the workspace
 };
 
-// The tiles of `members` (each with m, n, k above 0), largest members first.
-std::vector<SgemmTile> SgemmTiles(const std::vector<SgemmMember>& members);
+struct SgemmOptions {
+  int config = -1;     // -1: the rule; else an SgemmConfig for every member that it can take
+  int split = 0;       // 0: the rule; 1: no split-K; n > 1: n ranges of K for every tiled member
+  int num_sms = 132;   // H200
+};
 
-// One launch over `num_tiles` tiles (device arrays written at plan time).
-void LaunchGroupedSgemm(const SgemmMember* members, const SgemmTile* tiles, int num_tiles, float alpha,
-                        cudaStream_t stream);
+struct SgemmTiling {
+  std::vector<SgemmTile> tiles;
+  SgemmKernel kernel = SgemmKernel::kTiled;
+  int64_t workspace_floats = 0;  // split-K partial sums
+  int32_t counters = 0;          // split-K output tiles
+  // The workspace LaunchGroupedSgemm needs: partial sums, then counters
+  // that start at 0 (allocate and clear once, at plan time).
+  size_t WorkspaceBytes() const {
+    return static_cast<size_t>(workspace_floats) * sizeof(float) + static_cast<size_t>(counters) * sizeof(int32_t);
+  }
+};
+
+// The tiles of `members` (each with m, n, k above 0), the most work first.
+SgemmTiling SgemmTiles(const std::vector<SgemmMember>& members, const SgemmOptions& options = {});
+
+// One launch over `num_tiles` tiles (device arrays written at plan time) of
+// `tiling.kernel`; `workspace`: tiling.WorkspaceBytes() on the device,
+// counters cleared, used by one launch at a time (may be null if none).
+void LaunchGroupedSgemm(SgemmKernel kernel, const SgemmMember* members, const SgemmTile* tiles, int num_tiles,
+                        float alpha, void* workspace, int64_t workspace_floats, cudaStream_t stream);
 
 }  // namespace hfuse::cuda

@@ -18,8 +18,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
+#include <tuple>
 
+#include <cuda_runtime.h>
+
+#include "grouped_sgemm.h"
 #include "hfuse/cuda/cuda_executor.h"
 #include "hfuse/exec/cpu_executor.h"
 #include "hfuse/exec/compare.h"
@@ -411,6 +416,211 @@ TEST_F(CudaTest, Float32GroupRunsTheGroupedKernel) {
         ExpectGpuMatchesCpu(fused, 31, what + ", a cuBLASLt call a member", {.gemm_kernel = GemmKernelChoice::kPerMember});
       }
     }
+  }
+}
+
+// Shapes for the grouped float32 kernel's own tests: each config's edge
+// (m, n off every tile; k off the depths of 8 and 16), GEMVs, long K for
+// split-K.
+struct SgemmCase {
+  int64_t m, n, k;
+  bool bias;
+  int act;
+};
+const SgemmCase kSgemmCases[] = {{70, 130, 429, true, 0}, {9, 5, 33, false, -1},  {130, 32, 64, true, 1},
+                                 {257, 16, 16, true, 2},  {70, 1, 429, true, -1}, {300, 64, 256, false, 3},
+                                 {129, 17, 128, true, 4}, {64, 128, 1, true, 0}};
+
+// SgemmTiles alone (no GPU): for every config and split, each output
+// element of each member is in exactly one output tile, and that tile's
+// ranges of K cover 0 .. k once, in order; split-K tiles have workspace.
+TEST(GroupedSgemmTiles, CoverEveryOutputAndKOnce) {
+  std::vector<cuda::SgemmMember> members;
+  for (const SgemmCase& c : kSgemmCases) members.push_back({nullptr, nullptr, nullptr, nullptr, c.m, c.n, c.k, c.k, c.n, -1});
+  for (int config = -1; config < cuda::kSgemmConfigs; ++config) {
+    for (int split : {0, 1, 3}) {
+      const cuda::SgemmTiling tiling = cuda::SgemmTiles(members, {.config = config, .split = split});
+      const std::string what = fmt::format("config {} split {}", config, split);
+      EXPECT_EQ(tiling.kernel == cuda::SgemmKernel::kLegacy, config == 0) << what;
+      std::map<std::tuple<int, int, int>, std::vector<std::pair<int, int>>> ranges;  // (member, m0, n0) -> k
+      for (const cuda::SgemmTile& t : tiling.tiles) {
+        ranges[{t.member, t.m0, t.n0}].push_back({t.k0, t.k1});
+        if (t.splits > 1) {
+          EXPECT_LT(t.counter, tiling.counters) << what;
+          EXPECT_LT(t.partial, tiling.workspace_floats) << what;
+        }
+      }
+      for (size_t i = 0; i < members.size(); ++i) {
+        std::vector<int> covered(static_cast<size_t>(members[i].m * members[i].n), 0);
+        for (auto& [key, ks] : ranges) {
+          if (std::get<0>(key) != static_cast<int>(i)) continue;
+          std::sort(ks.begin(), ks.end());
+          int k = 0;
+          for (auto [k0, k1] : ks) {
+            EXPECT_EQ(k0, k) << what;
+            k = k1;
+          }
+          EXPECT_EQ(k, members[i].k) << what;
+          const cuda::SgemmTile* t = nullptr;
+          for (const cuda::SgemmTile& x : tiling.tiles) {
+            if (x.member == static_cast<int>(i) && x.m0 == std::get<1>(key) && x.n0 == std::get<2>(key)) t = &x;
+          }
+          const auto c = static_cast<cuda::SgemmConfig>(t->config);
+          const int rows = c == cuda::SgemmConfig::kNarrow ? 8 : c == cuda::SgemmConfig::k256x16 ? 256
+                           : c == cuda::SgemmConfig::k128x128 || c == cuda::SgemmConfig::k128x64 ||
+                                   c == cuda::SgemmConfig::k128x32 ? 128 : 64;
+          const int cols = c == cuda::SgemmConfig::kNarrow ? static_cast<int>(members[i].n)
+                           : c == cuda::SgemmConfig::k128x128 ? 128 : c == cuda::SgemmConfig::k128x32 ? 32
+                           : c == cuda::SgemmConfig::k256x16 ? 16 : 64;
+          for (int64_t r = t->m0; r < std::min<int64_t>(members[i].m, t->m0 + rows); ++r) {
+            for (int64_t col = t->n0; col < std::min<int64_t>(members[i].n, t->n0 + cols); ++col) {
+              ++covered[static_cast<size_t>(r * members[i].n + col)];
+            }
+          }
+        }
+        EXPECT_TRUE(std::all_of(covered.begin(), covered.end(), [](int x) { return x == 1; })) << what << " member " << i;
+      }
+    }
+  }
+}
+
+// The grouped float32 kernel directly (grouped_sgemm.h) against a float64
+// reference, every config and the rule, split-K off, by the rule and forced
+// to 3 ranges; A with a row stride and pointer that allow float4 loads and
+// with ones that do not (lda = k + 1, one float off 16 bytes); outputs side
+// by side in one buffer (ldy > n, columns at odd offsets); plain launches
+// and a CUDA graph replayed twice (the split-K counters are reset), each
+// run bitwise equal to the first.
+TEST_F(CudaTest, GroupedSgemmEveryConfigSplitAndAlignment) {
+  uint64_t state = 12345;
+  auto uniform = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<float>((state >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f;
+  };
+  for (bool aligned : {true, false}) {
+    const size_t count = std::size(kSgemmCases);
+    int64_t ldy = 3;
+    for (const SgemmCase& c : kSgemmCases) ldy += c.n;
+    std::vector<std::vector<float>> ha(count), hw(count), hb(count);
+    std::vector<float*> da(count), dw(count), db(count);
+    std::vector<cuda::SgemmMember> members;
+    std::vector<int64_t> col(count), lda(count);
+    float* dy = nullptr;
+    int64_t max_m = 0;
+    for (const SgemmCase& c : kSgemmCases) max_m = std::max(max_m, c.m);
+    ASSERT_EQ(cudaMalloc(&dy, static_cast<size_t>(max_m * ldy) * sizeof(float)), cudaSuccess);
+    int64_t offset = 1;
+    for (size_t i = 0; i < count; ++i) {
+      const SgemmCase& c = kSgemmCases[i];
+      lda[i] = aligned ? (c.k + 3) / 4 * 4 + 4 : c.k + 1;
+      const int64_t shift = aligned ? 0 : 1;  // floats before A's first element
+      ha[i].resize(static_cast<size_t>(c.m * lda[i] + shift));
+      for (float& x : ha[i]) x = uniform();
+      hw[i].resize(static_cast<size_t>(c.n * c.k));
+      for (float& x : hw[i]) x = uniform();
+      hb[i].resize(static_cast<size_t>(c.n));
+      for (float& x : hb[i]) x = uniform();
+      auto upload = [](const std::vector<float>& v) {
+        float* d = nullptr;
+        EXPECT_EQ(cudaMalloc(&d, v.size() * sizeof(float)), cudaSuccess);
+        EXPECT_EQ(cudaMemcpy(d, v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+        return d;
+      };
+      da[i] = upload(ha[i]);
+      dw[i] = upload(hw[i]);
+      db[i] = upload(hb[i]);
+      col[i] = offset;
+      offset += c.n;
+      members.push_back({da[i] + shift, dw[i], c.bias ? db[i] : nullptr, dy + col[i], c.m, c.n, c.k, lda[i], ldy, c.act});
+    }
+    // The float64 reference.
+    std::vector<std::vector<double>> want(count);
+    for (size_t i = 0; i < count; ++i) {
+      const SgemmCase& c = kSgemmCases[i];
+      const float* a = ha[i].data() + (aligned ? 0 : 1);
+      for (int64_t r = 0; r < c.m; ++r) {
+        for (int64_t j = 0; j < c.n; ++j) {
+          double v = 0;
+          for (int64_t k = 0; k < c.k; ++k) v += static_cast<double>(a[r * lda[i] + k]) * hw[i][j * c.k + k];
+          if (c.bias) v += hb[i][j];
+          if (c.act == 0) v = std::max(v, 0.0);
+          if (c.act == 1) v = 1 / (1 + std::exp(-v));
+          if (c.act == 2) v = std::tanh(v);
+          if (c.act == 3) v = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+          if (c.act == 4) v = v / (1 + std::exp(-v));
+          want[i].push_back(v);
+        }
+      }
+    }
+    cuda::SgemmMember* d_members = nullptr;
+    ASSERT_EQ(cudaMalloc(&d_members, count * sizeof(cuda::SgemmMember)), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(d_members, members.data(), count * sizeof(cuda::SgemmMember), cudaMemcpyHostToDevice),
+              cudaSuccess);
+    cudaStream_t stream;
+    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+    const size_t y_bytes = static_cast<size_t>(max_m * ldy) * sizeof(float);
+    for (int config = -1; config < cuda::kSgemmConfigs; ++config) {
+      for (int split : {0, 1, 3}) {
+        const std::string what = fmt::format("{} A, config {}, split {}", aligned ? "aligned" : "unaligned",
+                                             config < 0 ? "rule" : cuda::SgemmConfigName(static_cast<cuda::SgemmConfig>(config)), split);
+        const cuda::SgemmTiling tiling = cuda::SgemmTiles(members, {.config = config, .split = split});
+        cuda::SgemmTile* d_tiles = nullptr;
+        ASSERT_EQ(cudaMalloc(&d_tiles, tiling.tiles.size() * sizeof(cuda::SgemmTile)), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(d_tiles, tiling.tiles.data(), tiling.tiles.size() * sizeof(cuda::SgemmTile),
+                             cudaMemcpyHostToDevice), cudaSuccess);
+        void* ws = nullptr;
+        if (tiling.WorkspaceBytes() > 0) {
+          ASSERT_EQ(cudaMalloc(&ws, tiling.WorkspaceBytes()), cudaSuccess);
+          ASSERT_EQ(cudaMemset(ws, 0, tiling.WorkspaceBytes()), cudaSuccess);
+        }
+        auto launch = [&] {
+          cuda::LaunchGroupedSgemm(tiling.kernel, d_members, d_tiles, static_cast<int>(tiling.tiles.size()), 1.0f,
+                                   ws, tiling.workspace_floats, stream);
+        };
+        cudaGraph_t graph;
+        ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+        launch();
+        ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+        cudaGraphExec_t exec;
+        ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+        std::vector<float> first, got(static_cast<size_t>(max_m * ldy));
+        for (int run = 0; run < 4; ++run) {  // plain twice, then the graph twice
+          ASSERT_EQ(cudaMemsetAsync(dy, 0xFF, y_bytes, stream), cudaSuccess);  // NaN: unwritten fails
+          if (run < 2) {
+            launch();
+          } else {
+            ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+          }
+          ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess) << what;
+          ASSERT_EQ(cudaMemcpy(got.data(), dy, y_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+          if (run == 0) {
+            first = got;
+            for (size_t i = 0; i < count; ++i) {
+              const SgemmCase& c = kSgemmCases[i];
+              double err = 0, scale = 0;
+              for (int64_t r = 0; r < c.m; ++r) {
+                for (int64_t j = 0; j < c.n; ++j) {
+                  const double g = got[static_cast<size_t>(r * ldy + col[i] + j)], w = want[i][r * c.n + j];
+                  err = std::isfinite(g) ? std::max(err, std::abs(g - w)) : INFINITY;
+                  scale = std::max(scale, std::abs(w));
+                }
+              }
+              EXPECT_LE(err / std::max(scale, 1e-30), 1e-5) << what << ", member " << i;
+            }
+          } else {
+            EXPECT_EQ(std::memcmp(first.data(), got.data(), y_bytes), 0) << what << ", run " << run;
+          }
+        }
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+        cudaFree(d_tiles);
+        if (ws) cudaFree(ws);
+      }
+    }
+    cudaStreamDestroy(stream);
+    cudaFree(d_members);
+    cudaFree(dy);
+    for (size_t i = 0; i < count; ++i) cudaFree(da[i]), cudaFree(dw[i]), cudaFree(db[i]);
   }
 }
 
