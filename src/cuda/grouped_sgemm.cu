@@ -10,7 +10,7 @@
 namespace hfuse::cuda {
 namespace {
 
-constexpr int kThreads = 256, kDepth = 16, kBlocksPerSm = 2;
+constexpr int kThreads = 256, kDepth = 16;
 
 __device__ __forceinline__ float Activation(int act, float v) {
   switch (act) {
@@ -392,13 +392,25 @@ ConfigShape ShapeOf(SgemmConfig c) { return kShapes[static_cast<int>(c)]; }
 
 // The shape rule (grouped_sgemm.h) for one member of a group that runs the
 // tiled kernels.
+// The tiled kernel's config of a member (the rule, grouped_sgemm.h).
 SgemmConfig RuleConfig(const SgemmMember& m) {
-  if (m.n <= kSgemmNarrow && m.k >= kSgemmNarrowMinK) return SgemmConfig::kNarrow;
-  if (m.m <= 64 && m.n > kSgemmNarrow) return SgemmConfig::k64x64;
-  if (m.n >= 128) return SgemmConfig::k128x128;
-  if (m.n > 32) return SgemmConfig::k128x64;
-  if (m.n > kSgemmNarrow) return SgemmConfig::k128x32;
-  return SgemmConfig::k256x16;
+  if (m.n <= kSgemmNarrow) return m.k >= kSgemmNarrowMinK ? SgemmConfig::kNarrow : SgemmConfig::k256x16;
+  if (m.n <= 32) return SgemmConfig::k128x32;
+  return SgemmConfig::k64x64;
+}
+
+// Whether the rule runs a group on the tiled kernel: where every member is
+// a short product at most 16 wide (FiBiNet), or one member is 17 to 32
+// wide (DCNv2's low-rank experts); elsewhere the kernel before it was as
+// fast or faster (bench/RESULTS.md, 2026-12-04).
+bool RuleTiled(const std::vector<SgemmMember>& members) {
+  const bool short_narrow = std::all_of(members.begin(), members.end(), [](const SgemmMember& m) {
+    return m.n <= kSgemmNarrow && m.k < kSgemmNarrowMinK;
+  });
+  const bool some_32 = std::any_of(members.begin(), members.end(), [](const SgemmMember& m) {
+    return m.n > kSgemmNarrow && m.n <= 32;
+  });
+  return short_narrow || some_32;
 }
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -441,10 +453,7 @@ SgemmTiling SgemmTiles(const std::vector<SgemmMember>& members, const SgemmOptio
   const size_t n = members.size();
   // Which kernel, and each member's config.
   const bool legacy =
-      options.config == static_cast<int>(SgemmConfig::kLegacy) ||
-      (options.config < 0 && std::all_of(members.begin(), members.end(), [](const SgemmMember& m) {
-         return m.n <= kSgemmNarrow && m.k < kSgemmNarrowMinK;
-       }));
+      options.config == static_cast<int>(SgemmConfig::kLegacy) || (options.config < 0 && !RuleTiled(members));
   std::vector<SgemmConfig> configs(n);
   for (size_t i = 0; i < n; ++i) {
     const SgemmMember& m = members[i];
@@ -459,31 +468,11 @@ SgemmTiling SgemmTiles(const std::vector<SgemmMember>& members, const SgemmOptio
   }
   out.kernel = legacy ? SgemmKernel::kLegacy : SgemmKernel::kTiled;
   auto tiled = [&](size_t i) { return configs[i] != SgemmConfig::kNarrow && configs[i] != SgemmConfig::kLegacy; };
-  auto tiles_of = [&](size_t i) {
-    const ConfigShape s = ShapeOf(configs[i]);
-    return CeilDiv(members[i].m, s.rows) * (configs[i] == SgemmConfig::kNarrow ? 1 : CeilDiv(members[i].n, s.cols));
-  };
-
   // Split-K (grouped_sgemm.h): how many ranges of K each member's tiles take.
   std::vector<int64_t> splits(n, 1);
   if (!legacy && options.split > 1) {
     for (size_t i = 0; i < n; ++i) {
       if (tiled(i)) splits[i] = std::min<int64_t>(options.split, CeilDiv(members[i].k, kDepth));
-    }
-  } else if (!legacy && options.split == 0) {
-    const int64_t target = int64_t{options.num_sms} * kBlocksPerSm;
-    int64_t long_tiles = 0, short_tiles = 0;
-    for (size_t i = 0; i < n; ++i) {
-      if (!tiled(i)) continue;
-      (members[i].k >= kSgemmSplitMinK ? long_tiles : short_tiles) += tiles_of(i);
-    }
-    if (long_tiles > 0 && long_tiles + short_tiles < target) {
-      const int64_t want = CeilDiv(target - short_tiles, long_tiles);
-      for (size_t i = 0; i < n; ++i) {
-        if (tiled(i) && members[i].k >= kSgemmSplitMinK) {
-          splits[i] = std::clamp<int64_t>(want, 1, std::min<int64_t>(kSgemmMaxSplits, members[i].k / 64));
-        }
-      }
     }
   }
 

@@ -13,30 +13,30 @@
 // uploads the members and tiles at plan time; the kernel reads its tile's
 // member and shape from the table, so no search and no division.
 //
-// The shape rule (SgemmTiles), per member, m x n x k:
-//   - n <= 16 and k >= 64: kNarrow, 8 rows by all columns, a warp a row
-//     (gates, GEMVs): a tile would leave most of its lanes idle;
-//   - m <= 64 and n > 16: k64x64 (a tile of more rows would be mostly empty);
-//   - n >= 128: k128x128, 8 x 8 outputs a thread (8 deep): the most
-//     products per value read from shared memory;
-//   - 32 < n < 128: k128x64 (8 x 4 a thread), n of 64 fills it;
-//   - 16 < n <= 32: k128x32 (4 x 4), DCNv2's 32-wide experts;
-//   - n <= 16: k256x16 (4 x 4);
-//   - a group whose members are all n <= 16 and k < 64 (FiBiNet's 325
-//     products of 16 x 16 x 16) runs the kernel before this one, kLegacy's
-//     64 x 64 tile, measured best there.
-// Every tiled config runs in one kernel (SgemmKernel::kTiled), 2 blocks of
-// 256 threads an SM (up to 128 registers a thread).
-// Split-K: a group of fewer tiles than the launch holds at once (num_sms x
-// 2) would leave SMs idle for the whole of K; its members with
-// k >= kSgemmSplitMinK are then cut into up to kSgemmMaxSplits ranges of K
-// (each at least 64 deep) so that the tiles fill the launch. Each range's
-// block writes its partial sums to the workspace; the last of an output
-// tile's blocks to arrive (an atomic counter a tile) adds the partial sums
-// in the order of their ranges, so the result does not depend on which
-// block finishes last (the same bits every run), applies bias and
-// activation, and sets the counter back to 0 for the next launch (CUDA
-// graphs replay it). No block waits on another.
+// The rule (SgemmTiles), measured with bench/grouped_sgemm_bench.cu on the
+// H200 (bench/RESULTS.md, 2026-12-04, seventh session): the tiled kernel
+// (SgemmKernel::kTiled, every config of this file but kLegacy, 2 blocks of
+// 256 threads an SM) runs a group
+//   - whose members are all short products at most 16 wide (FiBiNet's 325
+//     products of 16 x 16 x 16): k256x16, 74 against 142 us at M 2048;
+//   - with a member 17 to 32 wide (DCNv2's low-rank experts beside its DNN
+//     layer and gates): 54 against 68 us at M 2048 for DCNv2's first group;
+// each member then n <= 16 and k >= 64: kNarrow, 8 rows by all columns, a
+// warp a row (gates, GEMVs); n <= 16: k256x16; n <= 32: k128x32; wider:
+// k64x64. Every other group runs the kernel before it (kLegacy's 64 x 64
+// tile, 16 deep, and its narrow path), which measured as fast or faster
+// there: the tiled 128 x 128 and 128 x 64 configs (8 x 8 and 8 x 4 a
+// thread) lost to it on every real group, 64 x 64 tied.
+// Split-K is there for tests and the benchmark (SgemmOptions::split); the
+// rule does not split: on the real groups it measured slower (a second
+// pass over the partial sums costs more than the idle SMs it fills).
+// Split-K: a member's K cut into ranges; each range's block writes its
+// partial sums to the workspace; the last of an output tile's blocks to
+// arrive (an atomic counter a tile) adds the partial sums in the order of
+// their ranges, so the result does not depend on which block finishes last
+// (the same bits every run), applies bias and activation, and sets the
+// counter back to 0 for the next launch (CUDA graphs replay it). No block
+// waits on another.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -68,7 +68,6 @@ enum class SgemmKernel : int32_t {
 };
 
 inline constexpr int kSgemmNarrow = 16, kSgemmNarrowMinK = 64;
-inline constexpr int kSgemmSplitMinK = 128, kSgemmMaxSplits = 8;
 
 struct SgemmMember {
   const float* a;     // [m, k], row stride lda
@@ -96,7 +95,7 @@ struct SgemmTile {
 
 struct SgemmOptions {
   int config = -1;     // -1: the rule; else an SgemmConfig for every member that it can take
-  int split = 0;       // 0: the rule; 1: no split-K; n > 1: n ranges of K for every tiled member
+  int split = 0;       // 0 or 1: no split-K (the rule); n > 1: n ranges of K for every tiled member
   int num_sms = 132;   // H200
 };
 

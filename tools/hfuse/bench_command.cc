@@ -151,6 +151,7 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
       variants.push_back({name + ", CUTLASS 128x64", fused,
                           {.strided_batched = false, .gemm_kernel = GemmKernelChoice::k128x64}});
       variants.push_back({name + ", grouped float32 kernel", fused, {.gemm_kernel = GemmKernelChoice::kGroupedSgemm}});
+      variants.push_back({name + ", float32 rule, the kernel before its tiles", fused, {.sgemm_config = 0}});
       variants.push_back({name + ", cuBLASLt a member", fused, {.gemm_kernel = GemmKernelChoice::kPerMember}});
     }
   }

@@ -67,6 +67,10 @@ struct CudaOptions {
   // cublasGemmGroupedBatchedEx and a separate epilogue kernel.
   bool cutlass = true;
   GemmKernelChoice gemm_kernel = GemmKernelChoice::kRule;
+  // The grouped float32 kernel's tiles: -1 by its rule (grouped_sgemm.h),
+  // else that SgemmConfig for every member that can take it (0: the
+  // kernel before the tiled one, for measuring the rule).
+  int sgemm_config = -1;
   // Independent Gathers next to each other in the order (a model's
   // embedding lookups) run as one launch; off, one launch each.
   bool gather_batches = true;
