@@ -34,13 +34,15 @@ constexpr size_t kLtMembersMax = 4;
 // A float32 group of at most kLtMembersMax members one of which takes this
 // many multiply-adds (m * n * k), or all of them one column wide, runs one
 // call a member.
-constexpr int64_t kLtMemberMinFmas = int64_t{1} << 25;
+constexpr int64_t kLtMemberMinFmas = int64_t{1} << 24;
 
 // The rule for a float32 group: one call a member where there are a few
 // large members, whose cuBLAS kernels outrun the grouped one by more than
 // the launches saved (bench/RESULTS.md, 2026-12-04: AITM's three 256 x 429
-// towers, 117 against 138 us a run at batch 512), or a few GEMVs, each then
-// on the GEMV kernel (DeepFM's two: 43.7 against 45.7 us).
+// towers, 117 against 138 us a run at batch 512; DCN's cross-layer GEMV
+// beside a 512 x 128 x 256 DNN layer, 2^24 multiply-adds, 53.3 against
+// 61.2 us), or a few GEMVs, each then on the GEMV kernel (DeepFM's two:
+// 43.7 against 45.7 us).
 bool FewCallsPay(const std::vector<cuda::DeviceGemm>& ms) {
   if (ms.size() > kLtMembersMax) return false;
   int64_t largest = 0;

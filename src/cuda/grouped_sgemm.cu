@@ -400,17 +400,13 @@ SgemmConfig RuleConfig(const SgemmMember& m) {
 }
 
 // Whether the rule runs a group on the tiled kernel: where every member is
-// a short product at most 16 wide (FiBiNet), or one member is 17 to 32
-// wide (DCNv2's low-rank experts); elsewhere the kernel before it was as
-// fast or faster (bench/RESULTS.md, 2026-12-04).
+// a short product at most 16 wide (FiBiNet); elsewhere the kernel before
+// it measured as fast or faster on the real models (bench/RESULTS.md,
+// 2026-12-04, seventh session).
 bool RuleTiled(const std::vector<SgemmMember>& members) {
-  const bool short_narrow = std::all_of(members.begin(), members.end(), [](const SgemmMember& m) {
+  return std::all_of(members.begin(), members.end(), [](const SgemmMember& m) {
     return m.n <= kSgemmNarrow && m.k < kSgemmNarrowMinK;
   });
-  const bool some_32 = std::any_of(members.begin(), members.end(), [](const SgemmMember& m) {
-    return m.n > kSgemmNarrow && m.n <= 32;
-  });
-  return short_narrow || some_32;
 }
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }

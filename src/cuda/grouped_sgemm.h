@@ -13,20 +13,21 @@
 // uploads the members and tiles at plan time; the kernel reads its tile's
 // member and shape from the table, so no search and no division.
 //
-// The rule (SgemmTiles), measured with bench/grouped_sgemm_bench.cu on the
-// H200 (bench/RESULTS.md, 2026-12-04, seventh session): the tiled kernel
-// (SgemmKernel::kTiled, every config of this file but kLegacy, 2 blocks of
-// 256 threads an SM) runs a group
-//   - whose members are all short products at most 16 wide (FiBiNet's 325
-//     products of 16 x 16 x 16): k256x16, 74 against 142 us at M 2048;
-//   - with a member 17 to 32 wide (DCNv2's low-rank experts beside its DNN
-//     layer and gates): 54 against 68 us at M 2048 for DCNv2's first group;
-// each member then n <= 16 and k >= 64: kNarrow, 8 rows by all columns, a
-// warp a row (gates, GEMVs); n <= 16: k256x16; n <= 32: k128x32; wider:
-// k64x64. Every other group runs the kernel before it (kLegacy's 64 x 64
-// tile, 16 deep, and its narrow path), which measured as fast or faster
-// there: the tiled 128 x 128 and 128 x 64 configs (8 x 8 and 8 x 4 a
-// thread) lost to it on every real group, 64 x 64 tied.
+// The rule (SgemmTiles), measured on the H200 with
+// bench/grouped_sgemm_bench.cu and on the real models (`hfuse bench
+// --gemm-paths`; bench/RESULTS.md, 2026-12-04, seventh session): the tiled
+// kernel (SgemmKernel::kTiled, every config of this file but kLegacy, 2
+// blocks of 256 threads an SM) runs a group whose members are all short
+// products at most 16 wide (FiBiNet's 325 products of 16 x 16 x 16), on
+// k256x16 tiles: 74 against 142 us for one such group at M 2048, FiBiNet
+// 1029 -> 901 us a run. Every other group runs the kernel before it
+// (kLegacy's 64 x 64 tile, 16 deep, and its narrow path, a warp a row for
+// members at most 16 wide with K of 64 or more), which measured as fast
+// or faster there: on DCNv2's groups 128x32 won alone (54 against 68 us)
+// but the model ran slower (237 against 221 us at batch 512), and the
+// 128 x 128 and 128 x 64 configs (8 x 8 and 8 x 4 a thread) lost on every
+// real group. (The tiled kernel's rule for a member, RuleConfig: n <= 16
+// and k >= 64 kNarrow, n <= 16 k256x16, n <= 32 k128x32, else k64x64.)
 // Split-K is there for tests and the benchmark (SgemmOptions::split); the
 // rule does not split: on the real groups it measured slower (a second
 // pass over the partial sums costs more than the idle SMs it fills).

@@ -431,6 +431,18 @@ const SgemmCase kSgemmCases[] = {{70, 130, 429, true, 0}, {9, 5, 33, false, -1},
                                  {257, 16, 16, true, 2},  {70, 1, 429, true, -1}, {300, 64, 256, false, 3},
                                  {129, 17, 128, true, 4}, {64, 128, 1, true, 0}};
 
+// The rule (grouped_sgemm.h): a group of short products at most 16 wide
+// (FiBiNet's) runs the tiled kernel's 256 x 16 tiles.
+TEST(GroupedSgemmTiles, ShortNarrowGroupsTakeTheTiledKernel) {
+  std::vector<cuda::SgemmMember> members(325, {nullptr, nullptr, nullptr, nullptr, 2048, 16, 16, 16, 16, -1});
+  const cuda::SgemmTiling tiling = cuda::SgemmTiles(members);
+  EXPECT_EQ(tiling.kernel, cuda::SgemmKernel::kTiled);
+  EXPECT_EQ(tiling.tiles.size(), 325u * 8);
+  for (const cuda::SgemmTile& t : tiling.tiles) EXPECT_EQ(t.config, static_cast<int32_t>(cuda::SgemmConfig::k256x16));
+  members.push_back({nullptr, nullptr, nullptr, nullptr, 2048, 32, 429, 429, 32, -1});
+  EXPECT_EQ(cuda::SgemmTiles(members).kernel, cuda::SgemmKernel::kLegacy);
+}
+
 // SgemmTiles alone (no GPU): for every config and split, each output
 // element of each member is in exactly one output tile, and that tile's
 // ranges of K cover 0 .. k once, in order; split-K tiles have workspace.
@@ -441,7 +453,8 @@ TEST(GroupedSgemmTiles, CoverEveryOutputAndKOnce) {
     for (int split : {0, 1, 3}) {
       const cuda::SgemmTiling tiling = cuda::SgemmTiles(members, {.config = config, .split = split});
       const std::string what = fmt::format("config {} split {}", config, split);
-      EXPECT_EQ(tiling.kernel == cuda::SgemmKernel::kLegacy, config == 0) << what;
+      // the rule: these members are not all short and narrow, so the kernel before the tiled one
+      EXPECT_EQ(tiling.kernel == cuda::SgemmKernel::kLegacy, config <= 0) << what;
       std::map<std::tuple<int, int, int>, std::vector<std::pair<int, int>>> ranges;  // (member, m0, n0) -> k
       for (const cuda::SgemmTile& t : tiling.tiles) {
         ranges[{t.member, t.m0, t.n0}].push_back({t.k0, t.k1});
