@@ -34,16 +34,21 @@ constexpr size_t kLtMembersMax = 4;
 // A float32 group of at most kLtMembersMax members one of which takes this
 // many multiply-adds (m * n * k), or all of them one column wide, runs one
 // call a member.
-constexpr int64_t kLtMemberMinFmas = int64_t{1} << 24;
+constexpr int64_t kLtMemberMinFmas = int64_t{1} << 25;
+// The same for a mixed group (its members of several epilogues), whose
+// grouped launch is the less likely to pay.
+constexpr int64_t kLtMixedMemberMinFmas = int64_t{1} << 24;
 
 // The rule for a float32 group: one call a member where there are a few
 // large members, whose cuBLAS kernels outrun the grouped one by more than
 // the launches saved (bench/RESULTS.md, 2026-12-04: AITM's three 256 x 429
-// towers, 117 against 138 us a run at batch 512; DCN's cross-layer GEMV
-// beside a 512 x 128 x 256 DNN layer, 2^24 multiply-adds, 53.3 against
-// 61.2 us), or a few GEMVs, each then on the GEMV kernel (DeepFM's two:
-// 43.7 against 45.7 us).
-bool FewCallsPay(const std::vector<cuda::DeviceGemm>& ms) {
+// towers, 117 against 138 us a run at batch 512; in a mixed group, DCN's
+// cross-layer GEMV beside a 512 x 128 x 256 DNN layer, 2^24 multiply-adds,
+// 53.3 against 61.2 us), or a few GEMVs, each then on the GEMV kernel
+// (DeepFM's two: 43.7 against 45.7 us). Uniform groups of members of 2^24
+// (PLE's and MMoE's 2048 x 64 x 128 towers, DCNv2's 2048 x 429 x 32
+// up-projections) measured the same either way, in fewer launches grouped.
+bool FewCallsPay(const std::vector<cuda::DeviceGemm>& ms, bool mixed) {
   if (ms.size() > kLtMembersMax) return false;
   int64_t largest = 0;
   bool gemvs = true;
@@ -51,7 +56,7 @@ bool FewCallsPay(const std::vector<cuda::DeviceGemm>& ms) {
     largest = std::max(largest, m.m * m.n * m.k);
     gemvs = gemvs && m.n == 1;
   }
-  return largest >= kLtMemberMinFmas || gemvs;
+  return largest >= (mixed ? kLtMixedMemberMinFmas : kLtMemberMinFmas) || gemvs;
 }
 // The device's SMs, which the tile rules fill (asked once).
 int NumSms() {
@@ -95,7 +100,7 @@ void CudaExecutor::Impl::PlanGemm(const Op& op) {
   // planned as a group of their own, the labels saying so.
   const std::vector<std::vector<cuda::DeviceGemm>> by_epilogue = cuda::SplitByEpilogue(ms);
   if (by_epilogue.size() > 1) {
-    if (dtype == DType::kFloat32 && options.gemm_kernel == GemmKernelChoice::kRule && FewCallsPay(ms)) {
+    if (dtype == DType::kFloat32 && options.gemm_kernel == GemmKernelChoice::kRule && FewCallsPay(ms, true)) {
       PlanLtEach(ms, dtype, alpha);
       return;
     }
@@ -167,7 +172,7 @@ void CudaExecutor::Impl::PlanGemmMembers(const std::vector<cuda::DeviceGemm>& ms
   }
   // float32 groups: the grouped float32 kernel, one launch, unless one
   // call a member is asked for or the rule picks it (FewCallsPay).
-  if (dtype == DType::kFloat32 && options.gemm_kernel == GemmKernelChoice::kRule && FewCallsPay(ms)) {
+  if (dtype == DType::kFloat32 && options.gemm_kernel == GemmKernelChoice::kRule && FewCallsPay(ms, false)) {
     PlanLtEach(ms, dtype, alpha);
     return;
   }
