@@ -98,7 +98,7 @@ bool BroadcastsPerRow(const std::vector<int64_t>& in, const std::vector<int64_t>
 }
 
 // The kinds of member, as the ONNX op_type says.
-enum class MemberKind : uint8_t { kNone, kMap, kReduce, kSoftmax, kConcat };
+enum class MemberKind : uint8_t { kNone, kMap, kReduce, kSoftmax, kConcat, kMatVec };
 
 // The OnnxFunc of the IR's elementwise functions (the CUDA planner's too).
 std::optional<ElementwiseFunction> IrFunction(const Op& op) {
@@ -123,6 +123,7 @@ MemberKind KindOf(const Op& op) {
   if (!node.domain.empty() && node.domain != "ai.onnx") return MemberKind::kNone;
   const std::string& t = node.op_type;
   if (t == "Softmax" || t == "LogSoftmax") return MemberKind::kSoftmax;
+  if (t == "MatMul") return MemberKind::kMatVec;  // where its shapes are a matrix by a vector (ReducedOf)
   if (t == "Concat") return MemberKind::kConcat;
   if (t.starts_with("Reduce")) return MemberKind::kReduce;
   static const std::set<std::string_view> kMaps = {
@@ -456,11 +457,11 @@ class Planner {
     auto per_element = [&](const std::vector<int64_t>& s) { return ColumnsOf(s, ref, ref_cols); };
     auto per_row = [&](const std::vector<int64_t>& s) { return Numel(s) == rows; };
     std::map<OpId, int32_t> step_of;
-    std::map<std::tuple<TensorId, OpId, int32_t, std::vector<int64_t>, bool>, int32_t> operand_of;
+    std::map<std::tuple<TensorId, OpId, int32_t, std::vector<int64_t>, bool, bool>, int32_t> operand_of;
     // Slot `slot` of member `op` read from memory over `over`.
-    auto operand = [&](const Op& op, OpId id, size_t slot, const std::vector<int64_t>& over,
-                       bool row) -> std::optional<int32_t> {
-      RegionOperand o{id, static_cast<int32_t>(slot), over, {}, row};
+    auto operand = [&](const Op& op, OpId id, size_t slot, const std::vector<int64_t>& over, bool row,
+                       bool swap_last = false) -> std::optional<int32_t> {
+      RegionOperand o{id, static_cast<int32_t>(slot), over, {}, row, swap_last};
       if (row) {
         o.cols.assign(over.size(), false);
       } else {
@@ -484,7 +485,7 @@ class Planner {
         if (!c || c->dtype != DType::kFloat32 || c->dims.size() > over.size()) return std::nullopt;
       }
       // One operand per tensor and way of reading it (a node's constant per node).
-      const auto key = std::make_tuple(t, t == kNone ? id : kNone, t == kNone ? o.slot : -1, over, row);
+      const auto key = std::make_tuple(t, t == kNone ? id : kNone, t == kNone ? o.slot : -1, over, row, swap_last);
       auto it = operand_of.find(key);
       if (it != operand_of.end()) return it->second;
       const auto k = static_cast<int32_t>(r.operands.size());
@@ -546,6 +547,26 @@ class Planner {
           if (!a) return std::nullopt;
           st.args[k] = *a;
         }
+      } else if (kind == MemberKind::kMatVec) {
+        // A product over the domain (the vector read across the row), then its sum.
+        if (!st.per_row) return std::nullopt;
+        // (the vector is read from memory: a member's value it cannot be, operand() says)
+        const std::vector<int64_t>& xs = Shape(NodeInput(op, 0));
+        const std::optional<int32_t> a = argument(0, xs, false);
+        const std::optional<int32_t> b = operand(op, id, 1, xs, false, true);
+        if (!a || !b) return std::nullopt;
+        RegionStep mul;
+        mul.kind = RegionStep::Kind::kMap;
+        mul.op = id;
+        mul.func = kMul;
+        mul.args[0] = *a;
+        mul.args[1] = -1 - *b;
+        mul.num_args = 2;
+        r.steps.push_back(mul);
+        st.kind = RegionStep::Kind::kReduce;
+        st.func = kReduceSum;
+        st.args[0] = static_cast<int32_t>(r.steps.size() - 1);
+        st.num_args = 1;
       } else {
         if (st.per_row == (kind == MemberKind::kSoftmax)) return std::nullopt;
         const std::vector<int64_t>& xs = Shape(NodeInput(op, 0));
@@ -699,6 +720,20 @@ class Planner {
     if (x == kNone || g_.tensor(x).dtype != DType::kFloat32) return std::nullopt;
     const std::vector<int64_t>& xs = Shape(x);
     std::vector<bool> red(xs.size(), false);
+    if (KindOf(op) == MemberKind::kMatVec) {
+      // [.., M, K] x [.., K, 1], the batch dims the same: the sum is over K.
+      const TensorId v = NodeInput(op, 1);
+      if (v == kNone || g_.tensor(v).dtype != DType::kFloat32 || xs.size() < 3) return std::nullopt;
+      const std::vector<int64_t>& vs = Shape(v);
+      if (vs.size() != xs.size() || vs.back() != 1 || vs[vs.size() - 2] != xs.back() || xs.back() <= 1) {
+        return std::nullopt;
+      }
+      for (size_t d = 0; d + 2 < xs.size(); ++d) {
+        if (vs[d] != xs[d] && vs[d] != 1) return std::nullopt;
+      }
+      red.back() = true;
+      return red;
+    }
     if (KindOf(op) == MemberKind::kSoftmax) {
       const std::optional<cpu::AxisView> a = cpu::SoftmaxView(*op.attrs.onnx, xs);
       if (!a) return std::nullopt;
@@ -941,6 +976,10 @@ std::vector<int64_t> OperandStrides(const Graph& graph, const ViewPlan& views, c
   } else {
     from = OperandConstant(graph, o)->dims;
     strides = RowMajorStrides(from);
+  }
+  if (o.swap_last && from.size() >= 2) {
+    std::swap(from[from.size() - 1], from[from.size() - 2]);
+    std::swap(strides[strides.size() - 1], strides[strides.size() - 2]);
   }
   std::vector<int64_t> out(o.over.size(), 0);
   HFUSE_CHECK(from.size() <= o.over.size());

@@ -179,10 +179,15 @@ int Main(int argc, char** argv) {
       const cuda::RegionOperand& o = r.operands[k];
       const HostTensor& v = values[k];
       // v's strides over `over` (numpy broadcasting: 0 where v has 1 or no dim)
+      // (with its last two dims swapped first where the region reads it so)
       std::vector<int64_t> strides(o.over.size(), 0);
-      const std::vector<int64_t> own = cuda::RowMajorStrides(v.shape);
-      const size_t pad = o.over.size() - v.shape.size();
-      for (size_t d = 0; d < v.shape.size(); ++d) strides[pad + d] = v.shape[d] == 1 ? 0 : own[d];
+      std::vector<int64_t> shape = v.shape, own = cuda::RowMajorStrides(v.shape);
+      if (o.swap_last) {
+        std::swap(shape[shape.size() - 1], shape[shape.size() - 2]);
+        std::swap(own[own.size() - 1], own[own.size() - 2]);
+      }
+      const size_t pad = o.over.size() - shape.size();
+      for (size_t d = 0; d < shape.size(); ++d) strides[pad + d] = shape[d] == 1 ? 0 : own[d];
       return v.Get(cuda::DomainOffset(o.over, strides, o.cols, row, col));
     };
     const std::vector<std::vector<float>> got = cuda::EvaluateRegion(r, read);
