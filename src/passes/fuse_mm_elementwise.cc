@@ -48,18 +48,53 @@ bool FuseBias(Graph& graph, OpId gemm) {
   return true;
 }
 
-// gemm_rcr_bias -> f(y), for each f some GEMM kind of op_kinds.def applies
-// after its bias (relu, sigmoid).
-bool FuseActivation(Graph& graph, OpId gemm) {
-  const OpId act = SoleUser(graph, gemm);
-  if (act == kNone) return false;
-  const Op& e = graph.op(act);
-  if (e.type != OpType::kElementwise || e.inputs.size() != 1 || !IsUnary(e.attrs.func)) {
+// An op that only re-describes its first input's shape (the IR's reshape;
+// ONNX Reshape, Squeeze, Unsqueeze, Flatten, Identity).
+bool ShapeOnly(const Op& op) {
+  if (op.type == OpType::kReshape) return true;
+  if (FamilyOf(op.type) != OpFamily::kOpaque || !op.attrs.onnx || !(op.attrs.onnx->domain.empty() || op.attrs.onnx->domain == "ai.onnx")) {
     return false;
   }
-  const std::optional<OpType> kind = FindKind(OpFamily::kGemm, true, e.attrs.func);
+  const std::string& t = op.attrs.onnx->op_type;
+  return t == "Reshape" || t == "Squeeze" || t == "Unsqueeze" || t == "Flatten" || t == "Identity";
+}
+
+// The unary elementwise op reading `op`'s output, or kNone.
+OpId UnaryUser(const Graph& graph, OpId op) {
+  const OpId u = SoleUser(graph, op);
+  if (u == kNone) return kNone;
+  const Op& e = graph.op(u);
+  return e.type == OpType::kElementwise && e.inputs.size() == 1 && IsUnary(e.attrs.func) ? u : kNone;
+}
+
+// gemm_rcr_bias -> f(y), for each f some GEMM kind of op_kinds.def applies
+// after its bias (relu, sigmoid); also through a shape-only op between them
+// (a model's logit squeezed to [B] before its sigmoid: DIN's and DCNv2's
+// last layers): the GEMM takes f, the shape op then makes f's output.
+bool FuseActivation(Graph& graph, OpId gemm) {
+  OpId act = UnaryUser(graph, gemm);
+  OpId view = kNone;
+  if (act == kNone) {
+    view = SoleUser(graph, gemm);
+    if (view == kNone || !ShapeOnly(graph.op(view)) || graph.op(view).inputs.empty() ||
+        graph.op(view).inputs[0] != graph.op(gemm).outputs[0]) {
+      return false;
+    }
+    act = UnaryUser(graph, view);
+    if (act == kNone) return false;
+  }
+  const std::optional<OpType> kind = FindKind(OpFamily::kGemm, true, graph.op(act).attrs.func);
   if (!kind) return false;
-  Absorb(graph, gemm, act, *kind, kNone);
+  if (view == kNone) {
+    Absorb(graph, gemm, act, *kind, kNone);
+    return true;
+  }
+  const TensorId mid = graph.op(view).outputs[0];
+  graph.TakeOverOutputs(view, act);  // the shape op now writes f's output
+  graph.EraseTensor(mid);
+  Op& o = graph.mutable_op(gemm);
+  o.type = *kind;
+  o.attrs.onnx = nullptr;
   return true;
 }
 
