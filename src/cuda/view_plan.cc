@@ -98,58 +98,6 @@ struct Planner {
     return std::none_of(in_place.begin(), in_place.end(), [&](const InPlace& ip) { return ip.concat == id; });
   }
 
-  // A Gather of one known index along a concatenate's axis whose parts
-  // are one deep there (torch.stack(...)[:, i]: DIN's stacks of its query
-  // and history embeddings, read back one by one): the part it picks, or
-  // kNone. Its output is then a view of that part, and the concatenate,
-  // where nothing else reads it, runs nothing (ViewPlan::skip).
-  TensorId SelectedPart(const Op& op) const {
-    if (ViewKindOf(op) != ViewKind::kGather) return kNone;
-    const TensorId data = NodeInput(op, 0), ind = NodeInput(op, 1);
-    if (data == kNone || g.tensor(data).producer == kNone) return kNone;
-    const OpId cid = g.tensor(data).producer;
-    const Op& c = g.op(cid);
-    if (!IsConcat(c) || c.elided || constants.folded[static_cast<size_t>(cid)]) return kNone;
-    const std::vector<const HostTensor*> known = KnownInputs(op);
-    const std::optional<std::vector<int64_t>> idx = cpu::KnownInts(*op.attrs.onnx, 1, known);
-    if (!idx || idx->size() != 1 || (ind != kNone && Shape(ind).size() > 1)) return kNone;
-    const std::vector<int64_t>& ds = Shape(data);
-    const auto rank = static_cast<int64_t>(ds.size());
-    auto it = op.attrs.onnx->ints.find("axis");
-    int64_t axis = it == op.attrs.onnx->ints.end() || it->second.empty() ? 0 : it->second[0];
-    if (axis < 0) axis += rank;
-    int64_t cat_axis = c.attrs.dim;
-    if (c.attrs.onnx) {
-      auto a = c.attrs.onnx->ints.find("axis");
-      if (a == c.attrs.onnx->ints.end() || a->second.empty()) return kNone;
-      cat_axis = a->second[0];
-    }
-    if (cat_axis < 0) cat_axis += rank;
-    if (axis < 0 || axis >= rank || axis != cat_axis) return kNone;
-    int64_t at = (*idx)[0] < 0 ? (*idx)[0] + ds[static_cast<size_t>(axis)] : (*idx)[0];
-    std::vector<TensorId> parts = c.inputs;
-    if (c.attrs.onnx) {
-      parts.clear();
-      for (size_t k = 0; k < c.attrs.onnx->input_slots.size() || (c.attrs.onnx->input_slots.empty() && k < c.inputs.size()); ++k) {
-        parts.push_back(NodeInput(c, k));
-      }
-    }
-    for (TensorId p : parts) {
-      if (p == kNone || Shape(p).size() != ds.size()) return kNone;
-      const int64_t extent = Shape(p)[static_cast<size_t>(axis)];
-      if (at < extent) return extent == 1 && at == 0 ? p : kNone;
-      at -= extent;
-    }
-    return kNone;
-  }
-
-  // The ops that read t, but for views of a part of it (SelectedPart).
-  size_t ReadBy(TensorId t) const {
-    size_t n = 0;
-    for (OpId u : g.tensor(t).users) n += SelectedPart(g.op(u)) == kNone ? 1 : 0;
-    return n;
-  }
-
   // The concatenates whose parts their producers can write in place.
   void FindInPlace() {
     for (OpId id : order) {
@@ -193,7 +141,7 @@ struct Planner {
           const OpId v = g.tensor(r).producer;
           if (v == kNone || ViewKindOf(g.op(v)) != ViewKind::kReshape || g.op(v).outputs.size() != 1) break;
           const TensorId data = g.op(v).type == OpType::kReshape ? g.op(v).inputs[0] : NodeInput(g.op(v), 0);
-          if (data == kNone || ReadBy(data) != 1 || g.IsGraphOutput(data)) break;
+          if (data == kNone || g.tensor(data).users.size() != 1 || g.IsGraphOutput(data)) break;
           r = data;
         }
         const OpId w = g.tensor(r).producer;
@@ -210,7 +158,7 @@ struct Planner {
         }
         int64_t rows = 1, row = 1;
         for (size_t d = 0; d < rs.size(); ++d) (d < first ? rows : row) *= rs[d];
-        ok = w != kNone && (WritesStrided(g.op(w)) || copies) && ReadBy(r) == 1 &&
+        ok = w != kNone && (WritesStrided(g.op(w)) || copies) && g.tensor(r).users.size() == 1 &&
              !g.IsGraphOutput(r) && g.tensor(r).storage == kNone && !rs.empty() && row == width && rows == outer &&
              g.tensor(r).dtype == g.tensor(y).dtype && std::find(ip.producers.begin(), ip.producers.end(), r) == ip.producers.end();
         if (!ok) break;
@@ -379,11 +327,8 @@ struct Planner {
       const TensorId data = op.type == OpType::kReshape ? op.inputs[0] : NodeInput(op, 0);
       if (data == kNone) continue;
       bool all = true;
-      const TensorId part = SelectedPart(op);
       for (size_t k = 0; k < op.outputs.size(); ++k) {
-        std::optional<Layout> l =
-            part != kNone ? ReshapeLayout(plan.layout[static_cast<size_t>(part)], Shape(part), Shape(op.outputs[k]))
-                          : Derive(op, kind, k, plan.layout[static_cast<size_t>(data)], Shape(data));
+        std::optional<Layout> l = Derive(op, kind, k, plan.layout[static_cast<size_t>(data)], Shape(data));
         if (!l) all = false;
         plan.as_view[static_cast<size_t>(op.outputs[k])] = std::move(l);
       }
@@ -481,21 +426,10 @@ struct Planner {
     std::vector<bool> materialize(static_cast<size_t>(g.num_op_ids()), false);
     while (!Pass(materialize)) {
     }
-    // A concatenate read only by views of its parts (SelectedPart) runs nothing.
-    std::vector<bool> unread(static_cast<size_t>(g.num_op_ids()), false);
-    for (OpId id : order) {
-      const Op& op = g.op(id);
-      if (!IsConcat(op) || op.elided || op.outputs.size() != 1 || g.IsGraphOutput(op.outputs[0])) continue;
-      bool all = !g.tensor(op.outputs[0]).users.empty();
-      for (OpId u : g.tensor(op.outputs[0]).users) {
-        all = all && plan.view_op[static_cast<size_t>(u)] && SelectedPart(g.op(u)) != kNone;
-      }
-      unread[static_cast<size_t>(id)] = all;
-    }
     for (OpId id : order) {
       const Op& op = g.op(id);
       const auto i = static_cast<size_t>(id);
-      plan.skip[i] = op.elided || constants.folded[i] || plan.view_op[i] || plan.in_place[i] || unread[i];
+      plan.skip[i] = op.elided || constants.folded[i] || plan.view_op[i] || plan.in_place[i];
       plan.views += plan.view_op[i] ? 1 : 0;
       if (plan.skip[i]) continue;
       for (TensorId t : op.inputs) {

@@ -281,7 +281,6 @@ int Main(int argc, char** argv) {
                          : views.view_op[static_cast<size_t>(id)] ? "view"
                          : views.in_place[static_cast<size_t>(id)] ? "in place"
                          : op.elided                               ? "elided"
-                         : views.skip[static_cast<size_t>(id)]     ? "unread"
                                                                    : "launch";
       fmt::print("  {:8} {:20} {}\n", what, type, op.name);
     }
