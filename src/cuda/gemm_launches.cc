@@ -359,7 +359,14 @@ void CudaExecutor::Impl::PlanLtGemm(const std::vector<cuda::DeviceGemm>& ms, DTy
   void* wsp = workspace_ptr;
   const float beta = 0.0f;
   cublasLtHandle_t handle = lt;
-  Add(batch > 1 ? "cublasLt strided batched" : "cublasLt", [=](cudaStream_t s) {
+  // The strides and alignments the heuristic saw, in the label (a profile
+  // that finds a call slow can then tell its operands' placement apart).
+  const std::string label =
+      batch > 1 ? fmt::format("cublasLt strided batched, {} of {} x {} x {}, strides A {} W {} Y {}, aligned A {} W {} Y {}",
+                              batch, m.m, m.n, m.k, stride_of(&cuda::DeviceGemm::a), stride_of(&cuda::DeviceGemm::w),
+                              stride_of(&cuda::DeviceGemm::y), align_a, align_w, align_y)
+                : "cublasLt";
+  Add(label, [=](cudaStream_t s) {
     HFUSE_CUBLAS(cublasLtMatmul(handle, desc, &alpha, w, lw, a, la, &beta, y, ly, y, ly, &algo, wsp, ws, s));
   });
   if (act != cuda::kNoActivation && !relu) {  // cuBLASLt's only activation epilogue is relu
