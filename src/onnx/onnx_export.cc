@@ -298,12 +298,15 @@ class Exporter {
       node.set_input(i, g_.tensor(op.inputs[next++]).name);
     }
     if (next != op.inputs.size()) return false;
-    for (TensorId out : op.outputs) {
-      if (std::find(node.output().begin(), node.output().end(), g_.tensor(out).name) ==
-          node.output().end()) {
-        return false;
-      }
+    // Its outputs in order too: a pass may have given a shape op the output
+    // of an activation it moved before it (fuse-mm-elementwise).
+    size_t made = 0;
+    for (int i = 0; i < node.output_size(); ++i) {
+      if (node.output(i).empty()) continue;
+      if (made == op.outputs.size()) return false;
+      node.set_output(i, g_.tensor(op.outputs[made++]).name);
     }
+    if (made != op.outputs.size()) return false;
     for (TensorId in : op.inputs) Use(in);
     for (const auto& [name, bytes] : kept.constants) AddKeptConstant(name, bytes);
     node.set_name(NodeName(op.name));

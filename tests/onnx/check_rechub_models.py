@@ -204,7 +204,8 @@ HFUSE_GROUPS = {
     # each cross layer's tensordot (no bias) with the DNN layer of its depth
     "TensordotAutoInt": GROUPS["TensordotAutoInt"] + [
         (X, ["/cross/Einsum", "/dnn/dnn.0/Gemm"]), (X, ["/cross/Einsum_1", "/dnn/dnn.2/Gemm"])],
-    "ConvHeads": [("group_gemm_rcr_bias", [f"/heads.{i}/Conv" for i in range(3)])],
+    # each head's ReLU after the Conv's reshape back to [B, 32, 1] joins its GEMM (fuse-mm-elementwise)
+    "ConvHeads": [("group_gemm_rcr_bias_relu", [f"/heads.{i}/Conv" for i in range(3)])],
     "EinsumAutoInt": GROUPS["EinsumAutoInt"],
 }
 
