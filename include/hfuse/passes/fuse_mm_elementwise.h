@@ -7,7 +7,10 @@
 //
 // AITemplate's fuse_mm_elementwise, for the epilogues the group ops have:
 // gemm_rcr + add of a 1-D param bias -> gemm_rcr_bias (either operand order),
-// then gemm_rcr_bias + relu / sigmoid -> gemm_rcr_bias_relu / _sigmoid. It
+// then gemm_rcr_bias + relu / sigmoid -> gemm_rcr_bias_relu / _sigmoid, also
+// where a shape-only op (reshape, Squeeze, Unsqueeze, Flatten, Identity)
+// stands between the GEMM and the activation: the GEMM takes the
+// activation, the shape op then writes the activation's output. It
 // runs before fuse-group-ops on graphs read from ONNX, where a Linear layer
 // arrives as a Gemm (gemm_rcr_bias) or as MatMul + Add, and its activation as
 // its own node; graph JSON spells the fused types out, so JSON input skips it.
