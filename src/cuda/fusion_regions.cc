@@ -422,7 +422,7 @@ class Planner {
     for (OpId id : m) {
       if (!ref.empty()) break;
       const Op& op = g_.op(id);
-      if (KindOf(op) != MemberKind::kConcat || !ReadByMember(op, m)) continue;
+      if (KindOf(op) != MemberKind::kConcat || !ReadByMember(id, m)) continue;
       const std::optional<size_t> axis = ConcatAxis(op);
       if (!axis) return std::nullopt;
       ref = Shape(op.outputs[0]);
@@ -497,7 +497,7 @@ class Planner {
       const Op& op = g_.op(id);
       const MemberKind kind = KindOf(op);
       const std::vector<int64_t>& ys = Shape(op.outputs[0]);
-      if (kind == MemberKind::kConcat && ReadByMember(op, m)) {
+      if (kind == MemberKind::kConcat && ReadByMember(id, m)) {
         if (!Select(op, id, m, r, step_of, ref, ref_cols, operand)) return std::nullopt;
         continue;
       }
@@ -611,11 +611,11 @@ class Planner {
     return static_cast<size_t>(axis);
   }
 
-  // Whether a member of m reads op's output (as its elements, through views).
-  bool ReadByMember(const Op& op, const std::vector<OpId>& m) const {
+  // Whether a member of m reads op id's output (as its elements, through views).
+  bool ReadByMember(OpId id, const std::vector<OpId>& m) const {
     for (OpId u : m) {
       for (TensorId t : g_.op(u).inputs) {
-        if (t != kNone && ProducerOf(t) != kNone && g_.op(ProducerOf(t)).outputs[0] == op.outputs[0]) return true;
+        if (ProducerOf(t) == id) return true;
       }
     }
     return false;
@@ -671,15 +671,9 @@ class Planner {
     const TensorId y = op.outputs[0];
     const std::vector<int64_t>& ys = Shape(y);
     const std::vector<int64_t> ystrides = RowMajorStrides(ys);
-    const auto rank = static_cast<int64_t>(ys.size());
-    int64_t axis = op.attrs.dim;
-    if (op.attrs.onnx) {
-      auto it = op.attrs.onnx->ints.find("axis");
-      if (it == op.attrs.onnx->ints.end() || it->second.empty()) return false;
-      axis = it->second[0];
-    }
-    if (axis < 0) axis += rank;
-    if (axis < 0 || axis >= rank) return false;
+    const std::optional<size_t> concat_axis = ConcatAxis(op);
+    if (!concat_axis) return false;
+    const size_t axis = *concat_axis;
     int64_t at = 0;
     for (size_t slot = 0; slot < Slots(op); ++slot) {
       const TensorId t = NodeInput(op, slot);
@@ -706,11 +700,11 @@ class Planner {
         step = static_cast<int32_t>(r.steps.size());
         r.steps.push_back(copy);
       }
-      r.outputs.push_back({t, step, ps, *cols, y, at * ystrides[static_cast<size_t>(axis)], ystrides});
-      at += ps[static_cast<size_t>(axis)];
+      r.outputs.push_back({t, step, ps, *cols, y, at * ystrides[axis], ystrides});
+      at += ps[axis];
     }
     (void)m;
-    return at == ys[static_cast<size_t>(axis)];
+    return at == ys[axis];
   }
 
   // The dims a reduction or softmax member reduces over its input (dims of

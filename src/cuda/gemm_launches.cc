@@ -58,7 +58,7 @@ bool FewCallsPay(const std::vector<cuda::DeviceGemm>& ms, bool mixed) {
   }
   return largest >= (mixed ? kLtMixedMemberMinFmas : kLtMemberMinFmas) || gemvs;
 }
-// The device's SMs, which the tile rules fill (asked once).
+// The device's SMs, which CUTLASS's tile rule fills (asked once).
 int NumSms() {
   static const int num_sms = [] {
     int device = 0, sms = 0;
@@ -213,7 +213,7 @@ void CudaExecutor::Impl::PlanGroupedSgemm(const std::vector<cuda::DeviceGemm>& m
                        m.ldy, m.act});
     mixed = mixed || m.act != split.products[0].act || !m.bias != !split.products[0].bias;
   }
-  const cuda::SgemmTiling tiling = cuda::SgemmTiles(members, {.config = options.sgemm_config, .num_sms = NumSms()});
+  const cuda::SgemmTiling tiling = cuda::SgemmTiles(members, {.config = options.sgemm_config});
   const cuda::SgemmMember* d_members = Device(members);
   const cuda::SgemmTile* d_tiles = Device(tiling.tiles);
   // The split-K workspace, its counters zero (SgemmTiling::WorkspaceBytes),

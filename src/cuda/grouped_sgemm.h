@@ -97,7 +97,6 @@ struct SgemmTile {
 struct SgemmOptions {
   int config = -1;     // -1: the rule; else an SgemmConfig for every member that it can take
   int split = 0;       // 0 or 1: no split-K (the rule); n > 1: n ranges of K for every tiled member
-  int num_sms = 132;   // H200
 };
 
 struct SgemmTiling {
