@@ -287,8 +287,11 @@ class Planner {
     }
     const TensorId y = op.outputs[0];
     const Layout& l = LayoutOf(y);
-    return g_.tensor(y).dtype == DType::kFloat32 && l.root == y && l.offset == 0 &&
-           l.root_dtype == DType::kFloat32 && IsRowMajor(l, Shape(y)) && Shape(y).size() <= 8;
+    // A Concat writes its parts through its output's layout, which may be
+    // its slot in an outer concatenate written in place (ConcatInto).
+    const bool placed = KindOf(op) == MemberKind::kConcat && l.root != kNone;
+    return g_.tensor(y).dtype == DType::kFloat32 && (placed || (l.root == y && l.offset == 0 && IsRowMajor(l, Shape(y)))) &&
+           l.root_dtype == DType::kFloat32 && Shape(y).size() <= 8;
   }
 
   // The op whose output t is the same elements of (t itself, or a reshape
@@ -502,7 +505,7 @@ class Planner {
         continue;
       }
       if (kind == MemberKind::kConcat) {
-        if (!ConcatInto(op, id, m, r, step_of, per_element, operand)) return std::nullopt;
+        if (!ConcatInto(op, id, m, r, step_of, per_element, per_row, operand)) return std::nullopt;
         continue;
       }
       RegionStep st;
@@ -657,20 +660,22 @@ class Planner {
     step_of[id] = static_cast<int32_t>(r.steps.size());
     r.steps.push_back(st);
     if (ReadOutside(y, m)) {
-      r.outputs.push_back({y, static_cast<int32_t>(r.steps.size() - 1), ys, *cols, y, 0, RowMajorStrides(ys)});
+      const Layout& yl = LayoutOf(y);  // its own buffer, or its slot in an outer concatenate
+      r.outputs.push_back({y, static_cast<int32_t>(r.steps.size() - 1), ys, *cols, yl.root, yl.offset, yl.strides});
     }
     return true;
   }
 
   // A Concat member: each part, a member's per-element value or a tensor
   // copied (a kCopy step reading it), written into its slot of the output.
-  template <typename PerElement, typename Operand>
+  template <typename PerElement, typename PerRow, typename Operand>
   bool ConcatInto(const Op& op, OpId id, const std::vector<OpId>& m, FusionRegion& r,
-                  const std::map<OpId, int32_t>& step_of, const PerElement& per_element,
+                  const std::map<OpId, int32_t>& step_of, const PerElement& per_element, const PerRow& per_row,
                   const Operand& operand) const {
     const TensorId y = op.outputs[0];
     const std::vector<int64_t>& ys = Shape(y);
-    const std::vector<int64_t> ystrides = RowMajorStrides(ys);
+    const Layout& yl = LayoutOf(y);  // its own buffer, or its slot in an outer concatenate
+    const std::vector<int64_t>& ystrides = yl.strides;
     const std::optional<size_t> concat_axis = ConcatAxis(op);
     if (!concat_axis) return false;
     const size_t axis = *concat_axis;
@@ -680,16 +685,22 @@ class Planner {
       if (t == kNone) return false;
       const std::vector<int64_t>& ps = Shape(t);
       if (ps.size() != ys.size()) return false;
-      const std::optional<std::vector<bool>> cols = per_element(ps);
-      if (!cols) return false;
+      // Per element, or one value a row (DIN's two attention-pooled
+      // vectors, sums over the history, stacked for the MLP).
+      std::optional<std::vector<bool>> cols = per_element(ps);
+      const bool row = !cols;
+      if (row) {
+        if (!per_row(ps)) return false;
+        cols = std::vector<bool>(ps.size(), false);
+      }
       const OpId p = ProducerOf(t);
       auto from = p == kNone ? step_of.end() : step_of.find(p);
       int32_t step = 0;
       if (from != step_of.end()) {
-        if (r.steps[static_cast<size_t>(from->second)].per_row) return false;
+        if (r.steps[static_cast<size_t>(from->second)].per_row != row) return false;
         step = from->second;
       } else {
-        const std::optional<int32_t> k = operand(op, id, slot, ps, false);
+        const std::optional<int32_t> k = operand(op, id, slot, ps, row);
         if (!k) return false;
         RegionStep copy;
         copy.kind = RegionStep::Kind::kMap;
@@ -697,10 +708,11 @@ class Planner {
         copy.func = kCopy;
         copy.args[0] = -1 - *k;
         copy.num_args = 1;
+        copy.per_row = row;
         step = static_cast<int32_t>(r.steps.size());
         r.steps.push_back(copy);
       }
-      r.outputs.push_back({t, step, ps, *cols, y, at * ystrides[axis], ystrides});
+      r.outputs.push_back({t, step, ps, *cols, yl.root, yl.offset + at * ystrides[axis], ystrides});
       at += ps[axis];
     }
     (void)m;

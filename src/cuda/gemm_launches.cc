@@ -111,7 +111,7 @@ void CudaExecutor::Impl::PlanGemm(const Op& op) {
     // strided batched): then each epilogue is planned on its own.
     bool strided_part = false;
     for (const std::vector<cuda::DeviceGemm>& sub : by_epilogue) {
-      strided_part = strided_part || (sub.size() > 1 && options.strided_batched && cuda::IsStridedBatch(sub));
+      strided_part = strided_part || (sub.size() > 1 && options.strided_batched && cuda::StridedBatchOrder(sub));
     }
     if (dtype == DType::kFloat32 && GroupedSgemmFor() && !strided_part) {
       PlanGroupedSgemm(ms, alpha);
@@ -166,8 +166,12 @@ void CudaExecutor::Impl::PlanGemmMembers(const std::vector<cuda::DeviceGemm>& ms
     PlanGroupedSgemm(ms, alpha);
     return;
   }
-  if (!group || (options.strided_batched && cuda::IsStridedBatch(ms))) {
+  if (!group) {
     PlanLtGemm(ms, dtype, alpha, act);
+    return;
+  }
+  if (const auto batch = options.strided_batched ? cuda::StridedBatchOrder(ms) : std::nullopt) {
+    PlanLtGemm(*batch, dtype, alpha, act);
     return;
   }
   // float32 groups: the grouped float32 kernel, one launch, unless one

@@ -45,7 +45,14 @@ bool IsStridedBatch(const std::vector<DeviceGemm>& ms) {
     }
     if (a.bias && c.bias - a.bias != step * (b.bias - a.bias)) return false;
   }
-  return true;
+  return b.a >= a.a && b.w >= a.w && b.y >= a.y && (!a.bias || b.bias >= a.bias);
+}
+
+std::optional<std::vector<DeviceGemm>> StridedBatchOrder(const std::vector<DeviceGemm>& members) {
+  if (IsStridedBatch(members)) return members;
+  std::vector<DeviceGemm> reversed(members.rbegin(), members.rend());
+  if (IsStridedBatch(reversed)) return reversed;
+  return std::nullopt;
 }
 
 }  // namespace hfuse::cuda

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace hfuse::cuda {
@@ -43,7 +44,14 @@ GemmMemberSplit SplitGemmMembers(const std::vector<DeviceGemm>& members);
 std::vector<std::vector<DeviceGemm>> SplitByEpilogue(const std::vector<DeviceGemm>& members);
 
 // Members of one shape at constant strides between their A, W, Y (and bias)
-// addresses, which one strided-batched call can run; true for one member.
+// addresses, none going backwards, which one strided-batched call can run;
+// true for one member. (cuBLASLt ran DIN's attention GEMMs 2.3x slower with
+// a negative batch stride of A: 86.0 against 37.2 us, bench/RESULTS.md,
+// 2026-12-04.)
 bool IsStridedBatch(const std::vector<DeviceGemm>& members);
+// The members in an order one strided-batched call runs them: as given, or
+// reversed (the arena may place a later member's operands first; each
+// member writes its own output, so the order is free); nothing when neither.
+std::optional<std::vector<DeviceGemm>> StridedBatchOrder(const std::vector<DeviceGemm>& members);
 
 }  // namespace hfuse::cuda

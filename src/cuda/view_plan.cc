@@ -98,23 +98,118 @@ struct Planner {
     return std::none_of(in_place.begin(), in_place.end(), [&](const InPlace& ip) { return ip.concat == id; });
   }
 
+  // A concatenate's parts and its axis (the IR's, or ONNX Concat's), or
+  // nothing (an axis it lacks or out of range).
+  struct Parts {
+    std::vector<TensorId> parts;
+    size_t axis = 0;
+  };
+  std::optional<Parts> PartsOf(const Op& op) const {
+    const auto rank = static_cast<int64_t>(Shape(op.outputs[0]).size());
+    int64_t axis = op.attrs.dim;
+    Parts p;
+    if (op.type == OpType::kConcatenate) {
+      p.parts = op.inputs;
+    } else {
+      auto it = op.attrs.onnx->ints.find("axis");
+      if (it == op.attrs.onnx->ints.end() || it->second.empty()) return std::nullopt;
+      axis = it->second[0];
+      const OnnxNode& node = *op.attrs.onnx;
+      for (size_t k = 0; k < node.input_slots.size() || (node.input_slots.empty() && k < op.inputs.size()); ++k) {
+        p.parts.push_back(NodeInput(op, k));
+      }
+    }
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) return std::nullopt;
+    p.axis = static_cast<size_t>(axis);
+    return p;
+  }
+
+  // A Gather whose data is a concatenate's output and whose known indices
+  // along the concatenate's axis all fall inside one part (DIN's
+  // torch.stack([a, b], 1)[:, 0]): that part and the index where it starts.
+  struct Pick {
+    TensorId part = kNone;
+    int64_t first = 0;  // the part's first index along the axis
+    int64_t whole = 0;  // the concatenate's length along the axis
+  };
+  std::optional<Pick> PickedPart(const Op& op) const {
+    if (ViewKindOf(op) != ViewKind::kGather) return std::nullopt;
+    const TensorId data = NodeInput(op, 0), ind = NodeInput(op, 1);
+    if (data == kNone || data == ind || g.tensor(data).producer == kNone) return std::nullopt;
+    const OpId c = g.tensor(data).producer;
+    const Op& concat = g.op(c);
+    if (concat.elided || constants.folded[static_cast<size_t>(c)] || !IsConcat(concat)) return std::nullopt;
+    const std::optional<Parts> parts = PartsOf(concat);
+    const OnnxNode& node = *op.attrs.onnx;
+    const auto idx = cpu::KnownInts(node, 1, KnownInputs(op));
+    if (!parts || !idx || idx->empty() || (ind != kNone && Shape(ind).size() > 1)) return std::nullopt;
+    const std::vector<int64_t>& ds = Shape(data);
+    auto it = node.ints.find("axis");
+    int64_t a = it == node.ints.end() || it->second.empty() ? 0 : it->second[0];
+    if (a < 0) a += static_cast<int64_t>(ds.size());
+    if (a != static_cast<int64_t>(parts->axis)) return std::nullopt;
+    const int64_t whole = ds[parts->axis];
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (int64_t i : *idx) {
+      if (i < 0) i += whole;
+      if (i < 0 || i >= whole) return std::nullopt;
+      lo = std::min(lo, i);
+      hi = std::max(hi, i);
+    }
+    int64_t at = 0;
+    for (TensorId p : parts->parts) {
+      if (p == kNone || Shape(p).size() != ds.size()) return std::nullopt;
+      const int64_t len = Shape(p)[parts->axis];
+      if (lo >= at && hi < at + len) return Pick{p, at, whole};
+      at += len;
+    }
+    return std::nullopt;
+  }
+
+  // Per op id: a concatenate that no launch reads: its output is read only
+  // by Gathers that each pick inside one part, which become views of that
+  // part, so the concatenate runs nothing (DIN's stacks of the history's
+  // embeddings, taken back apart by the next ops). Not one written in place,
+  // whose producers write its buffer anyway.
+  std::vector<bool> unread;
+  void FindUnread() {
+    unread.assign(static_cast<size_t>(g.num_op_ids()), false);
+    for (OpId id : order) {
+      const Op& op = g.op(id);
+      if (op.elided || constants.folded[static_cast<size_t>(id)] || !IsConcat(op) || op.outputs.size() != 1 ||
+          std::any_of(in_place.begin(), in_place.end(), [&](const InPlace& ip) { return ip.concat == id; })) {
+        continue;
+      }
+      const TensorId y = op.outputs[0];
+      const std::vector<OpId>& users = g.tensor(y).users;
+      unread[static_cast<size_t>(id)] =
+          !g.IsGraphOutput(y) && !users.empty() && std::all_of(users.begin(), users.end(), [&](OpId u) {
+            return !g.op(u).elided && !constants.folded[static_cast<size_t>(u)] && PickedPart(g.op(u));
+          });
+    }
+  }
+
+  // The ops that read t, but for Gathers that pick inside one part of the
+  // concatenate t is (views of it, wherever it lies: DIN's target
+  // embeddings, stacked for the MLP and picked for the attention).
+  size_t Readers(TensorId t) const {
+    const std::vector<OpId>& users = g.tensor(t).users;
+    return static_cast<size_t>(std::count_if(users.begin(), users.end(), [&](OpId u) { return !PickedPart(g.op(u)); }));
+  }
+
   // The concatenates whose parts their producers can write in place.
   void FindInPlace() {
     for (OpId id : order) {
       const Op& op = g.op(id);
-      const bool onnx = op.type != OpType::kConcatenate && IsConcat(op);
       if (op.elided || constants.folded[static_cast<size_t>(id)] || !IsConcat(op)) continue;
+      const std::optional<Parts> concat = PartsOf(op);
+      if (!concat) continue;
       const TensorId y = op.outputs[0];
       const std::vector<int64_t>& ys = Shape(y);
       const auto rank = static_cast<int64_t>(ys.size());
-      int64_t axis = op.attrs.dim;
-      if (onnx) {
-        auto it = op.attrs.onnx->ints.find("axis");
-        if (it == op.attrs.onnx->ints.end() || it->second.empty()) continue;
-        axis = it->second[0];
-      }
-      if (axis < 0) axis += rank;
-      if (axis < 0 || axis >= rank || g.tensor(y).storage != kNone || Known(y)) continue;
+      const auto axis = static_cast<int64_t>(concat->axis);
+      if (g.tensor(y).storage != kNone || Known(y)) continue;
       int64_t inner = 1, outer = 1;
       for (int64_t d = axis + 1; d < rank; ++d) inner *= ys[static_cast<size_t>(d)];
       for (int64_t d = 0; d < axis; ++d) outer *= ys[static_cast<size_t>(d)];
@@ -122,13 +217,7 @@ struct Planner {
       InPlace ip{id, {}, {}};
       bool ok = true;
       int64_t at = 0;
-      std::vector<TensorId> parts = op.inputs;
-      if (onnx) {
-        parts.clear();
-        for (size_t k = 0; k < op.attrs.onnx->input_slots.size() || (op.attrs.onnx->input_slots.empty() && k < op.inputs.size()); ++k) {
-          parts.push_back(NodeInput(op, k));
-        }
-      }
+      const std::vector<TensorId>& parts = concat->parts;
       for (TensorId p : parts) {
         if (p == kNone || Shape(p).size() != ys.size()) {
           ok = false;
@@ -141,7 +230,7 @@ struct Planner {
           const OpId v = g.tensor(r).producer;
           if (v == kNone || ViewKindOf(g.op(v)) != ViewKind::kReshape || g.op(v).outputs.size() != 1) break;
           const TensorId data = g.op(v).type == OpType::kReshape ? g.op(v).inputs[0] : NodeInput(g.op(v), 0);
-          if (data == kNone || g.tensor(data).users.size() != 1 || g.IsGraphOutput(data)) break;
+          if (data == kNone || Readers(data) != 1 || g.IsGraphOutput(data)) break;
           r = data;
         }
         const OpId w = g.tensor(r).producer;
@@ -158,7 +247,7 @@ struct Planner {
         }
         int64_t rows = 1, row = 1;
         for (size_t d = 0; d < rs.size(); ++d) (d < first ? rows : row) *= rs[d];
-        ok = w != kNone && (WritesStrided(g.op(w)) || copies) && g.tensor(r).users.size() == 1 &&
+        ok = w != kNone && (WritesStrided(g.op(w)) || copies) && Readers(r) == 1 &&
              !g.IsGraphOutput(r) && g.tensor(r).storage == kNone && !rs.empty() && row == width && rows == outer &&
              g.tensor(r).dtype == g.tensor(y).dtype && std::find(ip.producers.begin(), ip.producers.end(), r) == ip.producers.end();
         if (!ok) break;
@@ -203,9 +292,10 @@ struct Planner {
     return known;
   }
 
-  // Output k of `op` as a view of its data input's layout `in`.
+  // Output k of `op` as a view of its data input's layout `in`; a Gather
+  // that picks inside one part of a concatenate (`pick`), of that part's.
   std::optional<Layout> Derive(const Op& op, ViewKind kind, size_t k, const Layout& in,
-                               const std::vector<int64_t>& from) const {
+                               const std::vector<int64_t>& from, const Pick* pick = nullptr) const {
     const TensorId out = op.outputs[k];
     const std::vector<int64_t>& to = Shape(out);
     const OnnxNode* node = op.attrs.onnx.get();
@@ -276,7 +366,8 @@ struct Planner {
         const auto axis = static_cast<size_t>(a < 0 ? a + static_cast<int64_t>(from.size()) : a);
         std::vector<int64_t> at = *idx;
         for (int64_t& i : at) {
-          if (i < 0) i += from[axis];
+          if (i < 0) i += pick ? pick->whole : from[axis];
+          if (pick) i -= pick->first;
           if (i < 0 || i >= from[axis]) return std::nullopt;  // the kernel reports it
         }
         const int64_t step = at.size() > 1 ? at[1] - at[0] : 1;
@@ -324,11 +415,19 @@ struct Planner {
       if (op.elided || constants.folded[static_cast<size_t>(id)]) continue;
       const ViewKind kind = ViewKindOf(op);
       if (kind == ViewKind::kNone) continue;
-      const TensorId data = op.type == OpType::kReshape ? op.inputs[0] : NodeInput(op, 0);
+      TensorId data = op.type == OpType::kReshape ? op.inputs[0] : NodeInput(op, 0);
       if (data == kNone) continue;
+      std::optional<Pick> pick;
+      const OpId from_op = g.tensor(data).producer;
+      if (kind == ViewKind::kGather && from_op != kNone && unread[static_cast<size_t>(from_op)]) {
+        pick = PickedPart(op);
+        HFUSE_CHECK(pick.has_value());
+        data = pick->part;
+      }
       bool all = true;
       for (size_t k = 0; k < op.outputs.size(); ++k) {
-        std::optional<Layout> l = Derive(op, kind, k, plan.layout[static_cast<size_t>(data)], Shape(data));
+        std::optional<Layout> l =
+            Derive(op, kind, k, plan.layout[static_cast<size_t>(data)], Shape(data), pick ? &*pick : nullptr);
         if (!l) all = false;
         plan.as_view[static_cast<size_t>(op.outputs[k])] = std::move(l);
       }
@@ -417,10 +516,12 @@ struct Planner {
     plan.view_op.assign(static_cast<size_t>(g.num_op_ids()), false);
     plan.skip.assign(static_cast<size_t>(g.num_op_ids()), false);
     plan.in_place.assign(static_cast<size_t>(g.num_op_ids()), false);
+    plan.unread.assign(static_cast<size_t>(g.num_op_ids()), false);
     for (TensorId t = 0; t < static_cast<TensorId>(n); ++t) {
       if (g.tensor(t).alive) plan.shape[static_cast<size_t>(t)] = ConcreteShape(g.tensor(t).shape, dims);
     }
     FindInPlace();
+    FindUnread();
     // Each pass materializes at least one more op or writes one concatenate
     // fewer in place, so this ends.
     std::vector<bool> materialize(static_cast<size_t>(g.num_op_ids()), false);
@@ -429,7 +530,8 @@ struct Planner {
     for (OpId id : order) {
       const Op& op = g.op(id);
       const auto i = static_cast<size_t>(id);
-      plan.skip[i] = op.elided || constants.folded[i] || plan.view_op[i] || plan.in_place[i];
+      plan.unread[i] = unread[i];
+      plan.skip[i] = op.elided || constants.folded[i] || plan.view_op[i] || plan.in_place[i] || unread[i];
       plan.views += plan.view_op[i] ? 1 : 0;
       if (plan.skip[i]) continue;
       for (TensorId t : op.inputs) {
@@ -452,6 +554,9 @@ Reads ReadsOf(const Op& op, size_t input) {
     case OpFamily::kGroupLayerNorm: return ReadsStrided(op, input) ? Reads::kRows : Reads::kContiguous;
     case OpFamily::kElementwise: return Reads::kStrided;
     case OpFamily::kReshape: return Reads::kAny;
+    // The IR's concatenate copies its parts as ONNX Concat does (the copy
+    // kernel): any view, so a picked or broadcast part is not copied first.
+    case OpFamily::kConcatenate: return Reads::kAny;
     // A group gather reads its ids as the Gather's kernel does: any view.
     case OpFamily::kGroupGather: return input % 2 == 1 ? Reads::kAny : Reads::kContiguous;
     case OpFamily::kOpaque: break;
@@ -552,7 +657,7 @@ std::optional<Layout> ReshapeLayout(const Layout& in, const std::vector<int64_t>
 
 ViewPlan PlanViews(const Graph& graph, const DimValues& dims, const PlanConstants& constants) {
   ViewPlan plan;
-  Planner{graph, dims, constants, plan, {}, {}, {}}.Run();
+  Planner{graph, dims, constants, plan, {}, {}, {}, {}}.Run();
   return plan;
 }
 

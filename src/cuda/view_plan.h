@@ -16,7 +16,11 @@
 //   Split             one offset per output
 //   Expand            stride 0 on the broadcast dims
 //   Gather            of known indices in arithmetic progression (X[:, i]
-//                     or X[:, 3:7] as exporters write them): an offset and a stride
+//                     or X[:, 3:7] as exporters write them): an offset and a stride;
+//                     where X is a concatenate's output and the indices fall
+//                     inside one part along its axis, of that part, and a
+//                     concatenate read only so runs nothing (`unread`: DIN's
+//                     torch.stack([a, b], 1)[:, 0] is a)
 //   Cast              the input read as another type (not a Cast of a Cast)
 //
 // Concatenates written in place: a concatenate (the IR's, or ONNX Concat)
@@ -78,6 +82,9 @@ struct ViewPlan {
   // Per op id: a concatenate whose parts their producers write into its
   // output (in_place below), so that it runs nothing.
   std::vector<bool> in_place;
+  // Per op id: a concatenate read only by Gathers that each pick inside one
+  // of its parts (views of that part), so that nothing reads its output.
+  std::vector<bool> unread;
   int64_t views = 0;           // ops that became views
 };
 

@@ -92,6 +92,26 @@ TEST(IsStridedBatch, NotWhenAStrideOrShapeDiffers) {
   EXPECT_FALSE(IsStridedBatch(ms));
 }
 
+// A batch stride that goes backwards (a later member's operand placed
+// first) is refused as given; reversed, the members make one batch.
+TEST(IsStridedBatch, NotBackwardsButReversed) {
+  Buffers b;
+  const std::vector<DeviceGemm> back = {b.At(4, 8, 16, 512), b.At(4, 8, 16, 256), b.At(4, 8, 16, 0)};
+  EXPECT_FALSE(IsStridedBatch(back));
+  const std::optional<std::vector<DeviceGemm>> order = StridedBatchOrder(back);
+  ASSERT_TRUE(order.has_value());
+  EXPECT_EQ((*order)[0].a, b.a.data());
+  EXPECT_EQ((*order)[2].y, b.y.data() + 512);
+  // A backwards but W forwards: neither order is one batch.
+  std::vector<DeviceGemm> mixed = {b.At(4, 8, 16, 0), b.At(4, 8, 16, 256)};
+  std::swap(mixed[0].a, mixed[1].a);
+  EXPECT_FALSE(StridedBatchOrder(mixed).has_value());
+  // The same A for every member (stride 0) is one batch.
+  std::vector<DeviceGemm> shared = {b.At(4, 8, 16, 0), b.At(4, 8, 16, 256)};
+  shared[1].a = shared[0].a;
+  EXPECT_TRUE(IsStridedBatch(shared));
+}
+
 // A mixed group's members by epilogue (bias or not, activation): lists in
 // the order of their first member, members in order within each.
 TEST(SplitByEpilogue, OneListPerEpilogueInFirstMemberOrder) {

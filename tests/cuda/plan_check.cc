@@ -280,6 +280,7 @@ int Main(int argc, char** argv) {
       const char* what = folded.folded[static_cast<size_t>(id)] ? "folded"
                          : views.view_op[static_cast<size_t>(id)] ? "view"
                          : views.in_place[static_cast<size_t>(id)] ? "in place"
+                         : views.unread[static_cast<size_t>(id)]   ? "unread"
                          : op.elided                               ? "elided"
                                                                    : "launch";
       fmt::print("  {:8} {:20} {}\n", what, type, op.name);

@@ -453,6 +453,46 @@ def op_models():
     ], [("x0", F, [N, 12]), ("x1", F, [N, 12]), ("g", F, [N, 2, 1])], [("y", F, [N, 10])],
         [floats("w0", [10, 12]), floats("w1", [10, 12], 0.2), floats("b0", [10], 0.1), floats("b1", [10], 0.1, 0.3),
          ints("ax1", [1])])
+    # DIN's stacks: two history lookups stacked and picked back apart
+    # (Gathers of one index along the stack's axis: views of the parts, the
+    # stack never written); two target lookups stacked, picked, and also
+    # flattened into the MLP's input; the attention-pooled sums (one value a
+    # row of the region that computes them) stacked into it too. The outer
+    # Concat is written in place by the lookups and the region.
+    yield "stack_picked", model("sp", [
+        helper.make_node("Gather", ["table", "h0"], ["e0"]),
+        helper.make_node("Gather", ["table2", "h1"], ["e1"]),
+        helper.make_node("Unsqueeze", ["e0", "ax1"], ["ue0"]),
+        helper.make_node("Unsqueeze", ["e1", "ax1"], ["ue1"]),
+        helper.make_node("Concat", ["ue0", "ue1"], ["hist"], axis=1),
+        helper.make_node("Gather", ["hist", "zero"], ["p0"], axis=1),
+        helper.make_node("Gather", ["hist", "minus1"], ["p1"], axis=1),
+        helper.make_node("Gather", ["table", "t0"], ["f0"]),
+        helper.make_node("Gather", ["table2", "t1"], ["f1"]),
+        helper.make_node("Unsqueeze", ["f0", "ax1"], ["uf0"]),
+        helper.make_node("Unsqueeze", ["f1", "ax1"], ["uf1"]),
+        helper.make_node("Concat", ["uf0", "uf1"], ["tgt"], axis=1),
+        helper.make_node("Gather", ["tgt", "zero"], ["q0"], axis=1),
+        helper.make_node("Gather", ["tgt", "one"], ["q1"], axis=1),
+        helper.make_node("Unsqueeze", ["q0", "ax1"], ["uq0"]),
+        helper.make_node("Unsqueeze", ["q1", "ax1"], ["uq1"]),
+        helper.make_node("Mul", ["p0", "uq0"], ["m0"]),
+        helper.make_node("Mul", ["p1", "uq1"], ["m1"]),
+        helper.make_node("Mul", ["m0", "w0"], ["a0"]),
+        helper.make_node("Mul", ["m1", "w1"], ["a1"]),
+        helper.make_node("ReduceSum", ["a0", "ax1"], ["s0"], keepdims=0),
+        helper.make_node("ReduceSum", ["a1", "ax1"], ["s1"], keepdims=0),
+        helper.make_node("Unsqueeze", ["s0", "ax1"], ["us0"]),
+        helper.make_node("Unsqueeze", ["s1", "ax1"], ["us1"]),
+        helper.make_node("Concat", ["us0", "us1"], ["pooled"], axis=1),
+        helper.make_node("Flatten", ["pooled"], ["pf"], axis=1),
+        helper.make_node("Flatten", ["tgt"], ["tf"], axis=1),
+        helper.make_node("Concat", ["pf", "tf"], ["mlp_in"], axis=1),
+        helper.make_node("Gemm", ["mlp_in", "wm", "bm"], ["y"], transB=1),
+    ], [("h0", I64, [N, 5]), ("h1", I64, [N, 5]), ("t0", I64, [N]), ("t1", I64, [N]),
+        ("w0", F, [N, 5, 1]), ("w1", F, [N, 5, 1])], [("y", F, [N, 4])],
+        [table, floats("table2", [30, 8], 0.2), ints("zero", [0], dims=[]), ints("one", [1], dims=[]),
+         ints("minus1", [-1], dims=[]), ints("ax1", [1]), floats("wm", [4, 32]), floats("bm", [4], 0.1)])
     # fuse-group-gathers' group_gather (the GPU's hfuse rules): lookups of
     # rows of 3, 5, 13, 1, 8 and 16 floats (ids int64 and int32, one [N, 2])
     # as one launch with their Concat; float16 and bfloat16 tables (rows of
@@ -496,12 +536,14 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # lookups with their Concat, and the dense Concat.
 # region_*: one launch a region (the gate's softmax and its weighted sum are
 # two: rows of the batch, then rows of the batch times the width;
-# region_cross_wait: A, B without b2, and b2).
+# region_cross_wait: A, B without b2, and b2); stack_picked: the lookups, the
+# region, the GEMM.
 EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_bias_concat": 6,
                    "gather_f16_concat": 1, "gather_past_launch": 2, "region_dice": 1,
                    "region_scaled_softmax": 1, "region_scaled_logsoftmax": 1, "region_gate_weighted_sum": 2,
                    "region_long_rows": 1, "region_concat_parts": 1, "concat_in_place": 2, "region_cross_wait": 3,
-                   "gather_group_odd_widths": 1, "gather_group_f16_bf16": 1, "gather_group_500": 1}
+                   "gather_group_odd_widths": 1, "gather_group_f16_bf16": 1, "gather_group_500": 1,
+                   "stack_picked": 3}
 
 
 def check_gather_group_ids(work):
