@@ -166,10 +166,20 @@ struct CudaExecutor::Impl {
   // or overwrites what a waiting one touches, and the end of planning
   // flush them; a launch that does not touch them goes out first
   // (LaunchMayPassGathers), so that the batch keeps waiting past it.
+  // Bytes [begin, end); with a stride, only rows of `width` bytes every
+  // `stride` bytes from begin (a slot of a concatenate: the slots of two
+  // parts interleave, and do not overlap).
   struct Span {
     const char* begin;
     const char* end;
-    bool Overlaps(const Span& o) const { return begin < o.end && o.begin < end; }
+    int64_t stride = 0, width = 0;
+    bool Overlaps(const Span& o) const {
+      if (!(begin < o.end && o.begin < end)) return false;
+      if (stride <= 0 || stride != o.stride) return true;
+      // Where o's rows start within a row of ours, on the circle of one stride.
+      const int64_t d = (((o.begin - begin) % stride) + stride) % stride;
+      return !(d >= width && d + o.width <= stride);
+    }
   };
   //
   // A waiting gather also takes in what follows it where that costs no
@@ -390,6 +400,10 @@ struct CudaExecutor::Impl {
   static int64_t NumRows(const std::vector<int64_t>& shape);
   // One cuBLASLt call: one member, or members at constant strides (strided batched).
   void PlanLtGemm(const std::vector<cuda::DeviceGemm>& ms, DType dtype, float alpha, int act);
+  // Members of one output column (N = 1), one epilogue: one launch of the
+  // GEMV kernel (kernels.h), then the epilogue kernel for an activation
+  // other than ReLU.
+  void PlanGemv(const std::vector<cuda::DeviceGemm>& ms, DType dtype, float alpha, int act);
   // One cuBLASLt call (or GEMV kernel) a member, each with its own epilogue.
   void PlanLtEach(const std::vector<cuda::DeviceGemm>& ms, DType dtype, float alpha);
   // One CUTLASS grouped GEMM, bias and activation in its epilogue; false

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <queue>
 #include <set>
@@ -545,8 +546,12 @@ class Planner {
         st.alpha = f->alpha;
         st.beta = f->beta;
         st.num_args = static_cast<int32_t>(f->inputs);
+        // x ** 2 (Dice's variance, a LayerNorm written out): a product, not
+        // powf (tens of instructions an element), its exponent not read.
+        const bool square = st.func == kPow && ScalarOf(op, 1) == 2.0f;
+        if (square) st.func = kMul;
         for (size_t k = 0; k < f->inputs; ++k) {
-          const std::optional<int32_t> a = argument(k, ys, st.per_row);
+          const std::optional<int32_t> a = square && k == 1 ? st.args[0] : argument(k, ys, st.per_row);
           if (!a) return std::nullopt;
           st.args[k] = *a;
         }
@@ -598,6 +603,23 @@ class Planner {
       return std::nullopt;
     }
     return r;
+  }
+
+  // Input `slot` of op as one float32 value known at plan time (a constant
+  // the node keeps, or one the plan computed), or nothing.
+  std::optional<float> ScalarOf(const Op& op, size_t slot) const {
+    const TensorId t = NodeInput(op, slot);
+    const std::vector<uint8_t>* bytes = nullptr;
+    if (t == kNone) {
+      const OnnxNode::Value* c = NodeConstant(op, slot);
+      if (c && c->dtype == DType::kFloat32) bytes = &c->data;
+    } else if (auto it = c_.values.find(t); it != c_.values.end() && it->second.dtype == DType::kFloat32) {
+      bytes = &it->second.bytes;
+    }
+    if (!bytes || bytes->size() != sizeof(float)) return std::nullopt;
+    float v;
+    std::memcpy(&v, bytes->data(), sizeof v);
+    return v;
   }
 
   // The axis of a Concat member, or nothing.

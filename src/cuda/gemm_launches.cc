@@ -177,7 +177,13 @@ void CudaExecutor::Impl::PlanGemmMembers(const std::vector<cuda::DeviceGemm>& ms
   // float32 groups: the grouped float32 kernel, one launch, unless one
   // call a member is asked for or the rule picks it (FewCallsPay).
   if (dtype == DType::kFloat32 && options.gemm_kernel == GemmKernelChoice::kRule && FewCallsPay(ms, false)) {
-    PlanLtEach(ms, dtype, alpha);
+    // GEMVs all: one launch of the GEMV kernel for the lot.
+    const bool gemvs = std::all_of(ms.begin(), ms.end(), [](const cuda::DeviceGemm& m) { return m.n == 1; });
+    if (gemvs) {
+      PlanGemv(ms, dtype, alpha, act);
+    } else {
+      PlanLtEach(ms, dtype, alpha);
+    }
     return;
   }
   if (dtype == DType::kFloat32 && GroupedSgemmFor()) {
@@ -271,6 +277,26 @@ bool CudaExecutor::Impl::PlanCutlassGemm(const std::vector<cuda::DeviceGemm>& ms
   return true;
 }
 
+void CudaExecutor::Impl::PlanGemv(const std::vector<cuda::DeviceGemm>& ms, DType dtype, float alpha, int act) {
+  const bool relu = act == static_cast<int>(EwFunc::kRelu);
+  std::vector<cuda::GemvMember> members;
+  for (const cuda::DeviceGemm& m : ms) {
+    if (m.m > 0) members.push_back({m.a, m.w, m.bias, m.y, m.lda, m.ldy, m.m, m.k});
+  }
+  if (members.empty()) return;
+  const int type = cuda::KernelType(dtype);
+  Add(members.size() == 1 ? std::string("GEMV kernel (N = 1)") : fmt::format("GEMV kernel (N = 1, {} members)", members.size()),
+      [=](cudaStream_t s) {
+        cuda::LaunchGemv(type, members.data(), static_cast<int>(members.size()), alpha, relu, s);
+        HFUSE_LAUNCHED();
+      });
+  if (act != cuda::kNoActivation && !relu) {
+    std::vector<cuda::DeviceGemm> outputs;
+    for (const cuda::DeviceGemm& m : ms) outputs.push_back({m.a, m.w, nullptr, m.y, m.m, m.n, m.k, m.lda, m.ldy});
+    PlanEpilogue(outputs, dtype, act, false);
+  }
+}
+
 void CudaExecutor::Impl::PlanLtGemm(const std::vector<cuda::DeviceGemm>& ms, DType dtype, float alpha, int act) {
   const cuda::DeviceGemm& m = ms[0];
   const int64_t batch = static_cast<int64_t>(ms.size());
@@ -280,21 +306,11 @@ void CudaExecutor::Impl::PlanLtGemm(const std::vector<cuda::DeviceGemm>& ms, DTy
     PlanEpilogue(ms, dtype, act, /*zero_first=*/true);
     return;
   }
-  const bool relu = act == static_cast<int>(EwFunc::kRelu);
-  if (batch == 1 && m.n == 1) {  // one output column: a warp a row (kernels.h, LaunchGemv)
-    const int type = cuda::KernelType(dtype);
-    const int64_t lda = m.lda, ldy = m.ldy, rows = m.m, k = m.k;
-    const void *a = m.a, *w = m.w, *bias = m.bias;
-    void* y = m.y;
-    Add("GEMV kernel (N = 1)", [=](cudaStream_t s) {
-      cuda::LaunchGemv(type, a, lda, w, bias, y, ldy, rows, k, alpha, relu, s);
-      HFUSE_LAUNCHED();
-    });
-    if (act != cuda::kNoActivation && !relu) {
-      PlanEpilogue({cuda::DeviceGemm{m.a, m.w, nullptr, m.y, m.m, m.n, m.k, m.lda, m.ldy}}, dtype, act, false);
-    }
+  if (m.n == 1) {  // one output column: a warp a row (kernels.h, LaunchGemv)
+    PlanGemv(ms, dtype, alpha, act);
     return;
   }
+  const bool relu = act == static_cast<int>(EwFunc::kRelu);
   cublasLtMatmulDesc_t desc;
   HFUSE_CUBLAS(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   lt_descs.push_back(desc);

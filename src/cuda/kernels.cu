@@ -326,20 +326,28 @@ __global__ void ReduceColumnsKernel(const T* x, T* y, int64_t len, int64_t inner
   }
 }
 
+struct GemvBatch {
+  GemvMember member[kMaxGemvMembers];
+};
+
 template <typename T>
-__global__ void GemvKernel(const T* a, int64_t lda, const T* w, const T* bias, T* y, int64_t ldy, int64_t m,
-                           int64_t k, float alpha, bool relu) {
+__global__ void GemvKernel(GemvBatch batch, float alpha, bool relu) {
+  const GemvMember& g = batch.member[blockIdx.y];
+  const T* a = static_cast<const T*>(g.a);
+  const T* w = static_cast<const T*>(g.w);
+  const T* bias = static_cast<const T*>(g.bias);
+  T* y = static_cast<T*>(g.y);
   const int lane = static_cast<int>(threadIdx.x % 32);
   const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / 32;
-  for (int64_t r = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32; r < m; r += warps) {
-    const T* ar = a + r * lda;
+  for (int64_t r = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32; r < g.m; r += warps) {
+    const T* ar = a + r * g.lda;
     float acc = 0.0f;
-    for (int64_t j = lane; j < k; j += 32) acc += ToFloat(ar[j]) * ToFloat(w[j]);
+    for (int64_t j = lane; j < g.k; j += 32) acc += ToFloat(ar[j]) * ToFloat(w[j]);
     acc = RowSum(acc, 32);
     if (lane == 0) {
       float v = alpha * acc + (bias ? ToFloat(bias[0]) : 0.0f);
       if (relu) v = fmaxf(v, 0.0f);
-      y[r * ldy] = FromFloat<T>(v);
+      y[r * g.ldy] = FromFloat<T>(v);
     }
   }
 }
@@ -541,20 +549,20 @@ void LaunchReduce(int dtype, const ReduceArgs& args, cudaStream_t stream) {
   if (dtype == 2) ReduceKernel<float><<<grid, 128, 0, stream>>>(args);
 }
 
-void LaunchGemv(int dtype, const void* a, int64_t lda, const void* w, const void* bias, void* y, int64_t ldy,
-                int64_t m, int64_t k, float alpha, bool relu, cudaStream_t stream) {
-  if (m == 0) return;
-  const unsigned g = GridFor(m * 32, 256);
-  if (dtype == 0) {
-    GemvKernel<<<g, 256, 0, stream>>>(static_cast<const __half*>(a), lda, static_cast<const __half*>(w),
-                                      static_cast<const __half*>(bias), static_cast<__half*>(y), ldy, m, k, alpha, relu);
-  } else if (dtype == 1) {
-    GemvKernel<<<g, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(a), lda, static_cast<const __nv_bfloat16*>(w),
-                                      static_cast<const __nv_bfloat16*>(bias), static_cast<__nv_bfloat16*>(y), ldy, m,
-                                      k, alpha, relu);
-  } else {
-    GemvKernel<<<g, 256, 0, stream>>>(static_cast<const float*>(a), lda, static_cast<const float*>(w),
-                                      static_cast<const float*>(bias), static_cast<float*>(y), ldy, m, k, alpha, relu);
+void LaunchGemv(int dtype, const GemvMember* members, int count, float alpha, bool relu, cudaStream_t stream) {
+  for (int first = 0; first < count; first += kMaxGemvMembers) {
+    GemvBatch batch{};
+    const int n = count - first < kMaxGemvMembers ? count - first : kMaxGemvMembers;
+    int64_t rows = 0;
+    for (int i = 0; i < n; ++i) {
+      batch.member[i] = members[first + i];
+      rows = members[first + i].m > rows ? members[first + i].m : rows;
+    }
+    if (rows == 0) continue;
+    const dim3 grid(GridFor(rows * 32, 256), static_cast<unsigned>(n));
+    if (dtype == 0) GemvKernel<__half><<<grid, 256, 0, stream>>>(batch, alpha, relu);
+    if (dtype == 1) GemvKernel<__nv_bfloat16><<<grid, 256, 0, stream>>>(batch, alpha, relu);
+    if (dtype == 2) GemvKernel<float><<<grid, 256, 0, stream>>>(batch, alpha, relu);
   }
 }
 

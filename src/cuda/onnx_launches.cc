@@ -1035,7 +1035,8 @@ bool CudaExecutor::Impl::ConcatIntoGathers(const Op& op, const std::vector<Tenso
   if (column != ys[axis]) return false;
   char* out = PlaceOf(y).base;
   const int64_t row_bytes = (outer > 1 ? rows->strides[0] : row) * esize;
-  const Span write{out, out + (outer - 1) * row_bytes + row * esize};
+  const Span write = outer > 1 ? Span{out, out + (outer - 1) * row_bytes + row * esize, row_bytes, row * esize}
+                                : Span{out, out + row * esize};
   if (GathersTouch(write, {members.begin(), members.end()})) return false;
   const int64_t slot_bytes = Product(ys, axis + 1, ys.size()) * esize;
   // A slot off the 4-byte grid makes its gather move bytes, and with it

@@ -457,8 +457,9 @@ def op_models():
     # (Gathers of one index along the stack's axis: views of the parts, the
     # stack never written); two target lookups stacked, picked, and also
     # flattened into the MLP's input; the attention-pooled sums (one value a
-    # row of the region that computes them) stacked into it too. The outer
-    # Concat is written in place by the lookups and the region.
+    # row of the region that computes them) and two more lookups stacked
+    # into it too. The outer Concat is written in place by the region and
+    # by the lookups, whose slots interleave (one batch of lookups).
     yield "stack_picked", model("sp", [
         helper.make_node("Gather", ["table", "h0"], ["e0"]),
         helper.make_node("Gather", ["table2", "h1"], ["e1"]),
@@ -487,12 +488,29 @@ def op_models():
         helper.make_node("Concat", ["us0", "us1"], ["pooled"], axis=1),
         helper.make_node("Flatten", ["pooled"], ["pf"], axis=1),
         helper.make_node("Flatten", ["tgt"], ["tf"], axis=1),
-        helper.make_node("Concat", ["pf", "tf"], ["mlp_in"], axis=1),
+        helper.make_node("Gather", ["table", "c0"], ["g0"]),
+        helper.make_node("Gather", ["table2", "c1"], ["g1"]),
+        helper.make_node("Unsqueeze", ["g0", "ax1"], ["ug0"]),
+        helper.make_node("Unsqueeze", ["g1", "ax1"], ["ug1"]),
+        helper.make_node("Concat", ["ug0", "ug1"], ["sparse"], axis=1),
+        helper.make_node("Flatten", ["sparse"], ["sf"], axis=1),
+        helper.make_node("Concat", ["pf", "tf", "sf"], ["mlp_in"], axis=1),
         helper.make_node("Gemm", ["mlp_in", "wm", "bm"], ["y"], transB=1),
-    ], [("h0", I64, [N, 5]), ("h1", I64, [N, 5]), ("t0", I64, [N]), ("t1", I64, [N]),
-        ("w0", F, [N, 5, 1]), ("w1", F, [N, 5, 1])], [("y", F, [N, 4])],
+    ], [("h0", I64, [N, 5]), ("h1", I64, [N, 5]), ("t0", I64, [N]), ("t1", I64, [N]), ("c0", I64, [N]),
+        ("c1", I64, [N]), ("w0", F, [N, 5, 1]), ("w1", F, [N, 5, 1])], [("y", F, [N, 4])],
         [table, floats("table2", [30, 8], 0.2), ints("zero", [0], dims=[]), ints("one", [1], dims=[]),
-         ints("minus1", [-1], dims=[]), ints("ax1", [1]), floats("wm", [4, 32]), floats("bm", [4], 0.1)])
+         ints("minus1", [-1], dims=[]), ints("ax1", [1]), floats("wm", [4, 48]), floats("bm", [4], 0.1)])
+    # Three independent one-column GEMMs (attention units' and towers'
+    # last layers), one group: one launch of the GEMV kernel; K 37 (no
+    # multiple of the warp), 32 and 5.
+    yield "gemv_group", model("gv", [
+        helper.make_node("Gemm", ["x0", "v0", "c0"], ["y0"], transB=1),
+        helper.make_node("Gemm", ["x1", "v1", "c1"], ["y1"], transB=1),
+        helper.make_node("Gemm", ["x2", "v2", "c2"], ["y2"], transB=1),
+    ], [("x0", F, [N, 37]), ("x1", F, [N, 32]), ("x2", F, [N, 5])],
+        [("y0", F, [N, 1]), ("y1", F, [N, 1]), ("y2", F, [N, 1])],
+        [floats("v0", [1, 37]), floats("v1", [1, 32], 0.2), floats("v2", [1, 5], 0.3),
+         floats("c0", [1], 0.1), floats("c1", [1], 0.1, 0.2), floats("c2", [1], 0.1, -0.3)])
     # fuse-group-gathers' group_gather (the GPU's hfuse rules): lookups of
     # rows of 3, 5, 13, 1, 8 and 16 floats (ids int64 and int32, one [N, 2])
     # as one launch with their Concat; float16 and bfloat16 tables (rows of
@@ -537,13 +555,13 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # region_*: one launch a region (the gate's softmax and its weighted sum are
 # two: rows of the batch, then rows of the batch times the width;
 # region_cross_wait: A, B without b2, and b2); stack_picked: the lookups, the
-# region, the GEMM.
+# region, the GEMM; gemv_group: one GEMV launch.
 EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_bias_concat": 6,
                    "gather_f16_concat": 1, "gather_past_launch": 2, "region_dice": 1,
                    "region_scaled_softmax": 1, "region_scaled_logsoftmax": 1, "region_gate_weighted_sum": 2,
                    "region_long_rows": 1, "region_concat_parts": 1, "concat_in_place": 2, "region_cross_wait": 3,
                    "gather_group_odd_widths": 1, "gather_group_f16_bf16": 1, "gather_group_500": 1,
-                   "stack_picked": 3}
+                   "stack_picked": 3, "gemv_group": 1}
 
 
 def check_gather_group_ids(work):
