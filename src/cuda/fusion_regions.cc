@@ -167,6 +167,7 @@ class Planner {
     std::vector<int32_t>& set_of = set_of_;
     sets.clear();
     set_of.assign(static_cast<size_t>(g_.num_op_ids()), -1);
+    gate_.assign(static_cast<size_t>(g_.num_op_ids()), 0);
     for (OpId id : order) {
       if (!Candidate(id)) continue;
       std::vector<int32_t> producers;
@@ -239,6 +240,36 @@ class Planner {
         break;
       }
     }
+    // Gates into the sets that read them (the header's gate member): a
+    // softmax whose readers (through views) are all of one other set moves
+    // there where that set, with it, still forms a region, and its own set,
+    // without it, still does (or is one op, or none: no region). Each
+    // softmax of a set moves on its own, into its own readers' set.
+    for (OpId id : order) {
+      const int32_t from = set_of[static_cast<size_t>(id)];
+      if (from < 0 || KindOf(g_.op(id)) != MemberKind::kSoftmax) continue;
+      const std::optional<std::vector<OpId>> readers = Readers(g_.op(id).outputs[0]);
+      if (!readers || readers->empty()) continue;
+      const int32_t into = set_of[static_cast<size_t>(readers->front())];
+      if (into < 0 || into == from ||
+          !std::all_of(readers->begin(), readers->end(),
+                       [&](OpId u) { return set_of[static_cast<size_t>(u)] == into; })) {
+        continue;
+      }
+      const std::vector<OpId> before = sets[static_cast<size_t>(from)];
+      std::vector<OpId>& left = sets[static_cast<size_t>(from)];
+      std::vector<OpId>& joined = sets[static_cast<size_t>(into)];
+      left.erase(std::find(left.begin(), left.end(), id));
+      joined.push_back(id);
+      SortByPos(joined);
+      set_of[static_cast<size_t>(id)] = into;
+      gate_[static_cast<size_t>(id)] = 1;
+      if (Convex(joined) && Analyze(joined) && (left.size() < 2 || (Convex(left) && Analyze(left)))) continue;
+      gate_[static_cast<size_t>(id)] = 0;
+      set_of[static_cast<size_t>(id)] = from;
+      joined.erase(std::find(joined.begin(), joined.end(), id));
+      left = before;
+    }
     for (const std::vector<OpId>& m : sets) {
       if (m.size() < 2) continue;
       std::optional<FusionRegion> r = Analyze(m);
@@ -259,6 +290,8 @@ class Planner {
   // per op id, its set or -1.
   std::vector<std::vector<OpId>> sets_;
   std::vector<int32_t> set_of_;
+  // Per op id: 1 for a softmax moved into its readers' set as a gate.
+  std::vector<char> gate_;
 
   const std::vector<int64_t>& Shape(TensorId t) const { return v_.shape[static_cast<size_t>(t)]; }
   const Layout& LayoutOf(TensorId t) const { return v_.layout[static_cast<size_t>(t)]; }
@@ -326,6 +359,27 @@ class Planner {
       }
     }
     return false;
+  }
+
+  // The ops that read t, through views; nothing where a graph output is t
+  // or a view of it.
+  std::optional<std::vector<OpId>> Readers(TensorId t) const {
+    if (g_.IsGraphOutput(t)) return std::nullopt;
+    std::vector<OpId> out;
+    for (OpId u : g_.tensor(t).users) {
+      const Op& op = g_.op(u);
+      if (op.elided) continue;
+      if (!v_.view_op[static_cast<size_t>(u)]) {
+        out.push_back(u);
+        continue;
+      }
+      for (TensorId y : op.outputs) {
+        const std::optional<std::vector<OpId>> through = Readers(y);
+        if (!through) return std::nullopt;
+        out.insert(out.end(), through->begin(), through->end());
+      }
+    }
+    return out;
   }
 
   // No op that runs lies on a path between two members, in the graph where
@@ -410,7 +464,9 @@ class Planner {
     std::vector<bool> ref_cols;
     for (OpId id : m) {
       const Op& op = g_.op(id);
-      if (KindOf(op) == MemberKind::kMap || KindOf(op) == MemberKind::kConcat) continue;
+      if (KindOf(op) == MemberKind::kMap || KindOf(op) == MemberKind::kConcat || gate_[static_cast<size_t>(id)]) {
+        continue;
+      }
       const std::optional<std::vector<bool>> red = ReducedOf(op);
       if (!red) return std::nullopt;
       const std::vector<int64_t>& xs = Shape(NodeInput(op, 0));
@@ -436,14 +492,17 @@ class Planner {
     if (ref.empty()) {
       std::set<int64_t> sizes;
       for (OpId o : m) {
-        if (KindOf(g_.op(o)) != MemberKind::kConcat) sizes.insert(Numel(Shape(g_.op(o).outputs[0])));
+        if (KindOf(g_.op(o)) != MemberKind::kConcat && !gate_[static_cast<size_t>(o)]) {
+          sizes.insert(Numel(Shape(g_.op(o).outputs[0])));
+        }
       }
       if (sizes.empty()) return std::nullopt;
       if (sizes.size() > 2) return std::nullopt;
       const int64_t big = *sizes.rbegin(), small = *sizes.begin();
       if (small <= 0 || big % small != 0) return std::nullopt;
       for (OpId o : m) {
-        if (KindOf(g_.op(o)) != MemberKind::kConcat && Numel(Shape(g_.op(o).outputs[0])) == big) {
+        if (KindOf(g_.op(o)) != MemberKind::kConcat && !gate_[static_cast<size_t>(o)] &&
+            Numel(Shape(g_.op(o).outputs[0])) == big) {
           ref = Shape(g_.op(o).outputs[0]);
           break;
         }
@@ -461,11 +520,12 @@ class Planner {
     auto per_element = [&](const std::vector<int64_t>& s) { return ColumnsOf(s, ref, ref_cols); };
     auto per_row = [&](const std::vector<int64_t>& s) { return Numel(s) == rows; };
     std::map<OpId, int32_t> step_of;
-    std::map<std::tuple<TensorId, OpId, int32_t, std::vector<int64_t>, bool, bool>, int32_t> operand_of;
-    // Slot `slot` of member `op` read from memory over `over`.
+    std::map<std::tuple<TensorId, OpId, int32_t, std::vector<int64_t>, bool, bool, TensorId>, int32_t> operand_of;
+    // Slot `slot` of member `op` read from memory over `over` (as `view`
+    // would be: a gate's input).
     auto operand = [&](const Op& op, OpId id, size_t slot, const std::vector<int64_t>& over, bool row,
-                       bool swap_last = false) -> std::optional<int32_t> {
-      RegionOperand o{id, static_cast<int32_t>(slot), over, {}, row, swap_last};
+                       bool swap_last = false, TensorId view = kNone) -> std::optional<int32_t> {
+      RegionOperand o{id, static_cast<int32_t>(slot), over, {}, row, swap_last, view};
       if (row) {
         o.cols.assign(over.size(), false);
       } else {
@@ -477,7 +537,7 @@ class Planner {
       if (t != kNone) {
         const Layout& l = LayoutOf(t);
         if (g_.tensor(t).dtype != DType::kFloat32 || l.root == kNone || l.root_dtype != DType::kFloat32 ||
-            Shape(t).size() > over.size()) {
+            Shape(view != kNone ? view : t).size() > over.size()) {
           return std::nullopt;
         }
         // A member's value read any other way than as its elements would
@@ -489,7 +549,7 @@ class Planner {
         if (!c || c->dtype != DType::kFloat32 || c->dims.size() > over.size()) return std::nullopt;
       }
       // One operand per tensor and way of reading it (a node's constant per node).
-      const auto key = std::make_tuple(t, t == kNone ? id : kNone, t == kNone ? o.slot : -1, over, row, swap_last);
+      const auto key = std::make_tuple(t, t == kNone ? id : kNone, t == kNone ? o.slot : -1, over, row, swap_last, view);
       auto it = operand_of.find(key);
       if (it != operand_of.end()) return it->second;
       const auto k = static_cast<int32_t>(r.operands.size());
@@ -497,10 +557,81 @@ class Planner {
       operand_of.emplace(key, k);
       return k;
     };
+    // A gate's output read through view t over `over` (per element): its
+    // softmax of its input read the same way, one step per way of reading
+    // it. Only where each row of the domain reads one whole softmax lane in
+    // order: the columns step along the axis, the rows only across lanes
+    // (or not at all).
+    std::map<std::tuple<OpId, TensorId, std::vector<int64_t>, bool>, int32_t> gate_step_of;
+    auto gate = [&](OpId id, TensorId t, const std::vector<int64_t>& over, bool swap_last) -> std::optional<int32_t> {
+      const auto key = std::make_tuple(id, t, over, swap_last);
+      if (auto it = gate_step_of.find(key); it != gate_step_of.end()) return it->second;
+      const Op& op = g_.op(id);
+      const TensorId x = NodeInput(op, 0);
+      const std::optional<std::vector<bool>> c = per_element(over);
+      const std::optional<cpu::AxisView> a = x == kNone ? std::nullopt : cpu::SoftmaxView(*op.attrs.onnx, Shape(x));
+      // (the output is its own row-major buffer, Candidate says; so must
+      // the input be, for the view's strides to find its elements)
+      if (!c || !a || a->len != cols || g_.tensor(t).dtype != DType::kFloat32 || LayoutOf(t).offset != 0 ||
+          !IsRowMajor(LayoutOf(x), Shape(x))) {
+        return std::nullopt;
+      }
+      std::vector<int64_t> from = Shape(t), strides = LayoutOf(t).strides;
+      if (swap_last && from.size() >= 2) {
+        std::swap(from[from.size() - 1], from[from.size() - 2]);
+        std::swap(strides[strides.size() - 1], strides[strides.size() - 2]);
+      }
+      if (from.size() > over.size()) return std::nullopt;
+      int64_t along = a->inner;  // the stride the next column dim (last first) must have
+      for (size_t d = over.size(); d-- > 0;) {
+        // numpy broadcasting: `from` right-aligned, 0 where it has 1 or no dim
+        const bool has = d + from.size() >= over.size();
+        const size_t f = has ? d + from.size() - over.size() : 0;
+        const int64_t stride = !has || from[f] == 1 ? 0 : strides[f];
+        if ((*c)[d]) {
+          if (stride != along) return std::nullopt;
+          along *= over[d];
+        } else if (stride % (a->len * a->inner) != 0) {
+          return std::nullopt;
+        }
+      }
+      const std::optional<int32_t> k = operand(op, id, 0, over, false, swap_last, t);
+      if (!k) return std::nullopt;
+      RegionStep st;
+      st.kind = op.attrs.onnx->op_type == "LogSoftmax" ? RegionStep::Kind::kLogSoftmax : RegionStep::Kind::kSoftmax;
+      st.op = id;
+      st.args[0] = -1 - *k;
+      st.num_args = 1;
+      const auto s = static_cast<int32_t>(r.steps.size());
+      r.steps.push_back(st);
+      gate_step_of.emplace(key, s);
+      return s;
+    };
+    // Slot `slot` of member `op` read over `over` where no member's value
+    // is its elements: a gate's value, or an operand (as an argument: a
+    // step, or -1 - the operand).
+    auto read = [&](const Op& op, OpId id, size_t slot, const std::vector<int64_t>& over, bool row,
+                    bool swap_last = false) -> std::optional<int32_t> {
+      const TensorId t = NodeInput(op, slot);
+      const TensorId root = t == kNone ? kNone : LayoutOf(t).root;
+      const OpId p = root == kNone ? kNone : g_.tensor(root).producer;
+      if (p != kNone && gate_[static_cast<size_t>(p)] && std::find(m.begin(), m.end(), p) != m.end()) {
+        if (row) return std::nullopt;
+        return gate(p, t, over, swap_last);
+      }
+      const std::optional<int32_t> k = operand(op, id, slot, over, row, swap_last);
+      if (!k) return std::nullopt;
+      return -1 - *k;
+    };
     for (OpId id : m) {
       const Op& op = g_.op(id);
       const MemberKind kind = KindOf(op);
       const std::vector<int64_t>& ys = Shape(op.outputs[0]);
+      if (gate_[static_cast<size_t>(id)]) {
+        // Its steps come where members read it; its output is not written.
+        if (ReadOutside(op.outputs[0], m)) return std::nullopt;
+        continue;
+      }
       if (kind == MemberKind::kConcat && ReadByMember(id, m)) {
         if (!Select(op, id, m, r, step_of, ref, ref_cols, operand)) return std::nullopt;
         continue;
@@ -519,11 +650,7 @@ class Planner {
         const TensorId t = NodeInput(op, slot);
         const OpId p = ProducerOf(t);
         auto it = p == kNone ? step_of.end() : step_of.find(p);
-        if (it == step_of.end()) {
-          const std::optional<int32_t> k = operand(op, id, slot, over, row);
-          if (!k) return std::nullopt;
-          return -1 - *k;
-        }
+        if (it == step_of.end()) return read(op, id, slot, over, row);
         const RegionStep& from = r.steps[static_cast<size_t>(it->second)];
         const std::vector<int64_t>& ts = Shape(t);
         if (from.per_row) {
@@ -558,17 +685,18 @@ class Planner {
       } else if (kind == MemberKind::kMatVec) {
         // A product over the domain (the vector read across the row), then its sum.
         if (!st.per_row) return std::nullopt;
-        // (the vector is read from memory: a member's value it cannot be, operand() says)
+        // (the vector is read from memory, or a gate's: a member's value
+        // it cannot be, operand() says)
         const std::vector<int64_t>& xs = Shape(NodeInput(op, 0));
         const std::optional<int32_t> a = argument(0, xs, false);
-        const std::optional<int32_t> b = operand(op, id, 1, xs, false, true);
+        const std::optional<int32_t> b = read(op, id, 1, xs, false, true);
         if (!a || !b) return std::nullopt;
         RegionStep mul;
         mul.kind = RegionStep::Kind::kMap;
         mul.op = id;
         mul.func = kMul;
         mul.args[0] = *a;
-        mul.args[1] = -1 - *b;
+        mul.args[1] = *b;
         mul.num_args = 2;
         r.steps.push_back(mul);
         st.kind = RegionStep::Kind::kReduce;
@@ -997,7 +1125,7 @@ const OnnxNode::Value* OperandConstant(const Graph& graph, const RegionOperand& 
 
 std::vector<int64_t> OperandStrides(const Graph& graph, const ViewPlan& views, const RegionOperand& o) {
   std::vector<int64_t> from, strides;
-  const TensorId t = OperandTensor(graph, o);
+  const TensorId t = o.view != kNone ? o.view : OperandTensor(graph, o);
   if (t != kNone) {
     from = views.shape[static_cast<size_t>(t)];
     strides = views.layout[static_cast<size_t>(t)].strides;

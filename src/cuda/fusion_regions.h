@@ -40,17 +40,28 @@
 //     memory, or the region's per-row values): a select step, column c
 //     taking part c, so the stack is never written. MMoE's and PLE's
 //     gates weigh [B, E, D] stacks of expert outputs: softmax(g)[:, :, None]
-//     * stack, summed over E, reads the E expert outputs where they lie.
+//     * stack, summed over E, reads the E expert outputs where they lie;
+//   - a gate: a Softmax or LogSoftmax whose output members read only as
+//     operands broadcast over the rows, its axis the domain's columns (the
+//     gate [B, E] of a mixture weighing [B, .., E] experts: DCNv2's
+//     matrix-vector products, PLE's weighted sums). It has no step of its
+//     own: where a member reads it, the region reads the gate's input the
+//     same way and a softmax step over the row makes the value the member
+//     reads, once a row (E wide: a few exps next to the E experts the row
+//     reads). The gate's launch and its output's write and read-back are
+//     gone; a gate whose output an op outside reads stays where it was.
 // A member reads a value of another member only as the same elements (a
-// reshape view of it, a per-row value broadcast along the row); anything
-// else it reads (any strided view, a broadcast constant) is an operand,
-// read from memory. A member's value is written to memory only when an op
-// outside the region (or a graph output) reads it.
+// reshape view of it, a per-row value broadcast along the row), or a
+// gate's as said above; anything else it reads (any strided view, a
+// broadcast constant) is an operand, read from memory. A member's value is
+// written to memory only when an op outside the region (or a graph output)
+// reads it.
 //
-// Regions grow from producer to consumer in the graph's stable order and
-// stay convex: no op that runs (views run nothing) lies on a path from one
-// member to another, so the region can run as one launch, where its last
-// member was. The plan's order puts each region's members next to each
+// Regions grow from producer to consumer in the graph's stable order, then
+// each gate moves into the region that reads it (leaving its own region,
+// or its lone launch). They stay convex: no op that runs (views run
+// nothing) lies on a path from one member to another, so the region can
+// run as one launch, where its last member was. The plan's order puts each region's members next to each
 // other, and the memory plan keeps every operand of a region alive until
 // the region's end and starts every output at its beginning, so no buffer
 // the kernel reads is the one it writes.
@@ -99,6 +110,10 @@ struct RegionOperand {
   std::vector<bool> cols;
   bool per_row = false;
   bool swap_last = false;  // read with its last two dims swapped (a batched MatMul's vector, [.., K, 1] as [.., 1, K])
+  // A gate's input (`op` the gate, `slot` 0), read as `view` would be: a
+  // view of the gate's output (its own row-major buffer), the input
+  // row-major, so the same strides find its elements; kNone otherwise.
+  TensorId view = kNone;
 };
 
 // Input `slot` of an op: the IR's elementwise op's input, or an opaque
@@ -107,7 +122,8 @@ struct RegionOperand {
 TensorId InputOf(const Op& op, size_t slot);
 const OnnxNode::Value* ConstantOf(const Op& op, size_t slot);
 // Operand o's strides (elements, one per dim of o.over): its tensor's
-// layout (views), or its constant's row-major strides, numpy-broadcast
+// layout (views; a gate's input: o.view's), or its constant's row-major
+// strides, numpy-broadcast
 // (0 on the dims it has as 1 or lacks).
 std::vector<int64_t> OperandStrides(const Graph& graph, const ViewPlan& views, const RegionOperand& o);
 // What operand o reads: a tensor, or (kNone) a constant its node keeps.
@@ -157,7 +173,9 @@ struct FusionRegion {
   std::vector<OpId> ops;  // the members, in the plan's order
   int64_t rows = 1, cols = 1;
   std::vector<RegionOperand> operands;
-  std::vector<RegionStep> steps;  // one per member, in the members' order
+  // One per member, in the members' order (a MatVec's product and sum, a
+  // Concat's copies); a gate's softmax where a member first reads it.
+  std::vector<RegionStep> steps;
   std::vector<RegionOutput> outputs;
 };
 

@@ -830,6 +830,43 @@ TEST_F(CudaTest, ElementwiseSplitConcatReshape) {
   }
 }
 
+// ---- fused regions: a gate's softmax -----------------------------------------
+
+// A mixture's gate read broadcast by its experts' weighted sum (MMoE, PLE)
+// and by their matrix-vector product (DCNv2, with a LogSoftmax): the gate
+// joins that region (the forms of cuda_plan_test's FusionRegions tests),
+// which computes it once a row; one launch, the CPU's outputs.
+TEST_F(CudaTest, AGateInItsReadersRegionIsOneLaunch) {
+  const std::string stack = R"(input g: float32[37, 4]
+input x: float32[37, 4, 130]
+tensor s: float32[37, 4]
+s = opaque(g) {onnx = Softmax, axis = -1}  # gate
+tensor u: float32[37, 4, 1]
+u = reshape(s) {shape = [37, 4, 1]}  # unsqueeze
+tensor m: float32[37, 4, 130]
+m = opaque(u, x) {onnx = Mul}  # weigh
+tensor y: float32[37, 130]
+y = opaque(m) {onnx = ReduceMean, axes = [1], keepdims = 0}  # mix
+output y
+)";
+  const std::string experts = R"(input g: float32[37, 8]
+input x: float32[37, 129, 8]
+tensor s: float32[37, 8]
+s = opaque(g) {onnx = LogSoftmax, axis = -1}  # gate
+tensor u: float32[37, 8, 1]
+u = reshape(s) {shape = [37, 8, 1]}  # unsqueeze
+tensor y: float32[37, 129, 1]
+y = opaque(x, u) {onnx = MatMul}  # mix
+output y
+)";
+  for (const std::string& text : {stack, experts}) {
+    const Graph g = ParseGraphText(text, "gate");
+    const CudaExecutor gpu(g, BindDims(g));
+    EXPECT_EQ(gpu.stats().launches, 1) << text;
+    ExpectGpuMatchesCpu(g, 9, text);
+  }
+}
+
 // ---- group_gather (fuse-group-gathers) --------------------------------------
 
 // A graph of embedding lookups in the text notation: lookup i reads table

@@ -1,18 +1,26 @@
 // The CUDA backend's host-side planning, on the CPU (no GPU, no CUDA
 // runtime): the GEMM member rules every planner shares
-// (src/cuda/gemm_plan.h) and the device memory plan (src/cuda/memory_plan.h).
+// (src/cuda/gemm_plan.h), the device memory plan (src/cuda/memory_plan.h)
+// and the fused regions (src/cuda/fusion_regions.h).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <map>
+#include <string>
 #include <vector>
 
+#include "fusion_regions.h"
 #include "gemm_plan.h"
+#include "hfuse/exec/cpu_executor.h"
+#include "hfuse/exec/plan_constants.h"
+#include "hfuse/io/graph_text.h"
 #include "hfuse/runtime/bound_dims.h"
 #include "memory_plan.h"
 #include "testing/graph_builder.h"
+#include "view_plan.h"
 
 namespace hfuse::cuda {
 namespace {
@@ -284,6 +292,101 @@ TEST(MemoryPlan, SameGraphSamePlan) {
   EXPECT_EQ(p.offset, q.offset);
   EXPECT_EQ(p.region, q.region);
   EXPECT_EQ(p.arena_bytes, q.arena_bytes);
+}
+
+// ---- fused regions: a gate's softmax -------------------------------------------
+
+// A mixture's gate (a softmax over E = 4 experts, B = 6) weighing its
+// experts, each form of fusion_regions.h: the weighted sum over a [B, E, D]
+// stack that MMoE and PLE write (a Mul, then a mean over E), and DCNv2's
+// matrix-vector product [B, M, E] x [B, E, 1] (with a LogSoftmax, the
+// other kind of gate). The gate's output "s" is read only as a broadcast
+// view (the Unsqueeze, here a reshape). `extra_outputs` names more graph outputs.
+std::string GateWeighsAStack(const std::string& extra_outputs = "") {
+  return R"(input g: float32[6, 4]
+input x: float32[6, 4, 5]
+tensor s: float32[6, 4]
+s = opaque(g) {onnx = Softmax, axis = -1}  # gate
+tensor u: float32[6, 4, 1]
+u = reshape(s) {shape = [6, 4, 1]}  # unsqueeze
+tensor m: float32[6, 4, 5]
+m = opaque(u, x) {onnx = Mul}  # weigh
+tensor y: float32[6, 5]
+y = opaque(m) {onnx = ReduceMean, axes = [1], keepdims = 0}  # mix
+output y)" + extra_outputs + "\n";
+}
+std::string GateTimesExperts(const std::string& extra_outputs = "") {
+  return R"(input g: float32[6, 4]
+input x: float32[6, 5, 4]
+tensor s: float32[6, 4]
+s = opaque(g) {onnx = LogSoftmax, axis = -1}  # gate
+tensor u: float32[6, 4, 1]
+u = reshape(s) {shape = [6, 4, 1]}  # unsqueeze
+tensor y: float32[6, 5, 1]
+y = opaque(x, u) {onnx = MatMul}  # mix
+output y)" + extra_outputs + "\n";
+}
+
+struct PlannedRegions {
+  Graph g;
+  DimValues dims;
+  PlanConstants folded;
+  ViewPlan views;
+  FusionPlan plan;
+};
+PlannedRegions PlanRegionsOf(const std::string& text, const std::string& what) {
+  PlannedRegions p;
+  p.g = ParseGraphText(text, what);
+  p.dims = BindDims(p.g);
+  p.folded = FoldPlanConstants(p.g, p.dims);
+  p.views = PlanViews(p.g, p.dims, p.folded);
+  p.plan = PlanFusionRegions(p.g, p.views, p.folded, true);
+  return p;
+}
+
+// The gate joins the region of the op that reads it, which then writes only
+// y: what the region computes (its operands read through the strides the
+// kernel reads them with) is the CPU executor's y of the unfused ops.
+TEST(FusionRegions, AGateJoinsTheRegionThatReadsItBroadcast) {
+  for (const std::string& text : {GateWeighsAStack(), GateTimesExperts()}) {
+    SCOPED_TRACE(text);
+    const PlannedRegions p = PlanRegionsOf(text, "gate");
+    const Graph& g = p.g;
+    const auto gate = static_cast<size_t>(test::OpNamed(g, "gate")), mix = static_cast<size_t>(test::OpNamed(g, "mix"));
+    ASSERT_EQ(p.plan.regions.size(), 1u);
+    EXPECT_EQ(p.plan.region_of[gate], 0);
+    EXPECT_EQ(p.plan.region_of[mix], 0);
+    const FusionRegion& r = p.plan.regions[0];
+    EXPECT_EQ(r.rows, 30);
+    EXPECT_EQ(r.cols, 4);
+    ASSERT_EQ(r.outputs.size(), 1u);
+    EXPECT_EQ(r.outputs[0].tensor, test::TensorNamed(g, "y"));
+    const TensorMap feeds = RandomFeeds(g, p.dims, 7);
+    std::vector<std::vector<int64_t>> strides;
+    for (const RegionOperand& o : r.operands) strides.push_back(OperandStrides(g, p.views, o));
+    auto read = [&](size_t k, int64_t row, int64_t col) {
+      const RegionOperand& o = r.operands[k];
+      const HostTensor& v = feeds.at(g.tensor(OperandTensor(g, o)).name);
+      return v.Get(DomainOffset(o.over, strides[k], o.cols, row, col));
+    };
+    const std::vector<std::vector<float>> got = EvaluateRegion(r, read);
+    const HostTensor want = RunOnCpu(g, feeds, p.dims).at("y");
+    ASSERT_EQ(static_cast<int64_t>(got[0].size()), want.numel());
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      EXPECT_NEAR(got[0][static_cast<size_t>(i)], want.Get(i), 1e-5f * std::max(1.0f, std::fabs(want.Get(i)))) << i;
+    }
+  }
+}
+
+// A gate whose output a graph output also is stays where it was (its own
+// launch): the region would otherwise write it as well.
+TEST(FusionRegions, AGateReadOutsideStaysOutOfTheRegion) {
+  for (const std::string& text : {GateWeighsAStack(", s"), GateTimesExperts(", s")}) {
+    SCOPED_TRACE(text);
+    const PlannedRegions p = PlanRegionsOf(text, "gate read outside");
+    const auto gate = static_cast<size_t>(test::OpNamed(p.g, "gate"));
+    EXPECT_EQ(p.plan.region_of[gate], -1);
+  }
 }
 
 }  // namespace

@@ -163,7 +163,15 @@ int Main(int argc, char** argv) {
     std::vector<HostTensor> values;  // per operand: its tensor's, or its node constant's
     for (const cuda::RegionOperand& o : r.operands) {
       const TensorId t = cuda::OperandTensor(g, o);
-      if (t != kNone) {
+      if (o.view != kNone) {
+        // A gate's input read as its output's view would be: the view's
+        // layout over the input's values (row-major, as the output's own
+        // buffer holds the gate's).
+        const cuda::Layout& l = views.layout[static_cast<size_t>(o.view)];
+        HostTensor v(DType::kFloat32, views.shape[static_cast<size_t>(o.view)]);
+        ReadThrough(l, v.shape, ref[static_cast<size_t>(t)], v);
+        values.push_back(std::move(v));
+      } else if (t != kNone) {
         values.push_back(ref[static_cast<size_t>(t)]);
       } else {
         const OnnxNode::Value* v = cuda::OperandConstant(g, o);
