@@ -22,7 +22,8 @@
 // the cols) or per row (rows elements: what a reduction over the trailing
 // dims leaves). Members:
 //   - elementwise ONNX ops with a formula in float_funcs.def (not Cast,
-//     Clip, Where or the comparisons), float32 in and out;
+//     Clip, Where or the comparisons), float32 in and out; x ** 2 with a
+//     constant exponent as x * x (Dice's variance: no powf);
 //   - ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare over the trailing dims
 //     that make the cols (a per-element value in, a per-row value out);
 //   - Softmax and LogSoftmax over those dims;
@@ -31,8 +32,10 @@
 //     low-rank experts): a product and a sum over K, the K columns of the
 //     domain, where cuBLAS ran B separate M x K products (50 us at B 2048);
 //   - a Concat of values of the region and of tensors it can read per
-//     element: the region writes each part into its slot of the Concat's
-//     output (copying the parts it does not compute), so the Concat is no
+//     element (or per row: DIN's attention-pooled sums): the region writes
+//     each part into its slot of the Concat's output through the output's
+//     layout, which may be its slot in an outer concatenate written in
+//     place (copying the parts it does not compute), so the Concat is no
 //     launch of its own (DIN's [q, k, q - k, q * k], DCN-Mix's stack of
 //     expert outputs). Its output is read by no member;
 //   - a Concat that members read, whose axis is the domain's one column
