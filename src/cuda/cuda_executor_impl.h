@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "byte_span.h"
 #include "cutlass_grouped_gemm.h"
 #include "fused_elementwise.h"
 #include "gemm_plan.h"
@@ -166,21 +167,7 @@ struct CudaExecutor::Impl {
   // or overwrites what a waiting one touches, and the end of planning
   // flush them; a launch that does not touch them goes out first
   // (LaunchMayPassGathers), so that the batch keeps waiting past it.
-  // Bytes [begin, end); with a stride, only rows of `width` bytes every
-  // `stride` bytes from begin (a slot of a concatenate: the slots of two
-  // parts interleave, and do not overlap).
-  struct Span {
-    const char* begin;
-    const char* end;
-    int64_t stride = 0, width = 0;
-    bool Overlaps(const Span& o) const {
-      if (!(begin < o.end && o.begin < end)) return false;
-      if (stride <= 0 || stride != o.stride) return true;
-      // Where o's rows start within a row of ours, on the circle of one stride.
-      const int64_t d = (((o.begin - begin) % stride) + stride) % stride;
-      return !(d >= width && d + o.width <= stride);
-    }
-  };
+  using Span = cuda::ByteSpan;
   //
   // A waiting gather also takes in what follows it where that costs no
   // launch of its own: an Add of a row broadcast over its rows (the bias

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "byte_span.h"
 #include "fusion_regions.h"
 #include "gemm_plan.h"
 #include "hfuse/exec/cpu_executor.h"
@@ -118,6 +119,27 @@ TEST(IsStridedBatch, NotBackwardsButReversed) {
   std::vector<DeviceGemm> shared = {b.At(4, 8, 16, 0), b.At(4, 8, 16, 256)};
   shared[1].a = shared[0].a;
   EXPECT_TRUE(IsStridedBatch(shared));
+}
+
+// Two parts' slots in one concatenate (rows of 48 bytes: 16 of one part,
+// 32 of the other) interleave without overlapping; a slot that reaches
+// into the other's, a plain span over both, or rows of another stride do.
+TEST(ByteSpan, InterleavedSlotsDoNotOverlap) {
+  std::vector<char> buf(48 * 10);
+  const char* b = buf.data();
+  const ByteSpan first{b, b + 48 * 9 + 16, 48, 16};
+  const ByteSpan second{b + 16, b + 48 * 9 + 48, 48, 32};
+  EXPECT_FALSE(first.Overlaps(second));
+  EXPECT_FALSE(second.Overlaps(first));
+  const ByteSpan wide{b + 8, b + 48 * 9 + 40, 48, 32};  // bytes 8..39 of each row
+  EXPECT_TRUE(first.Overlaps(wide));
+  EXPECT_TRUE(wide.Overlaps(second));
+  EXPECT_TRUE(first.Overlaps(ByteSpan{b + 40, b + 41}));  // plain: taken whole
+  EXPECT_TRUE(first.Overlaps(ByteSpan{b + 16, b + 48 * 9 + 48, 96, 32}));
+  // Disjoint ranges never overlap, strided or not.
+  EXPECT_FALSE(first.Overlaps(ByteSpan{b + 48 * 9 + 16, b + 48 * 10}));
+  // A slot of the same stride starting a whole row later, its rows in the same columns: overlap.
+  EXPECT_TRUE(first.Overlaps(ByteSpan{b + 48, b + 48 * 9 + 16, 48, 16}));
 }
 
 // A mixed group's members by epilogue (bias or not, activation): lists in
