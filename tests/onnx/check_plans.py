@@ -31,11 +31,22 @@ from onnx import TensorProto, helper
 from onnx_checks import check, failures, hfuse, set_tool
 
 
-def plan_check(tool, path, label, *args):
-    r = subprocess.run([tool, path, *args], capture_output=True, text=True)
+# What the plan of an op model must do, by plan_check --verbose's words
+# for its ops: stack_picked's history stack read only through Gathers that
+# pick its parts ("unread": it runs nothing) and the MLP's input written in
+# place by the lookups and the region; gemv_group's three GEMVs one op.
+PLAN_WORDS = {"stack_picked": {"unread": 1, "in place": 1},
+              "gemv_group": {"launch": 1}}
+
+
+def plan_check(tool, path, label, *args, words=None):
+    r = subprocess.run([tool, path, *args, *(["--verbose"] if words else [])], capture_output=True, text=True)
     out = (r.stdout.strip().splitlines() or [""])[-1]
     check(r.returncode == 0 and out.endswith(": ok"),
           f"{label} {' '.join(a for a in args if not a.endswith('.npz'))}: {out} {r.stderr.strip()}")
+    for word, want in (words or {}).items():
+        got = sum(1 for line in r.stdout.splitlines() if line.startswith(f"  {word} "))
+        check(got == want, f"{label}: {got} ops planned '{word}', want {want}")
 
 
 def check_host_lines(path, label, want):
@@ -69,9 +80,9 @@ def main():
             check_host_lines(path, name, [])
             if dynamic_dim(path):
                 for n in (1, 37):
-                    plan_check(tool, path, name, "--dim", f"N={n}")
+                    plan_check(tool, path, name, "--dim", f"N={n}", words=PLAN_WORDS.get(name))
             else:
-                plan_check(tool, path, name)
+                plan_check(tool, path, name, words=PLAN_WORDS.get(name))
         for d in dirs:
             where = os.path.normpath(d).split(os.sep)[-2:]
             for f in sorted(os.listdir(d)):
