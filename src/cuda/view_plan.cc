@@ -150,18 +150,22 @@ struct Planner {
     if (a < 0) a += static_cast<int64_t>(ds.size());
     if (a != static_cast<int64_t>(parts->axis)) return std::nullopt;
     const int64_t whole = ds[parts->axis];
-    int64_t lo = INT64_MAX, hi = INT64_MIN;
-    for (int64_t i : *idx) {
+    std::vector<int64_t> at_axis = *idx;
+    for (int64_t& i : at_axis) {
       if (i < 0) i += whole;
       if (i < 0 || i >= whole) return std::nullopt;
-      lo = std::min(lo, i);
-      hi = std::max(hi, i);
     }
+    // In arithmetic progression, as Derive takes them: the Gather is then
+    // surely a view of the part (the concatenate, unread, is never written).
+    for (size_t k = 2; k < at_axis.size(); ++k) {
+      if (at_axis[k] - at_axis[k - 1] != at_axis[1] - at_axis[0]) return std::nullopt;
+    }
+    const auto [lo, hi] = std::minmax_element(at_axis.begin(), at_axis.end());
     int64_t at = 0;
     for (TensorId p : parts->parts) {
       if (p == kNone || Shape(p).size() != ds.size()) return std::nullopt;
       const int64_t len = Shape(p)[parts->axis];
-      if (lo >= at && hi < at + len) return Pick{p, at, whole};
+      if (*lo >= at && *hi < at + len) return Pick{p, at, whole};
       at += len;
     }
     return std::nullopt;
@@ -431,6 +435,11 @@ struct Planner {
         if (!l) all = false;
         plan.as_view[static_cast<size_t>(op.outputs[k])] = std::move(l);
       }
+      if (pick && !all) {
+        // Not a view after all: the concatenate runs, and the pass again.
+        unread[static_cast<size_t>(from_op)] = false;
+        return false;
+      }
       if (!all || materialize[static_cast<size_t>(id)]) continue;
       plan.view_op[static_cast<size_t>(id)] = true;
       for (TensorId out : op.outputs) plan.layout[static_cast<size_t>(out)] = *plan.as_view[static_cast<size_t>(out)];
@@ -522,8 +531,8 @@ struct Planner {
     }
     FindInPlace();
     FindUnread();
-    // Each pass materializes at least one more op or writes one concatenate
-    // fewer in place, so this ends.
+    // Each pass materializes at least one more op, writes one concatenate
+    // fewer in place or leaves one fewer unread, so this ends.
     std::vector<bool> materialize(static_cast<size_t>(g.num_op_ids()), false);
     while (!Pass(materialize)) {
     }

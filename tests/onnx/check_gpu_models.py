@@ -500,6 +500,17 @@ def op_models():
         ("c1", I64, [N]), ("w0", F, [N, 5, 1]), ("w1", F, [N, 5, 1])], [("y", F, [N, 4])],
         [table, floats("table2", [30, 8], 0.2), ints("zero", [0], dims=[]), ints("one", [1], dims=[]),
          ints("minus1", [-1], dims=[]), ints("ax1", [1]), floats("wm", [4, 48]), floats("bm", [4], 0.1)])
+    # Picks inside one part of a stack, but not in arithmetic progression
+    # ([2, 0, 1]), and one that spans two parts: no views of a part, so
+    # the stack is written (it is not "unread").
+    yield "stack_picked_unordered", model("spu", [
+        helper.make_node("Relu", ["a"], ["ra"]),
+        helper.make_node("Relu", ["b"], ["rb"]),
+        helper.make_node("Concat", ["ra", "rb"], ["st"], axis=1),
+        helper.make_node("Gather", ["st", "perm"], ["p"], axis=1),
+        helper.make_node("Gather", ["st", "span"], ["q"], axis=1),
+    ], [("a", F, [N, 3, 4]), ("b", F, [N, 3, 4])], [("p", F, [N, 3, 4]), ("q", F, [N, 2, 4])],
+        [ints("perm", [2, 0, 1]), ints("span", [2, 3])])
     # Three independent one-column GEMMs (attention units' and towers'
     # last layers), one group: one launch of the GEMV kernel; K 37 (no
     # multiple of the warp), 32 and 5.
