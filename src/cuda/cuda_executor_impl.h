@@ -307,8 +307,9 @@ struct CudaExecutor::Impl {
   static cuda::OnnxElementwiseArgs CopyArgs(const cuda::StridedOperand& src, void* dst,
                                             const std::vector<int64_t>& dst_strides, DType dst_type,
                                             const std::vector<int64_t>& shape);
-  // Independent elementwise ops (copies of the parts of one op) in one launch.
-  void PlanBatch(std::vector<cuda::OnnxElementwiseArgs> ops, const std::string& what);
+  // Independent elementwise ops (copies of the parts of one op) in one
+  // launch; `note` ends its label ("...; not in place: why").
+  void PlanBatch(std::vector<cuda::OnnxElementwiseArgs> ops, const std::string& what, const std::string& note = "");
   // One elementwise op (func and inputs set) writing tensor y, row-major in
   // its own buffer: the output, shape and count filled in, then planned.
   void PlanElementwiseTo(cuda::OnnxElementwiseArgs a, TensorId y, const std::string& what);

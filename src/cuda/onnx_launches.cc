@@ -178,13 +178,15 @@ cuda::OnnxElementwiseArgs CudaExecutor::Impl::CopyArgs(const cuda::StridedOperan
   return a;
 }
 
-void CudaExecutor::Impl::PlanBatch(std::vector<cuda::OnnxElementwiseArgs> ops, const std::string& what) {
+void CudaExecutor::Impl::PlanBatch(std::vector<cuda::OnnxElementwiseArgs> ops, const std::string& what,
+                                   const std::string& note) {
+  const std::string tail = note.empty() ? "" : "; " + note;
   std::erase_if(ops, [](const cuda::OnnxElementwiseArgs& a) { return a.numel == 0; });
   if (ops.empty()) return;
   for (cuda::OnnxElementwiseArgs& a : ops) Coalesce(a);
   if (ops.size() == 1) {
     const cuda::OnnxElementwiseArgs a = ops[0];
-    Add(what, [a](cudaStream_t s) {
+    Add(what + tail, [a](cudaStream_t s) {
       cuda::LaunchOnnxElementwise(a, s);
       HFUSE_LAUNCHED();
     });
@@ -198,7 +200,7 @@ void CudaExecutor::Impl::PlanBatch(std::vector<cuda::OnnxElementwiseArgs> ops, c
   }
   const cuda::OnnxElementwiseArgs* args = Device(ops);
   const int count = static_cast<int>(ops.size());
-  Add(fmt::format("{}, {} parts", what, count), [=](cudaStream_t s) {
+  Add(fmt::format("{}, {} parts{}", what, count, tail), [=](cudaStream_t s) {
     cuda::LaunchOnnxElementwiseBatch(args, count, max_numel, narrow, s);
     HFUSE_LAUNCHED();
   });
@@ -407,7 +409,11 @@ void CudaExecutor::Impl::PlanPartCopies(const std::vector<TensorId>& parts, Tens
     at += ps[axis];
   }
   HFUSE_CHECK(at == ws[axis]);
-  PlanBatch(std::move(ops), what);
+  // A concatenate that copies its parts says why they could not be written
+  // in place (view_plan.h), so that the profile names the reason.
+  const OpId concat = split ? kNone : g.tensor(whole).producer;
+  const std::string& why = concat == kNone ? std::string() : views.copied_why[static_cast<size_t>(concat)];
+  PlanBatch(std::move(ops), what, why.empty() ? "" : "not in place: " + why);
 }
 
 // A view op its readers could not read in place: each output's view, copied.

@@ -1,6 +1,8 @@
 // The CUDA backend's view plan (view_plan.h): host code only.
 #include "view_plan.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <numeric>
@@ -224,6 +226,7 @@ struct Planner {
       const std::vector<TensorId>& parts = concat->parts;
       for (TensorId p : parts) {
         if (p == kNone || Shape(p).size() != ys.size()) {
+          plan.copied_why[static_cast<size_t>(id)] = "a part of another rank";
           ok = false;
           break;
         }
@@ -251,9 +254,26 @@ struct Planner {
         }
         int64_t rows = 1, row = 1;
         for (size_t d = 0; d < rs.size(); ++d) (d < first ? rows : row) *= rs[d];
-        ok = w != kNone && (WritesStrided(g.op(w)) || copies) && Readers(r) == 1 &&
-             !g.IsGraphOutput(r) && g.tensor(r).storage == kNone && !rs.empty() && row == width && rows == outer &&
-             g.tensor(r).dtype == g.tensor(y).dtype && std::find(ip.producers.begin(), ip.producers.end(), r) == ip.producers.end();
+        std::string& why = plan.copied_why[static_cast<size_t>(id)];
+        const std::string& name = g.tensor(p).name;
+        if (w == kNone) {
+          why = fmt::format("part '{}' is no op's output (a graph input or a constant)", name);
+        } else if (!WritesStrided(g.op(w)) && !copies) {
+          const Op& maker = g.op(w);
+          const bool lookup = IsGroupGather(maker.type) || (maker.attrs.onnx && maker.attrs.onnx->op_type == "Gather");
+          why = lookup ? fmt::format("part '{}' is a lookup's, which writes the concatenate only where all its parts' "
+                                     "lookups wait in one batch", name)
+                       : fmt::format("part '{}' is made by '{}', which writes only a buffer of its own", name, maker.name);
+        } else if (Readers(r) != 1 || g.IsGraphOutput(r)) {
+          why = fmt::format("part '{}' is read elsewhere too", name);
+        } else if (g.tensor(r).storage != kNone || rs.empty() || row != width || rows != outer) {
+          why = fmt::format("part '{}' does not lie at one row stride in the output", name);
+        } else if (g.tensor(r).dtype != g.tensor(y).dtype) {
+          why = fmt::format("part '{}' has another dtype", name);
+        } else if (std::find(ip.producers.begin(), ip.producers.end(), r) != ip.producers.end()) {
+          why = fmt::format("part '{}' is in it twice", name);
+        }
+        ok = why.empty();
         if (!ok) break;
         // Its rows at the concatenate's stride of one outer index.
         const int64_t row_stride = ys[static_cast<size_t>(axis)] * inner;
@@ -489,6 +509,7 @@ struct Planner {
         continue;
       }
       for (TensorId r : in_place[i].producers) slot_of.erase(r);
+      plan.copied_why[static_cast<size_t>(in_place[i].concat)] = "a view on the way to a part's slot is copied";
       in_place.erase(in_place.begin() + static_cast<ptrdiff_t>(i));
       ok = false;
     }
@@ -526,6 +547,7 @@ struct Planner {
     plan.skip.assign(static_cast<size_t>(g.num_op_ids()), false);
     plan.in_place.assign(static_cast<size_t>(g.num_op_ids()), false);
     plan.unread.assign(static_cast<size_t>(g.num_op_ids()), false);
+    plan.copied_why.assign(static_cast<size_t>(g.num_op_ids()), "");
     for (TensorId t = 0; t < static_cast<TensorId>(n); ++t) {
       if (g.tensor(t).alive) plan.shape[static_cast<size_t>(t)] = ConcreteShape(g.tensor(t).shape, dims);
     }

@@ -44,6 +44,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "hfuse/exec/plan_constants.h"
@@ -85,6 +86,10 @@ struct ViewPlan {
   // Per op id: a concatenate read only by Gathers that each pick inside one
   // of its parts (views of that part), so that nothing reads its output.
   std::vector<bool> unread;
+  // Per op id: for a concatenate not written in place, why (a part no op
+  // makes, one read elsewhere too, ...), for the profile's label; empty
+  // where there was no attempt (another op, an axis out of range).
+  std::vector<std::string> copied_why;
   int64_t views = 0;           // ops that became views
 };
 

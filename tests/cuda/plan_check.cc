@@ -291,7 +291,11 @@ int Main(int argc, char** argv) {
                          : views.unread[static_cast<size_t>(id)]   ? "unread"
                          : op.elided                               ? "elided"
                                                                    : "launch";
-      fmt::print("  {:8} {:20} {}\n", what, type, op.name);
+      const std::string& why = views.copied_why[static_cast<size_t>(id)];
+      fmt::print("  {:8} {:20} {}{}\n", what, type, op.name,
+                 why.empty() || views.skip[static_cast<size_t>(id)] || fusion.region_of[static_cast<size_t>(id)] >= 0
+                     ? ""
+                     : fmt::format(" (not in place: {})", why));
     }
     if (views.skip[static_cast<size_t>(id)]) continue;
     const int32_t region = fusion.region_of[static_cast<size_t>(id)];

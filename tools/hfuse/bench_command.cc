@@ -68,15 +68,16 @@ Floor FloorOf(const Graph& g, const DimValues& dims) {
 }
 
 // Launches counted by kind, most first (then by name): the kind is what a
-// label says after the op's name, in parentheses, up to a comma or an inner
-// parenthesis ("node_cat (concatenate kernel, 13 parts)": "concatenate
-// kernel"; "node_linear (GEMV kernel (N = 1))": "GEMV kernel").
+// label says after the op's name, in parentheses, up to a comma, a
+// semicolon or an inner parenthesis ("node_cat (concatenate kernel, 13
+// parts; not in place: ...)": "concatenate kernel"; "node_linear (GEMV
+// kernel (N = 1))": "GEMV kernel").
 std::vector<std::pair<std::string, int>> LaunchKinds(const std::vector<std::string>& labels) {
   std::map<std::string, int> count;
   for (const std::string& l : labels) {
     const size_t open = l.find(" (");
     std::string kind = open == std::string::npos ? l : l.substr(open + 2);
-    kind = kind.substr(0, std::min({kind.find(','), kind.find(" ("), kind.find(')')}));
+    kind = kind.substr(0, std::min({kind.find(','), kind.find(';'), kind.find(" ("), kind.find(')')}));
     ++count[kind];
   }
   std::vector<std::pair<std::string, int>> out(count.begin(), count.end());
