@@ -35,6 +35,7 @@
 #include "hfuse/passes/strided_views.h"
 #include "hfuse/support/error.h"
 #include "testing/conformance.h"
+#include "testing/gate_graphs.h"
 #include "testing/graph_builder.h"
 #include "testing/random_graph.h"
 
@@ -834,31 +835,10 @@ TEST_F(CudaTest, ElementwiseSplitConcatReshape) {
 
 // A mixture's gate read broadcast by its experts' weighted sum (MMoE, PLE)
 // and by their matrix-vector product (DCNv2, with a LogSoftmax): the gate
-// joins that region (the forms of cuda_plan_test's FusionRegions tests),
+// joins that region (testing/gate_graphs.h, as in cuda_plan_test),
 // which computes it once a row; one launch, the CPU's outputs.
 TEST_F(CudaTest, AGateInItsReadersRegionIsOneLaunch) {
-  const std::string stack = R"(input g: float32[37, 4]
-input x: float32[37, 4, 130]
-tensor s: float32[37, 4]
-s = opaque(g) {onnx = Softmax, axis = -1}  # gate
-tensor u: float32[37, 4, 1]
-u = reshape(s) {shape = [37, 4, 1]}  # unsqueeze
-tensor m: float32[37, 4, 130]
-m = opaque(u, x) {onnx = Mul}  # weigh
-tensor y: float32[37, 130]
-y = opaque(m) {onnx = ReduceMean, axes = [1], keepdims = 0}  # mix
-output y
-)";
-  const std::string experts = R"(input g: float32[37, 8]
-input x: float32[37, 129, 8]
-tensor s: float32[37, 8]
-s = opaque(g) {onnx = LogSoftmax, axis = -1}  # gate
-tensor u: float32[37, 8, 1]
-u = reshape(s) {shape = [37, 8, 1]}  # unsqueeze
-tensor y: float32[37, 129, 1]
-y = opaque(x, u) {onnx = MatMul}  # mix
-output y
-)";
+  const std::string stack = test::GateWeighsAStack(37, 4, 130), experts = test::GateTimesExperts(37, 8, 129);
   for (const std::string& text : {stack, experts}) {
     const Graph g = ParseGraphText(text, "gate");
     const CudaExecutor gpu(g, BindDims(g));

@@ -20,6 +20,7 @@
 #include "hfuse/io/graph_text.h"
 #include "hfuse/runtime/bound_dims.h"
 #include "memory_plan.h"
+#include "testing/gate_graphs.h"
 #include "testing/graph_builder.h"
 #include "view_plan.h"
 
@@ -318,35 +319,12 @@ TEST(MemoryPlan, SameGraphSamePlan) {
 
 // ---- fused regions: a gate's softmax -------------------------------------------
 
-// A mixture's gate (a softmax over E = 4 experts, B = 6) weighing its
-// experts, each form of fusion_regions.h: the weighted sum over a [B, E, D]
-// stack that MMoE and PLE write (a Mul, then a mean over E), and DCNv2's
-// matrix-vector product [B, M, E] x [B, E, 1] (with a LogSoftmax, the
-// other kind of gate). The gate's output "s" is read only as a broadcast
-// view (the Unsqueeze, here a reshape). `extra_outputs` names more graph outputs.
+// The gate graphs of testing/gate_graphs.h at B = 6, E = 4 (D = M = 5).
 std::string GateWeighsAStack(const std::string& extra_outputs = "") {
-  return R"(input g: float32[6, 4]
-input x: float32[6, 4, 5]
-tensor s: float32[6, 4]
-s = opaque(g) {onnx = Softmax, axis = -1}  # gate
-tensor u: float32[6, 4, 1]
-u = reshape(s) {shape = [6, 4, 1]}  # unsqueeze
-tensor m: float32[6, 4, 5]
-m = opaque(u, x) {onnx = Mul}  # weigh
-tensor y: float32[6, 5]
-y = opaque(m) {onnx = ReduceMean, axes = [1], keepdims = 0}  # mix
-output y)" + extra_outputs + "\n";
+  return test::GateWeighsAStack(6, 4, 5, extra_outputs);
 }
 std::string GateTimesExperts(const std::string& extra_outputs = "") {
-  return R"(input g: float32[6, 4]
-input x: float32[6, 5, 4]
-tensor s: float32[6, 4]
-s = opaque(g) {onnx = LogSoftmax, axis = -1}  # gate
-tensor u: float32[6, 4, 1]
-u = reshape(s) {shape = [6, 4, 1]}  # unsqueeze
-tensor y: float32[6, 5, 1]
-y = opaque(x, u) {onnx = MatMul}  # mix
-output y)" + extra_outputs + "\n";
+  return test::GateTimesExperts(6, 4, 5, extra_outputs);
 }
 
 struct PlannedRegions {
