@@ -541,9 +541,13 @@ class Planner {
           return std::nullopt;
         }
         // A member's value read any other way than as its elements would
-        // be read while the region writes it.
+        // be read while the region writes it; so would a buffer a member
+        // writes into (a Concat member's slot in an outer concatenate).
         const OpId p = g_.tensor(l.root).producer;
         if (p != kNone && std::find(m.begin(), m.end(), p) != m.end()) return std::nullopt;
+        for (OpId u : m) {
+          if (LayoutOf(g_.op(u).outputs[0]).root == l.root) return std::nullopt;
+        }
       } else {
         const OnnxNode::Value* c = NodeConstant(op, slot);
         if (!c || c->dtype != DType::kFloat32 || c->dims.size() > over.size()) return std::nullopt;
