@@ -577,7 +577,7 @@ class Planner {
       // (the output is its own row-major buffer, Candidate says; so must
       // the input be, for the view's strides to find its elements)
       if (!c || !a || a->len != cols || g_.tensor(t).dtype != DType::kFloat32 || LayoutOf(t).offset != 0 ||
-          !IsRowMajor(LayoutOf(x), Shape(x))) {
+          !IsRowMajor(LayoutOf(x), Shape(x)) || Shape(x).size() > over.size()) {
         return std::nullopt;
       }
       std::vector<int64_t> from = Shape(t), strides = LayoutOf(t).strides;

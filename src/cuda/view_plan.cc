@@ -298,6 +298,14 @@ struct Planner {
     }
   }
 
+  // Concatenate in_place[i] is copied after all (`why`): its producers
+  // write their own buffers.
+  void DropInPlace(size_t i, const std::string& why) {
+    for (TensorId r : in_place[i].producers) slot_of.erase(r);
+    plan.copied_why[static_cast<size_t>(in_place[i].concat)] = why;
+    in_place.erase(in_place.begin() + static_cast<ptrdiff_t>(i));
+  }
+
   // Whether layout a reads the elements b does over `shape`.
   static bool SameLayout(const Layout& a, const Layout& b, const std::vector<int64_t>& shape) {
     if (a.root != b.root || a.offset != b.offset || a.root_dtype != b.root_dtype) return false;
@@ -455,8 +463,9 @@ struct Planner {
         if (!l) all = false;
         plan.as_view[static_cast<size_t>(op.outputs[k])] = std::move(l);
       }
-      if (pick && !all) {
-        // Not a view after all: the concatenate runs, and the pass again.
+      if (pick && (!all || materialize[static_cast<size_t>(id)])) {
+        // Not a view after all (or one its readers cannot read, copied
+        // from the concatenate): the concatenate runs, and the pass again.
         unread[static_cast<size_t>(from_op)] = false;
         return false;
       }
@@ -508,9 +517,7 @@ struct Planner {
         ++i;
         continue;
       }
-      for (TensorId r : in_place[i].producers) slot_of.erase(r);
-      plan.copied_why[static_cast<size_t>(in_place[i].concat)] = "a view on the way to a part's slot is copied";
-      in_place.erase(in_place.begin() + static_cast<ptrdiff_t>(i));
+      DropInPlace(i, "a view on the way to a part's slot is copied");
       ok = false;
     }
     if (!ok) return false;
@@ -522,7 +529,22 @@ struct Planner {
       }
       for (size_t k = 0; k < op.inputs.size(); ++k) {
         const TensorId t = op.inputs[k];
-        if (producer_view(t) == kNone) continue;
+        if (producer_view(t) == kNone) {
+          // A part written in its slot of an outer concatenate, read also by
+          // an op that cannot take the slot's strides (a Gather picking
+          // inside it, copied: Readers() let it be): the outer concatenate
+          // is copied instead.
+          if (slot_of.count(t) && !Accepts(ReadsOf(op, k), plan.layout[static_cast<size_t>(t)], t)) {
+            for (size_t i = 0; i < in_place.size(); ++i) {
+              const std::vector<TensorId>& made = in_place[i].producers;
+              if (std::find(made.begin(), made.end(), t) == made.end()) continue;
+              DropInPlace(i, fmt::format("part '{}' is also read where its slot's strides cannot be", g.tensor(t).name));
+              break;
+            }
+            ok = false;
+          }
+          continue;
+        }
         if (!Accepts(ReadsOf(op, k), plan.layout[static_cast<size_t>(t)], t)) reject(t);
       }
     }

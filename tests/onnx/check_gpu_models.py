@@ -511,6 +511,25 @@ def op_models():
         helper.make_node("Gather", ["st", "span"], ["q"], axis=1),
     ], [("a", F, [N, 3, 4]), ("b", F, [N, 3, 4])], [("p", F, [N, 3, 4]), ("q", F, [N, 2, 4])],
         [ints("perm", [2, 0, 1]), ints("span", [2, 3])])
+    # A pick of one part of a stack that is a graph output: the view of
+    # the part (a graph input) is no output a launch writes, so the Gather
+    # is copied, from the stack, which must then run.
+    yield "stack_pick_output", model("spo", [
+        helper.make_node("Concat", ["a", "b"], ["st"], axis=1),
+        helper.make_node("Gather", ["st", "one"], ["y"], axis=1),
+    ], [("a", F, [N, 3, 4]), ("b", F, [N, 3, 4])], [("y", F, [N, 4])], [ints("one", [1], dims=[])])
+    # A stack copied into its slot of the MLP's input (written in place),
+    # and also picked by a Gather that is a graph output (so copied, and it
+    # reads the stack as a plain array): the MLP's input is copied instead.
+    yield "stack_placed_pick_output", model("sppo", [
+        helper.make_node("Concat", ["a", "b"], ["st"], axis=1),
+        helper.make_node("Flatten", ["st"], ["fs"], axis=1),
+        helper.make_node("Gemm", ["x", "w2"], ["rx"], transB=1),
+        helper.make_node("Concat", ["fs", "rx"], ["o"], axis=1),
+        helper.make_node("Gemm", ["o", "w", "bias"], ["y"], transB=1),
+        helper.make_node("Gather", ["st", "one"], ["g"], axis=1),
+    ], [("a", F, [N, 2, 4]), ("b", F, [N, 2, 4]), ("x", F, [N, 8])], [("y", F, [N, 3]), ("g", F, [N, 4])],
+        [ints("one", [1], dims=[]), floats("w", [3, 24]), floats("bias", [3], 0.1), floats("w2", [8, 8])])
     # Three independent one-column GEMMs (attention units' and towers'
     # last layers), one group: one launch of the GEMV kernel; K 37 (no
     # multiple of the warp), 32 and 5.
