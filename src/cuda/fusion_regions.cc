@@ -755,18 +755,7 @@ class Planner {
   }
 
   // The axis of a Concat member, or nothing.
-  std::optional<size_t> ConcatAxis(const Op& op) const {
-    const auto rank = static_cast<int64_t>(Shape(op.outputs[0]).size());
-    int64_t axis = op.attrs.dim;
-    if (op.attrs.onnx) {
-      auto it = op.attrs.onnx->ints.find("axis");
-      if (it == op.attrs.onnx->ints.end() || it->second.empty()) return std::nullopt;
-      axis = it->second[0];
-    }
-    if (axis < 0) axis += rank;
-    if (axis < 0 || axis >= rank) return std::nullopt;
-    return static_cast<size_t>(axis);
-  }
+  std::optional<size_t> ConcatAxis(const Op& op) const { return ConcatAxisOf(op, Shape(op.outputs[0]).size()); }
 
   // Whether a member of m reads op id's output (as its elements, through views).
   bool ReadByMember(OpId id, const std::vector<OpId>& m) const {

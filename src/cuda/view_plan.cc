@@ -97,7 +97,10 @@ struct Planner {
   bool RunsAsCopy(OpId id) const {
     const Op& op = g.op(id);
     if (!IsConcat(op) || op.elided || constants.folded[static_cast<size_t>(id)] || op.outputs.size() != 1) return false;
-    return std::none_of(in_place.begin(), in_place.end(), [&](const InPlace& ip) { return ip.concat == id; });
+    return !WrittenInPlace(id);
+  }
+  bool WrittenInPlace(OpId id) const {
+    return std::any_of(in_place.begin(), in_place.end(), [&](const InPlace& ip) { return ip.concat == id; });
   }
 
   // A concatenate's parts and its axis (the IR's, or ONNX Concat's), or
@@ -107,23 +110,18 @@ struct Planner {
     size_t axis = 0;
   };
   std::optional<Parts> PartsOf(const Op& op) const {
-    const auto rank = static_cast<int64_t>(Shape(op.outputs[0]).size());
-    int64_t axis = op.attrs.dim;
+    const std::optional<size_t> axis = ConcatAxisOf(op, Shape(op.outputs[0]).size());
+    if (!axis) return std::nullopt;
     Parts p;
+    p.axis = *axis;
     if (op.type == OpType::kConcatenate) {
       p.parts = op.inputs;
     } else {
-      auto it = op.attrs.onnx->ints.find("axis");
-      if (it == op.attrs.onnx->ints.end() || it->second.empty()) return std::nullopt;
-      axis = it->second[0];
       const OnnxNode& node = *op.attrs.onnx;
       for (size_t k = 0; k < node.input_slots.size() || (node.input_slots.empty() && k < op.inputs.size()); ++k) {
         p.parts.push_back(NodeInput(op, k));
       }
     }
-    if (axis < 0) axis += rank;
-    if (axis < 0 || axis >= rank) return std::nullopt;
-    p.axis = static_cast<size_t>(axis);
     return p;
   }
 
@@ -184,7 +182,7 @@ struct Planner {
     for (OpId id : order) {
       const Op& op = g.op(id);
       if (op.elided || constants.folded[static_cast<size_t>(id)] || !IsConcat(op) || op.outputs.size() != 1 ||
-          std::any_of(in_place.begin(), in_place.end(), [&](const InPlace& ip) { return ip.concat == id; })) {
+          WrittenInPlace(id)) {
         continue;
       }
       const TensorId y = op.outputs[0];
@@ -623,6 +621,20 @@ Reads ReadsOf(const Op& op, size_t input) {
   if (info->cuda == "Gather") return slot == 1 ? Reads::kAny : Reads::kContiguous;
   if (info->cuda == "MatMul") return Reads::kMatrix;
   return Reads::kContiguous;
+}
+
+std::optional<size_t> ConcatAxisOf(const Op& op, size_t rank) {
+  int64_t axis = op.attrs.dim;
+  if (op.type != OpType::kConcatenate) {
+    if (!op.attrs.onnx) return std::nullopt;
+    auto it = op.attrs.onnx->ints.find("axis");
+    if (it == op.attrs.onnx->ints.end() || it->second.empty()) return std::nullopt;
+    axis = it->second[0];
+  }
+  const auto r = static_cast<int64_t>(rank);
+  if (axis < 0) axis += r;
+  if (axis < 0 || axis >= r) return std::nullopt;
+  return static_cast<size_t>(axis);
 }
 
 std::vector<int64_t> RowMajorStrides(const std::vector<int64_t>& shape) {

@@ -95,6 +95,11 @@ struct ViewPlan {
 
 ViewPlan PlanViews(const Graph& graph, const DimValues& dims, const PlanConstants& constants);
 
+// The axis of a concatenate (the IR's `dim`, or ONNX Concat's `axis`) of
+// an output of rank `rank`, counted from 0; nothing where it lacks one or
+// it is out of range.
+std::optional<size_t> ConcatAxisOf(const Op& op, size_t rank);
+
 // Row-major strides of a shape.
 std::vector<int64_t> RowMajorStrides(const std::vector<int64_t>& shape);
 // Whether `l` lays `shape` out row-major (dims of size 1 ignored), in its root's dtype or not.
