@@ -629,11 +629,15 @@ void PackedTile(const float* a, int64_t lda, const float* packed, int64_t k, flo
 }
 
 // a's rows [r0, r1) of op(a), as a matrix of its own.
+// (An empty operand, K = 0, may have no data at all: a null pointer stays
+// null, offsetting it is undefined.)
 Matrix RowsOf(Matrix a, int64_t r0) {
+  if (!a.data) return a;
   return {a.trans ? a.data + r0 : a.data + r0 * a.ld, a.ld, a.trans};
 }
 // op(b)'s columns from c0.
 Matrix ColsOf(Matrix b, int64_t c0) {
+  if (!b.data) return b;
   return {b.trans ? b.data + c0 * b.ld : b.data + c0, b.ld, b.trans};
 }
 
@@ -685,7 +689,8 @@ void PackB(Matrix b, int64_t n, int64_t k, float* out) {
 
 void Gemm(Matrix a, Matrix b, float* y, int64_t ldy, int64_t m, int64_t n, int64_t k, float alpha,
           const float* bias, std::optional<EwFunc> activation, bool parallel, const float* packed) {
-  if (m > 0 && PackedGemm(n, k, a.trans)) {
+  if (m <= 0 || n <= 0) return;  // no output (y may be null: offsetting it is undefined)
+  if (PackedGemm(n, k, a.trans)) {
     // op(b) packed once by the caller (a session's weights), or here.
     thread_local std::vector<float> scratch;
     if (!packed) {

@@ -187,6 +187,21 @@ TEST(FastGemm, SameBytesOnAnyThreadCount) {
   }
 }
 
+// Empty products whose empty operands have no data at all (null, as an
+// empty tensor's buffer may be): nothing is written, nothing offset (a
+// null pointer offset is undefined: the pipeline fuzz target found
+// m = 0 with 128 columns, split by columns; the sanitizer job runs this).
+TEST(FastGemm, EmptyOperandsWithoutData) {
+  const std::vector<float> b = Random(128 * 8, 6);
+  // m = 0: no A, no Y.
+  cpu::fast::Gemm({nullptr, 8, false}, {b.data(), 8, true}, nullptr, 128, 0, 128, 8, 1.0f, nullptr, std::nullopt);
+  // k = 0: no A, no B; y = bias.
+  std::vector<float> y(4 * 128, 7.0f), bias(128);
+  for (size_t j = 0; j < bias.size(); ++j) bias[j] = static_cast<float>(j);
+  cpu::fast::Gemm({nullptr, 0, false}, {nullptr, 0, true}, y.data(), 128, 4, 128, 0, 1.0f, bias.data(), std::nullopt);
+  for (int64_t i = 0; i < 4 * 128; ++i) EXPECT_EQ(y[static_cast<size_t>(i)], bias[static_cast<size_t>(i % 128)]) << i;
+}
+
 // numpy broadcasting of every pair of shapes below (ranks differ, ones on
 // either side, a scalar), bitwise against the naive index loop.
 TEST_P(Threads, BinaryBroadcastsLikeTheReference) {
