@@ -364,9 +364,9 @@ struct CudaExecutor::Impl {
     bool transposed;
     int64_t ld;
   };
-  void PlanBatchedGemm(const MatrixOperand& a, const MatrixOperand& b, char* c, int64_t ldc,
-                       int64_t c_batch_stride, int64_t m, int64_t n, int64_t k, int64_t batch,
-                       DType dtype, float alpha, float beta);
+  // C's matrices are row-major (`transposed` unset), written.
+  void PlanBatchedGemm(const MatrixOperand& a, const MatrixOperand& b, const MatrixOperand& c, int64_t m,
+                       int64_t n, int64_t k, int64_t batch, DType dtype, float alpha, float beta);
   // Runs `op` through the CPU executor's ONNX operators (cpu::RunOnnxOp):
   // its inputs copied down to page-locked memory, a host function, its
   // outputs copied up, all on the stream (so a CUDA graph captures it).

@@ -724,8 +724,10 @@ class Planner {
       step_of[id] = static_cast<int32_t>(r.steps.size());
       r.steps.push_back(st);
       if (ReadOutside(op.outputs[0], m)) {
-        RegionOutput out{op.outputs[0], static_cast<int32_t>(r.steps.size() - 1), ys, {}, op.outputs[0], 0,
-                         RowMajorStrides(ys)};
+        // Through its layout: its own buffer, row-major or not (view_plan.h).
+        const Layout& yl = LayoutOf(op.outputs[0]);
+        RegionOutput out{op.outputs[0], static_cast<int32_t>(r.steps.size() - 1), ys, {}, yl.root, yl.offset,
+                         yl.strides};
         out.cols = st.per_row ? std::vector<bool>(ys.size(), false) : *per_element(ys);
         r.outputs.push_back(std::move(out));
       }

@@ -1363,16 +1363,16 @@ bool CudaExecutor::Impl::PlanOnnxBatchNorm(const Op& op, std::string& why) {
   return true;
 }
 
-void CudaExecutor::Impl::PlanBatchedGemm(const MatrixOperand& a, const MatrixOperand& b, char* c, int64_t ldc,
-                                         int64_t c_batch_stride, int64_t m, int64_t n, int64_t k,
-                                         int64_t batch, DType dtype, float alpha, float beta) {
+void CudaExecutor::Impl::PlanBatchedGemm(const MatrixOperand& a, const MatrixOperand& b, const MatrixOperand& c,
+                                         int64_t m, int64_t n, int64_t k, int64_t batch, DType dtype, float alpha,
+                                         float beta) {
   // Row-major C = A B is column-major C^T = B^T A^T: B first.
   const cublasOperation_t op_b = b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_a = a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cudaDataType_t t = cuda::CudaType(dtype);
   cublasHandle_t handle = blas;
   const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(k);
-  const int lda = static_cast<int>(a.ld), ldb = static_cast<int>(b.ld), ldci = static_cast<int>(ldc);
+  const int lda = static_cast<int>(a.ld), ldb = static_cast<int>(b.ld), ldci = static_cast<int>(c.ld);
   const int count = static_cast<int>(batch);
   auto stride_of = [&](const std::vector<int64_t>& offsets) -> std::optional<long long> {
     const int64_t s = offsets.size() > 1 ? offsets[1] - offsets[0] : 0;
@@ -1382,27 +1382,30 @@ void CudaExecutor::Impl::PlanBatchedGemm(const MatrixOperand& a, const MatrixOpe
     return s;
   };
   const int64_t esize = DTypeBytes(dtype);
-  const std::optional<long long> sa = stride_of(a.batch_offsets), sb = stride_of(b.batch_offsets);
-  if (sa && sb && *sa % esize == 0 && *sb % esize == 0) {
+  const std::optional<long long> sa = stride_of(a.batch_offsets), sb = stride_of(b.batch_offsets),
+                                 sc = stride_of(c.batch_offsets);
+  char* const cbase = const_cast<char*>(c.base);
+  if (sa && sb && sc && *sa % esize == 0 && *sb % esize == 0 && *sc % esize == 0) {
     const char* pa = a.base + a.batch_offsets[0];
     const char* pb = b.base + b.batch_offsets[0];
-    const long long ea = *sa / esize, eb = *sb / esize, ec = c_batch_stride;
+    char* pc = cbase + c.batch_offsets[0];
+    const long long ea = *sa / esize, eb = *sb / esize, ec = *sc / esize;
     Add("cublasGemmStridedBatchedEx", [=](cudaStream_t s) {
       HFUSE_CUBLAS(cublasSetStream(handle, s));
       HFUSE_CUBLAS(cublasGemmStridedBatchedEx(handle, op_b, op_a, ni, mi, ki, &alpha, pb, t, ldb, eb, pa, t, lda,
-                                              ea, &beta, c, t, ldci, ec, count, CUBLAS_COMPUTE_32F,
+                                              ea, &beta, pc, t, ldci, ec, count, CUBLAS_COMPUTE_32F,
                                               CUBLAS_GEMM_DEFAULT));
     });
     return;
   }
   // Batch dims at strides one stride cannot describe (a transposed head
-  // dim): a pointer per matrix, made at plan time.
+  // dim, read or written): a pointer per matrix, made at plan time.
   std::vector<const void*> pa, pb;
   std::vector<void*> pc;
   for (int64_t i = 0; i < batch; ++i) {
     pa.push_back(a.base + a.batch_offsets[static_cast<size_t>(i)]);
     pb.push_back(b.base + b.batch_offsets[static_cast<size_t>(i)]);
-    pc.push_back(c + i * c_batch_stride * esize);
+    pc.push_back(cbase + c.batch_offsets[static_cast<size_t>(i)]);
   }
   const void* const* da = Device(pa);
   const void* const* db = Device(pb);
@@ -1466,12 +1469,16 @@ bool CudaExecutor::Impl::PlanOnnxMatMul(const Op& op, std::string& why) {
     }
     return true;
   };
-  MatrixOperand a, b;
+  MatrixOperand a, b, c;
   if (!operand(ta, as, a) || !operand(tb, bs, b)) {
     why = "an operand's matrix has no unit stride";
     return false;
   }
-  PlanBatchedGemm(a, b, PlaceOf(y).base, n, m * n, m, n, k, batch, dtype, 1.0f, 0.0f);
+  // C through its layout: row-major, or in the order of the Transpose that
+  // reads it (view_plan.h), a pointer per matrix where one stride cannot
+  // step between them.
+  HFUSE_CHECK(operand(y, ys, c) && !c.transposed);
+  PlanBatchedGemm(a, b, c, m, n, k, batch, dtype, 1.0f, 0.0f);
   return true;
 }
 
@@ -1513,7 +1520,8 @@ bool CudaExecutor::Impl::PlanOnnxGemm(const Op& op, std::string& why) {
   }
   MatrixOperand a{PlaceOf(ta).base, {0}, trans_a, as[1]};
   MatrixOperand b{PlaceOf(tb).base, {0}, trans_b, bs[1]};
-  PlanBatchedGemm(a, b, PlaceOf(y).base, n, m * n, m, n, k, 1, dtype, AttrFloat(node, "alpha", 1.0), beta);
+  const MatrixOperand c{PlaceOf(y).base, {0}, false, n};
+  PlanBatchedGemm(a, b, c, m, n, k, 1, dtype, AttrFloat(node, "alpha", 1.0), beta);
   return true;
 }
 
@@ -1555,7 +1563,9 @@ bool CudaExecutor::Impl::PlanOnnxConv(const Op& op, std::string& why) {
   MatrixOperand b{PlaceOf(x).base, {}, false, len};
   for (int64_t i = 0; i < batch; ++i) b.batch_offsets.push_back(i * c * len * esize);
   char* out = PlaceOf(y).base;
-  PlanBatchedGemm(a, b, out, len, o * len, o, len, c, batch, dtype, 1.0f, 0.0f);
+  MatrixOperand into{out, {}, false, len};
+  for (int64_t i = 0; i < batch; ++i) into.batch_offsets.push_back(i * o * len * esize);
+  PlanBatchedGemm(a, b, into, o, len, c, batch, dtype, 1.0f, 0.0f);
   if (bias != kNone) {
     cuda::OnnxElementwiseArgs e{};
     e.func = cuda::kAdd;
@@ -1626,6 +1636,9 @@ void CudaExecutor::Impl::PlanOnHost(const Op& op, const std::string& why) {
     h->in_staged.push_back(std::make_unique<cuda::PinnedBuffer>(Bytes(t)));
   }
   for (TensorId t : op.outputs) {
+    // Written back as rows (CopyPlace): the view plan lays out no host op's
+    // output otherwise.
+    HFUSE_CHECK(cuda::RowStride(views.layout[static_cast<size_t>(t)], views.shape[static_cast<size_t>(t)]));
     h->out.emplace_back(g.tensor(t).dtype, ConcreteShape(g.tensor(t).shape, dims), g.tensor(t).name);
     h->out_staged.push_back(std::make_unique<cuda::PinnedBuffer>(Bytes(t)));
   }

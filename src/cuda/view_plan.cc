@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <numeric>
 #include <string_view>
@@ -44,10 +45,25 @@ TensorId NodeInput(const Op& op, size_t slot) {
   return s >= 0 && static_cast<size_t>(s) < op.inputs.size() ? op.inputs[static_cast<size_t>(s)] : kNone;
 }
 
+// An ONNX Transpose's permutation of an input of rank `rank` (reversed
+// when it has none), or nothing when it is not one.
+std::optional<std::vector<int64_t>> PermOf(const Op& op, size_t rank) {
+  std::vector<int64_t> perm;
+  if (auto it = op.attrs.onnx->ints.find("perm"); it != op.attrs.onnx->ints.end()) perm = it->second;
+  if (perm.empty()) {
+    for (size_t d = rank; d-- > 0;) perm.push_back(static_cast<int64_t>(d));
+  }
+  if (!IsPermutation(perm, rank)) return std::nullopt;
+  return perm;
+}
+
 enum class ViewKind { kNone, kReshape, kTranspose, kSlice, kSplit, kExpand, kGather, kCast };
 
 ViewKind ViewKindOf(const Op& op) {
   if (op.type == OpType::kReshape) return ViewKind::kReshape;
+  // The IR's split that elide-split-concat left (its parts read by ops
+  // other than GEMMs and LayerNorms: FTTransformer's q/k/v and GEGLU halves).
+  if (op.type == OpType::kSplit) return ViewKind::kSplit;
   const OnnxOpInfo* info = OnnxInfo(op);
   if (!info) return ViewKind::kNone;
   if (info->cuda == "View") return op.outputs.size() == 1 ? ViewKind::kReshape : ViewKind::kNone;
@@ -70,7 +86,64 @@ struct Planner {
 
   const std::vector<int64_t>& Shape(TensorId t) const { return plan.shape[static_cast<size_t>(t)]; }
   Layout Self(TensorId t) const {
-    return Layout{t, 0, RowMajorStrides(Shape(t)), g.tensor(t).dtype};
+    auto own = own_strides.find(t);
+    return Layout{t, 0, own != own_strides.end() ? own->second : RowMajorStrides(Shape(t)), g.tensor(t).dtype};
+  }
+
+  // Outputs laid out in their own buffer in another order than row-major:
+  // a batched MatMul's output read only by a Transpose that a Reshape then
+  // reads (attention's heads put back together, `y.transpose(1, 2)
+  // .reshape(B, S, H * D)`), in the Transpose's order, so that the
+  // Transpose's output is row-major and the Reshape a view of it, not a
+  // copy. The MatMul writes each matrix through these strides (its rows
+  // apart, its columns of unit stride: the Transpose keeps the last dim
+  // last).
+  std::map<TensorId, std::vector<int64_t>> own_strides;
+  void FindPermutedOutputs() {
+    for (OpId id : order) {
+      const Op& op = g.op(id);
+      if (op.elided || constants.folded[static_cast<size_t>(id)] || ViewKindOf(op) != ViewKind::kTranspose) continue;
+      const TensorId r = NodeInput(op, 0), y = op.outputs[0];
+      if (r == kNone || g.tensor(r).producer == kNone || g.tensor(r).users.size() != 1 || g.IsGraphOutput(r) ||
+          g.IsGraphOutput(y) || g.tensor(r).storage != kNone || Known(r)) {
+        continue;
+      }
+      const OpId p = g.tensor(r).producer;
+      const Op& maker = g.op(p);
+      const OnnxOpInfo* info = OnnxInfo(maker);
+      if (!info || info->cuda != "MatMul" || maker.outputs.size() != 1 || maker.elided ||
+          constants.folded[static_cast<size_t>(p)]) {
+        continue;
+      }
+      // A MatMul the device runs (the checks of PlanOnnxMatMul, which
+      // declines the rest to the host, where outputs are written row-major).
+      const TensorId ta = NodeInput(maker, 0), tb = NodeInput(maker, 1);
+      const DType dtype = g.tensor(r).dtype;
+      if (ta == kNone || tb == kNone || !IsFloat(dtype) || g.tensor(ta).dtype != dtype ||
+          g.tensor(tb).dtype != dtype || Shape(ta).size() < 2 || Shape(tb).size() < 2 ||
+          Shape(ta).back() == 0 || Shape(ta).back() > INT32_MAX) {
+        continue;
+      }
+      const std::vector<int64_t>& from = Shape(r);
+      const std::optional<std::vector<int64_t>> perm = PermOf(op, from.size());
+      if (!perm || from.size() < 2 || perm->back() != static_cast<int64_t>(from.size()) - 1) continue;
+      std::optional<Layout> plain = Derive(op, ViewKind::kTranspose, 0, Self(r), from);
+      // Only where a Reshape reads the Transpose's output and could not
+      // take it as it is.
+      const std::vector<OpId>& readers = g.tensor(y).users;
+      const bool helps = plain && std::any_of(readers.begin(), readers.end(), [&](OpId u) {
+        const Op& reader = g.op(u);
+        return ViewKindOf(reader) == ViewKind::kReshape && reader.outputs.size() == 1 &&
+               !ReshapeLayout(*plain, Shape(y), Shape(reader.outputs[0]));
+      });
+      if (!helps) continue;
+      // The output's dim d is r's dim perm[d]: r's strides are the output's
+      // row-major ones, put back.
+      const std::vector<int64_t> row_major = RowMajorStrides(Shape(y));
+      std::vector<int64_t> strides(from.size());
+      for (size_t d = 0; d < from.size(); ++d) strides[static_cast<size_t>((*perm)[d])] = row_major[d];
+      own_strides[r] = std::move(strides);
+    }
   }
   bool Known(TensorId t) const { return constants.values.count(t) != 0; }
 
@@ -337,13 +410,9 @@ struct Planner {
         if (in.root_dtype != g.tensor(op.inputs[0]).dtype) return std::nullopt;
         return in;
       case ViewKind::kTranspose: {
-        std::vector<int64_t> perm;
-        if (auto it = node->ints.find("perm"); it != node->ints.end()) perm = it->second;
-        if (perm.empty()) {
-          for (size_t d = from.size(); d-- > 0;) perm.push_back(static_cast<int64_t>(d));
-        }
-        if (!IsPermutation(perm, from.size()) || to.size() != from.size()) return std::nullopt;
-        for (size_t d = 0; d < perm.size(); ++d) l.strides[d] = in.strides[static_cast<size_t>(perm[d])];
+        const std::optional<std::vector<int64_t>> perm = PermOf(op, from.size());
+        if (!perm || to.size() != from.size()) return std::nullopt;
+        for (size_t d = 0; d < perm->size(); ++d) l.strides[d] = in.strides[static_cast<size_t>((*perm)[d])];
         return l;
       }
       case ViewKind::kExpand: {
@@ -373,8 +442,11 @@ struct Planner {
         return l;
       }
       case ViewKind::kSplit: {
-        auto it = node->ints.find("axis");
-        const int64_t a = it == node->ints.end() || it->second.empty() ? 0 : it->second[0];
+        int64_t a = op.attrs.dim;
+        if (op.type != OpType::kSplit) {
+          auto it = node->ints.find("axis");
+          a = it == node->ints.end() || it->second.empty() ? 0 : it->second[0];
+        }
         const auto rank = static_cast<int64_t>(from.size());
         if (a < -rank || a >= rank) return std::nullopt;
         const auto axis = static_cast<size_t>(a < 0 ? a + rank : a);
@@ -445,7 +517,7 @@ struct Planner {
       if (op.elided || constants.folded[static_cast<size_t>(id)]) continue;
       const ViewKind kind = ViewKindOf(op);
       if (kind == ViewKind::kNone) continue;
-      TensorId data = op.type == OpType::kReshape ? op.inputs[0] : NodeInput(op, 0);
+      TensorId data = FamilyOf(op.type) != OpFamily::kOpaque ? op.inputs[0] : NodeInput(op, 0);
       if (data == kNone) continue;
       std::optional<Pick> pick;
       const OpId from_op = g.tensor(data).producer;
@@ -571,6 +643,7 @@ struct Planner {
     for (TensorId t = 0; t < static_cast<TensorId>(n); ++t) {
       if (g.tensor(t).alive) plan.shape[static_cast<size_t>(t)] = ConcreteShape(g.tensor(t).shape, dims);
     }
+    FindPermutedOutputs();
     FindInPlace();
     FindUnread();
     // Each pass materializes at least one more op, writes one concatenate
@@ -722,7 +795,7 @@ std::optional<Layout> ReshapeLayout(const Layout& in, const std::vector<int64_t>
 
 ViewPlan PlanViews(const Graph& graph, const DimValues& dims, const PlanConstants& constants) {
   ViewPlan plan;
-  Planner{graph, dims, constants, plan, {}, {}, {}, {}}.Run();
+  Planner{graph, dims, constants, plan, {}, {}, {}, {}, {}}.Run();
   return plan;
 }
 

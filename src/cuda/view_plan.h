@@ -13,7 +13,7 @@
 //                     input's allow it (any contiguous input does)
 //   Transpose         strides permuted
 //   Slice             an offset, strides times the steps
-//   Split             one offset per output
+//   Split, the IR's split  one offset per output
 //   Expand            stride 0 on the broadcast dims
 //   Gather            of known indices in arithmetic progression (X[:, i]
 //                     or X[:, 3:7] as exporters write them): an offset and a stride;

@@ -1,7 +1,7 @@
 // Checks the CUDA backend's host-side plan of a model against the CPU
 // reference, tensor by tensor, on any machine (no GPU):
 //
-//   plan_check MODEL [--dim NAME=VALUE]... [--inputs IN.npz] [--seed S] [--verbose]
+//   plan_check MODEL [--dim NAME=VALUE]... [--inputs IN.npz] [--seed S] [--verbose [--layouts]] [--sources]
 //
 // The model is imported and fused as a CUDA session would (onnx-import,
 // then the gpu pipeline, hfuse rules, dims bound), and run on the CPU
@@ -20,6 +20,7 @@
 //
 // Prints one line of counts; exit 1 on the first mismatch, naming it.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdlib>
 #include <cmath>
@@ -88,7 +89,7 @@ struct Checker {
 
 int Main(int argc, char** argv) {
   if (argc < 2) {
-    fmt::print(stderr, "usage: plan_check MODEL [--dim NAME=VALUE]... [--inputs IN.npz] [--seed S] [--verbose] [--sources]\n");
+    fmt::print(stderr, "usage: plan_check MODEL [--dim NAME=VALUE]... [--inputs IN.npz] [--seed S] [--verbose [--layouts]] [--sources]\n");
     return 2;
   }
   SessionOptions options;
@@ -98,6 +99,7 @@ int Main(int argc, char** argv) {
   uint64_t seed = 1;
   bool verbose = false;
   bool print_sources = false;  // each fused region's kernel source
+  bool print_layouts = false;  // with --verbose: where each op's inputs lie (root, offset, strides)
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--dim" && i + 1 < argc) {
@@ -110,6 +112,8 @@ int Main(int argc, char** argv) {
       verbose = true;
     } else if (a == "--sources") {
       print_sources = true;
+    } else if (a == "--layouts") {
+      print_layouts = true;
     } else if (a == "--seed" && i + 1 < argc) {
       seed = std::stoull(argv[++i]);
     } else {
@@ -137,6 +141,32 @@ int Main(int argc, char** argv) {
   // 2. Views.
   const cuda::ViewPlan views = cuda::PlanViews(g, dims, folded);
   int64_t checked_views = 0;
+  // A root's buffer as the plan lays it out: its CPU values written through
+  // its own layout (row-major, or in the order a Transpose reading it wants).
+  std::map<TensorId, HostTensor> root_buffers;
+  auto root_buffer = [&](TensorId root) -> const HostTensor& {
+    auto it = root_buffers.find(root);
+    if (it != root_buffers.end()) return it->second;
+    const cuda::Layout& own = views.layout[static_cast<size_t>(root)];
+    const HostTensor& v = ref[static_cast<size_t>(root)];
+    if (own.root != root || own.offset != 0 || cuda::IsRowMajor(own, views.shape[static_cast<size_t>(root)])) {
+      return root_buffers.emplace(root, v).first->second;
+    }
+    HostTensor buf = v;
+    const std::vector<int64_t>& shape = views.shape[static_cast<size_t>(root)];
+    const int64_t esize = DTypeBytes(v.dtype);
+    std::vector<int64_t> index(shape.size(), 0);
+    for (int64_t i = 0; i < v.numel(); ++i) {
+      int64_t at = 0;
+      for (size_t d = 0; d < shape.size(); ++d) at += index[d] * own.strides[d];
+      std::memcpy(buf.bytes.data() + at * esize, v.bytes.data() + i * esize, static_cast<size_t>(esize));
+      for (size_t d = shape.size(); d-- > 0;) {
+        if (++index[d] < shape[d]) break;
+        index[d] = 0;
+      }
+    }
+    return root_buffers.emplace(root, std::move(buf)).first->second;
+  };
   for (TensorId t = 0; t < g.num_tensor_ids(); ++t) {
     if (!g.tensor(t).alive) continue;
     const std::vector<int64_t>& shape = views.shape[static_cast<size_t>(t)];
@@ -145,7 +175,7 @@ int Main(int argc, char** argv) {
                                                                         : nullptr}) {
       if (!l || l->root == kNone || l->root == t) continue;
       HostTensor got(g.tensor(t).dtype, shape);
-      ReadThrough(*l, shape, ref[static_cast<size_t>(l->root)], got);
+      ReadThrough(*l, shape, root_buffer(l->root), got);
       ++checked_views;
       if (!c.Same(got, ref[static_cast<size_t>(t)])) {
         c.Fail(fmt::format("tensor '{}' read as a view of '{}' differs from the CPU's", g.tensor(t).name,
@@ -296,6 +326,13 @@ int Main(int argc, char** argv) {
                  why.empty() || views.skip[static_cast<size_t>(id)] || fusion.region_of[static_cast<size_t>(id)] >= 0
                      ? ""
                      : fmt::format(" (not in place: {})", why));
+      if (print_layouts) {
+        for (TensorId t : op.inputs) {
+          const cuda::Layout& l = views.layout[static_cast<size_t>(t)];
+          fmt::print("      in  {} {} root {} off {} strides {}\n", g.tensor(t).name, fmt::join(views.shape[static_cast<size_t>(t)], "x"),
+                     l.root == kNone ? std::string("-") : g.tensor(l.root).name, l.offset, fmt::join(l.strides, ","));
+        }
+      }
     }
     if (views.skip[static_cast<size_t>(id)]) continue;
     const int32_t region = fusion.region_of[static_cast<size_t>(id)];

@@ -541,6 +541,26 @@ def op_models():
         [("y0", F, [N, 1]), ("y1", F, [N, 1]), ("y2", F, [N, 1])],
         [floats("v0", [1, 37]), floats("v1", [1, 32], 0.2), floats("v2", [1, 5], 0.3),
          floats("c0", [1], 0.1), floats("c1", [1], 0.1, 0.2), floats("c2", [1], 0.1, -0.3)])
+    # Attention with its heads split out and put back (FTTransformer's,
+    # TabTransformer's): q, k and v a Split of one projection, each a view
+    # (no copy); the heads' outputs written by their MatMul in the order
+    # of the Transpose that reads them, so the Reshape back to [N, 5, 12]
+    # is a view too: the projections, the two batched MatMuls, the softmax.
+    heads = [helper.make_node("MatMul", ["x", "wqkv"], ["qkv"]),
+             helper.make_node("Split", ["qkv", "thirds"], ["q", "k", "v"], axis=2)]
+    for t, perm in (("q", [0, 2, 1, 3]), ("k", [0, 2, 3, 1]), ("v", [0, 2, 1, 3])):
+        heads += [helper.make_node("Reshape", [t, "by_heads"], [f"{t}4"]),
+                  helper.make_node("Transpose", [f"{t}4"], [f"{t}h"], perm=perm)]
+    heads += [helper.make_node("MatMul", ["qh", "kh"], ["scores"]),
+              helper.make_node("Softmax", ["scores"], ["p"], axis=-1),
+              helper.make_node("MatMul", ["p", "vh"], ["o"]),
+              helper.make_node("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]),
+              helper.make_node("Reshape", ["ot", "merged"], ["om"]),
+              helper.make_node("MatMul", ["om", "wo"], ["y"])]
+    yield "attention_heads", model("ah", heads, [("x", F, [N, 5, 12])], [("y", F, [N, 5, 12])],
+                                   [floats("wqkv", [12, 36]), ints("thirds", [12, 12, 12]),
+                                    ints("by_heads", [0, 5, 3, 4]), ints("merged", [0, 5, 12]),
+                                    floats("wo", [12, 12], 0.2)])
     # fuse-group-gathers' group_gather (the GPU's hfuse rules): lookups of
     # rows of 3, 5, 13, 1, 8 and 16 floats (ids int64 and int32, one [N, 2])
     # as one launch with their Concat; float16 and bfloat16 tables (rows of
@@ -589,13 +609,14 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # the region, the pooled sums' concatenate (the region reads the target
 # embeddings where they lie, in the MLP's input, so it writes nothing into
 # that buffer: a region reads no buffer a member writes into), the GEMM;
-# gemv_group: one GEMV launch.
+# gemv_group: one GEMV launch; attention_heads: the two projections, the
+# two batched MatMuls and the softmax (no Split or Reshape copy).
 EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_bias_concat": 6,
                    "gather_f16_concat": 1, "gather_past_launch": 2, "region_dice": 1,
                    "region_scaled_softmax": 1, "region_scaled_logsoftmax": 1, "region_gate_weighted_sum": 2,
                    "region_long_rows": 1, "region_concat_parts": 1, "concat_in_place": 2, "region_cross_wait": 3,
                    "gather_group_odd_widths": 1, "gather_group_f16_bf16": 1, "gather_group_500": 1,
-                   "stack_picked": 4, "gemv_group": 1}
+                   "stack_picked": 4, "gemv_group": 1, "attention_heads": 5}
 
 
 def check_gather_group_ids(work):
