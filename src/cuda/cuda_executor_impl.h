@@ -238,6 +238,7 @@ struct CudaExecutor::Impl {
   // where its first member is in the order; its members are next to each other.
   cuda::FusionPlan fusion;
   void PlanRegion(const cuda::FusionRegion& region);
+  void PlanAttention(const cuda::FusionRegion& region);
   // Operand `slot` of an opaque op, numpy-broadcast over `shape`: a tensor
   // through its layout, or a constant the node keeps (uploaded once);
   // nothing when the slot has neither.

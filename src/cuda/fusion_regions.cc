@@ -168,12 +168,26 @@ class Planner {
     sets.clear();
     set_of.assign(static_cast<size_t>(g_.num_op_ids()), -1);
     gate_.assign(static_cast<size_t>(g_.num_op_ids()), 0);
+    // Attention chains first, each a set of its own that no other joins
+    // (fixed): their ops are no one else's members, and the sets grown
+    // next see each chain as one node (Convex).
+    attention_.clear();
     for (OpId id : order) {
-      if (!Candidate(id)) continue;
+      std::optional<FusionRegion> chain = AttentionAt(id);
+      if (!chain) continue;
+      for (OpId o : chain->ops) set_of[static_cast<size_t>(o)] = static_cast<int32_t>(sets.size());
+      sets.push_back(chain->ops);
+      attention_[static_cast<int32_t>(sets.size() - 1)] = std::move(*chain);
+    }
+    auto fixed = [&](int32_t s) { return attention_.count(s) != 0; };
+    for (OpId id : order) {
+      if (set_of[static_cast<size_t>(id)] >= 0 || !Candidate(id)) continue;
       std::vector<int32_t> producers;
       for (TensorId t : g_.op(id).inputs) {
         const OpId p = ProducerOf(t);
-        if (p != kNone && set_of[static_cast<size_t>(p)] >= 0) producers.push_back(set_of[static_cast<size_t>(p)]);
+        if (p != kNone && set_of[static_cast<size_t>(p)] >= 0 && !fixed(set_of[static_cast<size_t>(p)])) {
+          producers.push_back(set_of[static_cast<size_t>(p)]);
+        }
       }
       std::sort(producers.begin(), producers.end());
       producers.erase(std::unique(producers.begin(), producers.end()), producers.end());
@@ -210,7 +224,8 @@ class Planner {
       // domain: independent ops of one shape (the tanh of each expert after
       // a group GEMM, the Dice of each attention unit) run as one launch.
       for (size_t i = sets.size(), tried = 0; !joined && i-- > 0 && tried < kSiblingsTried;) {
-        if (sets[i].empty() || std::find(producers.begin(), producers.end(), static_cast<int32_t>(i)) != producers.end() ||
+        if (sets[i].empty() || fixed(static_cast<int32_t>(i)) ||
+            std::find(producers.begin(), producers.end(), static_cast<int32_t>(i)) != producers.end() ||
             (sets[i].size() == 1 && KindOf(g_.op(sets[i][0])) == MemberKind::kConcat)) {
           continue;
         }
@@ -226,9 +241,9 @@ class Planner {
     // not beside a peer; independent sets of one domain (each gate's
     // weighted sum of its experts) still run as one launch.
     for (size_t i = 0; i < sets.size(); ++i) {
-      if (sets[i].size() < 2) continue;
+      if (sets[i].size() < 2 || fixed(static_cast<int32_t>(i))) continue;
       for (size_t j = i, tried = 0; j-- > 0 && tried < kSiblingsTried;) {
-        if (sets[j].size() < 2) continue;
+        if (sets[j].size() < 2 || fixed(static_cast<int32_t>(j))) continue;
         ++tried;
         std::vector<OpId> m = sets[j];
         m.insert(m.end(), sets[i].begin(), sets[i].end());
@@ -247,11 +262,11 @@ class Planner {
     // softmax of a set moves on its own, into its own readers' set.
     for (OpId id : order) {
       const int32_t from = set_of[static_cast<size_t>(id)];
-      if (from < 0 || KindOf(g_.op(id)) != MemberKind::kSoftmax) continue;
+      if (from < 0 || fixed(from) || KindOf(g_.op(id)) != MemberKind::kSoftmax) continue;
       const std::optional<std::vector<OpId>> readers = Readers(g_.op(id).outputs[0]);
       if (!readers || readers->empty()) continue;
       const int32_t into = set_of[static_cast<size_t>(readers->front())];
-      if (into < 0 || into == from ||
+      if (into < 0 || into == from || fixed(into) ||
           !std::all_of(readers->begin(), readers->end(),
                        [&](OpId u) { return set_of[static_cast<size_t>(u)] == into; })) {
         continue;
@@ -270,9 +285,11 @@ class Planner {
       joined.erase(std::find(joined.begin(), joined.end(), id));
       left = before;
     }
-    for (const std::vector<OpId>& m : sets) {
+    for (size_t i = 0; i < sets.size(); ++i) {
+      const std::vector<OpId>& m = sets[i];
       if (m.size() < 2) continue;
-      std::optional<FusionRegion> r = Analyze(m);
+      std::optional<FusionRegion> r =
+          fixed(static_cast<int32_t>(i)) ? attention_.at(static_cast<int32_t>(i)) : Analyze(m);
       HFUSE_CHECK(r.has_value());
       for (OpId o : m) plan.region_of[static_cast<size_t>(o)] = static_cast<int32_t>(plan.regions.size());
       plan.regions.push_back(std::move(*r));
@@ -292,6 +309,100 @@ class Planner {
   std::vector<int32_t> set_of_;
   // Per op id: 1 for a softmax moved into its readers' set as a gate.
   std::vector<char> gate_;
+  // The attention chains' regions, by their set.
+  std::map<int32_t, FusionRegion> attention_;
+
+  bool IsOnnx(const Op& op, std::string_view type) const {
+    return FamilyOf(op.type) == OpFamily::kOpaque && op.attrs.onnx &&
+           (op.attrs.onnx->domain.empty() || op.attrs.onnx->domain == "ai.onnx") && op.attrs.onnx->op_type == type;
+  }
+  // t is read by exactly one op, `reader`, and is no graph output.
+  bool OnlyReader(TensorId t, OpId reader) const {
+    return t != kNone && !g_.IsGraphOutput(t) && g_.tensor(t).users.size() == 1 && g_.tensor(t).users[0] == reader;
+  }
+
+  // The attention chain (AttentionChain) whose last MatMul is m2, or nothing.
+  std::optional<FusionRegion> AttentionAt(OpId m2) const {
+    const Op& second = g_.op(m2);
+    if (!IsOnnx(second, "MatMul") || !Runs(m2) || second.outputs.size() != 1) return std::nullopt;
+    const TensorId p = NodeInput(second, 0), v = NodeInput(second, 1), o = second.outputs[0];
+    if (p == kNone || v == kNone || g_.tensor(p).producer == kNone) return std::nullopt;
+    const OpId sm = g_.tensor(p).producer;
+    const Op& softmax = g_.op(sm);
+    if (!IsOnnx(softmax, "Softmax") || !Runs(sm) || !OnlyReader(p, m2)) return std::nullopt;
+    const auto rank = static_cast<int64_t>(Shape(p).size());
+    int64_t axis = AttrInt(*softmax.attrs.onnx, "axis", softmax.attrs.onnx->opset >= 13 ? -1 : 1);
+    if (axis < 0) axis += rank;
+    if (axis != rank - 1) return std::nullopt;  // (before opset 13, the rows from axis on: the same)
+    TensorId x = NodeInput(softmax, 0);
+    if (x == kNone || g_.tensor(x).producer == kNone || !OnlyReader(x, sm)) return std::nullopt;
+    AttentionChain chain;
+    std::vector<OpId> ops{sm, m2};
+    OpId m1 = g_.tensor(x).producer;
+    // A division or product by one constant between the MatMul and the softmax.
+    const Op& mid = g_.op(m1);
+    const bool ir = FamilyOf(mid.type) == OpFamily::kElementwise && mid.inputs.size() == 2;
+    const bool mul = ir ? mid.attrs.func == EwFunc::kMul : IsOnnx(mid, "Mul");
+    const bool div = ir ? mid.attrs.func == EwFunc::kDiv : IsOnnx(mid, "Div");
+    if ((mul || div) && Runs(m1) && Slots(mid) == 2) {
+      int32_t scores = -1;
+      for (int32_t slot : {1, 0}) {
+        if (div && slot == 0) break;
+        if (const std::optional<float> c = ScalarOf(mid, static_cast<size_t>(slot)); c && NodeInput(mid, 1 - slot) != kNone) {
+          chain.scale = *c;
+          scores = 1 - slot;
+          break;
+        }
+      }
+      if (scores < 0) return std::nullopt;
+      x = NodeInput(mid, static_cast<size_t>(scores));
+      if (g_.tensor(x).producer == kNone || !OnlyReader(x, m1) || Shape(x) != Shape(mid.outputs[0])) return std::nullopt;
+      chain.divide = div;
+      ops.insert(ops.begin(), m1);
+      m1 = g_.tensor(x).producer;
+    }
+    const Op& first = g_.op(m1);
+    if (!IsOnnx(first, "MatMul") || !Runs(m1) || first.outputs.size() != 1) return std::nullopt;
+    ops.insert(ops.begin(), m1);
+    const TensorId q = NodeInput(first, 0), kt = NodeInput(first, 1);
+    for (TensorId t : {q, kt, v, o, x, p}) {
+      if (t == kNone || g_.tensor(t).dtype != DType::kFloat32) return std::nullopt;
+    }
+    for (TensorId t : {q, kt, v, o}) {
+      const Layout& l = LayoutOf(t);
+      if (l.root == kNone || l.root_dtype != DType::kFloat32 || Shape(t).size() < 2) return std::nullopt;
+    }
+    const std::vector<int64_t>&qs = Shape(q), &ks = Shape(kt), &vs = Shape(v), &os = Shape(o);
+    const int64_t sq = qs[qs.size() - 2], d = qs.back(), sk = ks.back(), dv = vs.back();
+    if (ks[ks.size() - 2] != d || vs[vs.size() - 2] != sk || os[os.size() - 2] != sq || os.back() != dv ||
+        d < 1 || dv < 1 || d > kMaxAttentionHead || dv > kMaxAttentionHead || sk < 1 ||
+        os.size() - 2 > static_cast<size_t>(kMaxAttentionBatchDims) || Shape(p).size() != os.size()) {
+      return std::nullopt;
+    }
+    // Each operand's batch dims broadcast onto O's.
+    for (const std::vector<int64_t>* s : {&qs, &ks, &vs}) {
+      if (s->size() > os.size()) return std::nullopt;
+      const size_t lead = os.size() - s->size();
+      for (size_t i = 0; i + 2 < s->size(); ++i) {
+        if ((*s)[i] != 1 && (*s)[i] != os[lead + i]) return std::nullopt;
+      }
+    }
+    FusionRegion r;
+    r.attention = chain;
+    r.ops = ops;
+    r.rows = Numel(os) / dv;
+    r.cols = sk;
+    for (const auto& [op, slot] : {std::pair{m1, 0}, {m1, 1}, {m2, 1}}) {
+      RegionOperand operand;
+      operand.op = op;
+      operand.slot = slot;
+      operand.over = Shape(NodeInput(g_.op(op), static_cast<size_t>(slot)));
+      r.operands.push_back(std::move(operand));
+    }
+    const Layout& ol = LayoutOf(o);
+    r.outputs.push_back({o, 0, os, std::vector<bool>(os.size(), false), ol.root, ol.offset, ol.strides});
+    return r;
+  }
 
   const std::vector<int64_t>& Shape(TensorId t) const { return v_.shape[static_cast<size_t>(t)]; }
   const Layout& LayoutOf(TensorId t) const { return v_.layout[static_cast<size_t>(t)]; }
@@ -749,6 +860,8 @@ class Planner {
       if (c && c->dtype == DType::kFloat32) bytes = &c->data;
     } else if (auto it = c_.values.find(t); it != c_.values.end() && it->second.dtype == DType::kFloat32) {
       bytes = &it->second.bytes;
+    } else if (g_.tensor(t).role == Role::kParam && g_.tensor(t).data && g_.tensor(t).dtype == DType::kFloat32) {
+      bytes = g_.tensor(t).data.get();  // a weight that came with its values
     }
     if (!bytes || bytes->size() != sizeof(float)) return std::nullopt;
     float v;
@@ -1141,6 +1254,54 @@ std::vector<int64_t> OperandStrides(const Graph& graph, const ViewPlan& views, c
 FusionPlan PlanFusionRegions(const Graph& graph, const ViewPlan& views, const PlanConstants& constants,
                              bool enabled) {
   return Planner(graph, views, constants).Run(enabled);
+}
+
+AttentionTensors AttentionTensorsOf(const Graph& graph, const FusionRegion& r) {
+  HFUSE_CHECK(r.attention && r.operands.size() == 3 && r.outputs.size() == 1);
+  return {OperandTensor(graph, r.operands[0]), OperandTensor(graph, r.operands[1]),
+          OperandTensor(graph, r.operands[2]), r.outputs[0].tensor};
+}
+
+AttentionArgs AttentionArgsOf(const Graph& graph, const ViewPlan& views, const FusionRegion& r) {
+  const AttentionTensors t = AttentionTensorsOf(graph, r);
+  auto shape = [&](TensorId x) -> const std::vector<int64_t>& { return views.shape[static_cast<size_t>(x)]; };
+  auto strides = [&](TensorId x) -> const std::vector<int64_t>& { return views.layout[static_cast<size_t>(x)].strides; };
+  const std::vector<int64_t>& os = shape(t.o);
+  AttentionArgs a{};
+  a.batch_dims = static_cast<int32_t>(os.size() - 2);
+  a.batch = 1;
+  for (int32_t i = 0; i < a.batch_dims; ++i) {
+    a.batch_shape[i] = os[static_cast<size_t>(i)];
+    a.batch *= os[static_cast<size_t>(i)];
+  }
+  // x's batch strides over O's batch dims (numpy: 0 where x has 1 or no dim).
+  auto batch = [&](TensorId x, int64_t* out) {
+    const std::vector<int64_t>& xs = shape(x);
+    const size_t lead = os.size() - xs.size();
+    for (size_t i = 0; i < static_cast<size_t>(a.batch_dims); ++i) {
+      out[i] = i < lead || xs[i - lead] == 1 ? 0 : strides(x)[i - lead];
+    }
+  };
+  batch(t.q, a.q_batch);
+  batch(t.kt, a.kt_batch);
+  batch(t.v, a.v_batch);
+  batch(t.o, a.o_batch);
+  auto last2 = [&](TensorId x, int64_t& row, int64_t& col) {
+    const std::vector<int64_t>& st = strides(x);
+    row = st[st.size() - 2];
+    col = st.back();
+  };
+  last2(t.q, a.q_row, a.q_col);
+  last2(t.kt, a.kt_d, a.kt_key);
+  last2(t.v, a.v_key, a.v_col);
+  last2(t.o, a.o_row, a.o_col);
+  a.sq = static_cast<int32_t>(os[os.size() - 2]);
+  a.dv = static_cast<int32_t>(os.back());
+  a.d = static_cast<int32_t>(shape(t.q).back());
+  a.sk = static_cast<int32_t>(shape(t.kt).back());
+  a.scale = r.attention->scale;
+  a.divide = r.attention->divide ? 1 : 0;
+  return a;
 }
 
 int64_t DomainOffset(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,

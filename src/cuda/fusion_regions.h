@@ -69,6 +69,11 @@
 // the region's end and starts every output at its beginning, so no buffer
 // the kernel reads is the one it writes.
 //
+// An attention chain (AttentionChain below: batched MatMul, scale,
+// Softmax, batched MatMul) is found first and is a region of its own, run
+// by the attention kernel (attention.h); the regions grown next take none
+// of its ops and see it as one node.
+//
 // A region does not form where its rows are longer than 512 (a row lives
 // in at most 16 registers a lane), or its sizes or counts exceed the limits
 // below; its ops then run as before.
@@ -80,6 +85,7 @@
 #include <string>
 #include <vector>
 
+#include "attention.h"
 #include "hfuse/exec/plan_constants.h"
 #include "hfuse/ir/graph.h"
 #include "view_plan.h"
@@ -172,7 +178,22 @@ struct RegionOutput {
 int64_t DomainOffset(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,
                      const std::vector<bool>& cols, int64_t row, int64_t col);
 
+// softmax(scale(Q K^T)) V as one kernel (attention.h): a region whose
+// members are a batched MatMul of Q [.., Sq, D] by K^T [.., D, Sk] read
+// only by a division or product by one constant (or by nothing) read only
+// by a Softmax over the keys, read only by a batched MatMul by V [.., Sk,
+// Dv]; D and Dv at most kMaxAttentionHead, float32, up to
+// kMaxAttentionBatchDims batch dims (numpy broadcast). Its operands are Q,
+// K^T and V (the first MatMul's inputs, the second's B), its output O; it
+// has no steps. (TabTransformer's, FTTransformer's and SAINT's column
+// attention, AutoInt's.)
+struct AttentionChain {
+  float scale = 1.0f;
+  bool divide = false;  // the scores are (q . k) / scale
+};
+
 struct FusionRegion {
+  std::optional<AttentionChain> attention;  // an attention region, else a program of steps
   std::vector<OpId> ops;  // the members, in the plan's order
   int64_t rows = 1, cols = 1;
   std::vector<RegionOperand> operands;
@@ -203,6 +224,15 @@ FusionPlan PlanFusionRegions(const Graph& graph, const ViewPlan& views, const Pl
 // its lanes (a reference for tests, within rounding of the kernel).
 std::vector<std::vector<float>> EvaluateRegion(const FusionRegion& region,
                                                const std::function<float(size_t, int64_t, int64_t)>& read);
+
+// The launch of attention region r but for its four pointers, which
+// point at the first element of Q, K^T, V and O (AttentionTensors) through
+// their layouts: the caller adds each layout's root and offset.
+AttentionArgs AttentionArgsOf(const Graph& graph, const ViewPlan& views, const FusionRegion& r);
+struct AttentionTensors {
+  TensorId q, kt, v, o;
+};
+AttentionTensors AttentionTensorsOf(const Graph& graph, const FusionRegion& r);
 
 // The lanes of a row and the columns each lane holds: lanes the smallest
 // power of two >= cols up to 32, columns_per_lane = ceil(cols / lanes).

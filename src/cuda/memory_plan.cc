@@ -133,6 +133,18 @@ MemoryPlan PlanDeviceMemory(const Graph& g, const DimValues& dims, const ViewPla
   };
   std::vector<Unit> units;
   std::vector<bool> taken(n, false);
+  // An attention region's scores and probabilities live in its kernel's
+  // registers: no buffer (the region has no fallback that would write them).
+  if (fusion) {
+    for (const FusionRegion& r : fusion->regions) {
+      if (!r.attention) continue;
+      for (size_t i = 0; i + 1 < r.ops.size(); ++i) {
+        for (TensorId out : g.op(r.ops[i]).outputs) {
+          if (root(out) == out) taken[static_cast<size_t>(out)] = true;
+        }
+      }
+    }
+  }
   for (OpId id : order) {
     // (A concatenate written in place runs nothing; its output is a unit, which its parts' producers fill.)
     if (views && !runs(id) && !g.op(id).elided && !views->in_place[static_cast<size_t>(id)]) continue;

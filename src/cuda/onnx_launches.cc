@@ -677,6 +677,10 @@ void CudaExecutor::Impl::PlanRegion(const cuda::FusionRegion& r) {
   const Op& first = g.op(r.ops.front());
   current = first.name;
   current_op = &first;
+  if (r.attention) {
+    PlanAttention(r);
+    return;
+  }
   // Its operands, each as the kernel reads it; its members one by one
   // where one is not a float32 tensor as the region planned it.
   std::vector<const void*> operands;
@@ -718,6 +722,30 @@ void CudaExecutor::Impl::PlanRegion(const cuda::FusionRegion& r) {
   AddLaunch(fmt::format("{} (fused region kernel, {} ops: {} to {}, {} rows of {})", first.name, r.ops.size(),
                         first.name, g.op(r.ops.back()).name, rows, cols),
             current_bytes, [=](cudaStream_t s) { cuda::LaunchFusedRegion(kernel, rows, cols, operands, outputs, s); });
+}
+
+// An attention region (fusion_regions.h): one launch of the attention
+// kernel, each operand and O through its layout.
+void CudaExecutor::Impl::PlanAttention(const cuda::FusionRegion& r) {
+  const cuda::AttentionTensors t = cuda::AttentionTensorsOf(g, r);
+  cuda::AttentionArgs a = cuda::AttentionArgsOf(g, views, r);
+  auto at = [&](TensorId x) {
+    const cuda::Layout& l = views.layout[static_cast<size_t>(x)];
+    return reinterpret_cast<float*>(BufferOf(l.root) + l.offset * DTypeBytes(l.root_dtype));
+  };
+  a.q = at(t.q);
+  a.kt = at(t.kt);
+  a.v = at(t.v);
+  a.o = at(t.o);
+  std::vector<TensorId> reads = {t.q, t.kt, t.v}, writes = {views.layout[static_cast<size_t>(t.o)].root};
+  current_bytes = 0;
+  for (TensorId x : {t.q, t.kt, t.v, t.o}) current_bytes += static_cast<double>(Bytes(x));
+  if (!LaunchMayPassGathers(reads, writes)) FlushGathers();
+  FlushChain();
+  const Op& first = g.op(r.ops.front());
+  AddLaunch(fmt::format("{} (fused attention kernel, {} ops: {} to {}, {} x {} rows of {} keys, heads of {})", first.name,
+                        r.ops.size(), first.name, g.op(r.ops.back()).name, a.batch, a.sq, a.sk, a.d),
+            current_bytes, [=](cudaStream_t s) { cuda::LaunchAttention(a, s); });
 }
 
 bool CudaExecutor::Impl::PlanOnnxGather(const Op& op, std::string& why) {

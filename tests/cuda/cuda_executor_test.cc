@@ -35,6 +35,7 @@
 #include "hfuse/passes/strided_views.h"
 #include "hfuse/support/error.h"
 #include "testing/conformance.h"
+#include "testing/attention_graphs.h"
 #include "testing/gate_graphs.h"
 #include "testing/graph_builder.h"
 #include "testing/random_graph.h"
@@ -841,6 +842,22 @@ TEST_F(CudaTest, AGateInItsReadersRegionIsOneLaunch) {
   const std::string stack = test::GateWeighsAStack(37, 4, 130), experts = test::GateTimesExperts(37, 8, 129);
   for (const std::string& text : {stack, experts}) {
     const Graph g = ParseGraphText(text, "gate");
+    const CudaExecutor gpu(g, BindDims(g));
+    EXPECT_EQ(gpu.stats().launches, 1) << text;
+    ExpectGpuMatchesCpu(g, 9, text);
+  }
+}
+
+// An attention chain (testing/attention_graphs.h) is one launch of the
+// attention kernel, and gives the CPU's values: heads of 8 (the tabular
+// transformers'), one key, heads of 33 and values of 64 (the widest the
+// kernel holds), more queries than a block has threads.
+TEST_F(CudaTest, AnAttentionChainIsOneLaunch) {
+  for (const test::AttentionSizes& n : {test::AttentionSizes{37, 4, 39, 19, 8, 8}, test::AttentionSizes{5, 2, 7, 1, 8, 3},
+                                        test::AttentionSizes{3, 2, 9, 20, 33, 64},
+                                        test::AttentionSizes{2, 1, 300, 26, 8, 8}}) {
+    const std::string text = test::AttentionChain(n);
+    const Graph g = ParseGraphText(text, "attention");
     const CudaExecutor gpu(g, BindDims(g));
     EXPECT_EQ(gpu.stats().launches, 1) << text;
     ExpectGpuMatchesCpu(g, 9, text);

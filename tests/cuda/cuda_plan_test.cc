@@ -20,6 +20,7 @@
 #include "hfuse/io/graph_text.h"
 #include "hfuse/runtime/bound_dims.h"
 #include "memory_plan.h"
+#include "testing/attention_graphs.h"
 #include "testing/gate_graphs.h"
 #include "testing/graph_builder.h"
 #include "view_plan.h"
@@ -386,6 +387,63 @@ TEST(FusionRegions, AGateReadOutsideStaysOutOfTheRegion) {
     const PlannedRegions p = PlanRegionsOf(text, "gate read outside");
     const auto gate = static_cast<size_t>(test::OpNamed(p.g, "gate"));
     EXPECT_EQ(p.plan.region_of[gate], -1);
+  }
+}
+
+// ---- fused regions: attention ----------------------------------------------------
+
+// The chain of testing/attention_graphs.h at B = 2, H = 3, Sq = 5, Sk = 6,
+// Dv = 7 and heads of `d`.
+std::string Attention(int64_t d, const std::string& extra_outputs = "") {
+  test::AttentionSizes n;
+  n.d = d;
+  return test::AttentionChain(n, extra_outputs);
+}
+
+// The chain is one attention region, and the kernel's row function, run
+// over the operands where the plan lays them out (K^T as k's transpose, v
+// broadcast over the heads), computes the CPU executor's y.
+TEST(FusionRegions, AnAttentionChainIsOneRegion) {
+  const PlannedRegions p = PlanRegionsOf(Attention(4), "attention");
+  const Graph& g = p.g;
+  ASSERT_EQ(p.plan.regions.size(), 1u);
+  const FusionRegion& r = p.plan.regions[0];
+  ASSERT_TRUE(r.attention.has_value());
+  EXPECT_EQ(r.ops.size(), 3u);  // the Transpose is a view
+  EXPECT_EQ(r.ops.front(), test::OpNamed(g, "scores"));
+  EXPECT_EQ(r.ops.back(), test::OpNamed(g, "mix"));
+  const TensorMap feeds = RandomFeeds(g, p.dims, 7);
+  AttentionArgs a = AttentionArgsOf(g, p.views, r);
+  EXPECT_EQ(a.batch, 6);
+  EXPECT_EQ(a.kt_d, 1);    // k's elements of a row
+  EXPECT_EQ(a.kt_key, 4);  // k's rows
+  EXPECT_EQ(a.v_batch[1], 0);
+  const AttentionTensors t = AttentionTensorsOf(g, r);
+  EXPECT_EQ(t.kt, test::TensorNamed(g, "kt"));
+  a.q = reinterpret_cast<const float*>(feeds.at("q").bytes.data());
+  a.kt = reinterpret_cast<const float*>(feeds.at("k").bytes.data());  // kt's root
+  a.v = reinterpret_cast<const float*>(feeds.at("v").bytes.data());
+  std::vector<float> out(2 * 3 * 5 * 7, NAN);
+  a.o = out.data();
+  for (int64_t b = 0; b < a.batch; ++b) {
+    for (int64_t row = 0; row < a.sq; ++row) AttentionRow<kMaxAttentionHead>(a, b, row);
+  }
+  const HostTensor want = RunOnCpu(g, feeds, p.dims).at("y");
+  ASSERT_EQ(static_cast<int64_t>(out.size()), want.numel());
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    EXPECT_NEAR(out[static_cast<size_t>(i)], want.Get(i), 1e-5f * std::max(1.0f, std::fabs(want.Get(i)))) << i;
+  }
+}
+
+// Scores read outside the chain (a graph output), or heads wider than the
+// kernel's registers: no attention region.
+TEST(FusionRegions, NoAttentionRegionWhereTheChainCannotBeOne) {
+  for (const auto& [text, what] : {std::pair{Attention(4, ", s"), "scores read outside"},
+                                   std::pair{Attention(kMaxAttentionHead + 1), "a head too wide"}}) {
+    SCOPED_TRACE(what);
+    const PlannedRegions p = PlanRegionsOf(text, what);
+    for (const FusionRegion& r : p.plan.regions) EXPECT_FALSE(r.attention.has_value());
+    EXPECT_EQ(p.plan.region_of[static_cast<size_t>(test::OpNamed(p.g, "mix"))], -1);
   }
 }
 

@@ -185,11 +185,50 @@ int Main(int argc, char** argv) {
   }
   // 3. The fused regions: what each computes (the host interpreter of its
   // program, on the CPU's values of its operands) is the CPU's, within
-  // rounding (the kernel's sums run in another order).
+  // rounding (the kernel's sums run in another order). An attention region:
+  // the kernel's own row function (attention.h) over the operands' buffers
+  // as the plan lays them out, writing O through its layout.
   const cuda::FusionPlan fusion = cuda::PlanFusionRegions(g, views, folded, true);
-  int64_t region_ops = 0;
+  int64_t region_ops = 0, attention_regions = 0;
   for (const cuda::FusionRegion& r : fusion.regions) {
     region_ops += static_cast<int64_t>(r.ops.size());
+    if (r.attention) {
+      ++attention_regions;
+      const cuda::AttentionTensors t = cuda::AttentionTensorsOf(g, r);
+      cuda::AttentionArgs a = cuda::AttentionArgsOf(g, views, r);
+      auto at = [&](TensorId x) {
+        const cuda::Layout& l = views.layout[static_cast<size_t>(x)];
+        return reinterpret_cast<const float*>(root_buffer(l.root).bytes.data()) + l.offset;
+      };
+      a.q = at(t.q);
+      a.kt = at(t.kt);
+      a.v = at(t.v);
+      const cuda::Layout& ol = views.layout[static_cast<size_t>(t.o)];
+      HostTensor out(DType::kFloat32, views.shape[static_cast<size_t>(ol.root)]);
+      for (int64_t i = 0; i < out.numel(); ++i) out.Set(i, NAN);
+      a.o = reinterpret_cast<float*>(out.bytes.data()) + ol.offset;
+      for (int64_t b = 0; b < a.batch; ++b) {
+        for (int64_t row = 0; row < a.sq; ++row) cuda::AttentionRow<cuda::kMaxAttentionHead>(a, b, row);
+      }
+      const HostTensor& want = ref[static_cast<size_t>(t.o)];
+      HostTensor got(DType::kFloat32, views.shape[static_cast<size_t>(t.o)]);
+      ReadThrough(ol, views.shape[static_cast<size_t>(t.o)], out, got);
+      float scale = 0.0f, err = 0.0f;
+      for (int64_t i = 0; i < want.numel(); ++i) {
+        scale = std::max(scale, std::fabs(want.Get(i)));
+        const float e = std::fabs(got.Get(i) - want.Get(i));
+        err = std::isnan(e) ? INFINITY : std::max(err, e);
+      }
+      if (err > 1e-5f * std::max(scale, 1.0f)) {
+        c.Fail(fmt::format("fused attention of '{}' to '{}' computes '{}' wrong (error {} at scale {})",
+                           g.op(r.ops.front()).name, g.op(r.ops.back()).name, g.tensor(t.o).name, err, scale));
+      }
+      if (verbose) {
+        fmt::print("  attention {} ops ({} to {}), {} x {} rows of {} keys, heads of {} and {}\n", r.ops.size(),
+                   g.op(r.ops.front()).name, g.op(r.ops.back()).name, a.batch, a.sq, a.sk, a.d, a.dv);
+      }
+      continue;
+    }
     std::vector<HostTensor> values;  // per operand: its tensor's, or its node constant's
     for (const cuda::RegionOperand& o : r.operands) {
       const TensorId t = cuda::OperandTensor(g, o);
@@ -370,10 +409,10 @@ int Main(int argc, char** argv) {
     if (!c.Same(got, ref[static_cast<size_t>(t)])) c.Fail(fmt::format("graph output '{}' is wrong", g.tensor(t).name));
     if (mem.region[static_cast<size_t>(l.root)] != 'o') c.Fail(fmt::format("graph output '{}' is outside the outputs", g.tensor(t).name));
   }
-  fmt::print("{}: {} ops, {} launches, {} folded, {} views ({} checked), {} regions of {} ops, {} constant bytes, "
+  fmt::print("{}: {} ops, {} launches, {} folded, {} views ({} checked), {} regions of {} ops ({} attention), {} constant bytes, "
              "arena {} of {} bytes: {}\n",
              model, g.LiveOps().size(), launches, folded.folded_ops, views.views, checked_views,
-             fusion.regions.size(), region_ops,
+             fusion.regions.size(), region_ops, attention_regions,
              mem.constant_bytes, mem.arena_bytes, mem.tensor_bytes, c.failures ? "FAIL" : "ok");
   return c.failures ? 1 : 0;
 }

@@ -64,6 +64,28 @@ def floats(name, dims, scale=0.1, offset=0.0):
     return helper.make_tensor(name, F, dims, [offset + scale * ((7 * i) % 13 - 6) for i in range(n)])
 
 
+def attention_model(scaled):
+    """x [N, 5, 12] -> q, k, v (3 heads of 4) -> softmax(scaled(q k^T)) v -> [N, 5, 12] -> y."""
+    nodes = [helper.make_node("MatMul", ["x", "wqkv"], ["qkv"]),
+             helper.make_node("Split", ["qkv", "thirds"], ["q", "k", "v"], axis=2)]
+    for t, perm in (("q", [0, 2, 1, 3]), ("k", [0, 2, 3, 1]), ("v", [0, 2, 1, 3])):
+        nodes += [helper.make_node("Reshape", [t, "by_heads"], [f"{t}4"]),
+                  helper.make_node("Transpose", [f"{t}4"], [f"{t}h"], perm=perm)]
+    nodes.append(helper.make_node("MatMul", ["qh", "kh"], ["scores"]))
+    if scaled:
+        nodes.append(helper.make_node(scaled, ["scores", "scale"], ["scaled"]))
+    nodes += [helper.make_node("Softmax", ["scaled" if scaled else "scores"], ["p"], axis=-1),
+              helper.make_node("MatMul", ["p", "vh"], ["o"]),
+              helper.make_node("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]),
+              helper.make_node("Reshape", ["ot", "merged"], ["om"]),
+              helper.make_node("MatMul", ["om", "wo"], ["y"])]
+    inits = [floats("wqkv", [12, 36], 0.4), ints("thirds", [12, 12, 12]), ints("by_heads", [0, 5, 3, 4]),
+             ints("merged", [0, 5, 12]), floats("wo", [12, 12], 0.2)]
+    if scaled:
+        inits.append(helper.make_tensor("scale", F, [], [2.0 if scaled == "Div" else 0.5]))
+    return model("ah", nodes, [("x", F, ["N", 5, 12])], [("y", F, ["N", 5, 12])], inits)
+
+
 def gather_group_model(name, tables, concat=True, shared_ids=False):
     """Lookups of `tables` ((rows, width[, dtype]) each) by ids of their own
     (ids{i}: int64 [N], or every third int32 [N, 2]) or one shared [N]
@@ -543,25 +565,15 @@ def op_models():
          floats("c0", [1], 0.1), floats("c1", [1], 0.1, 0.2), floats("c2", [1], 0.1, -0.3)])
     # Attention with its heads split out and put back (FTTransformer's,
     # TabTransformer's): q, k and v a Split of one projection, each a view
-    # (no copy); the heads' outputs written by their MatMul in the order
-    # of the Transpose that reads them, so the Reshape back to [N, 5, 12]
-    # is a view too: the projections, the two batched MatMuls, the softmax.
-    heads = [helper.make_node("MatMul", ["x", "wqkv"], ["qkv"]),
-             helper.make_node("Split", ["qkv", "thirds"], ["q", "k", "v"], axis=2)]
-    for t, perm in (("q", [0, 2, 1, 3]), ("k", [0, 2, 3, 1]), ("v", [0, 2, 1, 3])):
-        heads += [helper.make_node("Reshape", [t, "by_heads"], [f"{t}4"]),
-                  helper.make_node("Transpose", [f"{t}4"], [f"{t}h"], perm=perm)]
-    heads += [helper.make_node("MatMul", ["qh", "kh"], ["scores"]),
-              helper.make_node("Softmax", ["scores"], ["p"], axis=-1),
-              helper.make_node("MatMul", ["p", "vh"], ["o"]),
-              helper.make_node("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]),
-              helper.make_node("Reshape", ["ot", "merged"], ["om"]),
-              helper.make_node("MatMul", ["om", "wo"], ["y"])]
-    yield "attention_heads", model("ah", heads, [("x", F, [N, 5, 12])], [("y", F, [N, 5, 12])],
-                                   [floats("wqkv", [12, 36]), ints("thirds", [12, 12, 12]),
-                                    ints("by_heads", [0, 5, 3, 4]), ints("merged", [0, 5, 12]),
-                                    floats("wo", [12, 12], 0.2)])
-    # fuse-group-gathers' group_gather (the GPU's hfuse rules): lookups of
+    # (no copy); the scores' MatMul, their scaling, the Softmax and the
+    # MatMul by v one launch of the attention kernel, which writes the
+    # heads in the order of the Transpose that puts them back, so the
+    # Reshape to [N, 5, 12] is a view too: the projections and the
+    # attention, 3 launches. Scaled by a Div (TabTransformer's), by a Mul
+    # (AutoInt's), or not at all.
+    for scaled in ("Div", "Mul", None):
+        yield f"attention_heads{'_' + scaled.lower() if scaled else ''}", attention_model(scaled)
+    # fuse-group-gathers' group_gather (the GPU's hfuse rules): lookups of    # fuse-group-gathers' group_gather (the GPU's hfuse rules): lookups of
     # rows of 3, 5, 13, 1, 8 and 16 floats (ids int64 and int32, one [N, 2])
     # as one launch with their Concat; float16 and bfloat16 tables (rows of
     # 6, 10 and 26 bytes: moved as bytes) as two groups, one launch; 500
@@ -609,14 +621,15 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # the region, the pooled sums' concatenate (the region reads the target
 # embeddings where they lie, in the MLP's input, so it writes nothing into
 # that buffer: a region reads no buffer a member writes into), the GEMM;
-# gemv_group: one GEMV launch; attention_heads: the two projections, the
-# two batched MatMuls and the softmax (no Split or Reshape copy).
+# gemv_group: one GEMV launch; attention_heads*: the two projections and
+# the attention kernel (no Split or Reshape copy).
 EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_bias_concat": 6,
                    "gather_f16_concat": 1, "gather_past_launch": 2, "region_dice": 1,
                    "region_scaled_softmax": 1, "region_scaled_logsoftmax": 1, "region_gate_weighted_sum": 2,
                    "region_long_rows": 1, "region_concat_parts": 1, "concat_in_place": 2, "region_cross_wait": 3,
                    "gather_group_odd_widths": 1, "gather_group_f16_bf16": 1, "gather_group_500": 1,
-                   "stack_picked": 4, "gemv_group": 1, "attention_heads": 5}
+                   "stack_picked": 4, "gemv_group": 1, "attention_heads": 3,
+                   "attention_heads_div": 3, "attention_heads_mul": 3}
 
 
 def check_gather_group_ids(work):

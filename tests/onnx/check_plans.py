@@ -38,11 +38,12 @@ from onnx_checks import check, failures, hfuse, set_tool
 # written (its picks are no views of a part), stack_pick_output's too (its
 # pick is copied); stack_placed_pick_output's MLP input copied (a copied
 # pick reads the stack as a plain array, so the stack has a buffer of its
-# own); gemv_group's GEMVs one op; attention_heads' Split and the Reshape
-# of its heads put back views (5 launches, no copy).
+# own); gemv_group's GEMVs one op; attention_heads*: the Split and the
+# Reshape of its heads put back views (no copy), the attention one region.
 PLAN_WORDS = {"stack_picked": {"unread": 1, "in place": 1}, "stack_picked_unordered": {"unread": 0},
               "stack_pick_output": {"unread": 0}, "stack_placed_pick_output": {"in place": 0},
-              "gemv_group": {"launch": 1}, "attention_heads": {"launch": 5}}
+              "gemv_group": {"launch": 1},
+              **{f"attention_heads{s}": {"view": 13, "attention": 1} for s in ("", "_div", "_mul")}}
 
 
 def plan_check(tool, path, label, *args, words=None):

