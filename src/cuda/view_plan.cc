@@ -57,7 +57,7 @@ std::optional<std::vector<int64_t>> PermOf(const Op& op, size_t rank) {
   return perm;
 }
 
-enum class ViewKind { kNone, kReshape, kTranspose, kSlice, kSplit, kExpand, kGather, kCast };
+enum class ViewKind { kNone, kReshape, kTranspose, kSlice, kSplit, kExpand, kGather, kGatherND, kCast };
 
 ViewKind ViewKindOf(const Op& op) {
   if (op.type == OpType::kReshape) return ViewKind::kReshape;
@@ -73,6 +73,7 @@ ViewKind ViewKindOf(const Op& op) {
   if (t == "Split") return ViewKind::kSplit;
   if (t == "Expand") return ViewKind::kExpand;
   if (t == "Gather") return ViewKind::kGather;
+  if (t == "GatherND") return ViewKind::kGatherND;
   if (t == "Cast") return ViewKind::kCast;
   return ViewKind::kNone;
 }
@@ -484,6 +485,37 @@ struct Planner {
         if (l.strides.size() != to.size()) return std::nullopt;
         return l;
       }
+      case ViewKind::kGatherND: {
+        // Rows of the first dim picked by known indices [n, 1] in
+        // arithmetic progression, no batch dims (pytorch-widedeep's
+        // columns of X: X.T[[0, 1, ..., 25]]): an offset and a stride.
+        const std::vector<const HostTensor*> known = KnownInputs(op);
+        const auto idx = cpu::KnownInts(*node, 1, known);
+        // The indices' shape: a tensor's, or a constant's the node keeps.
+        const TensorId ind = NodeInput(op, 1);
+        const int32_t kept = node->input_slots.size() > 1 ? node->input_slots[1] : 0;
+        const std::vector<int64_t> ind_shape =
+            ind != kNone ? Shape(ind)
+            : kept <= -2  ? node->constant_values[static_cast<size_t>(-2 - kept)].dims
+                          : std::vector<int64_t>{};
+        auto b = node->ints.find("batch_dims");
+        if (!idx || idx->empty() || ind_shape != std::vector<int64_t>{static_cast<int64_t>(idx->size()), 1} ||
+            (b != node->ints.end() && !b->second.empty() && b->second[0] != 0) || from.empty() || to.size() != from.size()) {
+          return std::nullopt;
+        }
+        std::vector<int64_t> at = *idx;
+        for (int64_t& i : at) {
+          if (i < 0) i += from[0];
+          if (i < 0 || i >= from[0]) return std::nullopt;  // the kernel reports it
+        }
+        const int64_t step = at.size() > 1 ? at[1] - at[0] : 1;
+        for (size_t i = 1; i < at.size(); ++i) {
+          if (at[i] - at[i - 1] != step) return std::nullopt;
+        }
+        l.offset += at[0] * in.strides[0];
+        l.strides[0] = step * in.strides[0];
+        return l;
+      }
       case ViewKind::kNone: break;
     }
     return std::nullopt;
@@ -693,6 +725,9 @@ Reads ReadsOf(const Op& op, size_t input) {
   if (info->cuda == "Copy") return info->name == "Pad" ? Reads::kContiguous : Reads::kAny;
   if (info->cuda == "Gather") return slot == 1 ? Reads::kAny : Reads::kContiguous;
   if (info->cuda == "MatMul") return Reads::kMatrix;
+  // BatchNormalization's x: the elementwise kernel's operand (its
+  // statistics are known at plan time).
+  if (info->cuda == "BatchNorm") return slot == 0 ? Reads::kAny : Reads::kContiguous;
   return Reads::kContiguous;
 }
 

