@@ -174,7 +174,11 @@ class Planner {
     attention_.clear();
     for (OpId id : order) {
       std::optional<FusionRegion> chain = AttentionAt(id);
-      if (!chain) continue;
+      // (an op in two chains, one's last MatMul the next one's first: the first only)
+      if (!chain || std::any_of(chain->ops.begin(), chain->ops.end(),
+                                [&](OpId o) { return set_of[static_cast<size_t>(o)] >= 0; })) {
+        continue;
+      }
       for (OpId o : chain->ops) set_of[static_cast<size_t>(o)] = static_cast<int32_t>(sets.size());
       sets.push_back(chain->ops);
       attention_[static_cast<int32_t>(sets.size() - 1)] = std::move(*chain);
@@ -365,6 +369,9 @@ class Planner {
     if (!IsOnnx(first, "MatMul") || !Runs(m1) || first.outputs.size() != 1) return std::nullopt;
     ops.insert(ops.begin(), m1);
     const TensorId q = NodeInput(first, 0), kt = NodeInput(first, 1);
+    // V is no value of the chain (MatMul(p, p): its users list names the
+    // MatMul once), which has no buffer.
+    if (v == p || v == x || v == first.outputs[0]) return std::nullopt;
     for (TensorId t : {q, kt, v, o, x, p}) {
       if (t == kNone || g_.tensor(t).dtype != DType::kFloat32) return std::nullopt;
     }

@@ -1659,9 +1659,25 @@ void CudaExecutor::Impl::PlanOnHost(const Op& op, const std::string& why) {
   auto h = std::make_unique<cuda::HostOp>();
   h->name = op.name;
   h->node = op.attrs.onnx;
+  // An input that is a view its rows cannot describe (a transposed
+  // operand, a Cast read on load: readers of any view are planned so even
+  // where their op then falls back here) is first copied row-major into a
+  // device buffer of its own, which the host copy then reads.
+  std::vector<const void*> gathered;
   for (TensorId t : op.inputs) {
-    h->in.emplace_back(g.tensor(t).dtype, ConcreteShape(g.tensor(t).shape, dims), g.tensor(t).name);
+    const std::vector<int64_t> shape = ConcreteShape(g.tensor(t).shape, dims);
+    h->in.emplace_back(g.tensor(t).dtype, shape, g.tensor(t).name);
     h->in_staged.push_back(std::make_unique<cuda::PinnedBuffer>(Bytes(t)));
+    const cuda::Layout& l = views.layout[static_cast<size_t>(t)];
+    const void* from = nullptr;
+    if (Bytes(t) > 0 && (l.root_dtype != g.tensor(t).dtype || !cuda::RowStride(l, views.shape[static_cast<size_t>(t)]))) {
+      descriptors.push_back(std::make_unique<cuda::DeviceBuffer>());
+      descriptors.back()->Allocate(Bytes(t));
+      PlanStridedCopy(Operand(t, shape), descriptors.back()->ptr, cuda::RowMajorStrides(shape), g.tensor(t).dtype, shape,
+                      "copy kernel (a view for the host)");
+      from = descriptors.back()->ptr;
+    }
+    gathered.push_back(from);
   }
   for (TensorId t : op.outputs) {
     // Written back as rows (CopyPlace): the view plan lays out no host op's
@@ -1673,8 +1689,15 @@ void CudaExecutor::Impl::PlanOnHost(const Op& op, const std::string& why) {
   cuda::HostOp* raw = h.get();
   host_ops.push_back(std::move(h));
   const std::vector<TensorId> ins = op.inputs, outs = op.outputs;
-  Add(fmt::format("on the host: ONNX {}", op.attrs.onnx->op_type), [this, raw, ins, outs](cudaStream_t s) {
-    for (size_t k = 0; k < ins.size(); ++k) CopyPlace(ins[k], raw->in_staged[k]->ptr, true, s);
+  Add(fmt::format("on the host: ONNX {}", op.attrs.onnx->op_type), [this, raw, ins, outs, gathered](cudaStream_t s) {
+    for (size_t k = 0; k < ins.size(); ++k) {
+      if (gathered[k]) {
+        HFUSE_CUDA(cudaMemcpyAsync(raw->in_staged[k]->ptr, gathered[k], static_cast<size_t>(Bytes(ins[k])),
+                                   cudaMemcpyDeviceToHost, s));
+      } else {
+        CopyPlace(ins[k], raw->in_staged[k]->ptr, true, s);
+      }
+    }
     HFUSE_CUDA(cudaLaunchHostFunc(s, RunHostOp, raw));
     for (size_t k = 0; k < outs.size(); ++k) CopyPlace(outs[k], raw->out_staged[k]->ptr, false, s);
   });

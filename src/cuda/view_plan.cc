@@ -122,7 +122,13 @@ struct Planner {
       const DType dtype = g.tensor(r).dtype;
       if (ta == kNone || tb == kNone || !IsFloat(dtype) || g.tensor(ta).dtype != dtype ||
           g.tensor(tb).dtype != dtype || Shape(ta).size() < 2 || Shape(tb).size() < 2 ||
-          Shape(ta).back() == 0 || Shape(ta).back() > INT32_MAX) {
+          Shape(ta).back() == 0 || Shape(r).size() < 2) {
+        continue;
+      }
+      const std::vector<int64_t>& rs = Shape(r);
+      int64_t batch = 1;
+      for (size_t d = 0; d + 2 < rs.size(); ++d) batch *= rs[d];
+      if (Shape(ta).back() > INT32_MAX || rs[rs.size() - 2] > INT32_MAX || rs.back() > INT32_MAX || batch > INT32_MAX) {
         continue;
       }
       const std::vector<int64_t>& from = Shape(r);

@@ -36,8 +36,15 @@
 // fused concatenate does for the last dim. MMoE's stack of expert outputs
 // [B, 8, D] is eight [B, D] GEMM outputs at a row stride of 8 D.
 //
+// Outputs laid out in another order: a batched MatMul whose output only a
+// Transpose reads, itself read by a Reshape that could not view it
+// (attention's heads put back together), writes its own buffer in the
+// Transpose's order, so that the Transpose's output is row-major and the
+// Reshape a view of it.
+//
 // A view is only kept where every reader can read it in place (ReadsOf:
-// the elementwise and copy kernels and a Gather's indices read any view,
+// the elementwise and copy kernels, BatchNormalization's input and a
+// Gather's indices read any view,
 // a GEMM or LayerNorm rows with a stride, a batched MatMul matrices with
 // either unit stride, everything else contiguous tensors); a graph output
 // must be a contiguous view of an intermediate. Otherwise the op is

@@ -864,6 +864,30 @@ TEST_F(CudaTest, AnAttentionChainIsOneLaunch) {
   }
 }
 
+// An op that falls back to the host (a BatchNormalization whose statistics
+// are computed at run time) reading a view its rows cannot describe (a
+// transpose, which BatchNormalization's kernel would read in place): the
+// view is copied row-major for the host first.
+TEST_F(CudaTest, AHostOpReadsAViewAsItsValues) {
+  const std::string text = R"(input x: float32[3, 37]
+input m: float32[3]
+input v: float32[3]
+param s: float32[3]
+param b: float32[3]
+tensor xt: float32[37, 3]
+xt = opaque(x) {onnx = Transpose, perm = [1, 0]}  # xt
+tensor va: float32[3]
+va = opaque(v) {onnx = Abs}  # va
+tensor y: float32[37, 3]
+y = opaque(xt, s, b, m, va) {onnx = BatchNormalization}  # bn
+output y
+)";
+  const Graph g = ParseGraphText(text, "host view");
+  const CudaExecutor gpu(g, BindDims(g));
+  EXPECT_EQ(gpu.stats().host_ops.size(), 1u);
+  ExpectGpuMatchesCpu(g, 9, text);
+}
+
 // ---- group_gather (fuse-group-gathers) --------------------------------------
 
 // A graph of embedding lookups in the text notation: lookup i reads table

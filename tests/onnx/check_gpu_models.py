@@ -601,7 +601,24 @@ def op_models():
     # (AutoInt's), or not at all.
     for scaled in ("Div", "Mul", None):
         yield f"attention_heads{'_' + scaled.lower() if scaled else ''}", attention_model(scaled)
-    # fuse-group-gathers' group_gather (the GPU's hfuse rules): lookups of    # fuse-group-gathers' group_gather (the GPU's hfuse rules): lookups of
+    # Two chains sharing a MatMul (the first's last, the second's first):
+    # the first is one attention launch, the second runs as it was; and a
+    # MatMul of the probabilities by themselves (V would be a value the
+    # chain never writes): no attention launch.
+    xt = helper.make_node("Transpose", ["x"], ["xt"], perm=[0, 2, 1])
+    yield "attention_chains_overlap", model("ov", [
+        xt, helper.make_node("MatMul", ["x", "xt"], ["s1"]),
+        helper.make_node("Softmax", ["s1"], ["p1"], axis=-1),
+        helper.make_node("MatMul", ["p1", "x"], ["o1"]),
+        helper.make_node("Softmax", ["o1"], ["p2"], axis=-1),
+        helper.make_node("MatMul", ["p2", "v2"], ["y"]),
+    ], [("x", F, [N, 5, 4]), ("v2", F, [N, 4, 6])], [("y", F, [N, 5, 6])])
+    yield "attention_v_is_p", model("pp", [
+        xt, helper.make_node("MatMul", ["x", "xt"], ["s1"]),
+        helper.make_node("Softmax", ["s1"], ["p1"], axis=-1),
+        helper.make_node("MatMul", ["p1", "p1"], ["y"]),
+    ], [("x", F, [N, 5, 4])], [("y", F, [N, 5, 5])])
+    # fuse-group-gathers' group_gather (the GPU's hfuse rules): lookups of
     # rows of 3, 5, 13, 1, 8 and 16 floats (ids int64 and int32, one [N, 2])
     # as one launch with their Concat; float16 and bfloat16 tables (rows of
     # 6, 10 and 26 bytes: moved as bytes) as two groups, one launch; 500

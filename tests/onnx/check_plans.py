@@ -41,12 +41,14 @@ from onnx_checks import check, failures, hfuse, set_tool
 # own); gemv_group's GEMVs one op; attention_heads*: the Split and the
 # Reshape of its heads put back views (no copy), the attention one region;
 # gathernd_columns' Transposes, GatherNDs and Cast views; add_computed_zeros'
-# Add a view of the GEMM's output.
+# Add a view of the GEMM's output; attention_chains_overlap: one attention
+# of its two chains that share a MatMul; attention_v_is_p: none.
 PLAN_WORDS = {"stack_picked": {"unread": 1, "in place": 1}, "stack_picked_unordered": {"unread": 0},
               "stack_pick_output": {"unread": 0}, "stack_placed_pick_output": {"in place": 0},
               "gemv_group": {"launch": 1},
               **{f"attention_heads{s}": {"view": 13, "attention": 1} for s in ("", "_div", "_mul")},
-              "gathernd_columns": {"launch": 2, "view": 6}, "add_computed_zeros": {"view": 1, "launch": 1}}
+              "gathernd_columns": {"launch": 2, "view": 6}, "add_computed_zeros": {"view": 1, "launch": 1},
+              "attention_chains_overlap": {"attention": 1}, "attention_v_is_p": {"attention": 0}}
 
 
 def plan_check(tool, path, label, *args, words=None):
