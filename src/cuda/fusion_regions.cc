@@ -440,8 +440,12 @@ class Planner {
     const TensorId y = op.outputs[0];
     const Layout& l = LayoutOf(y);
     // A Concat writes its parts through its output's layout, which may be
-    // its slot in an outer concatenate written in place (ConcatInto).
-    const bool placed = KindOf(op) == MemberKind::kConcat && l.root != kNone;
+    // its slot in an outer concatenate written in place (ConcatInto); so
+    // does any member whose output is such a slot (view_plan.h: an
+    // elementwise op's output laid out there).
+    const bool in_slot = l.root != kNone && l.root != y && g_.tensor(l.root).producer != kNone &&
+                         v_.in_place[static_cast<size_t>(g_.tensor(l.root).producer)];
+    const bool placed = (KindOf(op) == MemberKind::kConcat && l.root != kNone) || in_slot;
     return g_.tensor(y).dtype == DType::kFloat32 && (placed || (l.root == y && l.offset == 0 && IsRowMajor(l, Shape(y)))) &&
            l.root_dtype == DType::kFloat32 && Shape(y).size() <= 8;
   }

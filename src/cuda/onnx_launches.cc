@@ -213,7 +213,10 @@ void CudaExecutor::Impl::PlanElementwiseTo(cuda::OnnxElementwiseArgs a, TensorId
   a.out_type = static_cast<int32_t>(g.tensor(y).dtype);
   a.rank = static_cast<int32_t>(ys.size());
   a.numel = 1;
-  const std::vector<int64_t> os = cuda::RowMajorStrides(ys);
+  // Through y's layout: its own buffer, or its slot in a concatenate
+  // written in place (view_plan.h).
+  const std::vector<int64_t>& os = views.layout[static_cast<size_t>(y)].strides;
+  HFUSE_CHECK(views.layout[static_cast<size_t>(y)].root_dtype == g.tensor(y).dtype);
   for (size_t d = 0; d < ys.size(); ++d) {
     a.shape[d] = ys[d];
     a.out_strides[d] = os[d];
@@ -287,8 +290,11 @@ bool CudaExecutor::Impl::ChainElementwise(const cuda::OnnxElementwiseArgs& a, Te
     f32 = f32 && Fits32((hi - lo) / 4);
   }
   if (!f32 || !options.elementwise_chains) return false;
-  const char* out = static_cast<const char*>(a.out);
-  const std::pair<const char*, const char*> out_span{out, out + a.numel * 4};
+  // Where the output lies (its own buffer, or its slot in a concatenate).
+  cuda::StridedOperand written{};
+  written.ptr = a.out;
+  for (int d = 0; d < a.rank; ++d) written.strides[d] = a.out_strides[d];
+  const std::pair<const char*, const char*> out_span = SpanOf(written, a.shape, a.rank, 4);
   // Joins the chain: the operands that are the chain's result read its
   // last register, the others the chain's inputs (one register per
   // distinct operand).
@@ -308,8 +314,11 @@ bool CudaExecutor::Impl::ChainElementwise(const cuda::OnnxElementwiseArgs& a, Te
       // Any other read of the chain's result (a slice of it, say) would
       // find it unwritten: such an op starts a chain of its own.
       const auto [lo, hi] = SpanOf(o, a.shape, a.rank, 4);
-      const char* result = static_cast<const char*>(f.out);
-      if (lo < result + f.numel * 4 && result < hi) {
+      cuda::StridedOperand result{};
+      result.ptr = f.out;
+      for (int d = 0; d < f.rank; ++d) result.strides[d] = f.out_strides[d];
+      const auto [rlo, rhi] = SpanOf(result, f.shape, f.rank, 4);
+      if (lo < rhi && rlo < hi) {
         fits = false;
         break;
       }
@@ -329,7 +338,8 @@ bool CudaExecutor::Impl::ChainElementwise(const cuda::OnnxElementwiseArgs& a, Te
     if (fits && reads) {
       for (int k = a.num_inputs; k < 3; ++k) step.arg[k] = step.arg[0];
       f.steps[f.num_steps++] = step;
-      f.out = a.out;
+      f.out = a.out;  // the last op's output, where it lies
+      for (int d = 0; d < a.rank; ++d) f.out_strides[d] = a.out_strides[d];
       chain->fused = f;
       chain->y = y;
       chain->ops.push_back(current);

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "cpu_onnx_ops.h"
+#include "fusion_regions.h"
 #include "hfuse/ir/analysis.h"
 #include "hfuse/ir/onnx_ops.h"
 #include "hfuse/passes/strided_views.h"
@@ -179,6 +180,59 @@ struct Planner {
     if (!IsConcat(op) || op.elided || constants.folded[static_cast<size_t>(id)] || op.outputs.size() != 1) return false;
     return !WrittenInPlace(id);
   }
+  // An elementwise op that the CUDA planner runs on the elementwise
+  // kernel, in a fused chain or in a fused region, each of which writes
+  // its output through any strides (so into its slot of a concatenate:
+  // DCNv2's and DCN's last cross-layer sum beside the deep part): float32
+  // out, one output, a formula of its own (the IR's of one or two inputs;
+  // an ONNX one's that ElementwiseFunctionOf knows, not Cast), reading no
+  // lookup's output (an Add of one goes into the lookups' launch, which
+  // writes rows of its own).
+  bool WritesAnyStrides(const Op& op) const {
+    if (op.elided || op.outputs.size() != 1 || g.tensor(op.outputs[0]).dtype != DType::kFloat32 ||
+        Shape(op.outputs[0]).size() > 8) {
+      return false;
+    }
+    std::vector<TensorId> reads = op.inputs;
+    if (op.type == OpType::kElementwise) {
+      if (op.inputs.empty() || op.inputs.size() > 2) return false;
+    } else {
+      const OnnxOpInfo* info = OnnxInfo(op);
+      std::string why;
+      if (!info || info->cuda != "Elementwise" || info->name == "Cast" || !ElementwiseFunctionOf(*op.attrs.onnx, why)) {
+        return false;
+      }
+      const OnnxNode& node = *op.attrs.onnx;
+      const size_t slots = node.input_slots.empty() ? op.inputs.size() : node.input_slots.size();
+      if (info->name != "Clip" && slots != ElementwiseFunctionOf(node, why)->inputs) return false;
+      if (info->name == "Clip") return false;  // (its bounds must be known: the planner may decline it)
+    }
+    for (TensorId t : reads) {
+      if (t == kNone || g.tensor(t).producer == kNone) continue;
+      const Op& maker = g.op(g.tensor(t).producer);
+      if (IsGroupGather(maker.type) || (maker.attrs.onnx && maker.attrs.onnx->op_type == "Gather")) return false;
+      if (Shape(t).size() > Shape(op.outputs[0]).size()) return false;
+    }
+    return true;
+  }
+  // Whether every op that reads t (through reshape views) is a GEMM or a
+  // LayerNorm, which read their rows from memory whoever writes them.
+  bool ReadAsRows(TensorId t) const {
+    if (g.IsGraphOutput(t) || g.tensor(t).users.empty()) return false;
+    for (OpId u : g.tensor(t).users) {
+      const Op& reader = g.op(u);
+      if (ViewKindOf(reader) == ViewKind::kReshape && reader.outputs.size() == 1) {
+        if (!ReadAsRows(reader.outputs[0])) return false;
+        continue;
+      }
+      const OpFamily f = FamilyOf(reader.type);
+      if (f != OpFamily::kGemm && f != OpFamily::kGroupGemm && f != OpFamily::kLayerNorm &&
+          f != OpFamily::kGroupLayerNorm) {
+        return false;
+      }
+    }
+    return true;
+  }
   bool WrittenInPlace(OpId id) const {
     return std::any_of(in_place.begin(), in_place.end(), [&](const InPlace& ip) { return ip.concat == id; });
   }
@@ -322,10 +376,13 @@ struct Planner {
         const std::vector<int64_t>& rs = Shape(r);
         const int64_t width = ps[static_cast<size_t>(axis)] * inner;
         // A GEMM or LayerNorm writes rows of its last dim; a concatenate
-        // that runs (a copy, or the lookups that write it) writes any
-        // strides, so its row may be several trailing dims: the first dim
-        // of the row is `first`.
-        const bool copies = w != kNone && RunsAsCopy(w);
+        // that runs (a copy, or the lookups that write it) and an
+        // elementwise op (WritesAnyStrides) write any strides, so its row
+        // may be several trailing dims: the first dim of the row is `first`.
+        // (An elementwise op's output only into a concatenate that GEMMs or
+        // LayerNorms read, not one a fused region would take in: a region
+        // reads a stack of its own values where they lie, never writing it.)
+        const bool copies = w != kNone && (RunsAsCopy(w) || (WritesAnyStrides(g.op(w)) && ReadAsRows(y)));
         size_t first = rs.empty() ? 0 : rs.size() - 1;
         if (copies) {
           for (int64_t n = 1; first > 0 && n * rs[first] < width;) n *= rs[first--];

@@ -34,7 +34,12 @@
 // the row) gets its producers' outputs laid out in their slots: the GEMM or
 // LayerNorm writes its rows there with that row stride, as AITemplate's
 // fused concatenate does for the last dim. MMoE's stack of expert outputs
-// [B, 8, D] is eight [B, D] GEMM outputs at a row stride of 8 D.
+// [B, 8, D] is eight [B, D] GEMM outputs at a row stride of 8 D. A part may
+// also be a concatenate that runs as a copy, and, where only GEMMs and
+// LayerNorms read the concatenate (a fused region would rather read a
+// stack of its values where they lie), a float32 elementwise op's output:
+// the elementwise kernel, a fused chain and a fused region write through
+// any strides (DCNv2's last cross layer beside its deep part).
 //
 // Outputs laid out in another order: a batched MatMul whose output only a
 // Transpose reads, itself read by a Reshape that could not view it

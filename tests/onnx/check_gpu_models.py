@@ -310,6 +310,19 @@ def op_models():
         helper.make_node("Add", ["zeros", "h"], ["y"]),
     ], [("x", F, [N, 4])], [("y", F, [N, 1])],
         [ints("zero", [0], dims=[]), ints("ax0", [0]), ints("one1", [1]), floats("w", [4, 1], 0.3)])
+    # DCN's and DCNv2's last cross layer (x0 * xw + b + x, elementwise) and
+    # the deep part side by side in the concatenate the output layer
+    # reads: the elementwise ops write their slot (through a fused region or
+    # chain), the GEMM its own, no copy: 3 launches.
+    yield "elementwise_into_concat", model("ec", [
+        helper.make_node("Gemm", ["x", "wd", "bd"], ["hd"], transB=1),
+        helper.make_node("Relu", ["hd"], ["d"]),
+        helper.make_node("Mul", ["x", "s"], ["xs"]),
+        helper.make_node("Add", ["xs", "x"], ["c"]),
+        helper.make_node("Concat", ["c", "d"], ["cat"], axis=1),
+        helper.make_node("Gemm", ["cat", "wo", "bo"], ["y"], transB=1),
+    ], [("x", F, [N, 6]), ("s", F, [N, 1])], [("y", F, [N, 1])],
+        [floats("wd", [4, 6]), floats("bd", [4]), floats("wo", [1, 10], 0.2), floats("bo", [1])])
     yield "concat_split_any_axis", model("cc", [
         helper.make_node("Unsqueeze", ["a", "ax2"], ["a3"]),
         helper.make_node("Unsqueeze", ["b", "ax2"], ["b3"]),
@@ -668,7 +681,8 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # that buffer: a region reads no buffer a member writes into), the GEMM;
 # gemv_group: one GEMV launch; attention_heads*: the two projections and
 # the attention kernel (no Split or Reshape copy); gathernd_columns: the
-# BatchNormalization and the lookup; add_computed_zeros: the GEMM.
+# BatchNormalization and the lookup; add_computed_zeros: the GEMM;
+# elementwise_into_concat: two GEMMs and the cross layer's elementwise ops.
 EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_bias_concat": 6,
                    "gather_f16_concat": 1, "gather_past_launch": 2, "region_dice": 1,
                    "region_scaled_softmax": 1, "region_scaled_logsoftmax": 1, "region_gate_weighted_sum": 2,
@@ -676,7 +690,7 @@ EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_
                    "gather_group_odd_widths": 1, "gather_group_f16_bf16": 1, "gather_group_500": 1,
                    "stack_picked": 4, "gemv_group": 1, "attention_heads": 3,
                    "attention_heads_div": 3, "attention_heads_mul": 3, "gathernd_columns": 2,
-                   "add_computed_zeros": 1}
+                   "add_computed_zeros": 1, "elementwise_into_concat": 3}
 
 
 def check_gather_group_ids(work):
