@@ -295,6 +295,7 @@ bool CudaExecutor::Impl::ChainElementwise(const cuda::OnnxElementwiseArgs& a, Te
   written.ptr = a.out;
   for (int d = 0; d < a.rank; ++d) written.strides[d] = a.out_strides[d];
   const std::pair<const char*, const char*> out_span = SpanOf(written, a.shape, a.rank, 4);
+  if (!Fits32((out_span.second - out_span.first) / 4)) return false;
   // Joins the chain: the operands that are the chain's result read its
   // last register, the others the chain's inputs (one register per
   // distinct operand).
