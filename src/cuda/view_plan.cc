@@ -382,7 +382,9 @@ struct Planner {
         // (An elementwise op's output only into a concatenate that GEMMs or
         // LayerNorms read, not one a fused region would take in: a region
         // reads a stack of its own values where they lie, never writing it.)
-        const bool copies = w != kNone && (RunsAsCopy(w) || (WritesAnyStrides(g.op(w)) && ReadAsRows(y)));
+        // (Not one the plan computes, which no launch would write there.)
+        const bool copies = w != kNone && (RunsAsCopy(w) || (!constants.folded[static_cast<size_t>(w)] && !Known(r) &&
+                                                            WritesAnyStrides(g.op(w)) && ReadAsRows(y)));
         size_t first = rs.empty() ? 0 : rs.size() - 1;
         if (copies) {
           for (int64_t n = 1; first > 0 && n * rs[first] < width;) n *= rs[first--];
@@ -393,6 +395,8 @@ struct Planner {
         const std::string& name = g.tensor(p).name;
         if (w == kNone) {
           why = fmt::format("part '{}' is no op's output (a graph input or a constant)", name);
+        } else if (constants.folded[static_cast<size_t>(w)] || Known(r)) {
+          why = fmt::format("part '{}' is computed at plan time", name);
         } else if (!WritesStrided(g.op(w)) && !copies) {
           const Op& maker = g.op(w);
           const bool lookup = IsGroupGather(maker.type) || (maker.attrs.onnx && maker.attrs.onnx->op_type == "Gather");

@@ -376,6 +376,7 @@ int Main(int argc, char** argv) {
     if (views.skip[static_cast<size_t>(id)]) continue;
     const int32_t region = fusion.region_of[static_cast<size_t>(id)];
     std::vector<TensorId> reads = op.inputs, writes = op.outputs;
+    const cuda::FusionRegion* writer = nullptr;  // a region: its outputs, each where it puts it
     if (region >= 0) {
       const cuda::FusionRegion& r = fusion.regions[static_cast<size_t>(region)];
       if (r.ops.front() != id) continue;
@@ -384,9 +385,7 @@ int Main(int argc, char** argv) {
       for (const cuda::RegionOperand& o : r.operands) {
         if (cuda::OperandTensor(g, o) != kNone) reads.push_back(cuda::OperandTensor(g, o));
       }
-      for (const cuda::RegionOutput& o : r.outputs) writes.push_back(o.place);
-      std::sort(writes.begin(), writes.end());
-      writes.erase(std::unique(writes.begin(), writes.end()), writes.end());
+      writer = &r;
     }
     ++launches;
     for (TensorId in : reads) {
@@ -400,6 +399,26 @@ int Main(int argc, char** argv) {
     }
     for (TensorId out : writes) {
       if (views.layout[static_cast<size_t>(out)].root != kNone) write(out);
+    }
+    // A region writes each output's values (over its shape, row-major) at
+    // `offset` + index . `strides` of its place's buffer, and nothing else
+    // there (a slot it does not fill keeps what it held).
+    for (const cuda::RegionOutput& o : writer ? writer->outputs : std::vector<cuda::RegionOutput>{}) {
+      HostTensor root = root_value(o.place);
+      const HostTensor& v = ref[static_cast<size_t>(o.tensor)];
+      const int64_t esize = DTypeBytes(v.dtype);
+      HFUSE_CHECK(v.dtype == root.dtype && o.strides.size() == o.shape.size());
+      std::vector<int64_t> index(o.shape.size(), 0);
+      for (int64_t i = 0; i < v.numel(); ++i) {
+        int64_t at = o.offset;
+        for (size_t d = 0; d < o.shape.size(); ++d) at += index[d] * o.strides[d];
+        std::memcpy(root.bytes.data() + at * esize, v.bytes.data() + i * esize, static_cast<size_t>(esize));
+        for (size_t d = o.shape.size(); d-- > 0;) {
+          if (++index[d] < o.shape[d]) break;
+          index[d] = 0;
+        }
+      }
+      std::memcpy(bytes_of(o.place), root.bytes.data(), root.bytes.size());
     }
   }
   for (TensorId t : g.outputs()) {

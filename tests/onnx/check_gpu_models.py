@@ -323,6 +323,22 @@ def op_models():
         helper.make_node("Gemm", ["cat", "wo", "bo"], ["y"], transB=1),
     ], [("x", F, [N, 6]), ("s", F, [N, 1])], [("y", F, [N, 1])],
         [floats("wd", [4, 6]), floats("bd", [4]), floats("wo", [1, 10], 0.2), floats("bo", [1])])
+    # A part the plan computes (Exp of an Expand of a weight to the
+    # batch): no launch would write it into a slot, so the concatenate
+    # copies it (and the GEMM part).
+    yield "folded_part_concat", model("fp", [
+        helper.make_node("Gemm", ["x", "wd", "bd"], ["d"], transB=1),
+        helper.make_node("Shape", ["x"], ["sx"]),
+        helper.make_node("Gather", ["sx", "zero"], ["n"], axis=0),
+        helper.make_node("Unsqueeze", ["n", "ax0"], ["n1"]),
+        helper.make_node("Concat", ["n1", "three"], ["shp"], axis=0),
+        helper.make_node("Expand", ["w1", "shp"], ["wb"]),
+        helper.make_node("Exp", ["wb"], ["k"]),
+        helper.make_node("Concat", ["k", "d"], ["cat"], axis=1),
+        helper.make_node("Gemm", ["cat", "wo", "bo"], ["y"], transB=1),
+    ], [("x", F, [N, 6])], [("y", F, [N, 1])],
+        [floats("wd", [6, 6]), floats("bd", [6]), floats("w1", [1, 3]), ints("zero", [0], dims=[]), ints("ax0", [0]),
+         ints("three", [3]), floats("wo", [1, 9], 0.2), floats("bo", [1])])
     yield "concat_split_any_axis", model("cc", [
         helper.make_node("Unsqueeze", ["a", "ax2"], ["a3"]),
         helper.make_node("Unsqueeze", ["b", "ax2"], ["b3"]),
