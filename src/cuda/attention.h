@@ -16,16 +16,18 @@
 // transposed; O in the order of the Transpose that puts the heads back).
 //
 // The planning (which chains, their operands) is in fusion_regions.h
-// (FusionRegion::attention); the row function below is also the host's
-// reference (EvaluateAttention), so that plan_check checks the kernel's
-// arithmetic on the CPU.
+// (FusionRegion::attention). The row function below is the kernel's body
+// and runs on the host too: plan_check and cuda_plan_test check the
+// kernel's arithmetic and indexing on the CPU with it.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) || defined(HFUSE_HAVE_CUDA)
 #include <cuda_runtime.h>
+#endif
+#if defined(__CUDACC__)
 #define HFUSE_HOST_DEVICE __host__ __device__
 #else
 #define HFUSE_HOST_DEVICE
@@ -34,9 +36,6 @@
 #define HFUSE_UNROLL _Pragma("unroll")
 #else
 #define HFUSE_UNROLL
-#endif
-#if defined(HFUSE_HAVE_CUDA)
-#include <cuda_runtime.h>
 #endif
 
 namespace hfuse::cuda {
