@@ -121,20 +121,20 @@ struct Planner {
       // declines the rest to the host, where outputs are written row-major).
       const TensorId ta = NodeInput(maker, 0), tb = NodeInput(maker, 1);
       const DType dtype = g.tensor(r).dtype;
+      const std::vector<int64_t>& from = Shape(r);
       if (ta == kNone || tb == kNone || !IsFloat(dtype) || g.tensor(ta).dtype != dtype ||
           g.tensor(tb).dtype != dtype || Shape(ta).size() < 2 || Shape(tb).size() < 2 ||
-          Shape(ta).back() == 0 || Shape(r).size() < 2) {
+          Shape(ta).back() == 0 || from.size() < 2) {
         continue;
       }
-      const std::vector<int64_t>& rs = Shape(r);
       int64_t batch = 1;
-      for (size_t d = 0; d + 2 < rs.size(); ++d) batch *= rs[d];
-      if (Shape(ta).back() > INT32_MAX || rs[rs.size() - 2] > INT32_MAX || rs.back() > INT32_MAX || batch > INT32_MAX) {
+      for (size_t d = 0; d + 2 < from.size(); ++d) batch *= from[d];
+      if (Shape(ta).back() > INT32_MAX || from[from.size() - 2] > INT32_MAX || from.back() > INT32_MAX ||
+          batch > INT32_MAX) {
         continue;
       }
-      const std::vector<int64_t>& from = Shape(r);
       const std::optional<std::vector<int64_t>> perm = PermOf(op, from.size());
-      if (!perm || from.size() < 2 || perm->back() != static_cast<int64_t>(from.size()) - 1) continue;
+      if (!perm || perm->back() != static_cast<int64_t>(from.size()) - 1) continue;
       std::optional<Layout> plain = Derive(op, ViewKind::kTranspose, 0, Self(r), from);
       // Only where a Reshape reads the Transpose's output and could not
       // take it as it is.
@@ -193,21 +193,19 @@ struct Planner {
         Shape(op.outputs[0]).size() > 8) {
       return false;
     }
-    std::vector<TensorId> reads = op.inputs;
     if (op.type == OpType::kElementwise) {
       if (op.inputs.empty() || op.inputs.size() > 2) return false;
     } else {
+      // (Not Clip: its bounds must be known, or the planner declines it.)
       const OnnxOpInfo* info = OnnxInfo(op);
-      std::string why;
-      if (!info || info->cuda != "Elementwise" || info->name == "Cast" || !ElementwiseFunctionOf(*op.attrs.onnx, why)) {
-        return false;
-      }
+      if (!info || info->cuda != "Elementwise" || info->name == "Cast" || info->name == "Clip") return false;
       const OnnxNode& node = *op.attrs.onnx;
+      std::string why;
+      const std::optional<ElementwiseFunction> f = ElementwiseFunctionOf(node, why);
       const size_t slots = node.input_slots.empty() ? op.inputs.size() : node.input_slots.size();
-      if (info->name != "Clip" && slots != ElementwiseFunctionOf(node, why)->inputs) return false;
-      if (info->name == "Clip") return false;  // (its bounds must be known: the planner may decline it)
+      if (!f || slots != f->inputs) return false;
     }
-    for (TensorId t : reads) {
+    for (TensorId t : op.inputs) {
       if (t == kNone || g.tensor(t).producer == kNone) continue;
       const Op& maker = g.op(g.tensor(t).producer);
       if (IsGroupGather(maker.type) || (maker.attrs.onnx && maker.attrs.onnx->op_type == "Gather")) return false;
@@ -473,10 +471,12 @@ struct Planner {
     const bool add = op.type == OpType::kElementwise ? op.attrs.func == EwFunc::kAdd : info && info->name == "Add";
     if (!add || op.outputs.size() != 1) return kNone;
     const TensorId y = op.outputs[0];
+    auto input = [&](size_t k) {
+      if (op.type != OpType::kElementwise) return NodeInput(op, k);
+      return op.inputs.size() == 2 ? op.inputs[k] : kNone;
+    };
     for (size_t k = 0; k < 2; ++k) {
-      const TensorId z = op.type == OpType::kElementwise ? (op.inputs.size() == 2 ? op.inputs[k] : kNone) : NodeInput(op, k);
-      const TensorId x = op.type == OpType::kElementwise ? (op.inputs.size() == 2 ? op.inputs[1 - k] : kNone)
-                                                         : NodeInput(op, 1 - k);
+      const TensorId z = input(k), x = input(1 - k);
       if (z == kNone || x == kNone || x == z || Shape(x) != Shape(y) || g.tensor(x).dtype != g.tensor(y).dtype ||
           !IsFloat(g.tensor(z).dtype)) {
         continue;
