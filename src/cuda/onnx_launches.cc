@@ -740,10 +740,7 @@ void CudaExecutor::Impl::PlanRegion(const cuda::FusionRegion& r) {
 void CudaExecutor::Impl::PlanAttention(const cuda::FusionRegion& r) {
   const cuda::AttentionTensors t = cuda::AttentionTensorsOf(g, r);
   cuda::AttentionArgs a = cuda::AttentionArgsOf(g, views, r);
-  auto at = [&](TensorId x) {
-    const cuda::Layout& l = views.layout[static_cast<size_t>(x)];
-    return reinterpret_cast<float*>(BufferOf(l.root) + l.offset * DTypeBytes(l.root_dtype));
-  };
+  auto at = [&](TensorId x) { return reinterpret_cast<float*>(PlaceOf(x).base); };  // its first element
   a.q = at(t.q);
   a.kt = at(t.kt);
   a.v = at(t.v);

@@ -73,6 +73,24 @@ void ReadThrough(const cuda::Layout& l, const std::vector<int64_t>& shape, const
   }
 }
 
+// Writes v (row-major over `shape`) into root's bytes at element `offset`
+// + index . strides: where a launch puts a tensor's values.
+void WriteThrough(const HostTensor& v, const std::vector<int64_t>& shape, int64_t offset,
+                  const std::vector<int64_t>& strides, HostTensor& root) {
+  const int64_t esize = DTypeBytes(v.dtype);
+  HFUSE_CHECK(v.dtype == root.dtype && strides.size() == shape.size());
+  std::vector<int64_t> index(shape.size(), 0);
+  for (int64_t i = 0; i < v.numel(); ++i) {
+    int64_t at = offset;
+    for (size_t d = 0; d < shape.size(); ++d) at += index[d] * strides[d];
+    std::memcpy(root.bytes.data() + at * esize, v.bytes.data() + i * esize, static_cast<size_t>(esize));
+    for (size_t d = shape.size(); d-- > 0;) {
+      if (++index[d] < shape[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
 struct Checker {
   const Graph& g;
   const DimValues& dims;
@@ -153,18 +171,7 @@ int Main(int argc, char** argv) {
       return root_buffers.emplace(root, v).first->second;
     }
     HostTensor buf = v;
-    const std::vector<int64_t>& shape = views.shape[static_cast<size_t>(root)];
-    const int64_t esize = DTypeBytes(v.dtype);
-    std::vector<int64_t> index(shape.size(), 0);
-    for (int64_t i = 0; i < v.numel(); ++i) {
-      int64_t at = 0;
-      for (size_t d = 0; d < shape.size(); ++d) at += index[d] * own.strides[d];
-      std::memcpy(buf.bytes.data() + at * esize, v.bytes.data() + i * esize, static_cast<size_t>(esize));
-      for (size_t d = shape.size(); d-- > 0;) {
-        if (++index[d] < shape[d]) break;
-        index[d] = 0;
-      }
-    }
+    WriteThrough(v, views.shape[static_cast<size_t>(root)], 0, own.strides, buf);
     return root_buffers.emplace(root, std::move(buf)).first->second;
   };
   for (TensorId t = 0; t < g.num_tensor_ids(); ++t) {
@@ -325,20 +332,8 @@ int Main(int argc, char** argv) {
   auto write = [&](TensorId t) {
     const cuda::Layout& l = views.layout[static_cast<size_t>(t)];
     HostTensor root = root_value(l.root);
-    const std::vector<int64_t>& shape = views.shape[static_cast<size_t>(t)];
-    const HostTensor& v = ref[static_cast<size_t>(t)];
-    const int64_t esize = DTypeBytes(g.tensor(t).dtype);
     HFUSE_CHECK(l.root_dtype == g.tensor(t).dtype);
-    std::vector<int64_t> index(shape.size(), 0);
-    for (int64_t i = 0; i < v.numel(); ++i) {
-      int64_t at = l.offset;
-      for (size_t d = 0; d < shape.size(); ++d) at += index[d] * l.strides[d];
-      std::memcpy(root.bytes.data() + at * esize, v.bytes.data() + i * esize, static_cast<size_t>(esize));
-      for (size_t d = shape.size(); d-- > 0;) {
-        if (++index[d] < shape[d]) break;
-        index[d] = 0;
-      }
-    }
+    WriteThrough(ref[static_cast<size_t>(t)], views.shape[static_cast<size_t>(t)], l.offset, l.strides, root);
     std::memcpy(bytes_of(l.root), root.bytes.data(), root.bytes.size());
   };
   for (TensorId t = 0; t < g.num_tensor_ids(); ++t) {
@@ -405,19 +400,7 @@ int Main(int argc, char** argv) {
     // there (a slot it does not fill keeps what it held).
     for (const cuda::RegionOutput& o : writer ? writer->outputs : std::vector<cuda::RegionOutput>{}) {
       HostTensor root = root_value(o.place);
-      const HostTensor& v = ref[static_cast<size_t>(o.tensor)];
-      const int64_t esize = DTypeBytes(v.dtype);
-      HFUSE_CHECK(v.dtype == root.dtype && o.strides.size() == o.shape.size());
-      std::vector<int64_t> index(o.shape.size(), 0);
-      for (int64_t i = 0; i < v.numel(); ++i) {
-        int64_t at = o.offset;
-        for (size_t d = 0; d < o.shape.size(); ++d) at += index[d] * o.strides[d];
-        std::memcpy(root.bytes.data() + at * esize, v.bytes.data() + i * esize, static_cast<size_t>(esize));
-        for (size_t d = o.shape.size(); d-- > 0;) {
-          if (++index[d] < o.shape[d]) break;
-          index[d] = 0;
-        }
-      }
+      WriteThrough(ref[static_cast<size_t>(o.tensor)], o.shape, o.offset, o.strides, root);
       std::memcpy(bytes_of(o.place), root.bytes.data(), root.bytes.size());
     }
   }
