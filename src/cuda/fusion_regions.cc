@@ -99,7 +99,7 @@ bool BroadcastsPerRow(const std::vector<int64_t>& in, const std::vector<int64_t>
 }
 
 // The kinds of member, as the ONNX op_type says.
-enum class MemberKind : uint8_t { kNone, kMap, kReduce, kSoftmax, kConcat, kMatVec };
+enum class MemberKind : uint8_t { kNone, kMap, kReduce, kSoftmax, kConcat, kMatVec, kLayerNorm };
 
 // The OnnxFunc of the IR's elementwise functions (the CUDA planner's too).
 std::optional<ElementwiseFunction> IrFunction(const Op& op) {
@@ -119,6 +119,7 @@ std::optional<ElementwiseFunction> IrFunction(const Op& op) {
 MemberKind KindOf(const Op& op) {
   if (FamilyOf(op.type) == OpFamily::kElementwise) return IrFunction(op) ? MemberKind::kMap : MemberKind::kNone;
   if (op.type == OpType::kConcatenate) return MemberKind::kConcat;
+  if (op.type == OpType::kLayerNorm) return MemberKind::kLayerNorm;  // one, not a group (nor y = x * sigmoid(..))
   if (FamilyOf(op.type) != OpFamily::kOpaque || !op.attrs.onnx) return MemberKind::kNone;
   const OnnxNode& node = *op.attrs.onnx;
   if (!node.domain.empty() && node.domain != "ai.onnx") return MemberKind::kNone;
@@ -424,15 +425,20 @@ class Planner {
   bool Candidate(OpId id) const {
     const Op& op = g_.op(id);
     if (!op.alive || !Runs(id) || KindOf(op) == MemberKind::kNone || op.outputs.size() != 1) return false;
-    // An Add of an embedding lookup's rows (a Gather's, or a member's of a
-    // group_gather): the batched lookup takes it in (the CUDA planner's
-    // AddIntoGather), which costs no launch at all.
-    if (op.attrs.onnx ? op.attrs.onnx->op_type == "Add" : op.attrs.func == EwFunc::kAdd) {
-      for (TensorId t : op.inputs) {
-        const OpId p = t == kNone ? kNone : ProducerOf(t);
+    // An Add of a bias row to an embedding lookup's rows (a Gather's, or a
+    // member's of a group_gather): the batched lookup takes it in (the CUDA
+    // planner's AddIntoGather), which costs no launch at all. (A residual
+    // Add of as many elements it cannot take.)
+    const bool add = op.attrs.onnx ? op.attrs.onnx->op_type == "Add"
+                                   : FamilyOf(op.type) == OpFamily::kElementwise && op.attrs.func == EwFunc::kAdd;
+    if (add && Slots(op) == 2) {
+      for (size_t k = 0; k < 2; ++k) {
+        const OpId p = ProducerOf(NodeInput(op, k));
         if (p == kNone) continue;
         const Op& producer = g_.op(p);
-        if (IsGroupGather(producer.type) || (producer.attrs.onnx && producer.attrs.onnx->op_type == "Gather")) {
+        const TensorId other = NodeInput(op, 1 - k);
+        if ((IsGroupGather(producer.type) || (producer.attrs.onnx && producer.attrs.onnx->op_type == "Gather")) &&
+            (other == kNone || Numel(Shape(other)) < Numel(Shape(op.outputs[0])))) {
           return false;
         }
       }
@@ -829,6 +835,46 @@ class Planner {
         st.func = kReduceSum;
         st.args[0] = static_cast<int32_t>(r.steps.size() - 1);
         st.num_args = 1;
+      } else if (kind == MemberKind::kLayerNorm) {
+        // The LayerNorm kernel's formulas, a step each: the mean, x - mean,
+        // the mean of its square, 1 / sqrt(that + eps), their product, then
+        // * gamma + beta (where it has them).
+        if (st.per_row) return std::nullopt;
+        const std::vector<int64_t>& xs = Shape(NodeInput(op, 0));
+        const std::optional<int32_t> x = argument(0, xs, false);
+        if (!x) return std::nullopt;
+        auto push = [&](RegionStep::Kind k, int32_t func, std::initializer_list<int32_t> args, bool row) {
+          RegionStep s;
+          s.kind = k;
+          s.op = id;
+          s.func = func;
+          s.alpha = static_cast<float>(op.attrs.Eps());
+          for (int32_t a : args) s.args[s.num_args++] = a;
+          s.per_row = row;
+          r.steps.push_back(s);
+          return static_cast<int32_t>(r.steps.size() - 1);
+        };
+        const int32_t mean = push(RegionStep::Kind::kReduce, kReduceMean, {*x}, true);
+        const int32_t d = push(RegionStep::Kind::kMap, kSub, {*x, mean}, false);
+        const int32_t sq = push(RegionStep::Kind::kMap, kMul, {d, d}, false);
+        const int32_t var = push(RegionStep::Kind::kReduce, kReduceMean, {sq}, true);
+        const int32_t rstd = push(RegionStep::Kind::kMap, kRsqrtAdd, {var}, true);
+        std::optional<int32_t> gamma, beta;
+        if (op.attrs.has_gamma && !(gamma = argument(1, xs, false))) return std::nullopt;
+        if (op.attrs.has_beta && !(beta = argument(op.inputs.size() - 1, xs, false))) return std::nullopt;
+        st.kind = RegionStep::Kind::kMap;
+        st.func = kMul;
+        st.args[0] = d;
+        st.args[1] = rstd;
+        st.num_args = 2;
+        if (gamma || beta) {
+          const int32_t y = push(RegionStep::Kind::kMap, kMul, {d, rstd}, false);
+          st.func = gamma && beta ? kMulAdd : gamma ? kMul : kAdd;
+          st.args[0] = y;
+          st.args[1] = gamma ? *gamma : *beta;
+          st.args[2] = gamma && beta ? *beta : 0;
+          st.num_args = gamma && beta ? 3 : 2;
+        }
       } else {
         if (st.per_row == (kind == MemberKind::kSoftmax)) return std::nullopt;
         const std::vector<int64_t>& xs = Shape(NodeInput(op, 0));
@@ -1007,6 +1053,20 @@ class Planner {
         if (vs[d] != xs[d] && vs[d] != 1) return std::nullopt;
       }
       red.back() = true;
+      return red;
+    }
+    if (KindOf(op) == MemberKind::kLayerNorm) {
+      // over its normalized shape, the trailing dims
+      const std::vector<int64_t>& n = op.attrs.normalized_shape;
+      if (n.empty() || n.size() > xs.size() || !std::equal(n.begin(), n.end(), xs.end() - static_cast<ptrdiff_t>(n.size()))) {
+        return std::nullopt;
+      }
+      int64_t len = 1;
+      for (size_t d = xs.size() - n.size(); d < xs.size(); ++d) {
+        red[d] = xs[d] != 1;
+        len *= xs[d];
+      }
+      if (len <= 1) return std::nullopt;
       return red;
     }
     if (KindOf(op) == MemberKind::kSoftmax) {

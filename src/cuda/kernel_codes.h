@@ -20,6 +20,7 @@ enum OnnxFunc : int32_t {
   kRelu, kSigmoid, kTanh, kSqrt, kExp, kLog, kNeg, kAbs, kErf, kReciprocal, kSoftplus,
   kLeakyRelu, kClip, kNot, kFloor, kCeil, kElu, kHardSigmoid, kSign, kGelu, kGeluTanh,
   kSelu, kSoftsign, kSwish, kMish,
+  kRsqrtAdd,  // 1 / sqrt(u + alpha): a LayerNorm's scale from its variance (alpha its epsilon), in fused regions
 };
 
 // ONNX ReduceSum / Mean / Max / Min / Prod / L1 / L2 / SumSquare.
