@@ -27,6 +27,11 @@
 //   - ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare over the trailing dims
 //     that make the cols (a per-element value in, a per-row value out);
 //   - Softmax and LogSoftmax over those dims;
+//   - a LayerNorm (the IR's, one, not a group) over those dims: the
+//     LayerNorm kernel's formulas as steps (the mean, x - mean, the mean of
+//     its square, 1 / sqrt(that + eps), * gamma + beta), so that the
+//     residual Add before it (a transformer block's, twice a block) is no
+//     launch of its own;
 //   - a batched MatMul of a matrix by a vector, [.., M, K] x [.., K, 1]
 //     (a mixture's experts stacked along K, weighed by their gate: DCNv2's
 //     low-rank experts): a product and a sum over K, the K columns of the

@@ -630,6 +630,20 @@ def op_models():
     # (AutoInt's), or not at all.
     for scaled in ("Div", "Mul", None):
         yield f"attention_heads{'_' + scaled.lower() if scaled else ''}", attention_model(scaled)
+    # A transformer block's two residual Adds, each read by a LayerNorm
+    # (pytorch-widedeep's): the Add and its LayerNorm one fused region (the
+    # LayerNorm's formulas as steps), the Add's sum written too where the
+    # next residual reads it; rows of 20, no multiple of 8: 4 launches.
+    yield "residual_layernorm", model("rl", [
+        helper.make_node("MatMul", ["x", "w1"], ["h1"]),
+        helper.make_node("Add", ["x", "h1"], ["a1"]),
+        helper.make_node("LayerNormalization", ["a1", "g1", "b1"], ["l1"], axis=-1, epsilon=1e-5),
+        helper.make_node("MatMul", ["l1", "w2"], ["h2"]),
+        helper.make_node("Add", ["h2", "a1"], ["a2"]),
+        helper.make_node("LayerNormalization", ["a2", "g2"], ["y"], axis=-1, epsilon=1e-3),
+    ], [("x", F, [N, 3, 20])], [("y", F, [N, 3, 20])],
+        [floats("w1", [20, 20], 0.3), floats("g1", [20], 0.2, 1.0), floats("b1", [20], 0.1),
+         floats("w2", [20, 20], 0.3), floats("g2", [20], 0.3, 0.5)])
     # Two chains sharing a MatMul (the first's last, the second's first):
     # the first is one attention launch, the second runs as it was; and a
     # MatMul of the probabilities by themselves (V would be a value the
@@ -698,7 +712,8 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # gemv_group: one GEMV launch; attention_heads*: the two projections and
 # the attention kernel (no Split or Reshape copy); gathernd_columns: the
 # BatchNormalization and the lookup; add_computed_zeros: the GEMM;
-# elementwise_into_concat: two GEMMs and the cross layer's elementwise ops.
+# elementwise_into_concat: two GEMMs and the cross layer's elementwise ops;
+# residual_layernorm: two GEMMs, two regions of a residual Add and its LayerNorm.
 EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_bias_concat": 6,
                    "gather_f16_concat": 1, "gather_past_launch": 2, "region_dice": 1,
                    "region_scaled_softmax": 1, "region_scaled_logsoftmax": 1, "region_gate_weighted_sum": 2,
@@ -706,7 +721,7 @@ EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_
                    "gather_group_odd_widths": 1, "gather_group_f16_bf16": 1, "gather_group_500": 1,
                    "stack_picked": 4, "gemv_group": 1, "attention_heads": 3,
                    "attention_heads_div": 3, "attention_heads_mul": 3, "gathernd_columns": 2,
-                   "add_computed_zeros": 1, "elementwise_into_concat": 3}
+                   "add_computed_zeros": 1, "elementwise_into_concat": 3, "residual_layernorm": 4}
 
 
 def check_gather_group_ids(work):

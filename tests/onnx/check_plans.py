@@ -44,14 +44,16 @@ from onnx_checks import check, failures, hfuse, set_tool
 # Add a view of the GEMM's output; attention_chains_overlap: one attention
 # of its two chains that share a MatMul; attention_v_is_p: none;
 # elementwise_into_concat's concatenate written in place by its parts;
-# folded_part_concat's copied (a part computed at plan time).
+# folded_part_concat's copied (a part computed at plan time);
+# residual_layernorm: each residual Add and its LayerNorm one region.
 PLAN_WORDS = {"stack_picked": {"unread": 1, "in place": 1}, "stack_picked_unordered": {"unread": 0},
               "stack_pick_output": {"unread": 0}, "stack_placed_pick_output": {"in place": 0},
               "gemv_group": {"launch": 1},
               **{f"attention_heads{s}": {"view": 13, "attention": 1} for s in ("", "_div", "_mul")},
               "gathernd_columns": {"launch": 2, "view": 6}, "add_computed_zeros": {"view": 1, "launch": 1},
               "attention_chains_overlap": {"attention": 1}, "attention_v_is_p": {"attention": 0},
-              "elementwise_into_concat": {"in place": 1}, "folded_part_concat": {"in place": 0}}
+              "elementwise_into_concat": {"in place": 1}, "folded_part_concat": {"in place": 0},
+              "residual_layernorm": {"region": 2}}
 
 
 def plan_check(tool, path, label, *args, words=None):
