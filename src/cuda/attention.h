@@ -9,11 +9,17 @@
 // A thread computes one query row of one batch matrix: its query in
 // registers, one pass over the keys for the row's largest score, a second
 // that sums exp(s - max) and exp(s - max) v over them, then O's row is that
-// sum over the first. The keys and values of one batch matrix are read by
-// the threads of its rows at once (the same addresses: one load serves a
-// warp). Every operand is read, and O written, through its strides (views:
-// the heads of one projection split out and transposed, K^T as K read
+// sum over the first. A block takes whole batch matrices (as many as make
+// its threads a whole number of warps, or nearly), copies their K and V
+// into shared memory first (key-major: a key's elements next to each
+// other), and its threads read them there; where a block's copies would
+// not fit (long rows of keys), the threads read K and V where they lie.
+// Every operand is read, and O written, through its strides (views: the
+// heads of one projection split out and transposed, K^T as K read
 // transposed; O in the order of the Transpose that puts the heads back).
+// (The first form, every thread reading K and V from memory with 64-bit
+// strides, took 88 us for TabTransformer's attention at batch 2048, 311
+// GB/s: bench/RESULTS.md.)
 //
 // The planning (which chains, their operands) is in fusion_regions.h
 // (FusionRegion::attention). The row function below is the kernel's body
@@ -88,44 +94,58 @@ HFUSE_HOST_DEVICE inline int64_t AttentionBatchOffset(const AttentionArgs& a, co
   return off;
 }
 
-// Query row `row` of batch matrix `b`: O's row from Q's, K^T and V.
-// kMaxHead >= args.d and >= args.dv (the registers a thread holds).
-template <int kMaxHead>
-HFUSE_HOST_DEVICE inline void AttentionRow(const AttentionArgs& a, int64_t b, int64_t row) {
-  const float* q = a.q + AttentionBatchOffset(a, a.q_batch, b) + row * a.q_row;
-  const float* kt = a.kt + AttentionBatchOffset(a, a.kt_batch, b);
-  const float* v = a.v + AttentionBatchOffset(a, a.v_batch, b);
-  float* o = a.o + AttentionBatchOffset(a, a.o_batch, b) + row * a.o_row;
+// One query row: O's row `o` from Q's row `q`, K^T (element (i, j) at
+// kt[i * kt_d + j * kt_key]) and V (element (j, i) at v[j * v_key + i *
+// v_col]); strides in floats, of type S (the kernel's copies in shared
+// memory take 32-bit ones). kMaxHead >= args.d and >= args.dv (the
+// registers a thread holds). kPadded: K's and V's rows hold kMaxHead
+// elements each, zeros past d and dv (the shared-memory copies), so the
+// loops over a row read every element without a test (vector loads, no
+// branch between them: the tests before each load, one after the other,
+// made the first shared-memory kernel as slow as reading from memory).
+template <int kMaxHead, typename S, bool kPadded = false>
+HFUSE_HOST_DEVICE inline void AttentionRowFrom(const AttentionArgs& a, const float* q, const float* kt, S kt_d,
+                                               S kt_key, const float* v, S v_key, S v_col, float* o) {
   float qr[kMaxHead], acc[kMaxHead];
   HFUSE_UNROLL
   for (int i = 0; i < kMaxHead; ++i) {
     qr[i] = i < a.d ? q[i * a.q_col] : 0.0f;
     acc[i] = 0.0f;
   }
-  auto score = [&](int64_t j) {
+  auto score = [&](S j) {
     float s = 0.0f;
     HFUSE_UNROLL
     for (int i = 0; i < kMaxHead; ++i) {
-      if (i < a.d) s += qr[i] * kt[i * a.kt_d + j * a.kt_key];
+      if (kPadded || i < a.d) s += qr[i] * kt[static_cast<S>(i) * kt_d + j * kt_key];
     }
     return a.divide ? s / a.scale : s * a.scale;
   };
+  const S sk = static_cast<S>(a.sk);
   float top = -INFINITY;
-  for (int64_t j = 0; j < a.sk; ++j) top = fmaxf(top, score(j));
+  for (S j = 0; j < sk; ++j) top = fmaxf(top, score(j));
   float sum = 0.0f;
-  for (int64_t j = 0; j < a.sk; ++j) {
+  for (S j = 0; j < sk; ++j) {
     const float p = AttentionExp(score(j) - top);
     sum += p;
-    const float* vj = v + j * a.v_key;
+    const float* vj = v + j * v_key;
     HFUSE_UNROLL
     for (int i = 0; i < kMaxHead; ++i) {
-      if (i < a.dv) acc[i] += p * vj[i * a.v_col];
+      if (kPadded || i < a.dv) acc[i] += p * vj[static_cast<S>(i) * v_col];
     }
   }
   HFUSE_UNROLL
   for (int i = 0; i < kMaxHead; ++i) {
     if (i < a.dv) o[i * a.o_col] = acc[i] / sum;
   }
+}
+
+// Query row `row` of batch matrix `b`, K and V read where they lie.
+template <int kMaxHead>
+HFUSE_HOST_DEVICE inline void AttentionRow(const AttentionArgs& a, int64_t b, int64_t row) {
+  AttentionRowFrom<kMaxHead, int64_t>(a, a.q + AttentionBatchOffset(a, a.q_batch, b) + row * a.q_row,
+                                      a.kt + AttentionBatchOffset(a, a.kt_batch, b), a.kt_d, a.kt_key,
+                                      a.v + AttentionBatchOffset(a, a.v_batch, b), a.v_key, a.v_col,
+                                      a.o + AttentionBatchOffset(a, a.o_batch, b) + row * a.o_row);
 }
 
 #if defined(HFUSE_HAVE_CUDA) || defined(__CUDACC__)
