@@ -6,10 +6,10 @@
 // batched MatMul, four launches and three [.., Sq, Sk] tensors written and
 // read back, become one launch that reads Q, K and V once and writes O.
 //
-// A thread computes one query row of one batch matrix: its query in
-// registers, one pass over the keys for the row's largest score, a second
-// that sums exp(s - max) and exp(s - max) v over them, then O's row is that
-// sum over the first. A block takes whole batch matrices (as many as make
+// A thread computes one query row of one batch matrix: its query (scaled)
+// in registers, one pass over the keys that keeps the largest score so far
+// and sums exp(s - max) and exp(s - max) v, rescaling both where the max
+// grows (online softmax), then O's row is the second sum over the first. A block takes whole batch matrices (as many as make
 // its threads a whole number of warps, or nearly), copies their K and V
 // into shared memory first (key-major: a key's elements next to each
 // other), and its threads read them there; where a block's copies would
@@ -17,9 +17,10 @@
 // Every operand is read, and O written, through its strides (views: the
 // heads of one projection split out and transposed, K^T as K read
 // transposed; O in the order of the Transpose that puts the heads back).
-// (The first form, every thread reading K and V from memory with 64-bit
-// strides, took 88 us for TabTransformer's attention at batch 2048, 311
-// GB/s: bench/RESULTS.md.)
+// (TabTransformer's attention at batch 2048, bench/RESULTS.md: 88 us with
+// every thread reading K and V from memory with 64-bit strides, two passes
+// over the keys; 77 us with shared memory read behind a test per element;
+// 59 us with padded rows read by vector loads.)
 //
 // The planning (which chains, their operands) is in fusion_regions.h
 // (FusionRegion::attention). The row function below is the kernel's body
@@ -106,26 +107,33 @@ HFUSE_HOST_DEVICE inline int64_t AttentionBatchOffset(const AttentionArgs& a, co
 template <int kMaxHead, typename S, bool kPadded = false>
 HFUSE_HOST_DEVICE inline void AttentionRowFrom(const AttentionArgs& a, const float* q, const float* kt, S kt_d,
                                                S kt_key, const float* v, S v_key, S v_col, float* o) {
+  // The query scaled first (the scale applied to each score, one division
+  // a key, cost as much as the rest of the loop).
   float qr[kMaxHead], acc[kMaxHead];
   HFUSE_UNROLL
   for (int i = 0; i < kMaxHead; ++i) {
-    qr[i] = i < a.d ? q[i * a.q_col] : 0.0f;
+    const float x = i < a.d ? q[i * a.q_col] : 0.0f;
+    qr[i] = a.divide ? x / a.scale : x * a.scale;
     acc[i] = 0.0f;
   }
-  auto score = [&](S j) {
+  // One pass over the keys with a running max (online softmax): where a
+  // score exceeds it, the sum and the row so far are rescaled to it.
+  const S sk = static_cast<S>(a.sk);
+  float top = -INFINITY, sum = 0.0f;
+  for (S j = 0; j < sk; ++j) {
     float s = 0.0f;
     HFUSE_UNROLL
     for (int i = 0; i < kMaxHead; ++i) {
       if (kPadded || i < a.d) s += qr[i] * kt[static_cast<S>(i) * kt_d + j * kt_key];
     }
-    return a.divide ? s / a.scale : s * a.scale;
-  };
-  const S sk = static_cast<S>(a.sk);
-  float top = -INFINITY;
-  for (S j = 0; j < sk; ++j) top = fmaxf(top, score(j));
-  float sum = 0.0f;
-  for (S j = 0; j < sk; ++j) {
-    const float p = AttentionExp(score(j) - top);
+    if (s > top) {
+      const float c = AttentionExp(top - s);
+      sum *= c;
+      HFUSE_UNROLL
+      for (int i = 0; i < kMaxHead; ++i) acc[i] *= c;
+      top = s;
+    }
+    const float p = AttentionExp(s - top);
     sum += p;
     const float* vj = v + j * v_key;
     HFUSE_UNROLL
