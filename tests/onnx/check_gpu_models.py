@@ -705,10 +705,14 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # region_*: one launch a region (region_gate_weighted_sum: the gate's
 # softmax is planned inside its weighted sum's region, one launch; 2, the
 # softmax and the sum, were measured before that rule and stay allowed;
-# region_cross_wait: A, B without b2, and b2); stack_picked: the lookups,
-# the region, the pooled sums' concatenate (the region reads the target
-# embeddings where they lie, in the MLP's input, so it writes nothing into
-# that buffer: a region reads no buffer a member writes into), the GEMM;
+# region_cross_wait: A, B without b2, and b2); stack_picked: the lookups
+# (one batch, writing the target stack in place), the region, the pooled
+# sums' concatenate (the region reads the target embeddings where they
+# lie, in the MLP's input, so it writes nothing into that buffer: a region
+# reads no buffer a member writes into), the sparse lookups' concatenate
+# (measured on the H200, 2026-12-05: a batch of lookups writes into one
+# concatenate, the target stack's, and the sparse pair is copied; planned
+# as 4, never measured so), the GEMM;
 # gemv_group: one GEMV launch; attention_heads*: the two projections and
 # the attention kernel (no Split or Reshape copy); gathernd_columns: the
 # BatchNormalization and the lookup; add_computed_zeros: the GEMM;
@@ -719,7 +723,7 @@ EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_
                    "region_scaled_softmax": 1, "region_scaled_logsoftmax": 1, "region_gate_weighted_sum": 2,
                    "region_long_rows": 1, "region_concat_parts": 1, "concat_in_place": 2, "region_cross_wait": 3,
                    "gather_group_odd_widths": 1, "gather_group_f16_bf16": 1, "gather_group_500": 1,
-                   "stack_picked": 4, "gemv_group": 1, "attention_heads": 3,
+                   "stack_picked": 5, "gemv_group": 1, "attention_heads": 3,
                    "attention_heads_div": 3, "attention_heads_mul": 3, "gathernd_columns": 2,
                    "add_computed_zeros": 1, "elementwise_into_concat": 3, "residual_layernorm": 4}
 
