@@ -390,6 +390,61 @@ TEST(FusionRegions, AGateReadOutsideStaysOutOfTheRegion) {
   }
 }
 
+// ---- fused regions: a residual Add and its LayerNorm ----------------------------
+
+// s = x + h, y = layernorm(s) with `operands` after s (gamma and beta, one
+// of them, or none), the sum also a graph output where `sum_out`.
+std::string ResidualLayerNorm(const std::string& operands, bool sum_out) {
+  return fmt::format(R"(input x: float32[4, 3, 20]
+input h: float32[4, 3, 20]
+param g: float32[20]
+param b: float32[20]
+tensor s: float32[4, 3, 20]
+s = elementwise(x, h) {{func = add}}  # res
+tensor y: float32[4, 3, 20]
+y = layernorm(s{}) {{normalized_shape = [20], eps = 0.001}}  # ln
+output y{}
+)",
+                     operands, sum_out ? ", s" : "");
+}
+
+// The Add and the LayerNorm are one region over 12 rows of 20, writing y
+// (and s where it is read outside); what it computes is the CPU
+// executor's, with gamma and beta, either, or neither.
+TEST(FusionRegions, AResidualAddAndItsLayerNormAreOneRegion) {
+  for (const char* operands : {", g, b", ", g", ", null, b", ""}) {
+    for (bool sum_out : {false, true}) {
+      const std::string text = ResidualLayerNorm(operands, sum_out);
+      SCOPED_TRACE(text);
+      const PlannedRegions p = PlanRegionsOf(text, "residual layernorm");
+      const Graph& g = p.g;
+      ASSERT_EQ(p.plan.regions.size(), 1u);
+      const FusionRegion& r = p.plan.regions[0];
+      EXPECT_EQ(r.ops.size(), 2u);
+      EXPECT_EQ(r.rows, 12);
+      EXPECT_EQ(r.cols, 20);
+      ASSERT_EQ(r.outputs.size(), sum_out ? 2u : 1u);
+      const TensorMap feeds = RandomFeeds(g, p.dims, 11);
+      std::vector<std::vector<int64_t>> strides;
+      for (const RegionOperand& o : r.operands) strides.push_back(OperandStrides(g, p.views, o));
+      auto read = [&](size_t k, int64_t row, int64_t col) {
+        const RegionOperand& o = r.operands[k];
+        const HostTensor& v = feeds.at(g.tensor(OperandTensor(g, o)).name);
+        return v.Get(DomainOffset(o.over, strides[k], o.cols, row, col));
+      };
+      const std::vector<std::vector<float>> got = EvaluateRegion(r, read);
+      const TensorMap want = RunOnCpu(g, feeds, p.dims);
+      for (size_t k = 0; k < r.outputs.size(); ++k) {
+        const HostTensor& w = want.at(g.tensor(r.outputs[k].tensor).name);
+        ASSERT_EQ(static_cast<int64_t>(got[k].size()), w.numel());
+        for (int64_t i = 0; i < w.numel(); ++i) {
+          EXPECT_NEAR(got[k][static_cast<size_t>(i)], w.Get(i), 1e-5f * std::max(1.0f, std::fabs(w.Get(i)))) << i;
+        }
+      }
+    }
+  }
+}
+
 // ---- fused regions: attention ----------------------------------------------------
 
 // The chain of testing/attention_graphs.h at B = 2, H = 3, Sq = 5, Sk = 6,
