@@ -848,7 +848,7 @@ class Planner {
           s.kind = k;
           s.op = id;
           s.func = func;
-          s.alpha = static_cast<float>(op.attrs.Eps());
+          if (func == kRsqrtAdd) s.alpha = static_cast<float>(op.attrs.Eps());
           for (int32_t a : args) s.args[s.num_args++] = a;
           s.per_row = row;
           r.steps.push_back(s);
