@@ -345,9 +345,33 @@ PlannedRegions PlanRegionsOf(const std::string& text, const std::string& what) {
   return p;
 }
 
+// What region r computes (EvaluateRegion, its operands read through the
+// strides the kernel reads them with) on random feeds drawn with `seed` is,
+// output by output, the CPU executor's value of the unfused ops.
+void ExpectRegionComputesTheCpus(const PlannedRegions& p, const FusionRegion& r, uint64_t seed) {
+  const Graph& g = p.g;
+  const TensorMap feeds = RandomFeeds(g, p.dims, seed);
+  std::vector<std::vector<int64_t>> strides;
+  for (const RegionOperand& o : r.operands) strides.push_back(OperandStrides(g, p.views, o));
+  auto read = [&](size_t k, int64_t row, int64_t col) {
+    const RegionOperand& o = r.operands[k];
+    const HostTensor& v = feeds.at(g.tensor(OperandTensor(g, o)).name);
+    return v.Get(DomainOffset(o.over, strides[k], o.cols, row, col));
+  };
+  const std::vector<std::vector<float>> got = EvaluateRegion(r, read);
+  const TensorMap want = RunOnCpu(g, feeds, p.dims);
+  ASSERT_EQ(got.size(), r.outputs.size());
+  for (size_t k = 0; k < r.outputs.size(); ++k) {
+    const HostTensor& w = want.at(g.tensor(r.outputs[k].tensor).name);
+    ASSERT_EQ(static_cast<int64_t>(got[k].size()), w.numel());
+    for (int64_t i = 0; i < w.numel(); ++i) {
+      EXPECT_NEAR(got[k][static_cast<size_t>(i)], w.Get(i), 1e-5f * std::max(1.0f, std::fabs(w.Get(i)))) << i;
+    }
+  }
+}
+
 // The gate joins the region of the op that reads it, which then writes only
-// y: what the region computes (its operands read through the strides the
-// kernel reads them with) is the CPU executor's y of the unfused ops.
+// y, the CPU executor's y of the unfused ops.
 TEST(FusionRegions, AGateJoinsTheRegionThatReadsItBroadcast) {
   for (const std::string& text : {GateWeighsAStack(), GateTimesExperts()}) {
     SCOPED_TRACE(text);
@@ -362,20 +386,7 @@ TEST(FusionRegions, AGateJoinsTheRegionThatReadsItBroadcast) {
     EXPECT_EQ(r.cols, 4);
     ASSERT_EQ(r.outputs.size(), 1u);
     EXPECT_EQ(r.outputs[0].tensor, test::TensorNamed(g, "y"));
-    const TensorMap feeds = RandomFeeds(g, p.dims, 7);
-    std::vector<std::vector<int64_t>> strides;
-    for (const RegionOperand& o : r.operands) strides.push_back(OperandStrides(g, p.views, o));
-    auto read = [&](size_t k, int64_t row, int64_t col) {
-      const RegionOperand& o = r.operands[k];
-      const HostTensor& v = feeds.at(g.tensor(OperandTensor(g, o)).name);
-      return v.Get(DomainOffset(o.over, strides[k], o.cols, row, col));
-    };
-    const std::vector<std::vector<float>> got = EvaluateRegion(r, read);
-    const HostTensor want = RunOnCpu(g, feeds, p.dims).at("y");
-    ASSERT_EQ(static_cast<int64_t>(got[0].size()), want.numel());
-    for (int64_t i = 0; i < want.numel(); ++i) {
-      EXPECT_NEAR(got[0][static_cast<size_t>(i)], want.Get(i), 1e-5f * std::max(1.0f, std::fabs(want.Get(i)))) << i;
-    }
+    ExpectRegionComputesTheCpus(p, r, 7);
   }
 }
 
@@ -417,30 +428,13 @@ TEST(FusionRegions, AResidualAddAndItsLayerNormAreOneRegion) {
       const std::string text = ResidualLayerNorm(operands, sum_out);
       SCOPED_TRACE(text);
       const PlannedRegions p = PlanRegionsOf(text, "residual layernorm");
-      const Graph& g = p.g;
       ASSERT_EQ(p.plan.regions.size(), 1u);
       const FusionRegion& r = p.plan.regions[0];
       EXPECT_EQ(r.ops.size(), 2u);
       EXPECT_EQ(r.rows, 12);
       EXPECT_EQ(r.cols, 20);
       ASSERT_EQ(r.outputs.size(), sum_out ? 2u : 1u);
-      const TensorMap feeds = RandomFeeds(g, p.dims, 11);
-      std::vector<std::vector<int64_t>> strides;
-      for (const RegionOperand& o : r.operands) strides.push_back(OperandStrides(g, p.views, o));
-      auto read = [&](size_t k, int64_t row, int64_t col) {
-        const RegionOperand& o = r.operands[k];
-        const HostTensor& v = feeds.at(g.tensor(OperandTensor(g, o)).name);
-        return v.Get(DomainOffset(o.over, strides[k], o.cols, row, col));
-      };
-      const std::vector<std::vector<float>> got = EvaluateRegion(r, read);
-      const TensorMap want = RunOnCpu(g, feeds, p.dims);
-      for (size_t k = 0; k < r.outputs.size(); ++k) {
-        const HostTensor& w = want.at(g.tensor(r.outputs[k].tensor).name);
-        ASSERT_EQ(static_cast<int64_t>(got[k].size()), w.numel());
-        for (int64_t i = 0; i < w.numel(); ++i) {
-          EXPECT_NEAR(got[k][static_cast<size_t>(i)], w.Get(i), 1e-5f * std::max(1.0f, std::fabs(w.Get(i)))) << i;
-        }
-      }
+      ExpectRegionComputesTheCpus(p, r, 11);
     }
   }
 }
