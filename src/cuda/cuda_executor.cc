@@ -63,8 +63,9 @@ CudaExecutor::Impl::Impl(const Graph& graph_in, const DimValues& d, CudaOptions 
   lt = shared.lt;
   workspace_ptr = shared.workspace;
   folded = FoldPlanConstants(g, dims);
-  views = cuda::PlanViews(g, dims, folded);
-  fusion = cuda::PlanFusionRegions(g, views, folded, options.elementwise_chains);
+  cuda::DevicePlan planned = cuda::PlanViewsAndRegions(g, dims, folded, options.elementwise_chains);
+  views = std::move(planned.views);
+  fusion = std::move(planned.fusion);
   PlanMemory();
   // Every op that could check indices gets a flag in one array, so that a
   // run reads them all back with one copy.

@@ -448,9 +448,11 @@ class Planner {
     // A Concat writes its parts through its output's layout, which may be
     // its slot in an outer concatenate written in place (ConcatInto); so
     // does any member whose output is such a slot (view_plan.h: an
-    // elementwise op's output laid out there).
-    const bool in_slot = l.root != kNone && l.root != y && g_.tensor(l.root).producer != kNone &&
-                         v_.in_place[static_cast<size_t>(g_.tensor(l.root).producer)];
+    // elementwise op's output, or a LayerNorm's, laid out there; the
+    // concatenate wholly in place or copying its other parts).
+    const OpId outer = l.root != kNone && l.root != y ? g_.tensor(l.root).producer : kNone;
+    const bool in_slot = outer != kNone && (v_.in_place[static_cast<size_t>(outer)] ||
+                                            !v_.in_slot[static_cast<size_t>(outer)].empty());
     const bool placed = (KindOf(op) == MemberKind::kConcat && l.root != kNone) || in_slot;
     return g_.tensor(y).dtype == DType::kFloat32 && (placed || (l.root == y && l.offset == 0 && IsRowMajor(l, Shape(y)))) &&
            l.root_dtype == DType::kFloat32 && Shape(y).size() <= 8;
@@ -1325,6 +1327,33 @@ std::vector<int64_t> OperandStrides(const Graph& graph, const ViewPlan& views, c
 FusionPlan PlanFusionRegions(const Graph& graph, const ViewPlan& views, const PlanConstants& constants,
                              bool enabled) {
   return Planner(graph, views, constants).Run(enabled);
+}
+
+DevicePlan PlanViewsAndRegions(const Graph& graph, const DimValues& dims, const PlanConstants& constants,
+                               bool enabled) {
+  DevicePlan first{PlanViews(graph, dims, constants), {}};
+  first.fusion = PlanFusionRegions(graph, first.views, constants, enabled);
+  // The ops of the step regions (an attention region writes only its O, at
+  // its own strides).
+  std::vector<bool> members(static_cast<size_t>(graph.num_op_ids()), false);
+  bool any = false;
+  for (const FusionRegion& r : first.fusion.regions) {
+    if (r.attention) continue;
+    for (OpId id : r.ops) members[static_cast<size_t>(id)] = any = true;
+  }
+  if (!any) return first;
+  DevicePlan second{PlanViews(graph, dims, constants, &members), {}};
+  second.fusion = PlanFusionRegions(graph, second.views, constants, enabled);
+  for (size_t id = 0; id < members.size(); ++id) {
+    const int32_t r = second.fusion.region_of[id];
+    // Each op the views were told of in a region of steps; no concatenate
+    // that copies some parts beside those written in place in one (it
+    // runs as a copy, which the views counted on).
+    const bool kept = !members[id] || (r >= 0 && !second.fusion.regions[static_cast<size_t>(r)].attention);
+    const bool copy = second.views.in_slot[id].empty() || r < 0;
+    if (!kept || !copy) return first;
+  }
+  return second;
 }
 
 AttentionTensors AttentionTensorsOf(const Graph& graph, const FusionRegion& r) {

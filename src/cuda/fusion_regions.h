@@ -79,9 +79,11 @@
 // by the attention kernel (attention.h); the regions grown next take none
 // of its ops and see it as one node.
 //
-// A region does not form where its rows are longer than 512 (a row lives
-// in at most 16 registers a lane), or its sizes or counts exceed the limits
-// below; its ops then run as before.
+// A region does not form where its rows are longer than 2048 (a row lives
+// in at most 64 registers a lane: SAINT's intersample Softmax over the
+// batch, 2048 long at batch 2048, with its Div, 80 registers a thread; its
+// residual LayerNorm over rows of 1248, 168), or its sizes or counts exceed
+// the limits below; its ops then run as before.
 #pragma once
 
 #include <cstdint>
@@ -98,7 +100,7 @@
 namespace hfuse::cuda {
 
 inline constexpr int kMaxRegionOperands = 16, kMaxRegionSteps = 64, kMaxRegionOutputs = 8;
-inline constexpr int64_t kMaxRegionCols = 512;
+inline constexpr int64_t kMaxRegionCols = 2048;
 
 // The elementwise function of an ONNX node (OnnxFunc, its alpha and beta,
 // how many inputs it takes), as the elementwise kernel and a fused region
@@ -221,6 +223,20 @@ struct FusionPlan {
 // false (the order is then the stable one).
 FusionPlan PlanFusionRegions(const Graph& graph, const ViewPlan& views, const PlanConstants& constants,
                              bool enabled);
+
+// The view plan and the regions, as the CUDA backend plans a graph: views
+// (view_plan.h), regions over them; then views again told which ops those
+// regions run (PlanViews' region_members: they write through any strides,
+// so a LayerNorm's output may lie in a concatenate's slot), and regions
+// over those views. The second pair is kept where its regions run every op
+// the second view plan was told of (else the first: their layouts would not
+// hold). Regions off (`enabled` false): the views alone, no regions.
+struct DevicePlan {
+  ViewPlan views;
+  FusionPlan fusion;
+};
+DevicePlan PlanViewsAndRegions(const Graph& graph, const DimValues& dims, const PlanConstants& constants,
+                               bool enabled);
 
 // What a region computes, on the host: each output's values, in its
 // tensor's row-major order, given read(k, row, col), operand k's value at

@@ -404,11 +404,19 @@ void CudaExecutor::Impl::PlanPartCopies(const std::vector<TensorId>& parts, Tens
   const DType dtype = g.tensor(whole).dtype;
   std::vector<cuda::OnnxElementwiseArgs> ops;
   int64_t at = 0;
-  for (TensorId part : parts) {
+  const OpId concat = split ? kNone : g.tensor(whole).producer;
+  const std::vector<int32_t> none;
+  const std::vector<int32_t>& in_slot = concat == kNone ? none : views.in_slot[static_cast<size_t>(concat)];
+  for (size_t index = 0; index < parts.size(); ++index) {
+    const TensorId part = parts[index];
     const std::vector<int64_t>& ps = views.shape[static_cast<size_t>(part)];
     // The part's slab of the whole, as a layout over the part's shape.
     cuda::Layout slab = wl;
     slab.offset += at * wl.strides[axis];
+    if (std::find(in_slot.begin(), in_slot.end(), static_cast<int32_t>(index)) != in_slot.end()) {
+      at += ps[axis];  // its producer wrote it there
+      continue;
+    }
     if (split) {
       ops.push_back(CopyArgs(Operand(part, slab, ps, ps), PlaceOf(part).base, cuda::RowMajorStrides(ps),
                              g.tensor(part).dtype, ps));
@@ -422,9 +430,12 @@ void CudaExecutor::Impl::PlanPartCopies(const std::vector<TensorId>& parts, Tens
   HFUSE_CHECK(at == ws[axis]);
   // A concatenate that copies its parts says why they could not be written
   // in place (view_plan.h), so that the profile names the reason.
-  const OpId concat = split ? kNone : g.tensor(whole).producer;
   const std::string& why = concat == kNone ? std::string() : views.copied_why[static_cast<size_t>(concat)];
-  PlanBatch(std::move(ops), what, why.empty() ? "" : "not in place: " + why);
+  PlanBatch(std::move(ops), what,
+            why.empty()       ? ""
+            : in_slot.empty() ? "not in place: " + why
+                              : fmt::format("{} of {} parts in place, the others copied: {}", in_slot.size(),
+                                            parts.size(), why));
 }
 
 // A view op its readers could not read in place: each output's view, copied.
@@ -1056,12 +1067,19 @@ bool CudaExecutor::Impl::ConcatIntoGathers(const Op& op, const std::vector<Tenso
   if (yl.root == kNone || yl.root_dtype != dtype || !rows || rows->strides[1] != 1) return false;
   // Each part a waiting gather's whole result whose rows are the part's
   // blocks along `axis`: row r goes to row r of the output, at the part's column.
+  // (Parts their producers wrote in their slots already: skipped.)
   std::vector<PendingGather*> members;
   std::vector<int64_t> at;
   int64_t column = 0;
-  for (TensorId part : parts) {
+  const std::vector<int32_t>& in_slot = views.in_slot[static_cast<size_t>(g.tensor(y).producer)];
+  for (size_t index = 0; index < parts.size(); ++index) {
+    const TensorId part = parts[index];
     const cuda::Layout& l = views.layout[static_cast<size_t>(part)];
     const std::vector<int64_t>& ps = views.shape[static_cast<size_t>(part)];
+    if (std::find(in_slot.begin(), in_slot.end(), static_cast<int32_t>(index)) != in_slot.end()) {
+      column += ps[axis];
+      continue;
+    }
     PendingGather* p = WaitingGatherOf(l.root);
     if (!p || std::find(members.begin(), members.end(), p) != members.end() ||
         ps.size() != ys.size() || l.offset != 0 || l.root_dtype != dtype || !cuda::IsRowMajor(l, ps) ||
@@ -1074,7 +1092,7 @@ bool CudaExecutor::Impl::ConcatIntoGathers(const Op& op, const std::vector<Tenso
     at.push_back(column);
     column += ps[axis];
   }
-  if (column != ys[axis]) return false;
+  if (column != ys[axis] || members.empty()) return false;
   char* out = PlaceOf(y).base;
   const int64_t row_bytes = (outer > 1 ? rows->strides[0] : row) * esize;
   const Span write = outer > 1 ? Span{out, out + (outer - 1) * row_bytes + row * esize, row_bytes, row * esize}

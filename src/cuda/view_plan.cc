@@ -83,8 +83,16 @@ struct Planner {
   const Graph& g;
   const DimValues& dims;
   const PlanConstants& constants;
+  const std::vector<bool>* region_members;  // per op id, or null (PlanViews)
   ViewPlan& plan;
   std::vector<OpId> order;
+
+  // Whether a fused region will run op id (the caller's word: the ops of
+  // an earlier plan's regions); it then writes its output through any
+  // strides, as the region kernel does.
+  bool InRegion(OpId id) const {
+    return region_members && static_cast<size_t>(id) < region_members->size() && (*region_members)[static_cast<size_t>(id)];
+  }
 
   const std::vector<int64_t>& Shape(TensorId t) const { return plan.shape[static_cast<size_t>(t)]; }
   Layout Self(TensorId t) const {
@@ -160,8 +168,10 @@ struct Planner {
   std::map<TensorId, Layout> slot_of;
   struct InPlace {
     OpId concat;
-    std::vector<std::pair<TensorId, Layout>> parts;  // each part as the concatenate reads it, in its slot
+    std::vector<std::pair<TensorId, Layout>> parts;  // each part written in place, as the concatenate reads it, in its slot
     std::vector<TensorId> producers;                 // the outputs written there
+    bool partly;  // some parts are not: the concatenate runs, copying those
+    std::vector<int32_t> indices;                    // the parts', among the concatenate's
   };
   std::vector<InPlace> in_place;
 
@@ -350,46 +360,54 @@ struct Planner {
       for (int64_t d = axis + 1; d < rank; ++d) inner *= ys[static_cast<size_t>(d)];
       for (int64_t d = 0; d < axis; ++d) outer *= ys[static_cast<size_t>(d)];
       const std::vector<int64_t> ystrides = RowMajorStrides(ys);
-      InPlace ip{id, {}, {}};
+      InPlace ip{id, {}, {}, false, {}};
       bool ok = true;
       int64_t at = 0;
       const std::vector<TensorId>& parts = concat->parts;
-      for (TensorId p : parts) {
+      std::string copied;  // why the first part the concatenate copies is not in its slot
+      for (size_t index = 0; index < parts.size(); ++index) {
+        const TensorId p = parts[index];
         if (p == kNone || Shape(p).size() != ys.size()) {
-          plan.copied_why[static_cast<size_t>(id)] = "a part of another rank";
+          copied = "a part of another rank";
           ok = false;
           break;
         }
         const std::vector<int64_t>& ps = Shape(p);
         // Back through reshape views, each read only on the way here.
-        TensorId r = p;
+        TensorId r = p, shared = kNone;  // shared: where the walk stopped at a tensor read elsewhere too
         while (ok) {
           const OpId v = g.tensor(r).producer;
           if (v == kNone || ViewKindOf(g.op(v)) != ViewKind::kReshape || g.op(v).outputs.size() != 1) break;
           const TensorId data = g.op(v).type == OpType::kReshape ? g.op(v).inputs[0] : NodeInput(g.op(v), 0);
-          if (data == kNone || Readers(data) != 1 || g.IsGraphOutput(data)) break;
+          if (data != kNone && (Readers(data) != 1 || g.IsGraphOutput(data))) shared = data;
+          if (data == kNone || shared != kNone) break;
           r = data;
         }
         const OpId w = g.tensor(r).producer;
         const std::vector<int64_t>& rs = Shape(r);
         const int64_t width = ps[static_cast<size_t>(axis)] * inner;
         // A GEMM or LayerNorm writes rows of its last dim; a concatenate
-        // that runs (a copy, or the lookups that write it) and an
-        // elementwise op (WritesAnyStrides) write any strides, so its row
-        // may be several trailing dims: the first dim of the row is `first`.
+        // that runs (a copy, or the lookups that write it), an elementwise
+        // op (WritesAnyStrides) and any op a fused region runs (InRegion: a
+        // transformer's last LayerNorm) write any strides, so its row may
+        // be several trailing dims: the first dim of the row is `first`.
         // (An elementwise op's output only into a concatenate that GEMMs or
         // LayerNorms read, not one a fused region would take in: a region
         // reads a stack of its own values where they lie, never writing it.)
         // (Not one the plan computes, which no launch would write there.)
-        const bool copies = w != kNone && (RunsAsCopy(w) || (!constants.folded[static_cast<size_t>(w)] && !Known(r) &&
-                                                            WritesAnyStrides(g.op(w)) && ReadAsRows(y)));
+        // (Told which ops regions run, a concatenate no region takes in is
+        // read by its readers, regions too, wherever it lies.)
+        const bool outside = ReadAsRows(y) || (region_members && !InRegion(id));
+        const bool copies =
+            w != kNone && (RunsAsCopy(w) || (!constants.folded[static_cast<size_t>(w)] && !Known(r) &&
+                                             (WritesAnyStrides(g.op(w)) || InRegion(w)) && outside));
         size_t first = rs.empty() ? 0 : rs.size() - 1;
         if (copies) {
           for (int64_t n = 1; first > 0 && n * rs[first] < width;) n *= rs[first--];
         }
         int64_t rows = 1, row = 1;
         for (size_t d = 0; d < rs.size(); ++d) (d < first ? rows : row) *= rs[d];
-        std::string& why = plan.copied_why[static_cast<size_t>(id)];
+        std::string why;
         const std::string& name = g.tensor(p).name;
         if (w == kNone) {
           why = fmt::format("part '{}' is no op's output (a graph input or a constant)", name);
@@ -400,7 +418,11 @@ struct Planner {
           const bool lookup = IsGroupGather(maker.type) || (maker.attrs.onnx && maker.attrs.onnx->op_type == "Gather");
           why = lookup ? fmt::format("part '{}' is a lookup's, which writes the concatenate only where all its parts' "
                                      "lookups wait in one batch", name)
-                       : fmt::format("part '{}' is made by '{}', which writes only a buffer of its own", name, maker.name);
+                : shared != kNone
+                    ? fmt::format("part '{}' is a reshape of '{}', which other ops read too", name, g.tensor(shared).name)
+                : ViewKindOf(maker) != ViewKind::kNone
+                    ? fmt::format("part '{}' is made by '{}', a view of other elements", name, maker.name)
+                    : fmt::format("part '{}' is made by '{}', which writes only a buffer of its own", name, maker.name);
         } else if (Readers(r) != 1 || g.IsGraphOutput(r)) {
           why = fmt::format("part '{}' is read elsewhere too", name);
         } else if (g.tensor(r).storage != kNone || rs.empty() || row != width || rows != outer) {
@@ -410,8 +432,12 @@ struct Planner {
         } else if (std::find(ip.producers.begin(), ip.producers.end(), r) != ip.producers.end()) {
           why = fmt::format("part '{}' is in it twice", name);
         }
-        ok = why.empty();
-        if (!ok) break;
+        if (!why.empty()) {  // the concatenate copies it into its slot
+          if (copied.empty()) copied = std::move(why);
+          ip.partly = true;
+          at += ps[static_cast<size_t>(axis)];
+          continue;
+        }
         // Its rows at the concatenate's stride of one outer index.
         const int64_t row_stride = ys[static_cast<size_t>(axis)] * inner;
         Layout l{y, at * inner, RowMajorStrides(rs), g.tensor(y).dtype};
@@ -424,10 +450,12 @@ struct Planner {
         for (size_t d = 0; d < ps.size(); ++d) part.strides.push_back(ystrides[d]);
         ip.producers.push_back(r);
         ip.parts.emplace_back(p, std::move(part));
+        ip.indices.push_back(static_cast<int32_t>(index));
         slot_of[r] = std::move(l);
         at += ps[static_cast<size_t>(axis)];
       }
-      if (ok && at == ys[static_cast<size_t>(axis)]) {
+      plan.copied_why[static_cast<size_t>(id)] = copied;
+      if (ok && at == ys[static_cast<size_t>(axis)] && !ip.producers.empty()) {
         in_place.push_back(std::move(ip));
       } else {
         for (TensorId r : ip.producers) slot_of.erase(r);
@@ -712,11 +740,14 @@ struct Planner {
     // A concatenate written in place needs each part in its slot: where a
     // view on the way was materialized, it is copied as before.
     std::fill(plan.in_place.begin(), plan.in_place.end(), false);
+    for (std::vector<TensorId>& parts : plan.in_slot) parts.clear();
     for (size_t i = 0; i < in_place.size();) {
       bool all = true;
       for (const auto& [p, l] : in_place[i].parts) all = all && SameLayout(plan.layout[static_cast<size_t>(p)], l, Shape(p));
       if (all) {
-        plan.in_place[static_cast<size_t>(in_place[i].concat)] = true;
+        const auto c = static_cast<size_t>(in_place[i].concat);
+        plan.in_place[c] = !in_place[i].partly;
+        plan.in_slot[c] = in_place[i].indices;
         ++i;
         continue;
       }
@@ -771,6 +802,7 @@ struct Planner {
     plan.view_op.assign(static_cast<size_t>(g.num_op_ids()), false);
     plan.skip.assign(static_cast<size_t>(g.num_op_ids()), false);
     plan.in_place.assign(static_cast<size_t>(g.num_op_ids()), false);
+    plan.in_slot.assign(static_cast<size_t>(g.num_op_ids()), {});
     plan.unread.assign(static_cast<size_t>(g.num_op_ids()), false);
     plan.copied_why.assign(static_cast<size_t>(g.num_op_ids()), "");
     for (TensorId t = 0; t < static_cast<TensorId>(n); ++t) {
@@ -929,9 +961,10 @@ std::optional<Layout> ReshapeLayout(const Layout& in, const std::vector<int64_t>
   return out;
 }
 
-ViewPlan PlanViews(const Graph& graph, const DimValues& dims, const PlanConstants& constants) {
+ViewPlan PlanViews(const Graph& graph, const DimValues& dims, const PlanConstants& constants,
+                   const std::vector<bool>* region_members) {
   ViewPlan plan;
-  Planner{graph, dims, constants, plan, {}, {}, {}, {}, {}}.Run();
+  Planner{graph, dims, constants, region_members, plan, {}, {}, {}, {}, {}}.Run();
   return plan;
 }
 

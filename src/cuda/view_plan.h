@@ -39,7 +39,10 @@
 // LayerNorms read the concatenate (a fused region would rather read a
 // stack of its values where they lie), a float32 elementwise op's output:
 // the elementwise kernel, a fused chain and a fused region write through
-// any strides (DCNv2's last cross layer beside its deep part).
+// any strides (DCNv2's last cross layer beside its deep part), and so may
+// any op a fused region runs, where the caller says which (PlanViews'
+// region_members: TabTransformer's last LayerNorm, [B, S, D] rows, into
+// the MLP's input).
 //
 // Outputs laid out in another order: a batched MatMul whose output only a
 // Transpose reads, itself read by a Reshape that could not view it
@@ -99,17 +102,31 @@ struct ViewPlan {
   // Per op id: a concatenate whose parts their producers write into its
   // output (in_place below), so that it runs nothing.
   std::vector<bool> in_place;
+  // Per op id: the indices of a concatenate's parts that their producers
+  // write into its output: all of them where in_place is set; else some or
+  // none, and the concatenate runs, copying the others (TabTransformer's
+  // last LayerNorm writes its rows in place, and the concatenate copies the
+  // numeric columns of the input beside them).
+  std::vector<std::vector<int32_t>> in_slot;
   // Per op id: a concatenate read only by Gathers that each pick inside one
   // of its parts (views of that part), so that nothing reads its output.
   std::vector<bool> unread;
-  // Per op id: for a concatenate not written in place, why (a part no op
-  // makes, one read elsewhere too, ...), for the profile's label; empty
-  // where there was no attempt (another op, an axis out of range).
+  // Per op id: for a concatenate not written in place (or not wholly),
+  // why (of the first part it copies: a part no op makes, one read
+  // elsewhere too, ...), for the profile's label; empty where there was no
+  // attempt (another op, an axis out of range).
   std::vector<std::string> copied_why;
   int64_t views = 0;           // ops that became views
 };
 
-ViewPlan PlanViews(const Graph& graph, const DimValues& dims, const PlanConstants& constants);
+// `region_members` (per op id, or null): the ops that fused regions will
+// run, which write their outputs through any strides (fusion_regions.h),
+// so that such an op's output may lie in its slot of a concatenate whose
+// rows it does not write whole (a LayerNorm's [B, S, D] rows into [B, S * D
+// + ...]); PlanViewsAndRegions (fusion_regions.h) passes them and checks
+// that the regions then planned run every one of them.
+ViewPlan PlanViews(const Graph& graph, const DimValues& dims, const PlanConstants& constants,
+                   const std::vector<bool>* region_members = nullptr);
 
 // The axis of a concatenate (the IR's `dim`, or ONNX Concat's `axis`) of
 // an output of rank `rank`, counted from 0; nothing where it lacks one or

@@ -340,14 +340,16 @@ PlannedRegions PlanRegionsOf(const std::string& text, const std::string& what) {
   p.g = ParseGraphText(text, what);
   p.dims = BindDims(p.g);
   p.folded = FoldPlanConstants(p.g, p.dims);
-  p.views = PlanViews(p.g, p.dims, p.folded);
-  p.plan = PlanFusionRegions(p.g, p.views, p.folded, true);
+  DevicePlan planned = PlanViewsAndRegions(p.g, p.dims, p.folded, true);
+  p.views = std::move(planned.views);
+  p.plan = std::move(planned.fusion);
   return p;
 }
 
 // What region r computes (EvaluateRegion, its operands read through the
 // strides the kernel reads them with) on random feeds drawn with `seed` is,
-// output by output, the CPU executor's value of the unfused ops.
+// output by output, the CPU executor's value of the unfused ops (graph
+// outputs or not).
 void ExpectRegionComputesTheCpus(const PlannedRegions& p, const FusionRegion& r, uint64_t seed) {
   const Graph& g = p.g;
   const TensorMap feeds = RandomFeeds(g, p.dims, seed);
@@ -359,10 +361,10 @@ void ExpectRegionComputesTheCpus(const PlannedRegions& p, const FusionRegion& r,
     return v.Get(DomainOffset(o.over, strides[k], o.cols, row, col));
   };
   const std::vector<std::vector<float>> got = EvaluateRegion(r, read);
-  const TensorMap want = RunOnCpu(g, feeds, p.dims);
+  const std::vector<HostTensor> want = RunOnCpuKeepAll(g, feeds, p.dims);
   ASSERT_EQ(got.size(), r.outputs.size());
   for (size_t k = 0; k < r.outputs.size(); ++k) {
-    const HostTensor& w = want.at(g.tensor(r.outputs[k].tensor).name);
+    const HostTensor& w = want[static_cast<size_t>(r.outputs[k].tensor)];
     ASSERT_EQ(static_cast<int64_t>(got[k].size()), w.numel());
     for (int64_t i = 0; i < w.numel(); ++i) {
       EXPECT_NEAR(got[k][static_cast<size_t>(i)], w.Get(i), 1e-5f * std::max(1.0f, std::fabs(w.Get(i)))) << i;
@@ -437,6 +439,59 @@ TEST(FusionRegions, AResidualAddAndItsLayerNormAreOneRegion) {
       ExpectRegionComputesTheCpus(p, r, 11);
     }
   }
+}
+
+// A transformer's end (TabTransformer): the last residual LayerNorm's
+// [4, 3, 20] rows, flattened, beside columns of an input, into the MLP.
+std::string LayerNormBesideAnInput() {
+  return R"(input x: float32[4, 3, 20]
+input h: float32[4, 3, 20]
+input c: float32[4, 5]
+param g: float32[20]
+param b: float32[20]
+tensor s: float32[4, 3, 20]
+s = elementwise(x, h) {func = add}  # res
+tensor n: float32[4, 3, 20]
+n = layernorm(s, g, b) {normalized_shape = [20], eps = 0.001}  # ln
+tensor flat: float32[4, 60]
+flat = reshape(n) {shape = [4, 60]}  # flatten
+tensor cat: float32[4, 65]
+cat = concatenate(flat, c) {dim = 1}  # cat
+param w: float32[8, 65]
+param wb: float32[8]
+tensor y: float32[4, 8]
+y = gemm_rcr_bias(cat, w, wb)  # mlp
+output y
+)";
+}
+
+// The LayerNorm runs in the residual's region, which writes through any
+// strides: the views, told so, lay its output in its slot of the
+// concatenate, though no row of it is a row there, and the concatenate
+// copies only the input's columns (part 1). The region writes the slot
+// (its output's place is the concatenate's buffer, at the concatenate's
+// row stride of 65), and what it computes is the CPU's.
+TEST(FusionRegions, ARegionWritesItsLayerNormIntoAConcatenatesSlot) {
+  const PlannedRegions p = PlanRegionsOf(LayerNormBesideAnInput(), "layernorm beside an input");
+  const Graph& g = p.g;
+  const auto cat = static_cast<size_t>(test::OpNamed(g, "cat"));
+  ASSERT_EQ(p.plan.regions.size(), 1u);
+  const FusionRegion& r = p.plan.regions[0];
+  EXPECT_EQ(r.ops.size(), 2u);
+  ASSERT_EQ(r.outputs.size(), 1u);
+  EXPECT_EQ(r.outputs[0].place, test::TensorNamed(g, "cat"));
+  EXPECT_EQ(r.outputs[0].offset, 0);
+  EXPECT_EQ(r.outputs[0].strides, (std::vector<int64_t>{65, 20, 1}));
+  EXPECT_FALSE(p.views.in_place[cat]);
+  EXPECT_FALSE(p.views.skip[cat]);
+  EXPECT_EQ(p.views.in_slot[cat], std::vector<int32_t>{0});
+  EXPECT_NE(p.views.copied_why[cat].find("part 'c'"), std::string::npos) << p.views.copied_why[cat];
+  ExpectRegionComputesTheCpus(p, r, 13);
+  // Without regions, the LayerNorm writes rows of its own, and the
+  // concatenate copies both parts.
+  const DevicePlan plain = PlanViewsAndRegions(g, p.dims, p.folded, false);
+  EXPECT_TRUE(plain.views.in_slot[cat].empty());
+  EXPECT_NE(plain.views.copied_why[cat].find("part 'flat'"), std::string::npos) << plain.views.copied_why[cat];
 }
 
 // ---- fused regions: attention ----------------------------------------------------

@@ -157,7 +157,9 @@ int Main(int argc, char** argv) {
     if (!c.Same(v, ref[static_cast<size_t>(t)])) c.Fail(fmt::format("constant '{}' differs from the CPU's", g.tensor(t).name));
   }
   // 2. Views.
-  const cuda::ViewPlan views = cuda::PlanViews(g, dims, folded);
+  // The views and regions as the CUDA executor plans them.
+  const cuda::DevicePlan planned = cuda::PlanViewsAndRegions(g, dims, folded, true);
+  const cuda::ViewPlan& views = planned.views;
   int64_t checked_views = 0;
   // A root's buffer as the plan lays it out: its CPU values written through
   // its own layout (row-major, or in the order a Transpose reading it wants).
@@ -195,7 +197,7 @@ int Main(int argc, char** argv) {
   // rounding (the kernel's sums run in another order). An attention region:
   // the kernel's own row function (attention.h) over the operands' buffers
   // as the plan lays them out, writing O through its layout.
-  const cuda::FusionPlan fusion = cuda::PlanFusionRegions(g, views, folded, true);
+  const cuda::FusionPlan& fusion = planned.fusion;
   int64_t region_ops = 0, attention_regions = 0;
   for (const cuda::FusionRegion& r : fusion.regions) {
     region_ops += static_cast<int64_t>(r.ops.size());
@@ -356,10 +358,16 @@ int Main(int argc, char** argv) {
                          : op.elided                               ? "elided"
                                                                    : "launch";
       const std::string& why = views.copied_why[static_cast<size_t>(id)];
+      const size_t in_slot = views.in_slot[static_cast<size_t>(id)].size();
       fmt::print("  {:8} {:20} {}{}\n", what, type, op.name,
                  why.empty() || views.skip[static_cast<size_t>(id)] || fusion.region_of[static_cast<size_t>(id)] >= 0
                      ? ""
-                     : fmt::format(" (not in place: {})", why));
+                 : in_slot == 0 ? fmt::format(" (not in place: {})", why)
+                                : fmt::format(" ({} of {} parts in place, the others copied: {})", in_slot,
+                                              op.attrs.onnx && !op.attrs.onnx->input_slots.empty()
+                                                  ? op.attrs.onnx->input_slots.size()
+                                                  : op.inputs.size(),
+                                              why));
       if (print_layouts) {
         for (TensorId t : op.inputs) {
           const cuda::Layout& l = views.layout[static_cast<size_t>(t)];
@@ -383,6 +391,28 @@ int Main(int argc, char** argv) {
       writer = &r;
     }
     ++launches;
+    // A concatenate some of whose parts their producers wrote in place
+    // copies the others only: each into its slab of the output.
+    std::vector<std::pair<TensorId, cuda::Layout>> copied_parts;
+    if (!views.in_slot[static_cast<size_t>(id)].empty()) {
+      const TensorId y = op.outputs[0];
+      const std::vector<int64_t>& ys = views.shape[static_cast<size_t>(y)];
+      const size_t axis = *cuda::ConcatAxisOf(op, ys.size());
+      const std::vector<int32_t>& in_slot = views.in_slot[static_cast<size_t>(id)];
+      const size_t parts = !op.attrs.onnx || op.attrs.onnx->input_slots.empty() ? op.inputs.size()
+                                                                                  : op.attrs.onnx->input_slots.size();
+      int64_t at = 0;
+      for (size_t k = 0; k < parts; ++k) {
+        const TensorId part = cuda::InputOf(op, k);
+        cuda::Layout slab = views.layout[static_cast<size_t>(y)];
+        slab.offset += at * slab.strides[axis];
+        at += views.shape[static_cast<size_t>(part)][axis];
+        if (std::find(in_slot.begin(), in_slot.end(), static_cast<int32_t>(k)) == in_slot.end()) {
+          copied_parts.emplace_back(part, slab);
+        }
+      }
+      writes.clear();
+    }
     for (TensorId in : reads) {
       const cuda::Layout& l = views.layout[static_cast<size_t>(in)];
       HostTensor got(g.tensor(in).dtype, views.shape[static_cast<size_t>(in)]);
@@ -394,6 +424,11 @@ int Main(int argc, char** argv) {
     }
     for (TensorId out : writes) {
       if (views.layout[static_cast<size_t>(out)].root != kNone) write(out);
+    }
+    for (const auto& [part, slab] : copied_parts) {
+      HostTensor root = root_value(slab.root);
+      WriteThrough(ref[static_cast<size_t>(part)], views.shape[static_cast<size_t>(part)], slab.offset, slab.strides, root);
+      std::memcpy(bytes_of(slab.root), root.bytes.data(), root.bytes.size());
     }
     // A region writes each output's values (over its shape, row-major) at
     // `offset` + index . `strides` of its place's buffer, and nothing else

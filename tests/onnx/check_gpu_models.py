@@ -489,6 +489,17 @@ def op_models():
         helper.make_node("Mul", ["experts", "wu"], ["m"]),
         helper.make_node("ReduceSum", ["m", "ax1"], ["y"], keepdims=0),
     ], [("experts", F, [N, 8, 20]), ("g", F, [N, 8])], [("y", F, [N, 20])], [ints("ax2", [2]), ints("ax1", [1])])
+    # SAINT's intersample attention and blocks: a Div by sqrt(d) and the
+    # Softmax over rows of 2048 (the batch's rows), 64 columns a lane; a
+    # residual Add and its LayerNorm over rows of 1248 (39 a lane): a
+    # region each, 2 launches.
+    yield "region_rows_2048", model("r2k", [
+        helper.make_node("Div", ["x", "scale"], ["xs"]),
+        helper.make_node("Softmax", ["xs"], ["p"], axis=-1),
+        helper.make_node("Add", ["h", "r"], ["s"]),
+        helper.make_node("LayerNormalization", ["s", "g", "b"], ["n"], axis=-1, epsilon=1e-5),
+    ], [("x", F, [N, 2, 2048]), ("h", F, [N, 1248]), ("r", F, [N, 1248])], [("p", F, [N, 2, 2048]), ("n", F, [N, 1248])],
+        [floats("scale", [], 0.0, 17.7), floats("g", [1248], 0.2, 1.0), floats("b", [1248], 0.1)])
     yield "region_long_rows", model("rl", [
         helper.make_node("ReduceMax", ["x", "last"], ["hi"], keepdims=1),
         helper.make_node("Sub", ["x", "hi"], ["d"]),
@@ -644,6 +655,40 @@ def op_models():
     ], [("x", F, [N, 3, 20])], [("y", F, [N, 3, 20])],
         [floats("w1", [20, 20], 0.3), floats("g1", [20], 0.2, 1.0), floats("b1", [20], 0.1),
          floats("w2", [20, 20], 0.3), floats("g2", [20], 0.3, 0.5)])
+    # A transformer's end (TabTransformer's): the last residual Add and
+    # LayerNorm, one region, whose [N, 3, 20] output, flattened, lies in its
+    # slot of the MLP's input beside columns of the input x (no row of the
+    # LayerNorm's is a row there: the region writes through any strides);
+    # the concatenate copies only x's columns: the GEMM, the region, the
+    # concatenate, the MLP's GEMM: 4 launches.
+    yield "layernorm_beside_input", model("lbi", [
+        helper.make_node("MatMul", ["h", "w1"], ["m"]),
+        helper.make_node("Add", ["h", "m"], ["s"]),
+        helper.make_node("LayerNormalization", ["s", "g", "b"], ["n"], axis=-1, epsilon=1e-5),
+        helper.make_node("Flatten", ["n"], ["flat"], axis=1),
+        helper.make_node("Slice", ["x", "s0", "s2", "ax1"], ["cols"]),
+        helper.make_node("Concat", ["flat", "cols"], ["cat"], axis=1),
+        helper.make_node("Gemm", ["cat", "w2", "b2"], ["y"], transB=1),
+    ], [("h", F, [N, 3, 20]), ("x", F, [N, 5])], [("y", F, [N, 6])],
+        [floats("w1", [20, 20], 0.3), floats("g", [20], 0.2, 1.0), floats("b", [20], 0.1),
+         ints("s0", [1]), ints("s2", [3]), ints("ax1", [1]), floats("w2", [6, 62], 0.2), floats("b2", [6], 0.1)])
+    # FTTransformer's and SAINT's first concatenate: the categorical
+    # columns' lookup [N, 3, 4] beside the numeric columns' region (x * w +
+    # b, [N, 2, 4]), read by the first attention's projection and its
+    # residual Add. The region writes its slot, the lookup batch the
+    # other: no copy; the lookup, the region, the MatMul and the residual
+    # Add: 4 launches (planned; not yet measured on a GPU).
+    yield "lookup_beside_region", model("lbr", [
+        helper.make_node("Gather", ["table", "ids"], ["e"]),
+        helper.make_node("Unsqueeze", ["num", "ax2"], ["nu"]),
+        helper.make_node("Mul", ["nu", "wn"], ["nm"]),
+        helper.make_node("Add", ["nm", "bn"], ["na"]),
+        helper.make_node("Concat", ["e", "na"], ["cat"], axis=1),
+        helper.make_node("MatMul", ["cat", "wp"], ["p"]),
+        helper.make_node("Add", ["cat", "p"], ["y"]),
+    ], [("ids", I64, [N, 3]), ("num", F, [N, 2])], [("y", F, [N, 5, 4])],
+        [floats("table", [10, 4], 0.3), ints("ax2", [2]), floats("wn", [2, 4], 0.2, 0.5), floats("bn", [2, 4], 0.1),
+         floats("wp", [4, 4], 0.3)])
     # Two chains sharing a MatMul (the first's last, the second's first):
     # the first is one attention launch, the second runs as it was; and a
     # MatMul of the probabilities by themselves (V would be a value the
@@ -717,15 +762,21 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # the attention kernel (no Split or Reshape copy); gathernd_columns: the
 # BatchNormalization and the lookup; add_computed_zeros: the GEMM;
 # elementwise_into_concat: two GEMMs and the cross layer's elementwise ops;
-# residual_layernorm: two GEMMs, two regions of a residual Add and its LayerNorm.
+# residual_layernorm: two GEMMs, two regions of a residual Add and its LayerNorm;
+# region_rows_2048: a region each, the scaled Softmax and the LayerNorm;
+# layernorm_beside_input: a GEMM, the region writing its slot, the
+# concatenate copying the input's columns, the MLP's GEMM;
+# lookup_beside_region: the lookup and the region each writing its slot,
+# the MatMul, the residual Add (planned, 2026-12-05; not yet measured).
 EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_bias_concat": 6,
                    "gather_f16_concat": 1, "gather_past_launch": 2, "region_dice": 1,
                    "region_scaled_softmax": 1, "region_scaled_logsoftmax": 1, "region_gate_weighted_sum": 2,
-                   "region_long_rows": 1, "region_concat_parts": 1, "concat_in_place": 2, "region_cross_wait": 3,
+                   "region_long_rows": 1, "region_rows_2048": 2, "region_concat_parts": 1, "concat_in_place": 2, "region_cross_wait": 3,
                    "gather_group_odd_widths": 1, "gather_group_f16_bf16": 1, "gather_group_500": 1,
                    "stack_picked": 5, "gemv_group": 1, "attention_heads": 3,
                    "attention_heads_div": 3, "attention_heads_mul": 3, "gathernd_columns": 2,
-                   "add_computed_zeros": 1, "elementwise_into_concat": 3, "residual_layernorm": 4}
+                   "add_computed_zeros": 1, "elementwise_into_concat": 3, "residual_layernorm": 4,
+                   "layernorm_beside_input": 4, "lookup_beside_region": 4}
 
 
 def check_gather_group_ids(work):

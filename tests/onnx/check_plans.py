@@ -45,7 +45,12 @@ from onnx_checks import check, failures, hfuse, set_tool
 # of its two chains that share a MatMul; attention_v_is_p: none;
 # elementwise_into_concat's concatenate written in place by its parts;
 # folded_part_concat's copied (a part computed at plan time);
-# residual_layernorm: each residual Add and its LayerNorm one region.
+# residual_layernorm: each residual Add and its LayerNorm one region;
+# region_rows_2048: its Div and Softmax over rows of 2048 one region, its
+# residual Add and LayerNorm over rows of 1248 another;
+# layernorm_beside_input and lookup_beside_region: one region, and the
+# concatenate copies one part only, the other written in its slot by the
+# region (words of the line, "1 of 2 parts in place").
 PLAN_WORDS = {"stack_picked": {"unread": 1, "in place": 1}, "stack_picked_unordered": {"unread": 0},
               "stack_pick_output": {"unread": 0}, "stack_placed_pick_output": {"in place": 0},
               "gemv_group": {"launch": 1},
@@ -53,7 +58,8 @@ PLAN_WORDS = {"stack_picked": {"unread": 1, "in place": 1}, "stack_picked_unorde
               "gathernd_columns": {"launch": 2, "view": 6}, "add_computed_zeros": {"view": 1, "launch": 1},
               "attention_chains_overlap": {"attention": 1}, "attention_v_is_p": {"attention": 0},
               "elementwise_into_concat": {"in place": 1}, "folded_part_concat": {"in place": 0},
-              "residual_layernorm": {"region": 2}}
+              "residual_layernorm": {"region": 2}, "region_rows_2048": {"region": 2},
+              **{m: {"region": 1, "1 of 2 parts in place": 1} for m in ("layernorm_beside_input", "lookup_beside_region")}}
 
 
 def plan_check(tool, path, label, *args, words=None):
@@ -62,7 +68,9 @@ def plan_check(tool, path, label, *args, words=None):
     check(r.returncode == 0 and out.endswith(": ok"),
           f"{label} {' '.join(a for a in args if not a.endswith('.npz'))}: {out} {r.stderr.strip()}")
     for word, want in (words or {}).items():
-        got = sum(1 for line in r.stdout.splitlines() if line.startswith(f"  {word} "))
+        # A line's first word (the plan's: launch, view, region, ...), or words within it.
+        got = sum(1 for line in r.stdout.splitlines()
+                  if line.startswith(f"  {word} ") or (" " in word and f"({word}," in line))
         check(got == want, f"{label}: {got} ops planned '{word}', want {want}")
 
 
