@@ -339,10 +339,18 @@ struct Planner {
   // The ops that read t, but for Gathers that pick inside one part of the
   // concatenate t is (views of it, wherever it lies: DIN's target
   // embeddings, stacked for the MLP and picked for the attention).
+  // (Nor ops a fused region runs, where the caller said which: a region
+  // reads its operands through any strides, so t may lie in a slot for
+  // them: DeepFM's embeddings, read by the FM's region and written into
+  // the MLP's input.)
   size_t Readers(TensorId t) const {
     const std::vector<OpId>& users = g.tensor(t).users;
-    return static_cast<size_t>(std::count_if(users.begin(), users.end(), [&](OpId u) { return !PickedPart(g.op(u)); }));
+    return static_cast<size_t>(
+        std::count_if(users.begin(), users.end(), [&](OpId u) { return !PickedPart(g.op(u)) && !InRegion(u); }));
   }
+  // How op id reads its input k: as ReadsOf says, or through any strides
+  // where a fused region runs it (InRegion).
+  Reads ReadsFor(OpId id, size_t k) const { return InRegion(id) ? Reads::kStrided : ReadsOf(g.op(id), k); }
 
   // The concatenates whose parts their producers can write in place.
   void FindInPlace() {
@@ -768,7 +776,7 @@ struct Planner {
           // an op that cannot take the slot's strides (a Gather picking
           // inside it, copied: Readers() let it be): the outer concatenate
           // is copied instead.
-          if (slot_of.count(t) && !Accepts(ReadsOf(op, k), plan.layout[static_cast<size_t>(t)], t)) {
+          if (slot_of.count(t) && !Accepts(ReadsFor(id, k), plan.layout[static_cast<size_t>(t)], t)) {
             for (size_t i = 0; i < in_place.size(); ++i) {
               const std::vector<TensorId>& made = in_place[i].producers;
               if (std::find(made.begin(), made.end(), t) == made.end()) continue;
@@ -779,7 +787,7 @@ struct Planner {
           }
           continue;
         }
-        if (!Accepts(ReadsOf(op, k), plan.layout[static_cast<size_t>(t)], t)) reject(t);
+        if (!Accepts(ReadsFor(id, k), plan.layout[static_cast<size_t>(t)], t)) reject(t);
       }
     }
     // Graph outputs: contiguous views of an intermediate that a launch writes.

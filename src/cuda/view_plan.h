@@ -42,7 +42,14 @@
 // any strides (DCNv2's last cross layer beside its deep part), and so may
 // any op a fused region runs, where the caller says which (PlanViews'
 // region_members: TabTransformer's last LayerNorm, [B, S, D] rows, into
-// the MLP's input).
+// the MLP's input). Told which ops regions run, the plan also lets such
+// an op read a part in its slot (a region reads any strides: DeepFM's
+// embeddings, read by the FM's region, lie in the MLP's input), and lets a
+// concatenate no region takes in have an elementwise op's output in its
+// slot whoever reads it. Parts that cannot lie in their slots (an input's
+// columns, a lookup's rows, a part read elsewhere) the concatenate copies,
+// and only those (in_slot below): it is written in place where every part
+// is in its slot.
 //
 // Outputs laid out in another order: a batched MatMul whose output only a
 // Transpose reads, itself read by a Reshape that could not view it

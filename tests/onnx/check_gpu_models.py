@@ -689,6 +689,29 @@ def op_models():
     ], [("ids", I64, [N, 3]), ("num", F, [N, 2])], [("y", F, [N, 5, 4])],
         [floats("table", [10, 4], 0.3), ints("ax2", [2]), floats("wn", [2, 4], 0.2, 0.5), floats("bn", [2, 4], 0.1),
          floats("wp", [4, 4], 0.3)])
+    # DeepFM's (torch-rechub's): the lookups' concatenate [N, 17, 4] (more
+    # parts than a region takes operands), read by the FM's region (the square of the sum less the sum of squares)
+    # and, flattened, beside the dense inputs' concatenate in the MLP's
+    # input. The region reads the lookups' rows wherever they lie, so they
+    # lie in their slot there, as the dense columns do: the MLP's input is
+    # written in place (no copy); the lookups, the dense concatenate, the
+    # region, the GEMM: 4 launches (planned; not yet measured on a GPU).
+    yield "lookups_read_by_region", model("lrr", [
+        *[helper.make_node("Gather", ["table", f"ids{i}"], [f"g{i}"]) for i in range(17)],
+        *[helper.make_node("Unsqueeze", [f"g{i}", "ax1"], [f"e{i}"]) for i in range(17)],
+        helper.make_node("Concat", [f"e{i}" for i in range(17)], ["emb"], axis=1),
+        helper.make_node("ReduceSum", ["emb", "ax1"], ["sum"], keepdims=0),
+        helper.make_node("Mul", ["sum", "sum"], ["sq"]),
+        helper.make_node("Mul", ["emb", "emb"], ["e2x"]),
+        helper.make_node("ReduceSum", ["e2x", "ax1"], ["sumsq"], keepdims=0),
+        helper.make_node("Sub", ["sq", "sumsq"], ["fm"]),
+        helper.make_node("Concat", ["d0", "d1"], ["dense"], axis=1),
+        helper.make_node("Flatten", ["emb"], ["flat"], axis=1),
+        helper.make_node("Concat", ["dense", "flat"], ["x"], axis=1),
+        helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=1),
+    ], [*[(f"ids{i}", I64, [N]) for i in range(17)], ("d0", F, [N, 1]), ("d1", F, [N, 1])],
+        [("y", F, [N, 3]), ("fm", F, [N, 4])],
+        [floats("table", [10, 4], 0.3), ints("ax1", [1]), floats("w", [3, 70], 0.2), floats("b", [3], 0.1)])
     # Two chains sharing a MatMul (the first's last, the second's first):
     # the first is one attention launch, the second runs as it was; and a
     # MatMul of the probabilities by themselves (V would be a value the
@@ -767,7 +790,9 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # layernorm_beside_input: a GEMM, the region writing its slot, the
 # concatenate copying the input's columns, the MLP's GEMM;
 # lookup_beside_region: the lookup and the region each writing its slot,
-# the MatMul, the residual Add (planned, 2026-12-05; not yet measured).
+# the MatMul, the residual Add; lookups_read_by_region: the lookups and the
+# dense concatenate each writing its slot of the MLP's input, the FM's
+# region, the GEMM (both planned, 2026-12-05; not yet measured).
 EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_bias_concat": 6,
                    "gather_f16_concat": 1, "gather_past_launch": 2, "region_dice": 1,
                    "region_scaled_softmax": 1, "region_scaled_logsoftmax": 1, "region_gate_weighted_sum": 2,
@@ -776,7 +801,7 @@ EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_
                    "stack_picked": 5, "gemv_group": 1, "attention_heads": 3,
                    "attention_heads_div": 3, "attention_heads_mul": 3, "gathernd_columns": 2,
                    "add_computed_zeros": 1, "elementwise_into_concat": 3, "residual_layernorm": 4,
-                   "layernorm_beside_input": 4, "lookup_beside_region": 4}
+                   "layernorm_beside_input": 4, "lookup_beside_region": 4, "lookups_read_by_region": 4}
 
 
 def check_gather_group_ids(work):
