@@ -463,7 +463,12 @@ struct Planner {
         at += ps[static_cast<size_t>(axis)];
       }
       plan.copied_why[static_cast<size_t>(id)] = copied;
-      if (ok && at == ys[static_cast<size_t>(axis)] && !ip.producers.empty()) {
+      // (Not partly where only Gathers picking inside its parts read it:
+      // FindUnread makes it no launch at all.)
+      const std::vector<OpId>& users = g.tensor(y).users;
+      const bool picked = !users.empty() && !g.IsGraphOutput(y) &&
+                          std::all_of(users.begin(), users.end(), [&](OpId u) { return PickedPart(g.op(u)).has_value(); });
+      if (ok && at == ys[static_cast<size_t>(axis)] && !ip.producers.empty() && !(ip.partly && picked)) {
         in_place.push_back(std::move(ip));
       } else {
         for (TensorId r : ip.producers) slot_of.erase(r);
@@ -748,7 +753,7 @@ struct Planner {
     // A concatenate written in place needs each part in its slot: where a
     // view on the way was materialized, it is copied as before.
     std::fill(plan.in_place.begin(), plan.in_place.end(), false);
-    for (std::vector<TensorId>& parts : plan.in_slot) parts.clear();
+    for (std::vector<int32_t>& parts : plan.in_slot) parts.clear();
     for (size_t i = 0; i < in_place.size();) {
       bool all = true;
       for (const auto& [p, l] : in_place[i].parts) all = all && SameLayout(plan.layout[static_cast<size_t>(p)], l, Shape(p));
