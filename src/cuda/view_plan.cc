@@ -8,6 +8,7 @@
 #include <map>
 #include <numeric>
 #include <string_view>
+#include <utility>
 
 #include "cpu_onnx_ops.h"
 #include "fusion_regions.h"
@@ -172,6 +173,11 @@ struct Planner {
     std::vector<TensorId> producers;                 // the outputs written there
     bool partly;  // some parts are not: the concatenate runs, copying those
     std::vector<int32_t> indices;                    // the parts', among the concatenate's
+    // Its output in its slot of an outer concatenate also written in place
+    // (Nest): that one, and the parts' and producers' layouts in its own
+    // buffer, put back if the outer one is dropped.
+    OpId outer = kNone;
+    std::vector<Layout> own_parts, own_slots;
   };
   std::vector<InPlace> in_place;
 
@@ -364,11 +370,14 @@ struct Planner {
       const auto rank = static_cast<int64_t>(ys.size());
       const auto axis = static_cast<int64_t>(concat->axis);
       if (g.tensor(y).storage != kNone || Known(y)) continue;
-      int64_t inner = 1, outer = 1;
-      for (int64_t d = axis + 1; d < rank; ++d) inner *= ys[static_cast<size_t>(d)];
+      int64_t inner_extent = 1, outer = 1;
+      for (int64_t d = axis + 1; d < rank; ++d) inner_extent *= ys[static_cast<size_t>(d)];
       for (int64_t d = 0; d < axis; ++d) outer *= ys[static_cast<size_t>(d)];
       const std::vector<int64_t> ystrides = RowMajorStrides(ys);
-      InPlace ip{id, {}, {}, false, {}};
+      InPlace ip{id, {}, {}, false, {}, kNone, {}, {}};
+      // Concatenates written in place that lie in this one's slots, each
+      // with its parts' and producers' layouts there (Nest).
+      std::vector<std::pair<size_t, std::pair<std::vector<Layout>, std::vector<Layout>>>> nests;
       bool ok = true;
       int64_t at = 0;
       const std::vector<TensorId>& parts = concat->parts;
@@ -393,7 +402,7 @@ struct Planner {
         }
         const OpId w = g.tensor(r).producer;
         const std::vector<int64_t>& rs = Shape(r);
-        const int64_t width = ps[static_cast<size_t>(axis)] * inner;
+        const int64_t width = ps[static_cast<size_t>(axis)] * inner_extent;
         // A GEMM or LayerNorm writes rows of its last dim; a concatenate
         // that runs (a copy, or the lookups that write it), an elementwise
         // op (WritesAnyStrides) and any op a fused region runs (InRegion: a
@@ -406,9 +415,13 @@ struct Planner {
         // (Told which ops regions run, a concatenate no region takes in is
         // read by its readers, regions too, wherever it lies.)
         const bool outside = ReadAsRows(y) || (region_members && !InRegion(id));
+        // A concatenate written in place whose own parts can lie in this
+        // one's slot (Nest, below): its producers write there.
+        const std::optional<size_t> inner = w != kNone ? WhollyInPlace(w) : std::nullopt;
         const bool copies =
-            w != kNone && (RunsAsCopy(w) || (!constants.folded[static_cast<size_t>(w)] && !Known(r) &&
-                                             (WritesAnyStrides(g.op(w)) || InRegion(w)) && outside));
+            w != kNone && (RunsAsCopy(w) || inner ||
+                           (!constants.folded[static_cast<size_t>(w)] && !Known(r) &&
+                            (WritesAnyStrides(g.op(w)) || InRegion(w)) && outside));
         size_t first = rs.empty() ? 0 : rs.size() - 1;
         if (copies) {
           for (int64_t n = 1; first > 0 && n * rs[first] < width;) n *= rs[first--];
@@ -447,14 +460,26 @@ struct Planner {
           continue;
         }
         // Its rows at the concatenate's stride of one outer index.
-        const int64_t row_stride = ys[static_cast<size_t>(axis)] * inner;
-        Layout l{y, at * inner, RowMajorStrides(rs), g.tensor(y).dtype};
+        const int64_t row_stride = ys[static_cast<size_t>(axis)] * inner_extent;
+        Layout l{y, at * inner_extent, RowMajorStrides(rs), g.tensor(y).dtype};
         int64_t stride = row_stride;
         for (size_t d = first; d-- > 0;) {
           l.strides[d] = stride;
           stride *= rs[d];
         }
-        Layout part{y, at * inner, {}, g.tensor(y).dtype};
+        if (inner) {
+          std::optional<std::pair<std::vector<Layout>, std::vector<Layout>>> nested = Nest(*inner, l);
+          if (!nested) {
+            if (copied.empty()) {
+              copied = fmt::format("part '{}' is a concatenate written in place whose parts cannot lie in this one", name);
+            }
+            ip.partly = true;
+            at += ps[static_cast<size_t>(axis)];
+            continue;
+          }
+          nests.emplace_back(*inner, std::move(*nested));
+        }
+        Layout part{y, at * inner_extent, {}, g.tensor(y).dtype};
         for (size_t d = 0; d < ps.size(); ++d) part.strides.push_back(ystrides[d]);
         ip.producers.push_back(r);
         ip.parts.emplace_back(p, std::move(part));
@@ -469,6 +494,16 @@ struct Planner {
       const bool picked = !users.empty() && !g.IsGraphOutput(y) &&
                           std::all_of(users.begin(), users.end(), [&](OpId u) { return PickedPart(g.op(u)).has_value(); });
       if (ok && at == ys[static_cast<size_t>(axis)] && !ip.producers.empty() && !(ip.partly && picked)) {
+        for (auto& [k, layouts] : nests) {  // the inner ones' producers write into this one's buffer
+          InPlace& in = in_place[k];
+          in.outer = id;
+          in.own_parts.clear();
+          in.own_slots.clear();
+          for (size_t j = 0; j < in.parts.size(); ++j) {
+            in.own_parts.push_back(std::exchange(in.parts[j].second, layouts.first[j]));
+            in.own_slots.push_back(std::exchange(slot_of[in.producers[j]], layouts.second[j]));
+          }
+        }
         in_place.push_back(std::move(ip));
       } else {
         for (TensorId r : ip.producers) slot_of.erase(r);
@@ -481,7 +516,61 @@ struct Planner {
   void DropInPlace(size_t i, const std::string& why) {
     for (TensorId r : in_place[i].producers) slot_of.erase(r);
     plan.copied_why[static_cast<size_t>(in_place[i].concat)] = why;
+    // A concatenate nested in it writes its own buffer again.
+    for (InPlace& in : in_place) {
+      if (in.outer != in_place[i].concat) continue;
+      for (size_t j = 0; j < in.parts.size(); ++j) {
+        in.parts[j].second = in.own_parts[j];
+        slot_of[in.producers[j]] = in.own_slots[j];
+      }
+      in.outer = kNone;
+    }
     in_place.erase(in_place.begin() + static_cast<ptrdiff_t>(i));
+  }
+
+  // The index in in_place of concatenate id where all its parts are
+  // written in place and it lies in no other one's slot yet, or nothing.
+  std::optional<size_t> WhollyInPlace(OpId id) const {
+    for (size_t k = 0; k < in_place.size(); ++k) {
+      if (in_place[k].concat == id && !in_place[k].partly && in_place[k].outer == kNone) return k;
+    }
+    return std::nullopt;
+  }
+
+  // Concatenate in_place[k] (wholly in place) with its output laid out as
+  // `at` (its slot in an outer concatenate): each part's layout there and
+  // each producer's (a reshape of its part's), or nothing where a
+  // producer is no GEMM or LayerNorm writing rows at one stride there
+  // (AutoInt's dense features' stack of GEMM outputs inside the stack of
+  // all its fields). Not an elementwise op's or a region's: a region that
+  // reads the outer buffer could then not also write it, and would split
+  // (the pooled sums of DIN's attention beside the target embeddings).
+  std::optional<std::pair<std::vector<Layout>, std::vector<Layout>>> Nest(size_t k, const Layout& at) const {
+    const InPlace& in = in_place[k];
+    // (Not one with a concatenate nested in it: those producers' slots are
+    // in its buffer, which would then be none.)
+    for (const InPlace& other : in_place) {
+      if (other.outer == in.concat) return std::nullopt;
+    }
+    const TensorId y = g.op(in.concat).outputs[0];
+    const std::vector<int64_t>& ys = Shape(y);
+    std::pair<std::vector<Layout>, std::vector<Layout>> out;
+    for (size_t j = 0; j < in.parts.size(); ++j) {
+      const TensorId p = in.parts[j].first, r = in.producers[j];
+      // The part's first element in y, row-major, as an index into y's dims.
+      int64_t rest = in.parts[j].second.offset;
+      Layout part{at.root, at.offset, at.strides, at.root_dtype};
+      for (size_t d = ys.size(); d-- > 0;) {
+        part.offset += (rest % ys[d]) * at.strides[d];
+        rest /= ys[d];
+      }
+      std::optional<Layout> slot = ReshapeLayout(part, Shape(p), Shape(r));
+      const OpId w = g.tensor(r).producer;
+      if (!slot || !WritesStrided(g.op(w)) || !RowStride(*slot, Shape(r))) return std::nullopt;
+      out.first.push_back(std::move(part));
+      out.second.push_back(std::move(*slot));
+    }
+    return out;
   }
 
   // Whether layout a reads the elements b does over `shape`.

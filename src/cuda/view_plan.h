@@ -49,7 +49,10 @@
 // slot whoever reads it. Parts that cannot lie in their slots (an input's
 // columns, a lookup's rows, a part read elsewhere) the concatenate copies,
 // and only those (in_slot below): it is written in place where every part
-// is in its slot.
+// is in its slot. A concatenate written in place may itself lie in an
+// outer one's slot, its producers (GEMMs, LayerNorms) then writing there
+// (AutoInt's stack of the dense features' GEMM outputs inside the stack of
+// all its fields).
 //
 // Outputs laid out in another order: a batched MatMul whose output only a
 // Transpose reads, itself read by a Reshape that could not view it

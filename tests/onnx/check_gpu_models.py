@@ -712,6 +712,23 @@ def op_models():
     ], [*[(f"ids{i}", I64, [N]) for i in range(17)], ("d0", F, [N, 1]), ("d1", F, [N, 1])],
         [("y", F, [N, 3]), ("fm", F, [N, 4])],
         [floats("table", [10, 4], 0.3), ints("ax1", [1]), floats("w", [3, 70], 0.2), floats("b", [3], 0.1)])
+    # AutoInt's (torch-rechub's): the dense features' embeddings, a stack
+    # of GEMM outputs written in place, inside the stack of every field
+    # beside the lookups' rows: the GEMMs write their rows into the outer
+    # stack (nested), the lookup batch its part: no copy; the GEMMs' group,
+    # the lookup, the MatMul: 3 launches (planned; not yet measured on a GPU).
+    yield "stack_in_stack", model("sis", [
+        helper.make_node("Gemm", ["x", "w0"], ["d0"], transB=1),
+        helper.make_node("Gemm", ["x", "w1"], ["d1"], transB=1),
+        helper.make_node("Unsqueeze", ["d0", "ax1"], ["u0"]),
+        helper.make_node("Unsqueeze", ["d1", "ax1"], ["u1"]),
+        helper.make_node("Concat", ["u0", "u1"], ["dense"], axis=1),
+        helper.make_node("Gather", ["table", "ids"], ["e"]),
+        helper.make_node("Concat", ["e", "dense"], ["cat"], axis=1),
+        helper.make_node("MatMul", ["cat", "wp"], ["y"]),
+    ], [("x", F, [N, 6]), ("ids", I64, [N, 3])], [("y", F, [N, 5, 4])],
+        [floats("w0", [4, 6], 0.3), floats("w1", [4, 6], 0.2, 0.1), ints("ax1", [1]), floats("table", [10, 4], 0.3),
+         floats("wp", [4, 4], 0.3)])
     # Two chains sharing a MatMul (the first's last, the second's first):
     # the first is one attention launch, the second runs as it was; and a
     # MatMul of the probabilities by themselves (V would be a value the
@@ -792,7 +809,8 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # lookup_beside_region: the lookup and the region each writing its slot,
 # the MatMul, the residual Add; lookups_read_by_region: the lookups and the
 # dense concatenate each writing its slot of the MLP's input, the FM's
-# region, the GEMM (both planned, 2026-12-05; not yet measured).
+# region, the GEMM; stack_in_stack: the GEMMs' group writing into the outer
+# stack, the lookup, the MatMul (all three planned, 2026-12-05; not yet measured).
 EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_bias_concat": 6,
                    "gather_f16_concat": 1, "gather_past_launch": 2, "region_dice": 1,
                    "region_scaled_softmax": 1, "region_scaled_logsoftmax": 1, "region_gate_weighted_sum": 2,
@@ -801,7 +819,8 @@ EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_
                    "stack_picked": 5, "gemv_group": 1, "attention_heads": 3,
                    "attention_heads_div": 3, "attention_heads_mul": 3, "gathernd_columns": 2,
                    "add_computed_zeros": 1, "elementwise_into_concat": 3, "residual_layernorm": 4,
-                   "layernorm_beside_input": 4, "lookup_beside_region": 4, "lookups_read_by_region": 4}
+                   "layernorm_beside_input": 4, "lookup_beside_region": 4, "lookups_read_by_region": 4,
+                   "stack_in_stack": 3}
 
 
 def check_gather_group_ids(work):
