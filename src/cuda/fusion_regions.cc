@@ -451,8 +451,7 @@ class Planner {
     // elementwise op's output, or a LayerNorm's, laid out there; the
     // concatenate wholly in place or copying its other parts).
     const OpId outer = l.root != kNone && l.root != y ? g_.tensor(l.root).producer : kNone;
-    const bool in_slot = outer != kNone && (v_.in_place[static_cast<size_t>(outer)] ||
-                                            !v_.in_slot[static_cast<size_t>(outer)].empty());
+    const bool in_slot = outer != kNone && !v_.in_slot[static_cast<size_t>(outer)].empty();
     const bool placed = (KindOf(op) == MemberKind::kConcat && l.root != kNone) || in_slot;
     return g_.tensor(y).dtype == DType::kFloat32 && (placed || (l.root == y && l.offset == 0 && IsRowMajor(l, Shape(y)))) &&
            l.root_dtype == DType::kFloat32 && Shape(y).size() <= 8;

@@ -405,15 +405,14 @@ void CudaExecutor::Impl::PlanPartCopies(const std::vector<TensorId>& parts, Tens
   std::vector<cuda::OnnxElementwiseArgs> ops;
   int64_t at = 0;
   const OpId concat = split ? kNone : g.tensor(whole).producer;
-  const std::vector<int32_t> none;
-  const std::vector<int32_t>& in_slot = concat == kNone ? none : views.in_slot[static_cast<size_t>(concat)];
+  const size_t in_slot = concat == kNone ? 0 : views.in_slot[static_cast<size_t>(concat)].size();
   for (size_t index = 0; index < parts.size(); ++index) {
     const TensorId part = parts[index];
     const std::vector<int64_t>& ps = views.shape[static_cast<size_t>(part)];
     // The part's slab of the whole, as a layout over the part's shape.
     cuda::Layout slab = wl;
     slab.offset += at * wl.strides[axis];
-    if (std::find(in_slot.begin(), in_slot.end(), static_cast<int32_t>(index)) != in_slot.end()) {
+    if (concat != kNone && views.InSlot(concat, index)) {
       at += ps[axis];  // its producer wrote it there
       continue;
     }
@@ -433,9 +432,8 @@ void CudaExecutor::Impl::PlanPartCopies(const std::vector<TensorId>& parts, Tens
   const std::string& why = concat == kNone ? std::string() : views.copied_why[static_cast<size_t>(concat)];
   PlanBatch(std::move(ops), what,
             why.empty()       ? ""
-            : in_slot.empty() ? "not in place: " + why
-                              : fmt::format("{} of {} parts in place, the others copied: {}", in_slot.size(),
-                                            parts.size(), why));
+            : in_slot == 0 ? "not in place: " + why
+                           : fmt::format("{} of {} parts in place, the others copied: {}", in_slot, parts.size(), why));
 }
 
 // A view op its readers could not read in place: each output's view, copied.
@@ -1071,12 +1069,11 @@ bool CudaExecutor::Impl::ConcatIntoGathers(const Op& op, const std::vector<Tenso
   std::vector<PendingGather*> members;
   std::vector<int64_t> at;
   int64_t column = 0;
-  const std::vector<int32_t>& in_slot = views.in_slot[static_cast<size_t>(g.tensor(y).producer)];
   for (size_t index = 0; index < parts.size(); ++index) {
     const TensorId part = parts[index];
     const cuda::Layout& l = views.layout[static_cast<size_t>(part)];
     const std::vector<int64_t>& ps = views.shape[static_cast<size_t>(part)];
-    if (std::find(in_slot.begin(), in_slot.end(), static_cast<int32_t>(index)) != in_slot.end()) {
+    if (views.InSlot(g.tensor(y).producer, index)) {
       column += ps[axis];
       continue;
     }

@@ -71,6 +71,7 @@
 // (plan_constants.h) are roots of their own, uploaded at plan time.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -118,6 +119,11 @@ struct ViewPlan {
   // last LayerNorm writes its rows in place, and the concatenate copies the
   // numeric columns of the input beside them).
   std::vector<std::vector<int32_t>> in_slot;
+  // Whether part `index` of concatenate `concat` is in in_slot.
+  bool InSlot(OpId concat, size_t index) const {
+    const std::vector<int32_t>& parts = in_slot[static_cast<size_t>(concat)];
+    return std::find(parts.begin(), parts.end(), static_cast<int32_t>(index)) != parts.end();
+  }
   // Per op id: a concatenate read only by Gathers that each pick inside one
   // of its parts (views of that part), so that nothing reads its output.
   std::vector<bool> unread;

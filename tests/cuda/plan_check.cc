@@ -398,7 +398,6 @@ int Main(int argc, char** argv) {
       const TensorId y = op.outputs[0];
       const std::vector<int64_t>& ys = views.shape[static_cast<size_t>(y)];
       const size_t axis = *cuda::ConcatAxisOf(op, ys.size());
-      const std::vector<int32_t>& in_slot = views.in_slot[static_cast<size_t>(id)];
       const size_t parts = !op.attrs.onnx || op.attrs.onnx->input_slots.empty() ? op.inputs.size()
                                                                                   : op.attrs.onnx->input_slots.size();
       int64_t at = 0;
@@ -407,9 +406,7 @@ int Main(int argc, char** argv) {
         cuda::Layout slab = views.layout[static_cast<size_t>(y)];
         slab.offset += at * slab.strides[axis];
         at += views.shape[static_cast<size_t>(part)][axis];
-        if (std::find(in_slot.begin(), in_slot.end(), static_cast<int32_t>(k)) == in_slot.end()) {
-          copied_parts.emplace_back(part, slab);
-        }
+        if (!views.InSlot(id, k)) copied_parts.emplace_back(part, slab);
       }
       writes.clear();
     }
