@@ -620,6 +620,24 @@ def op_models():
         helper.make_node("Gather", ["st", "one"], ["g"], axis=1),
     ], [("a", F, [N, 2, 4]), ("b", F, [N, 2, 4]), ("x", F, [N, 8])], [("y", F, [N, 3]), ("g", F, [N, 4])],
         [ints("one", [1], dims=[]), floats("w", [3, 24]), floats("bias", [3], 0.1), floats("w2", [8, 8])])
+    # The same with the stack written in place by its GEMMs, nested in the
+    # MLP's input until the copied pick drops that: the stack's GEMMs then
+    # write the stack's own buffer again (its layouts put back), and the
+    # MLP's input copies it.
+    yield "nested_stack_pick_output", model("nspo", [
+        helper.make_node("Gemm", ["x", "wa"], ["fa"], transB=1),
+        helper.make_node("Gemm", ["x", "wb"], ["fb"], transB=1),
+        helper.make_node("Reshape", ["fa", "by2"], ["a"]),
+        helper.make_node("Reshape", ["fb", "by2"], ["b"]),
+        helper.make_node("Concat", ["a", "b"], ["st"], axis=1),
+        helper.make_node("Flatten", ["st"], ["fs"], axis=1),
+        helper.make_node("Gemm", ["x", "w2"], ["rx"], transB=1),
+        helper.make_node("Concat", ["fs", "rx"], ["o"], axis=1),
+        helper.make_node("Gemm", ["o", "w", "bias"], ["y"], transB=1),
+        helper.make_node("Gather", ["st", "one"], ["g"], axis=1),
+    ], [("x", F, [N, 8])], [("y", F, [N, 3]), ("g", F, [N, 4])],
+        [ints("one", [1], dims=[]), ints("by2", [-1, 2, 4]), floats("wa", [8, 8], 0.2), floats("wb", [8, 8], 0.3, 0.1),
+         floats("w", [3, 24]), floats("bias", [3], 0.1), floats("w2", [8, 8])])
     # Three independent one-column GEMMs (attention units' and towers'
     # last layers), one group: one launch of the GEMV kernel; K 37 (no
     # multiple of the warp), 32 and 5.
@@ -810,7 +828,9 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # the MatMul, the residual Add; lookups_read_by_region: the lookups and the
 # dense concatenate each writing its slot of the MLP's input, the FM's
 # region, the GEMM; stack_in_stack: the GEMMs' group writing into the outer
-# stack, the lookup, the MatMul (all three planned, 2026-12-05; not yet measured).
+# stack, the lookup, the MatMul (all three planned, 2026-12-05; not yet measured);
+# nested_stack_pick_output: the GEMMs' group, the MLP input's copy, its GEMM,
+# the copied pick.
 EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_bias_concat": 6,
                    "gather_f16_concat": 1, "gather_past_launch": 2, "region_dice": 1,
                    "region_scaled_softmax": 1, "region_scaled_logsoftmax": 1, "region_gate_weighted_sum": 2,
@@ -820,7 +840,7 @@ EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_
                    "attention_heads_div": 3, "attention_heads_mul": 3, "gathernd_columns": 2,
                    "add_computed_zeros": 1, "elementwise_into_concat": 3, "residual_layernorm": 4,
                    "layernorm_beside_input": 4, "lookup_beside_region": 4, "lookups_read_by_region": 4,
-                   "stack_in_stack": 3}
+                   "stack_in_stack": 3, "nested_stack_pick_output": 4}
 
 
 def check_gather_group_ids(work):

@@ -53,7 +53,9 @@ from onnx_checks import check, failures, hfuse, set_tool
 # region (words of the line, "1 of 2 parts in place"); lookups_read_by_region:
 # the MLP's input in place, the lookups' rows in its slot though the FM's
 # region reads them too; stack_in_stack: the GEMMs' stack in place, lying
-# in its slot of the outer stack, which copies only the lookup's part.
+# in its slot of the outer stack, which copies only the lookup's part;
+# nested_stack_pick_output: the stack in place in its own buffer again
+# once the MLP's input is copied (the nesting put back).
 PLAN_WORDS = {"stack_picked": {"unread": 1, "in place": 1}, "stack_picked_unordered": {"unread": 0},
               "stack_pick_output": {"unread": 0}, "stack_placed_pick_output": {"in place": 0},
               "gemv_group": {"launch": 1},
@@ -64,7 +66,8 @@ PLAN_WORDS = {"stack_picked": {"unread": 1, "in place": 1}, "stack_picked_unorde
               "residual_layernorm": {"region": 2}, "region_rows_2048": {"region": 2},
               **{m: {"region": 1, "1 of 2 parts in place": 1} for m in ("layernorm_beside_input", "lookup_beside_region")},
               "lookups_read_by_region": {"region": 1, "in place": 1},
-              "stack_in_stack": {"in place": 1, "1 of 2 parts in place": 1}}
+              "stack_in_stack": {"in place": 1, "1 of 2 parts in place": 1},
+              "nested_stack_pick_output": {"in place": 1}}
 
 
 def plan_check(tool, path, label, *args, words=None):
