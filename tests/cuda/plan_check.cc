@@ -348,6 +348,9 @@ int Main(int argc, char** argv) {
   int64_t launches = 0;
   for (OpId id : mem.order) {
     const Op& op = g.op(id);
+    // The node's inputs by slot (a Concat's parts), or the IR op's.
+    const size_t slots = !op.attrs.onnx || op.attrs.onnx->input_slots.empty() ? op.inputs.size()
+                                                                             : op.attrs.onnx->input_slots.size();
     if (verbose) {
       const std::string type = FamilyOf(op.type) == OpFamily::kOpaque ? op.attrs.onnx->op_type
                                                                      : std::string(OpTypeName(op.type));
@@ -363,11 +366,7 @@ int Main(int argc, char** argv) {
                  why.empty() || views.skip[static_cast<size_t>(id)] || fusion.region_of[static_cast<size_t>(id)] >= 0
                      ? ""
                  : in_slot == 0 ? fmt::format(" (not in place: {})", why)
-                                : fmt::format(" ({} of {} parts in place, the others copied: {})", in_slot,
-                                              op.attrs.onnx && !op.attrs.onnx->input_slots.empty()
-                                                  ? op.attrs.onnx->input_slots.size()
-                                                  : op.inputs.size(),
-                                              why));
+                                : fmt::format(" ({} of {} parts in place, the others copied: {})", in_slot, slots, why));
       if (print_layouts) {
         for (TensorId t : op.inputs) {
           const cuda::Layout& l = views.layout[static_cast<size_t>(t)];
@@ -398,10 +397,8 @@ int Main(int argc, char** argv) {
       const TensorId y = op.outputs[0];
       const std::vector<int64_t>& ys = views.shape[static_cast<size_t>(y)];
       const size_t axis = *cuda::ConcatAxisOf(op, ys.size());
-      const size_t parts = !op.attrs.onnx || op.attrs.onnx->input_slots.empty() ? op.inputs.size()
-                                                                                  : op.attrs.onnx->input_slots.size();
       int64_t at = 0;
-      for (size_t k = 0; k < parts; ++k) {
+      for (size_t k = 0; k < slots; ++k) {
         const TensorId part = cuda::InputOf(op, k);
         cuda::Layout slab = views.layout[static_cast<size_t>(y)];
         slab.offset += at * slab.strides[axis];
