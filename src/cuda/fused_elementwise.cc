@@ -153,27 +153,69 @@ void LaunchFusedElementwise(cudaKernel_t kernel, const FusedElementwiseArgs& arg
 
 namespace {
 
+// The dims of `over` with cols[d] == `column` (extent above 1), innermost
+// first, adjacent ones merged where the strides run on across them (the
+// outer stride the inner run's stride times its extent, zeros included):
+// a contiguous operand is one run, its offset the index itself.
+struct DimRun {
+  int64_t extent, stride, inner;  // inner: the extent of the dims inside the run
+};
+std::vector<DimRun> DimRuns(const std::vector<int64_t>& over, const std::vector<int64_t>& strides,
+                            const std::vector<bool>& cols, bool column) {
+  std::vector<DimRun> runs;
+  int64_t inner = 1;
+  for (size_t d = over.size(); d-- > 0;) {
+    if (cols[d] != column || over[d] == 1) continue;
+    if (!runs.empty() && strides[d] == runs.back().stride * runs.back().extent) {
+      runs.back().extent *= over[d];
+    } else {
+      runs.push_back({over[d], strides[d], inner});
+    }
+    inner *= over[d];
+  }
+  return runs;
+}
+
 // The offset of an operand over the dims of `over` where cols[d] is
 // `column` (row-major among them), for the index `index` (a C++
 // expression), as a sum of `long long` terms: "0" when every stride is 0.
 std::string OffsetExpression(const std::vector<int64_t>& over, const std::vector<int64_t>& strides,
                              const std::vector<bool>& cols, bool column, const std::string& index) {
-  std::vector<size_t> dims;
-  for (size_t d = 0; d < over.size(); ++d) {
-    if (cols[d] == column && over[d] != 1) dims.push_back(d);
-  }
+  const std::vector<DimRun> runs = DimRuns(over, strides, cols, column);
   std::string terms;
-  int64_t inner = 1;  // the extent of the dims after this one
-  for (size_t i = dims.size(); i-- > 0;) {
-    const int64_t extent = over[dims[i]], stride = strides[dims[i]];
-    if (stride != 0) {
-      std::string at = inner == 1 ? index : fmt::format("({} / {}u)", index, inner);
-      if (i > 0) at = fmt::format("({} % {}u)", at, extent);  // the outermost takes what is left
-      terms += fmt::format(" + static_cast<long long>({}) * {}", at, stride);
-    }
-    inner *= extent;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const DimRun& run = runs[i];
+    if (run.stride == 0) continue;
+    std::string at = run.inner == 1 ? index : fmt::format("({} / {}u)", index, run.inner);
+    if (i + 1 < runs.size()) at = fmt::format("({} % {}u)", at, run.extent);  // the outermost takes what is left
+    terms += fmt::format(" + static_cast<long long>({}) * {}", at, run.stride);
   }
   return terms.empty() ? "0" : "0" + terms;
+}
+
+// Whether rows r..r+3 (r a multiple of 4) of a one-column region lie at
+// q..q+3 of an operand laid out over `over` with `strides`, q a multiple of
+// 4: its innermost run contiguous over a multiple of 4, every other stride a
+// multiple of 4.
+bool QuadContiguous(const std::vector<int64_t>& over, const std::vector<int64_t>& strides,
+                    const std::vector<bool>& cols) {
+  const std::vector<DimRun> runs = DimRuns(over, strides, cols, false);
+  if (runs.empty() || runs[0].stride != 1 || runs[0].inner != 1 || runs[0].extent % 4 != 0) return false;
+  for (size_t i = 1; i < runs.size(); ++i) {
+    if (runs[i].stride % 4 != 0) return false;
+  }
+  return true;
+}
+
+// A map step's statement: `into` = its formula of u, v, w.
+std::string MapText(const RegionStep& st, const std::string& u, const std::string& v, const std::string& w,
+                    const std::string& into) {
+  const char* expression = Expression(st.func);
+  if (!expression) throw CudaError(fmt::format("fused region: no formula for function {}", st.func));
+  return fmt::format(
+      "    {{ const float u = {}, v = {}, w = {}; const float alpha = {}, beta = {};\n"
+      "      (void)u; (void)v; (void)w; (void)alpha; (void)beta;\n      {} = ({}); }}\n",
+      u, v, w, FloatLiteral(st.alpha), FloatLiteral(st.beta), into, expression);
 }
 
 const char* ReduceInitText(int32_t kind) {
@@ -201,9 +243,107 @@ std::string ReduceCombineText(int32_t kind, const std::string& a, const std::str
   }
 }
 
+
+// A one-column region's kernel, four rows a thread (RegionRowsPerThread):
+// an operand whose four rows lie contiguous (QuadContiguous) is read as one
+// float4 and an output so written, where its address is 16-byte aligned
+// (a test the whole grid takes alike); other operands row by row,
+// those one value for the domain once a thread.
+std::string QuadRegionSource(const FusionRegion& r, const std::vector<std::vector<int64_t>>& strides) {
+  std::string params;
+  for (size_t k = 0; k < r.operands.size(); ++k) params += fmt::format("const float* __restrict__ in{}, ", k);
+  for (size_t o = 0; o < r.outputs.size(); ++o) {
+    params += fmt::format("float* __restrict__ out{}{}", o, o + 1 < r.outputs.size() ? ", " : "");
+  }
+  enum class Read { kOnce, kQuad, kRows };
+  std::vector<Read> read(r.operands.size());
+  std::vector<std::string> aligned;  // the pointers a float4 goes through
+  for (size_t k = 0; k < r.operands.size(); ++k) {
+    const RegionOperand& o = r.operands[k];
+    read[k] = OffsetExpression(o.over, strides[k], o.cols, false, "r") == "0" ? Read::kOnce
+              : QuadContiguous(o.over, strides[k], o.cols)                   ? Read::kQuad
+                                                                             : Read::kRows;
+    if (read[k] == Read::kQuad) aligned.push_back(fmt::format("in{}", k));
+  }
+  std::vector<bool> quad_out(r.outputs.size());
+  for (size_t o = 0; o < r.outputs.size(); ++o) {
+    const RegionOutput& out = r.outputs[o];
+    quad_out[o] = out.offset % 4 == 0 && QuadContiguous(out.shape, out.strides, out.cols);
+    if (quad_out[o]) aligned.push_back(fmt::format("out{}", o));
+  }
+  std::string s = fmt::format("extern \"C\" __global__ void __launch_bounds__(256) hfuse_region({}) {{\n", params);
+  for (const std::string& p : aligned) {
+    s += fmt::format("  const bool {}_aligned = (reinterpret_cast<unsigned long long>({}) & 15ull) == 0ull;\n", p, p);
+  }
+  for (size_t k = 0; k < r.operands.size(); ++k) {
+    if (read[k] == Read::kOnce) s += fmt::format("  const float b{} = in{}[0];\n", k, k);
+  }
+  s += fmt::format("  for (unsigned r = (blockIdx.x * 256u + threadIdx.x) * 4u; r < {}u; r += gridDim.x * 1024u) {{\n",
+                   r.rows);
+  auto row = [](int64_t j) { return j == 0 ? std::string("r") : fmt::format("(r + {}u)", j); };
+  for (size_t k = 0; k < r.operands.size(); ++k) {
+    const RegionOperand& o = r.operands[k];
+    if (read[k] == Read::kOnce) continue;
+    s += fmt::format("    float a{}[4];\n", k);
+    if (read[k] == Read::kQuad) {
+      s += fmt::format(
+          "    {{ const long long q = {};\n"
+          "      if (in{}_aligned) {{ const float4 t = *reinterpret_cast<const float4*>(in{} + q);\n"
+          "        a{}[0] = t.x; a{}[1] = t.y; a{}[2] = t.z; a{}[3] = t.w; }}\n"
+          "      else {{ a{}[0] = in{}[q]; a{}[1] = in{}[q + 1]; a{}[2] = in{}[q + 2]; a{}[3] = in{}[q + 3]; }} }}\n",
+          OffsetExpression(o.over, strides[k], o.cols, false, "r"), k, k, k, k, k, k, k, k, k, k, k, k, k, k);
+      continue;
+    }
+    for (int64_t j = 0; j < 4; ++j) {
+      s += fmt::format("    a{}[{}] = in{}[{}];\n", k, j, k, OffsetExpression(o.over, strides[k], o.cols, false, row(j)));
+    }
+  }
+  auto arg = [&](int32_t a, int64_t j) {
+    if (a >= 0) return fmt::format("v{}[{}]", a, j);
+    const auto k = static_cast<size_t>(-1 - a);
+    return read[k] == Read::kOnce ? fmt::format("b{}", k) : fmt::format("a{}[{}]", k, j);
+  };
+  for (size_t t = 0; t < r.steps.size(); ++t) {
+    const RegionStep& st = r.steps[t];
+    s += fmt::format("    float v{}[4];\n", t);
+    for (int64_t j = 0; j < 4; ++j) {
+      const std::string u = arg(st.args[0], j);
+      const std::string v = st.num_args > 1 ? arg(st.args[1], j) : u;
+      const std::string w = st.num_args > 2 ? arg(st.args[2], j) : u;
+      s += MapText(st, u, v, w, fmt::format("v{}[{}]", t, j));
+    }
+  }
+  for (size_t o = 0; o < r.outputs.size(); ++o) {
+    const RegionOutput& out = r.outputs[o];
+    const int32_t t = out.step;
+    if (quad_out[o]) {
+      s += fmt::format(
+          "    {{ float* const p = out{} + {} + {};\n"
+          "      if (out{}_aligned) *reinterpret_cast<float4*>(p) = make_float4(v{}[0], v{}[1], v{}[2], v{}[3]);\n"
+          "      else {{ p[0] = v{}[0]; p[1] = v{}[1]; p[2] = v{}[2]; p[3] = v{}[3]; }} }}\n",
+          o, out.offset, OffsetExpression(out.shape, out.strides, out.cols, false, "r"), o, t, t, t, t, t, t, t, t);
+      continue;
+    }
+    for (int64_t j = 0; j < 4; ++j) {
+      s += fmt::format("    out{}[{} + {}] = v{}[{}];\n", o, out.offset,
+                       OffsetExpression(out.shape, out.strides, out.cols, false, row(j)), t, j);
+    }
+  }
+  return s + "  }\n}\n";
+}
+
 }  // namespace
 
+int RegionRowsPerThread(const FusionRegion& r) {
+  if (r.cols != 1 || r.rows % 4 != 0) return 1;
+  for (const RegionStep& st : r.steps) {
+    if (st.kind != RegionStep::Kind::kMap) return 1;
+  }
+  return 4;
+}
+
 std::string FusedRegionSource(const FusionRegion& r, const std::vector<std::vector<int64_t>>& strides) {
+  if (RegionRowsPerThread(r) == 4) return QuadRegionSource(r, strides);
   const RegionLanes lanes = LanesOf(r.cols);
   const int64_t per_block = 256 / lanes.lanes;
   const bool exact = lanes.lanes * lanes.per_lane == r.cols;  // every lane's every column is in the row
@@ -270,19 +410,13 @@ std::string FusedRegionSource(const FusionRegion& r, const std::vector<std::vect
     const RegionStep& st = r.steps[t];
     switch (st.kind) {
       case RegionStep::Kind::kMap: {
-        const char* expression = Expression(st.func);
-        if (!expression) throw CudaError(fmt::format("fused region: no formula for function {}", st.func));
         const int64_t n = st.per_row ? 1 : lanes.per_lane;
         s += st.per_row ? fmt::format("    float w{};\n", t) : fmt::format("    float v{}[{}];\n", t, n);
         for (int64_t j = 0; j < n; ++j) {
           const std::string u = arg(st.args[0], j);
           const std::string v = st.num_args > 1 ? arg(st.args[1], j) : u;
           const std::string w = st.num_args > 2 ? arg(st.args[2], j) : u;
-          s += fmt::format(
-              "    {{ const float u = {}, v = {}, w = {}; const float alpha = {}, beta = {};\n"
-              "      (void)u; (void)v; (void)w; (void)alpha; (void)beta;\n      {} = ({}); }}\n",
-              u, v, w, FloatLiteral(st.alpha), FloatLiteral(st.beta),
-              st.per_row ? fmt::format("w{}", t) : fmt::format("v{}[{}]", t, j), expression);
+          s += MapText(st, u, v, w, st.per_row ? fmt::format("w{}", t) : fmt::format("v{}[{}]", t, j));
         }
         break;
       }
@@ -341,14 +475,15 @@ std::string FusedRegionSource(const FusionRegion& r, const std::vector<std::vect
   return s;
 }
 
-void LaunchFusedRegion(cudaKernel_t kernel, int64_t rows, int64_t cols, const std::vector<const void*>& operands,
-                       const std::vector<void*>& outputs, cudaStream_t stream) {
+void LaunchFusedRegion(cudaKernel_t kernel, int64_t rows, int64_t cols, int rows_per_thread,
+                       const std::vector<const void*>& operands, const std::vector<void*>& outputs,
+                       cudaStream_t stream) {
   if (rows == 0) return;
   std::vector<const void*> pointers(operands);
   pointers.insert(pointers.end(), outputs.begin(), outputs.end());
   std::vector<void*> params;
   for (const void*& p : pointers) params.push_back(&p);
-  const int64_t per_block = 256 / LanesOf(cols).lanes;
+  const int64_t per_block = 256 * rows_per_thread / LanesOf(cols).lanes;
   const int64_t blocks = std::min<int64_t>((rows + per_block - 1) / per_block, 65536);
   CheckRuntime(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(static_cast<unsigned>(blocks)),
                                 dim3(256), params.data(), 0, stream),

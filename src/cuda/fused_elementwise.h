@@ -69,16 +69,25 @@ void LaunchFusedElementwise(cudaKernel_t kernel, const FusedElementwiseArgs& arg
 // elements, one per dim of the operand's `over` shape, any sign), each
 // output written contiguous. A group of LanesOf(cols).lanes threads takes
 // a row: each lane holds per_lane of its columns in registers; reductions
-// are shuffles within the group. Sizes, strides and the program are
-// constants of the source.
+// are shuffles within the group; a region of one column takes
+// RegionRowsPerThread rows a thread instead. Sizes, strides and the
+// program are constants of the source; adjacent dims whose strides run on
+// are one index term.
 std::string FusedRegionSource(const FusionRegion& region, const std::vector<std::vector<int64_t>>& strides);
 
 // The kernel `name` of `source`, compiled by NVRTC for the current device
 // once per source (cached for the process).
 cudaKernel_t CompiledKernel(const std::string& source, const char* name);
 
+// Rows a thread of a region's kernel takes: 4 for a region of one column
+// whose steps are all maps and whose rows are a multiple of 4 (an operand
+// or output whose four rows lie contiguous and 16-byte aligned goes through
+// one float4), else 1.
+int RegionRowsPerThread(const FusionRegion& region);
+
 // Launches a region's kernel on its operands' and outputs' addresses.
-void LaunchFusedRegion(cudaKernel_t kernel, int64_t rows, int64_t cols, const std::vector<const void*>& operands,
-                       const std::vector<void*>& outputs, cudaStream_t stream);
+void LaunchFusedRegion(cudaKernel_t kernel, int64_t rows, int64_t cols, int rows_per_thread,
+                       const std::vector<const void*>& operands, const std::vector<void*>& outputs,
+                       cudaStream_t stream);
 
 }  // namespace hfuse::cuda

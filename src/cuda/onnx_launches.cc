@@ -739,9 +739,12 @@ void CudaExecutor::Impl::PlanRegion(const cuda::FusionRegion& r) {
   if (!LaunchMayPassGathers(reads, writes)) FlushGathers();
   FlushChain();
   const int64_t rows = r.rows, cols = r.cols;
+  const int rows_per_thread = cuda::RegionRowsPerThread(r);
   AddLaunch(fmt::format("{} (fused region kernel, {} ops: {} to {}, {} rows of {})", first.name, r.ops.size(),
                         first.name, g.op(r.ops.back()).name, rows, cols),
-            current_bytes, [=](cudaStream_t s) { cuda::LaunchFusedRegion(kernel, rows, cols, operands, outputs, s); });
+            current_bytes, [=](cudaStream_t s) {
+              cuda::LaunchFusedRegion(kernel, rows, cols, rows_per_thread, operands, outputs, s);
+            });
 }
 
 // An attention region (fusion_regions.h): one launch of the attention

@@ -136,5 +136,67 @@ TEST(FusedRegionTest, SelectOfAStackComputesTheWeightedSumAndCompiles) {
   EXPECT_FALSE(CompileFusedSource(source, "sm_90").empty());
 }
 
+// A GELU between two FFN GEMMs over [8, 6, 16] (one column, 768 rows):
+// four rows a thread. Its contiguous input is one run (its offset the row
+// itself) read as a float4 behind an alignment test; a bias over the last
+// dim a float4 at r % 16; a scale per [8, 6] row row by row; a scalar read
+// once; the output in a [8, 6, 20] concatenate's slot at offset 2 (not a
+// multiple of 4) written row by row.
+TEST(FusedRegionTest, AOneColumnRegionTakesFourRowsAThread) {
+  const std::vector<int64_t> over = {8, 6, 16};
+  const std::vector<bool> cols = {false, false, false};
+  FusionRegion r;
+  r.rows = 768;
+  r.cols = 1;
+  r.operands = {{0, 0, over, cols, false}, {0, 1, over, cols, false}, {1, 1, over, cols, false},
+                {2, 1, over, cols, false}};
+  const std::vector<std::vector<int64_t>> strides = {{96, 16, 1}, {0, 0, 0}, {0, 0, 1}, {6, 1, 0}};
+  RegionStep div;
+  div.func = kDiv;
+  div.args[0] = -1;
+  div.args[1] = -2;
+  div.num_args = 2;
+  RegionStep erf;
+  erf.func = kErf;
+  erf.args[0] = 0;
+  erf.num_args = 1;
+  RegionStep add = div;
+  add.func = kAdd;
+  add.args[0] = 1;
+  add.args[1] = -3;
+  RegionStep mul = add;
+  mul.func = kMul;
+  mul.args[0] = 2;
+  mul.args[1] = -4;
+  r.steps = {div, erf, add, mul};
+  r.outputs.push_back({kNone, 3, over, cols, kNone, 2, {120, 20, 1}});
+  r.outputs.push_back({kNone, 2, over, cols, kNone, 0, {96, 16, 1}});
+  ASSERT_EQ(RegionRowsPerThread(r), 4);
+  const std::string source = FusedRegionSource(r, strides);
+  EXPECT_NE(source.find("const long long q = 0 + static_cast<long long>(r) * 1;"), std::string::npos) << source;
+  EXPECT_NE(source.find("if (in0_aligned) { const float4 t = *reinterpret_cast<const float4*>(in0 + q);"),
+            std::string::npos)
+      << source;
+  EXPECT_NE(source.find("const long long q = 0 + static_cast<long long>((r % 16u)) * 1;"), std::string::npos)
+      << source;
+  EXPECT_NE(source.find("const float b1 = in1[0];"), std::string::npos) << source;
+  EXPECT_NE(source.find("a3[3] = in3[0 + static_cast<long long>(((r + 3u) / 16u)) * 1];"), std::string::npos)
+      << source;
+  EXPECT_EQ(source.find("in3_aligned"), std::string::npos) << source;
+  EXPECT_EQ(source.find("out0_aligned"), std::string::npos) << source;  // offset 2: row by row
+  EXPECT_NE(source.find("out0[2 + 0 + static_cast<long long>(((r + 1u) % 16u)) * 1 + "
+                        "static_cast<long long>(((r + 1u) / 16u)) * 20] = v3[1];"),
+            std::string::npos)
+      << source;
+  EXPECT_NE(source.find("if (out1_aligned) *reinterpret_cast<float4*>(p) = make_float4(v2[0], v2[1], v2[2], v2[3]);"),
+            std::string::npos)
+      << source;
+  EXPECT_FALSE(CompileFusedSource(source, "sm_90").empty());
+  // rows not a multiple of 4, or a reduction: a row a thread
+  r.rows = 766;
+  EXPECT_EQ(RegionRowsPerThread(r), 1);
+  EXPECT_EQ(FusedRegionSource(r, strides).find("float4"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace hfuse::cuda

@@ -500,6 +500,25 @@ def op_models():
         helper.make_node("LayerNormalization", ["s", "g", "b"], ["n"], axis=-1, epsilon=1e-5),
     ], [("x", F, [N, 2, 2048]), ("h", F, [N, 1248]), ("r", F, [N, 1248])], [("p", F, [N, 2, 2048]), ("n", F, [N, 1248])],
         [floats("scale", [], 0.0, 17.7), floats("g", [1248], 0.2, 1.0), floats("b", [1248], 0.1)])
+    # A region of one column, four rows a thread (fused_elementwise.h): a
+    # GELU-like chain over [N, 4, 32] (37 * 128 rows); its input a slice one
+    # float past a 16-byte boundary (float4 strides, a pointer that fails
+    # the alignment test: the grid reads it row by row), a bias over the last
+    # dim (a float4 at r % 32), a scale per [N, 4] row (row by row), a
+    # scalar (once); it writes a graph output (float4) and its slot of a
+    # concatenate 36 wide at offset 1 (row by row). 2 launches: the region
+    # and the concatenate's copy of the graph inputs' parts.
+    yield "region_quad_rows", model("rq", [
+        helper.make_node("Slice", ["xf", "s1", "e33", "ax2"], ["x"]),
+        helper.make_node("Div", ["x", "sqrt2"], ["d"]),
+        helper.make_node("Erf", ["d"], ["e"]),
+        helper.make_node("Add", ["e", "bias"], ["eb"]),
+        helper.make_node("Mul", ["eb", "scale"], ["y"]),
+        helper.make_node("Concat", ["z", "y", "z3"], ["cat"], axis=2),
+    ], [("xf", F, [N, 4, 36]), ("scale", F, [N, 4, 1]), ("z", F, [N, 4, 1]), ("z3", F, [N, 4, 3])],
+        [("eb", F, [N, 4, 32]), ("cat", F, [N, 4, 36])],
+        [ints("s1", [1]), ints("e33", [33]), ints("ax2", [2]), floats("sqrt2", [], 0.0, 1.4142135),
+         floats("bias", [32], 0.3)])
     yield "region_long_rows", model("rl", [
         helper.make_node("ReduceMax", ["x", "last"], ["hi"], keepdims=1),
         helper.make_node("Sub", ["x", "hi"], ["d"]),
@@ -822,6 +841,7 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # elementwise_into_concat: two GEMMs and the cross layer's elementwise ops;
 # residual_layernorm: two GEMMs, two regions of a residual Add and its LayerNorm;
 # region_rows_2048: a region each, the scaled Softmax and the LayerNorm;
+# region_quad_rows: the region, the concatenate copying its graph inputs' parts;
 # layernorm_beside_input: a GEMM, the region writing its slot, the
 # concatenate copying the input's columns, the MLP's GEMM;
 # lookup_beside_region: the lookup and the region each writing its slot,
@@ -834,7 +854,7 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_bias_concat": 6,
                    "gather_f16_concat": 1, "gather_past_launch": 2, "region_dice": 1,
                    "region_scaled_softmax": 1, "region_scaled_logsoftmax": 1, "region_gate_weighted_sum": 2,
-                   "region_long_rows": 1, "region_rows_2048": 2, "region_concat_parts": 1, "concat_in_place": 2, "region_cross_wait": 3,
+                   "region_long_rows": 1, "region_rows_2048": 2, "region_quad_rows": 2, "region_concat_parts": 1, "concat_in_place": 2, "region_cross_wait": 3,
                    "gather_group_odd_widths": 1, "gather_group_f16_bf16": 1, "gather_group_500": 1,
                    "stack_picked": 5, "gemv_group": 1, "attention_heads": 3,
                    "attention_heads_div": 3, "attention_heads_mul": 3, "gathernd_columns": 2,

@@ -48,6 +48,8 @@ from onnx_checks import check, failures, hfuse, set_tool
 # residual_layernorm: each residual Add and its LayerNorm one region;
 # region_rows_2048: its Div and Softmax over rows of 2048 one region, its
 # residual Add and LayerNorm over rows of 1248 another;
+# region_quad_rows: its chain one region, which writes its slot of the
+# concatenate (the graph inputs' parts copied);
 # layernorm_beside_input and lookup_beside_region: one region, and the
 # concatenate copies one part only, the other written in its slot by the
 # region (words of the line, "1 of 2 parts in place"); lookups_read_by_region:
@@ -64,6 +66,7 @@ PLAN_WORDS = {"stack_picked": {"unread": 1, "in place": 1}, "stack_picked_unorde
               "attention_chains_overlap": {"attention": 1}, "attention_v_is_p": {"attention": 0},
               "elementwise_into_concat": {"in place": 1}, "folded_part_concat": {"in place": 0},
               "residual_layernorm": {"region": 2}, "region_rows_2048": {"region": 2},
+              "region_quad_rows": {"region": 1, "1 of 3 parts in place": 1},
               **{m: {"region": 1, "1 of 2 parts in place": 1} for m in ("layernorm_beside_input", "lookup_beside_region")},
               "lookups_read_by_region": {"region": 1, "in place": 1},
               "stack_in_stack": {"in place": 1, "1 of 2 parts in place": 1},
