@@ -43,7 +43,7 @@ using hfuse::cuda::SgemmConfig;
     }                                                                                             \
   } while (0)
 
-constexpr int kRelu = 0, kNone = hfuse::cuda::kNoActivation;
+constexpr int kRelu = 0, kGelu = 3, kNone = hfuse::cuda::kNoActivation;
 
 struct MemberShape {
   int64_t n, k;
@@ -55,6 +55,7 @@ struct Group {
   std::vector<MemberShape> members;
   bool shared_a;  // every member reads one A (its K the members' K)
   bool concat_y;  // outputs side by side in one buffer (ldy = the sum of n)
+  int64_t tokens = 1;  // rows a batch row: M = batch * tokens (a transformer's FFN over its tokens)
 };
 
 std::vector<MemberShape> Repeat(int count, MemberShape s) { return std::vector<MemberShape>(count, s); }
@@ -79,6 +80,11 @@ std::vector<Group> Groups() {
       {"ple 3 GEMV K64", Repeat(3, {1, 64, true, kNone}), false, false},
       {"fibinet (325x16 K16)", Repeat(325, {16, 16, false, kNone}), false, false},
       {"autoint/aitm towers (3x256 K429)", Repeat(3, {256, 429, true, kRelu}), false, false},
+      // TabTransformer's FFN over its 26 tokens: 32 -> 128 with the erf GELU in
+      // the epilogue (hfuse runs it as cuBLASLt's bias GEMM and a GELU region
+      // after), and 128 -> 32.
+      {"tabtransformer ffn 1 (1x128 K32, GELU)", {{128, 32, true, kGelu}}, false, false, 26},
+      {"tabtransformer ffn 2 (1x32 K128)", {{32, 128, true, kNone}}, false, false, 26},
   };
 }
 
@@ -93,6 +99,7 @@ double Act(int act, double v) {
     case 0: return v > 0 ? v : 0;
     case 1: return 1 / (1 + std::exp(-v));
     case 2: return std::tanh(v);
+    case 3: return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
     default: return v;
   }
 }
@@ -183,8 +190,9 @@ int main(int argc, char** argv) {
     variants.push_back({std::string("all ") + hfuse::cuda::SgemmConfigName(c), {.config = static_cast<int>(c)}});
   }
 
-  for (int64_t m : {512, 2048}) {
+  for (int64_t batch : {512, 2048}) {
     for (const Group& group : Groups()) {
+      const int64_t m = batch * group.tokens;
       // Data: random, never zero; A shared or one per member.
       const size_t count = group.members.size();
       Buffers b;
