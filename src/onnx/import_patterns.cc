@@ -122,6 +122,11 @@ int64_t FoldErfGelu(Graph& g) {
       if (c == kNone || !Near(ScalarValue(g, c), 0.5)) continue;
       chain.insert(chain.end(), {mul, half});
       z = g.op(half).outputs[0];
+    } else if (Near(ScalarValue(g, other), 0.5)) {  // x * (a * 0.5)
+      const OpId times_x = SoleUser(g, g.op(mul).outputs[0]);
+      if (!IsEw(g, times_x, EwFunc::kMul, 2) || Other(g, times_x, g.op(mul).outputs[0]) != x) continue;
+      chain.insert(chain.end(), {mul, times_x});
+      z = g.op(times_x).outputs[0];
     } else {  // (x * 0.5) * a
       const OpId half = Producer(g, other);
       if (!IsEw(g, half, EwFunc::kMul, 2) || SoleUser(g, other) != mul) continue;

