@@ -75,8 +75,9 @@ CudaExecutor::Impl::Impl(const Graph& graph_in, const DimValues& d, CudaOptions 
     if (FamilyOf(op.type) == OpFamily::kOpaque) ++gathers;
     if (IsGroupGather(op.type)) gathers += static_cast<int64_t>(NumMembers(op));  // one per member
   }
-  index_flags.Allocate(std::max<int64_t>(gathers, 1) * static_cast<int64_t>(sizeof(int)));
+  index_flags.Allocate((gathers + 1) * static_cast<int64_t>(sizeof(int)));
   HFUSE_CUDA(cudaMemset(index_flags.ptr, 0, static_cast<size_t>(index_flags.bytes)));
+  never_bad = static_cast<int*>(index_flags.ptr) + gathers;
   for (OpId id : order) {
     if (views.skip[static_cast<size_t>(id)]) continue;
     const int32_t r = fusion.region_of[static_cast<size_t>(id)];
@@ -98,7 +99,7 @@ int* CudaExecutor::Impl::NextIndexFlag(const Op& op, const std::string& what) {
 
 int* CudaExecutor::Impl::NextIndexFlag(const std::string& op_name, const std::string& what) {
   const size_t i = index_checks.size();
-  HFUSE_CHECK(static_cast<int64_t>((i + 1) * sizeof(int)) <= index_flags.bytes);
+  HFUSE_CHECK(static_cast<int64_t>((i + 2) * sizeof(int)) <= index_flags.bytes);  // the last: never_bad
   index_checks.push_back({op_name, what});
   return static_cast<int*>(index_flags.ptr) + i;
 }

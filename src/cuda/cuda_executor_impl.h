@@ -139,6 +139,7 @@ struct CudaExecutor::Impl {
   };
   std::vector<IndexCheck> index_checks;
   cuda::DeviceBuffer index_flags;
+  int* never_bad = nullptr;  // the flag of gathers whose ids are always in range (index_flags' last int)
   int* NextIndexFlag(const Op& op, const std::string& what);
   int* NextIndexFlag(const std::string& op_name, const std::string& what);  // a group's member
   std::vector<cublasLtMatmulDesc_t> lt_descs;
@@ -213,8 +214,13 @@ struct CudaExecutor::Impl {
   // y) taken in by the waiting gather that wrote one operand.
   bool AddIntoGather(const Op& op, const std::vector<TensorId>& operands, const cuda::OnnxElementwiseArgs& a,
                      TensorId y);
-  // A Concat of `parts` into y along `axis` written by the waiting gathers that make its parts.
+  // A Concat of `parts` into y along `axis` written by the waiting gathers
+  // that make its parts, and by gathers that copy its other row-major parts
+  // (PartCopyGather) in the same batch.
   bool ConcatIntoGathers(const Op& op, const std::vector<TensorId>& parts, TensorId y, size_t axis);
+  // A waiting gather that copies `part` ([outer, inner] row-major) as a
+  // lookup of id 0 a row; its output placed by the caller.
+  PendingGather PartCopyGather(const std::string& name, TensorId part, int64_t outer, int64_t inner);
   // A chain of float32 elementwise ops planned and not yet launched
   // (PlanElementwiseTo): while the next op planned is elementwise, reads
   // the chain's result element for element and is its only reader, it
@@ -319,8 +325,9 @@ struct CudaExecutor::Impl {
     PlanBatch({CopyArgs(src, dst, dst_strides, dst_type, shape)}, what);
   }
   // Concatenates `parts` into `whole` along `axis` (or splits `whole` into
-  // them): every part's copy in one launch; none where the parts are all
-  // waiting gathers' results (ConcatIntoGathers).
+  // them): every part's copy in one launch; none where the parts are
+  // waiting gathers' results or lie in buffers no launch writes
+  // (ConcatIntoGathers: the batch of gathers writes them all).
   void PlanPartCopies(const std::vector<TensorId>& parts, TensorId whole, size_t axis, bool split,
                       const std::string& what);
 

@@ -334,13 +334,19 @@ __global__ void GatherKernel(GatherArgs a, int64_t row_words) {
   GatherOp<Word>(a, row_words);
 }
 
-// One gather of the batch per grid row (blockIdx.y), its words over the row's blocks.
-template <typename Word>
+// One gather of the batch per grid row (blockIdx.y), its words (of its own
+// size) over the row's blocks.
 __global__ void GatherBatchKernel(const GatherArgs* args) {
   __shared__ GatherArgs a;
   if (threadIdx.x == 0) a = args[blockIdx.y];
   __syncthreads();
-  GatherOp<Word>(a, a.inner_bytes / static_cast<int64_t>(sizeof(Word)));
+  if (a.word_bytes == 16) {
+    GatherOp<uint4>(a, a.inner_bytes / 16);
+  } else if (a.word_bytes == 4) {
+    GatherOp<uint32_t>(a, a.inner_bytes / 4);
+  } else {
+    GatherOp<uint8_t>(a, a.inner_bytes);
+  }
 }
 
 __device__ __forceinline__ int64_t IndexAt(const void* p, int64_t i, int32_t index64) {
@@ -545,16 +551,10 @@ void LaunchOnnxGather(const GatherArgs& a, cudaStream_t stream) {
   }
 }
 
-void LaunchOnnxGatherBatch(const GatherArgs* args, int count, int64_t max_bytes, int word_bytes, cudaStream_t stream) {
-  if (count == 0 || max_bytes == 0) return;
-  const dim3 grid(GridFor(max_bytes / word_bytes, 256), static_cast<unsigned>(count));
-  if (word_bytes == 16) {
-    GatherBatchKernel<uint4><<<grid, 256, 0, stream>>>(args);
-  } else if (word_bytes == 4) {
-    GatherBatchKernel<uint32_t><<<grid, 256, 0, stream>>>(args);
-  } else {
-    GatherBatchKernel<uint8_t><<<grid, 256, 0, stream>>>(args);
-  }
+void LaunchOnnxGatherBatch(const GatherArgs* args, int count, int64_t max_words, cudaStream_t stream) {
+  if (count == 0 || max_words == 0) return;
+  const dim3 grid(GridFor(max_words, 256), static_cast<unsigned>(count));
+  GatherBatchKernel<<<grid, 256, 0, stream>>>(args);
 }
 
 void LaunchGatherElements(const GatherElementsArgs& args, cudaStream_t stream) {

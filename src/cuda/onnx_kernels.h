@@ -83,6 +83,7 @@ struct GatherArgs {
   int* bad;
   int64_t y_row_bytes;
   const float* add;
+  int32_t word_bytes;  // in a batch: the bytes its threads move at once (GatherWordBytes, set by the planner)
 };
 void LaunchOnnxGather(const GatherArgs& args, cudaStream_t stream);
 // Whether the gather moves 4-byte words (rows and pointers aligned), not bytes.
@@ -91,10 +92,12 @@ bool GatherWords(const GatherArgs& args);
 // aligned), 4 (GatherWords) or 1.
 int GatherWordBytes(const GatherArgs& args);
 // `count` independent gathers in one launch (args: a device array the host
-// wrote at plan time; max_bytes: the largest gather's output bytes;
-// word_bytes: the least GatherWordBytes of them): the embedding lookups of a model's tables,
-// which TorchRec's table-batched embedding also does in one launch.
-void LaunchOnnxGatherBatch(const GatherArgs* args, int count, int64_t max_bytes, int word_bytes, cudaStream_t stream);
+// wrote at plan time, each with its word_bytes; max_words: the most words
+// of one gather's output): the embedding lookups of a model's tables, which
+// TorchRec's table-batched embedding also does in one launch. Each gather
+// moves its own word size, so a gather of narrow rows (a dense feature's
+// column) leaves the others' 16-byte words alone.
+void LaunchOnnxGatherBatch(const GatherArgs* args, int count, int64_t max_words, cudaStream_t stream);
 
 // GatherElements (contiguous operands): y[i] = data[i with index[i] on axis].
 // GatherND: indices [n, k] (batch_dims 0, flattened): y[j, :] = data[index[j]], slices of

@@ -924,22 +924,21 @@ void CudaExecutor::Impl::FlushGathers() {
     return;
   }
   std::vector<cuda::GatherArgs> args;
-  int64_t max_bytes = 0;
-  int word_bytes = 16;
+  int64_t max_words = 0;
   double bytes = 0;
   for (const PendingGather& p : batch) {
     args.push_back(p.args);
-    max_bytes = std::max(max_bytes, p.args.outer * p.args.count * p.args.inner_bytes);
-    word_bytes = std::min(word_bytes, cuda::GatherWordBytes(p.args));
+    args.back().word_bytes = cuda::GatherWordBytes(p.args);
+    HFUSE_CHECK(args.back().word_bytes >= 4 || p.add.empty());  // the planner keeps adds off bytes
+    max_words = std::max(max_words, p.args.outer * p.args.count * p.args.inner_bytes / args.back().word_bytes);
     bytes += p.bytes;
   }
-  HFUSE_CHECK(word_bytes >= 4 || adds == 0);  // the planner keeps adds out of byte-moving batches
   const cuda::GatherArgs* device_args = Device(args);
   const int count = static_cast<int>(args.size());
   AddLaunch(fmt::format("{} (gather kernel, {} tables: {} to {}{})", batch.front().op, count, batch.front().op,
                         batch.back().op, also),
             bytes, [=](cudaStream_t s) {
-              cuda::LaunchOnnxGatherBatch(device_args, count, max_bytes, word_bytes, s);
+              cuda::LaunchOnnxGatherBatch(device_args, count, max_words, s);
               HFUSE_LAUNCHED();
             });
 }
@@ -1056,7 +1055,7 @@ bool CudaExecutor::Impl::AddIntoGather(const Op& op, const std::vector<TensorId>
 
 bool CudaExecutor::Impl::ConcatIntoGathers(const Op& op, const std::vector<TensorId>& parts, TensorId y,
                                            size_t axis) {
-  if (!options.gather_batches || pending_gathers.empty() || parts.empty()) return false;
+  if (!options.gather_batches || parts.empty()) return false;
   const std::vector<int64_t>& ys = views.shape[static_cast<size_t>(y)];
   const DType dtype = g.tensor(y).dtype;
   const int64_t esize = DTypeBytes(dtype);
@@ -1066,11 +1065,20 @@ bool CudaExecutor::Impl::ConcatIntoGathers(const Op& op, const std::vector<Tenso
   const int64_t outer = Product(ys, 0, axis), row = Product(ys, axis, ys.size());
   const std::optional<cuda::Layout> rows = cuda::ReshapeLayout(yl, ys, {outer, row});
   if (yl.root == kNone || yl.root_dtype != dtype || !rows || rows->strides[1] != 1) return false;
+  // A part that lies in a buffer no launch writes (a graph input, a
+  // weight, a constant of the plan: a ranking model's dense features beside
+  // its lookups' rows) is copied by a gather of its own in the same batch
+  // (one id, 0, a row), so that the concatenate launches nothing.
+  const auto fixed = [&](TensorId root) {
+    return root != kNone && std::string_view("ipc").find(region[static_cast<size_t>(root)]) != std::string_view::npos;
+  };
   // Each part a waiting gather's whole result whose rows are the part's
-  // blocks along `axis`: row r goes to row r of the output, at the part's column.
-  // (Parts their producers wrote in their slots already: skipped.)
+  // blocks along `axis`: row r goes to row r of the output, at the part's
+  // column; or a row-major part, copied. (Parts their producers wrote in
+  // their slots already: skipped.)
   std::vector<PendingGather*> members;
-  std::vector<int64_t> at;
+  std::vector<PendingGather> part_copies;
+  std::vector<int64_t> at, copy_at;
   int64_t column = 0;
   for (size_t index = 0; index < parts.size(); ++index) {
     const TensorId part = parts[index];
@@ -1080,9 +1088,17 @@ bool CudaExecutor::Impl::ConcatIntoGathers(const Op& op, const std::vector<Tenso
       column += ps[axis];
       continue;
     }
+    if (ps.size() != ys.size() || l.root == kNone || l.root_dtype != dtype || !cuda::IsRowMajor(l, ps)) return false;
     PendingGather* p = WaitingGatherOf(l.root);
-    if (!p || std::find(members.begin(), members.end(), p) != members.end() ||
-        ps.size() != ys.size() || l.offset != 0 || l.root_dtype != dtype || !cuda::IsRowMajor(l, ps) ||
+    if (!p) {
+      if (!fixed(l.root)) return false;
+      part_copies.push_back(PartCopyGather(fmt::format("{} part '{}'", op.name, g.tensor(part).name), part,
+                                           Product(ps, 0, axis), Product(ps, axis, ps.size())));
+      copy_at.push_back(column);
+      column += ps[axis];
+      continue;
+    }
+    if (std::find(members.begin(), members.end(), p) != members.end() || l.offset != 0 ||
         Product(ps, axis, ps.size()) * esize != p->args.inner_bytes ||
         Product(ps, 0, ps.size()) * esize != p->args.outer * p->args.count * p->args.inner_bytes ||
         !OnlyReadBy(l.root, op)) {
@@ -1092,24 +1108,41 @@ bool CudaExecutor::Impl::ConcatIntoGathers(const Op& op, const std::vector<Tenso
     at.push_back(column);
     column += ps[axis];
   }
-  if (column != ys[axis] || members.empty()) return false;
+  if (column != ys[axis] || (members.empty() && part_copies.empty())) return false;
+  if (pending_gathers.size() + part_copies.size() > kMaxGatherBatch) return false;
   char* out = PlaceOf(y).base;
   const int64_t row_bytes = (outer > 1 ? rows->strides[0] : row) * esize;
   const Span write = outer > 1 ? Span{out, out + (outer - 1) * row_bytes + row * esize, row_bytes, row * esize}
                                 : Span{out, out + row * esize};
   if (GathersTouch(write, {members.begin(), members.end()})) return false;
+  for (const PendingGather& c : part_copies) {
+    for (const PendingGather& q : pending_gathers) {  // a copy reads what a waiting gather writes
+      if (std::find(members.begin(), members.end(), &q) == members.end() && c.reads[0].Overlaps(q.write)) {
+        return false;
+      }
+    }
+  }
   const int64_t slot_bytes = Product(ys, axis + 1, ys.size()) * esize;
   // A slot off the 4-byte grid makes its gather move bytes, and with it
   // the batch, which an add (done on float words) cannot join.
   const bool adds = std::any_of(pending_gathers.begin(), pending_gathers.end(),
                                 [](const PendingGather& q) { return !q.add.empty(); });
+  auto place = [&](cuda::GatherArgs a, int64_t column_at) -> std::optional<cuda::GatherArgs> {
+    a.y = out + column_at * slot_bytes;
+    a.y_row_bytes = row_bytes;
+    if (adds && !cuda::GatherWords(a)) return std::nullopt;
+    return a;
+  };
   std::vector<cuda::GatherArgs> placed;
   for (size_t i = 0; i < members.size(); ++i) {
-    cuda::GatherArgs a = members[i]->args;
-    a.y = out + at[i] * slot_bytes;
-    a.y_row_bytes = row_bytes;
-    if (adds && !cuda::GatherWords(a)) return false;
-    placed.push_back(a);
+    const std::optional<cuda::GatherArgs> a = place(members[i]->args, at[i]);
+    if (!a) return false;
+    placed.push_back(*a);
+  }
+  for (size_t i = 0; i < part_copies.size(); ++i) {
+    const std::optional<cuda::GatherArgs> a = place(part_copies[i].args, copy_at[i]);
+    if (!a) return false;
+    part_copies[i].args = *a;
   }
   for (size_t i = 0; i < members.size(); ++i) {
     members[i]->args = placed[i];
@@ -1117,8 +1150,36 @@ bool CudaExecutor::Impl::ConcatIntoGathers(const Op& op, const std::vector<Tenso
     members[i]->y = kNone;
     members[i]->into = current;
   }
-  members[0]->bytes += current_bytes;
+  for (PendingGather& c : part_copies) {
+    c.write = write;
+    c.into = current;
+  }
+  (members.empty() ? part_copies[0].bytes : members[0]->bytes) += current_bytes;
+  for (PendingGather& c : part_copies) pending_gathers.push_back(std::move(c));  // `members` no longer used
   return true;
+}
+
+CudaExecutor::Impl::PendingGather CudaExecutor::Impl::PartCopyGather(const std::string& name, TensorId part,
+                                                                      int64_t outer, int64_t inner) {
+  // y[o, 0, :] = part[o, ids[0] = 0, :]: a gather of one id along a dim of 1.
+  static const std::vector<int64_t> kZero = {0};
+  cuda::GatherArgs a{};
+  a.index.ptr = Device(kZero);
+  a.index.type = a.index.as = static_cast<int32_t>(DType::kInt64);
+  a.index.strides[0] = 1;
+  a.index_rank = 1;
+  a.index_shape[0] = 1;
+  a.count = 1;
+  a.data = PlaceOf(part).base;
+  a.outer = outer;
+  a.len = 1;
+  a.inner_bytes = inner * DTypeBytes(g.tensor(part).dtype);
+  a.y_row_bytes = a.inner_bytes;
+  a.bad = never_bad;  // id 0 of a dim of 1: never out of range
+  PendingGather p{a, name, 0.0, {}, {}, kNone, {}, {}};
+  const char* from = static_cast<const char*>(a.data);
+  p.reads.push_back({from, from + Bytes(part)});
+  return p;
 }
 
 bool CudaExecutor::Impl::PlanOnnxGatherElements(const Op& op, std::string& why) {

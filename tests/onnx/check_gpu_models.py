@@ -418,17 +418,36 @@ def op_models():
         [helper.make_tensor("h0", TensorProto.FLOAT16, [50, 3], [0.25 * (i % 11) for i in range(150)]),
          helper.make_tensor("h1", TensorProto.FLOAT16, [50, 2], [-0.5 * (i % 7) for i in range(100)])])
     # A launch that touches no waiting lookup goes out before them (the
-    # dense Concat between the lookups), so the three lookups still take in
-    # their Concat: one launch for them, one for the dense Concat. An op
-    # that reads a waiting lookup (the Relu) sends the batch out first.
+    # dense Add between the lookups), so the three lookups still take in
+    # their Concat: one launch for them, one for the Add. An op that reads a
+    # waiting lookup (the Relu of gather_read_between) sends the batch out first.
     yield "gather_past_launch", model("gp", [
         helper.make_node("Gather", ["p0", "ids"], ["g0"]),
         helper.make_node("Gather", ["p1", "ids"], ["g1"]),
-        helper.make_node("Concat", ["d0", "d1"], ["dcat"], axis=1),
+        helper.make_node("Add", ["d0", "d1"], ["dsum"]),
         helper.make_node("Gather", ["p2", "ids"], ["g2"]),
         helper.make_node("Concat", ["g0", "g1", "g2"], ["y"], axis=1),
-    ], [("ids", I64, [N]), ("d0", F, [N, 6]), ("d1", F, [N, 4])], [("y", F, [N, 16]), ("dcat", F, [N, 10])],
+    ], [("ids", I64, [N]), ("d0", F, [N, 6]), ("d1", F, [N, 6])], [("y", F, [N, 16]), ("dsum", F, [N, 6])],
         [floats("p0", [40, 8], 0.2), floats("p1", [40, 4], 0.3, 0.1), floats("p2", [40, 4], 0.1, -0.2)])
+    # A torch-rechub model's input layer: its dense features, graph inputs
+    # [N] each, unsqueezed and concatenated before the lookups, then the
+    # lookups' rows and that concatenate side by side in the MLP's input.
+    # The dense features are copied by gathers of their own (id 0 a row) in
+    # the lookups' batch, each into its slot: 2 launches, the batch and
+    # the GEMM (the dense concatenate was a copy launch of its own).
+    yield "dense_beside_lookups", model("dl", [
+        helper.make_node("Unsqueeze", ["d0", "ax1"], ["u0"]),
+        helper.make_node("Unsqueeze", ["d1", "ax1"], ["u1"]),
+        helper.make_node("Unsqueeze", ["d2", "ax1"], ["u2"]),
+        helper.make_node("Concat", ["u0", "u1", "u2"], ["dense"], axis=1),
+        helper.make_node("Gather", ["p0", "ids0"], ["g0"]),
+        helper.make_node("Gather", ["p1", "ids1"], ["g1"]),
+        helper.make_node("Concat", ["g0", "g1"], ["sparse"], axis=1),
+        helper.make_node("Concat", ["sparse", "dense"], ["x"], axis=1),
+        helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=1),
+    ], [("d0", F, [N]), ("d1", F, [N]), ("d2", F, [N]), ("ids0", I64, [N]), ("ids1", I64, [N])], [("y", F, [N, 4])],
+        [ints("ax1", [1]), floats("p0", [40, 8], 0.2), floats("p1", [30, 4], 0.3, 0.1), floats("w", [4, 15], 0.2),
+         floats("b", [4], 0.1)])
     yield "gather_read_between", model("gr", [
         helper.make_node("Gather", ["p0", "ids"], ["g0"]),
         helper.make_node("Relu", ["g0"], ["r"]),
@@ -823,7 +842,8 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # gather_bias_concat: the four lookups with their adds and concatenate, the
 # Relu, the lookup e4 and its add of z, the lookup e5 (read twice) and the
 # chain a5, y3; gather_f16_concat: the two lookups; gather_past_launch the
-# lookups with their Concat, and the dense Concat.
+# lookups with their Concat, and the dense Add; dense_beside_lookups: the
+# lookups with the dense features' copies, the GEMM.
 # region_*: one launch a region (region_gate_weighted_sum: the gate's
 # softmax is planned inside its weighted sum's region, one launch; 2, the
 # softmax and the sum, were measured before that rule and stay allowed;
@@ -852,7 +872,7 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # nested_stack_pick_output: the GEMMs' group, the MLP input's copy, its GEMM,
 # the copied pick.
 EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_bias_concat": 6,
-                   "gather_f16_concat": 1, "gather_past_launch": 2, "region_dice": 1,
+                   "gather_f16_concat": 1, "gather_past_launch": 2, "dense_beside_lookups": 2, "region_dice": 1,
                    "region_scaled_softmax": 1, "region_scaled_logsoftmax": 1, "region_gate_weighted_sum": 2,
                    "region_long_rows": 1, "region_rows_2048": 2, "region_quad_rows": 2, "region_concat_parts": 1, "concat_in_place": 2, "region_cross_wait": 3,
                    "gather_group_odd_widths": 1, "gather_group_f16_bf16": 1, "gather_group_500": 1,
