@@ -78,8 +78,9 @@ CudaExecutor::Impl::Impl(const Graph& graph_in, const DimValues& d, CudaOptions 
   index_flags.Allocate((gathers + 1) * static_cast<int64_t>(sizeof(int)));
   HFUSE_CUDA(cudaMemset(index_flags.ptr, 0, static_cast<size_t>(index_flags.bytes)));
   never_bad = static_cast<int*>(index_flags.ptr) + gathers;
+  absorbed.assign(views.skip.size(), false);
   for (OpId id : order) {
-    if (views.skip[static_cast<size_t>(id)]) continue;
+    if (views.skip[static_cast<size_t>(id)] || absorbed[static_cast<size_t>(id)]) continue;
     const int32_t r = fusion.region_of[static_cast<size_t>(id)];
     if (r < 0) {
       PlanOp(g.op(id));

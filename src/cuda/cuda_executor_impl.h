@@ -389,6 +389,15 @@ struct CudaExecutor::Impl {
   // Picks one of the paths below; a mixed group (members of several
   // epilogues) is one grouped float32 launch, or one plan per epilogue.
   void PlanGemm(const Op& op);
+  // The activation (GELU, tanh, SiLU) that alone reads a float32 GEMM's
+  // output `m` (op's), through views, and that the GEMM may apply in its
+  // epilogue (CudaOptions::gemm_activations): m then writes that op's
+  // output with it, and the op is marked `absorbed`. Nothing where another
+  // launch lies between them in the order, where the activation's output
+  // does not lie in rows as the GEMM's would, or where it lies on the
+  // GEMM's input.
+  const Op* AbsorbActivation(const Op& op, cuda::DeviceGemm& m);
+  std::vector<bool> absorbed;  // per op id: its launch taken in by another's (AbsorbActivation)
   // Members of one epilogue (ms[i].act, bias or not): a group or one GEMM.
   void PlanGemmMembers(const std::vector<cuda::DeviceGemm>& ms, DType dtype, float alpha, bool group);
   bool GroupedSgemmFor() const;  // whether float32 groups take the grouped float32 kernel

@@ -93,6 +93,17 @@ void CudaExecutor::Impl::PlanGemm(const Op& op) {
     ms.push_back(m);
   }
   const float alpha = static_cast<float>(op.attrs.Alpha());
+  if (!group && dtype == DType::kFloat32) {
+    if (const Op* act = AbsorbActivation(op, ms[0])) {
+      // It writes the activation's output too, which waiting gathers may read.
+      if (!LaunchMayPassGathers(op.inputs, {op.outputs[0], act->outputs[0]})) FlushGathers();
+      const std::string name = current;
+      current = fmt::format("{} + {}", op.name, act->name);
+      PlanGroupedSgemm(ms, alpha);
+      current = name;
+      return;
+    }
+  }
   // A mixed group (members of several epilogues): float32 runs as one
   // launch of the grouped float32 kernel, which takes an epilogue a member;
   // the other paths (cuBLASLt, CUTLASS, cuBLAS grouped plus the epilogue
@@ -135,6 +146,72 @@ void CudaExecutor::Impl::PlanGemm(const Op& op) {
 
 void CudaExecutor::Impl::PlanLtEach(const std::vector<cuda::DeviceGemm>& ms, DType dtype, float alpha) {
   for (const cuda::DeviceGemm& m : ms) PlanLtGemm({m}, dtype, alpha, m.act);
+}
+
+const Op* CudaExecutor::Impl::AbsorbActivation(const Op& op, cuda::DeviceGemm& m) {
+  if (!options.gemm_activations || options.gemm_kernel != GemmKernelChoice::kRule || !GroupedSgemmFor() ||
+      m.act != cuda::kNoActivation || op.outputs.size() != 1) {
+    return nullptr;
+  }
+  // From the GEMM's output through the views that alone read it.
+  TensorId t = op.outputs[0];
+  const Op* act = nullptr;
+  while (!act) {
+    if (g.IsGraphOutput(t) || g.tensor(t).users.size() != 1) return nullptr;
+    const OpId u = g.tensor(t).users[0];
+    const Op& reader = g.op(u);
+    if (reader.elided || fusion.region_of[static_cast<size_t>(u)] >= 0) return nullptr;
+    if (views.view_op[static_cast<size_t>(u)]) {
+      if (reader.outputs.size() != 1 || reader.inputs.empty() || reader.inputs[0] != t) return nullptr;
+      t = reader.outputs[0];
+      continue;
+    }
+    // The grouped float32 kernel's activations (its codes are EwFunc's).
+    if (reader.type != OpType::kElementwise || reader.inputs.size() != 1 || reader.outputs.size() != 1 ||
+        (reader.attrs.func != EwFunc::kGelu && reader.attrs.func != EwFunc::kTanh &&
+         reader.attrs.func != EwFunc::kSilu)) {
+      return nullptr;
+    }
+    act = &reader;
+  }
+  const OpId act_id = g.tensor(t).users[0];
+  // No launch between them: the memory plan gives the activation's output
+  // its buffer from the activation on, which nothing else may use before.
+  const auto from = std::find(order.begin(), order.end(), g.tensor(op.outputs[0]).producer);
+  const auto to = std::find(order.begin(), order.end(), act_id);
+  if (from == order.end() || to == order.end() || from > to) return nullptr;
+  for (auto it = from + 1; it != to; ++it) {
+    if (!views.skip[static_cast<size_t>(*it)]) return nullptr;
+  }
+  // Its output row-major (any shape of m * n elements), or in rows of n
+  // one after another as the GEMM's, at one stride.
+  const TensorId z = act->outputs[0];
+  if (g.tensor(z).dtype != DType::kFloat32) return nullptr;
+  const std::vector<int64_t>& zs = views.shape[static_cast<size_t>(z)];
+  const cuda::Layout& zl = views.layout[static_cast<size_t>(z)];
+  if (zl.root == kNone || zl.root_dtype != DType::kFloat32) return nullptr;
+  std::optional<int64_t> rows;
+  int64_t numel = 1;
+  for (int64_t d : zs) numel *= d;
+  if (cuda::IsRowMajor(zl, zs) && numel == m.m * m.n) {
+    rows = m.n;
+  } else if (!zs.empty() && zs.back() == m.n && NumRows(zs) == m.m) {
+    rows = cuda::RowStride(zl, zs);
+  }
+  if (!rows) return nullptr;
+  // Not on the GEMM's A (dead after the GEMM, so its buffer may be the activation's).
+  const auto span = [&](TensorId x) {
+    const TensorId root = views.layout[static_cast<size_t>(x)].root;
+    const char* b = BufferOf(root);
+    return Span{b, b + Bytes(root)};
+  };
+  const GemmMember member = GemmMemberOf(op, 0);
+  if (span(z).Overlaps(span(member.a))) return nullptr;
+  m.y = PlaceOf(z).base;
+  m.ldy = *rows;
+  m.act = static_cast<int>(act->attrs.func);
+  absorbed[static_cast<size_t>(act_id)] = true;
+  return act;
 }
 
 bool CudaExecutor::Impl::GroupedSgemmFor() const {

@@ -519,6 +519,29 @@ def op_models():
         helper.make_node("LayerNormalization", ["s", "g", "b"], ["n"], axis=-1, epsilon=1e-5),
     ], [("x", F, [N, 2, 2048]), ("h", F, [N, 1248]), ("r", F, [N, 1248])], [("p", F, [N, 2, 2048]), ("n", F, [N, 1248])],
         [floats("scale", [], 0.0, 17.7), floats("g", [1248], 0.2, 1.0), floats("b", [1248], 0.1)])
+    # A transformer's FFN: Linear, GELU (the erf form of torch.nn.GELU,
+    # x * ((erf(x / sqrt 2) + 1) * 0.5)), Linear, over [N, 5, 8]; beside it
+    # a Linear and its tanh through a Reshape (DCNv2's experts). Each GEMM
+    # takes its activation into the grouped float32 kernel's epilogue (its
+    # output never written): 3 launches.
+    yield "gemm_activation_epilogue", model("ga", [
+        helper.make_node("MatMul", ["x", "w1"], ["h"]),
+        helper.make_node("Add", ["h", "b1"], ["hb"]),
+        helper.make_node("Div", ["hb", "sqrt2"], ["d"]),
+        helper.make_node("Erf", ["d"], ["e"]),
+        helper.make_node("Add", ["e", "one"], ["a"]),
+        helper.make_node("Mul", ["half", "a"], ["ah"]),
+        helper.make_node("Mul", ["hb", "ah"], ["gelu"]),
+        helper.make_node("MatMul", ["gelu", "w2"], ["o"]),
+        helper.make_node("Add", ["o", "b2"], ["y"]),
+        helper.make_node("Gemm", ["x2", "w3", "b3"], ["t"], transB=1),
+        helper.make_node("Reshape", ["t", "shape"], ["tr"]),
+        helper.make_node("Tanh", ["tr"], ["y2"]),
+    ], [("x", F, [N, 5, 8]), ("x2", F, [N, 12])], [("y", F, [N, 5, 8]), ("y2", F, [N, 2, 10])],
+        [floats("w1", [8, 16], 0.3), floats("b1", [16], 0.2), floats("sqrt2", [], 0.0, 1.4142135),
+         floats("one", [], 0.0, 1.0), floats("half", [], 0.0, 0.5), floats("w2", [16, 8], 0.2),
+         floats("b2", [8], 0.1), floats("w3", [20, 12], 0.3), floats("b3", [20], 0.1),
+         ints("shape", [-1, 2, 10])])
     # A region of one column, four rows a thread (fused_elementwise.h): a
     # GELU-like chain over [N, 4, 32] (37 * 128 rows); its input a slice one
     # float past a 16-byte boundary (float4 strides, a pointer that fails
@@ -862,6 +885,7 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # residual_layernorm: two GEMMs, two regions of a residual Add and its LayerNorm;
 # region_rows_2048: a region each, the scaled Softmax and the LayerNorm;
 # region_quad_rows: the region, the concatenate copying its graph inputs' parts;
+# gemm_activation_epilogue: the FFN's two GEMMs (the GELU in the first's epilogue), the GEMM with its tanh;
 # layernorm_beside_input: a GEMM, the region writing its slot, the
 # concatenate copying the input's columns, the MLP's GEMM;
 # lookup_beside_region: the lookup and the region each writing its slot,
@@ -874,7 +898,7 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_bias_concat": 6,
                    "gather_f16_concat": 1, "gather_past_launch": 2, "dense_beside_lookups": 2, "region_dice": 1,
                    "region_scaled_softmax": 1, "region_scaled_logsoftmax": 1, "region_gate_weighted_sum": 2,
-                   "region_long_rows": 1, "region_rows_2048": 2, "region_quad_rows": 2, "region_concat_parts": 1, "concat_in_place": 2, "region_cross_wait": 3,
+                   "region_long_rows": 1, "region_rows_2048": 2, "region_quad_rows": 2, "gemm_activation_epilogue": 3, "region_concat_parts": 1, "concat_in_place": 2, "region_cross_wait": 3,
                    "gather_group_odd_widths": 1, "gather_group_f16_bf16": 1, "gather_group_500": 1,
                    "stack_picked": 5, "gemv_group": 1, "attention_heads": 3,
                    "attention_heads_div": 3, "attention_heads_mul": 3, "gathernd_columns": 2,

@@ -140,7 +140,8 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
     variants.push_back({name, fused, {}});
     if (rules == RuleSet::kHfuse) {  // what the launch-level fusions buy
       variants.push_back(
-          {name + ", a launch an op", fused, {.gather_batches = false, .elementwise_chains = false}, false});
+          {name + ", a launch an op", fused,
+           {.gather_batches = false, .elementwise_chains = false, .gemm_activations = false}, false});
     }
     if (options.grouped_too) {
       variants.push_back({name + ", grouped GEMM only", fused, {.strided_batched = false}});
@@ -154,6 +155,7 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
       variants.push_back({name + ", grouped float32 kernel", fused, {.gemm_kernel = GemmKernelChoice::kGroupedSgemm}});
       variants.push_back({name + ", float32 rule, the kernel before its tiles", fused, {.sgemm_config = 0}});
       variants.push_back({name + ", cuBLASLt a member", fused, {.gemm_kernel = GemmKernelChoice::kPerMember}});
+      variants.push_back({name + ", activations apart from their GEMMs", fused, {.gemm_activations = false}});
     }
   }
   fmt::print("{}: {}; median of {} runs after {} warm-up, the variants timed in {} turns each\n", path, summary,

@@ -433,7 +433,8 @@ int Main(int argc, char** argv) {
   AddPassFlags(bench, bench_options.passes);
   bench->add_flag("--gemm-paths", bench_options.gemm_paths,
                   "also time the hfuse-rules graph with each group GEMM path forced (cuBLAS "
-                  "grouped, CUTLASS 128x128 tiles, CUTLASS 128x64 tiles)");
+                  "grouped, CUTLASS 128x128 tiles, CUTLASS 128x64 tiles, the grouped float32 "
+                  "kernel, cuBLASLt a member) and with activations apart from their GEMMs");
 #endif
 
   std::string print_input, print_format;

@@ -79,6 +79,11 @@ struct CudaOptions {
   // elementwise ops each read only by the next run as one kernel each;
   // off, one launch an op.
   bool elementwise_chains = true;
+  // A float32 GEMM (not a group) whose output only a GELU, tanh or SiLU
+  // reads (through views) takes it into its epilogue: one launch of the
+  // grouped float32 kernel, the GEMM's output never written (a
+  // transformer's FFN); off, the activation launches alone.
+  bool gemm_activations = true;
 };
 
 class CudaExecutor {
