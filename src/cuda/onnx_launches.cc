@@ -1123,8 +1123,9 @@ bool CudaExecutor::Impl::ConcatIntoGathers(const Op& op, const std::vector<Tenso
     }
   }
   const int64_t slot_bytes = Product(ys, axis + 1, ys.size()) * esize;
-  // A slot off the 4-byte grid makes its gather move bytes, and with it
-  // the batch, which an add (done on float words) cannot join.
+  // A slot off the 4-byte grid makes its gather move bytes; a batch with
+  // an add (done on float words) keeps every gather on words (the rule
+  // from when a batch moved one word size; each now moves its own).
   const bool adds = std::any_of(pending_gathers.begin(), pending_gathers.end(),
                                 [](const PendingGather& q) { return !q.add.empty(); });
   auto place = [&](cuda::GatherArgs a, int64_t column_at) -> std::optional<cuda::GatherArgs> {
