@@ -1114,14 +1114,8 @@ bool CudaExecutor::Impl::ConcatIntoGathers(const Op& op, const std::vector<Tenso
   const int64_t row_bytes = (outer > 1 ? rows->strides[0] : row) * esize;
   const Span write = outer > 1 ? Span{out, out + (outer - 1) * row_bytes + row * esize, row_bytes, row * esize}
                                 : Span{out, out + row * esize};
+  // (A copy reads a buffer no launch writes: no waiting gather writes it either.)
   if (GathersTouch(write, {members.begin(), members.end()})) return false;
-  for (const PendingGather& c : part_copies) {
-    for (const PendingGather& q : pending_gathers) {  // a copy reads what a waiting gather writes
-      if (std::find(members.begin(), members.end(), &q) == members.end() && c.reads[0].Overlaps(q.write)) {
-        return false;
-      }
-    }
-  }
   const int64_t slot_bytes = Product(ys, axis + 1, ys.size()) * esize;
   // A slot off the 4-byte grid makes its gather move bytes; a batch with
   // an add (done on float words) keeps every gather on words (the rule
