@@ -4,7 +4,7 @@
     python3 bench/real_models.py OUT_DIR --hfuse BIN [--models rechub:MMOE,...]
                                 [--batches 512,2048] [--profile rechub:MMOE,...] [--gemm-paths rechub:MMOE,...]
                                 [--torch-variants eager,eager_graph,...] [--torch-budget S]
-                                [--torch-warm-jobs N]
+                                [--torch-warm-jobs N] [--dtype float32|bfloat16]
 
 For each model (the dynamic-batch exports PyTorch 2.11's dynamo exporter
 wrote: tests/onnx/dynamo/ for torch-rechub, tests/onnx/widedeep/dynamo/ for
@@ -13,8 +13,15 @@ pytorch-widedeep, weights refilled by scripts/onnx_skeleton.py) and batch:
 vocabulary, tests/onnx/model_inputs.py; each variant checked against the
 CPU reference first), then bench/torch_peers.py on the same modules in the
 same call. Writes OUT_DIR/hfuse_NAME_B.json, OUT_DIR/torch_peers.json and
-OUT_DIR/table.md, and prints the table: every time in µs, float32; the
+OUT_DIR/table.md, and prints the table: every time in µs; the
 floor is hfuse bench's (FLOPs / 790 TFLOP/s or bytes / 4.3 TB/s, the larger).
+
+`--dtype bfloat16` runs each model as it is after `module.to(torch.bfloat16)`:
+the refilled export rewritten in bfloat16 by scripts/onnx_bfloat16.py, and
+PyTorch's module so cast. torch-rechub's models only: pytorch-widedeep's take
+their ids as floats in one input (bfloat16 holds integers exactly only up to
+256) and cast their continuous columns back to float32 (`.float()`), so they
+run in float32 alone.
 """
 import argparse
 import json
@@ -28,6 +35,9 @@ here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.join(here, "..")
 sys.path.insert(0, os.path.join(root, "tests", "onnx"))
 from model_inputs import dim_args, feeds_for, write_npz  # noqa: E402
+
+sys.path.insert(0, os.path.join(root, "scripts"))
+from onnx_bfloat16 import to_bfloat16  # noqa: E402
 
 RECHUB = ["MMOE", "PLE", "ESMM", "AITM", "SharedBottom", "DeepFM", "WideDeep", "DCN", "DCNv2",
           "AutoInt", "FiBiNet", "DIN"]
@@ -60,7 +70,10 @@ def main():
     ap.add_argument("--check-up-to", type=int, default=1 << 30,
                     help="compare with the CPU reference only at batches up to this (the CPU's time)")
     ap.add_argument("--no-torch", action="store_true", help="hfuse only (the peers come from another run)")
+    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     args = ap.parse_args()
+    if args.dtype == "bfloat16" and any(not s.startswith("rechub:") for s in args.models.split(",")):
+        ap.error("--dtype bfloat16 takes torch-rechub's models only (rechub:NAME): see the docstring")
     os.makedirs(os.path.join(args.out_dir, "models"), exist_ok=True)
     specs = args.models.split(",")
     profile = set(args.profile.split(",")) if args.profile else set()
@@ -73,6 +86,8 @@ def main():
         path = os.path.join(args.out_dir, "models", f"{library}_{name}.onnx")
         subprocess.run([sys.executable, os.path.join(root, "scripts", "onnx_skeleton.py"), "refill", src, path,
                         "--seed", "5"], check=True, capture_output=True)
+        if args.dtype == "bfloat16":
+            onnx.save(to_bfloat16(onnx.load(path)), path)
         proto = onnx.load(path, load_external_data=False)
         for batch in batches:
             npz = os.path.join(args.out_dir, "models", f"{library}_{name}_{batch}.npz")
@@ -105,7 +120,7 @@ def main():
         subprocess.run([sys.executable, os.path.join(here, "torch_peers.py"), peers_json, "--models",
                         ",".join(specs), "--batches", args.batches, "--variants", args.torch_variants,
                         "--budget", str(args.torch_budget), "--reps", str(args.reps),
-                        "--warm-jobs", str(args.torch_warm_jobs)], check=False)
+                        "--warm-jobs", str(args.torch_warm_jobs), "--dtype", args.dtype], check=False)
     peers = {}
     if os.path.exists(peers_json):
         with open(peers_json) as f:
@@ -135,7 +150,7 @@ def main():
                                             fmt(one_each.get("cudagraph_us")), fmt(fused.get("plain_us")), fmt(ours), str(fused.get("launches", "—")),
                                             str(fused.get("host_launches", "—"))]
                                            + [fmt(t) for t in times] + [vs_eager, vs_best]) + " |")
-    table = "\n".join(lines) + "\n"
+    table = f"{args.dtype}, times in µs\n\n" + "\n".join(lines) + "\n"
     with open(os.path.join(args.out_dir, "table.md"), "w") as f:
         f.write(table)
     print(table)

@@ -4,11 +4,14 @@
     python3 bench/torch_peers.py OUT.json [--models rechub:MMOE,widedeep:TabMlp,...]
                                  [--batches 512,2048] [--variants eager,eager_graph,...]
                                  [--budget SECONDS] [--reps 200] [--warmup 20]
+                                 [--dtype float32|bfloat16]
 
 Each model is built by the script that exported it (scripts/make_rechub_models.py,
 scripts/make_widedeep_models.py: the same module, the same layer sizes), in
 eval mode on the GPU in float32, fed the same kind of inputs (ids inside
-every vocabulary), and timed as PyTorch users run it, under torch.no_grad:
+every vocabulary), and timed as PyTorch users run it, under torch.no_grad
+(`--dtype bfloat16`: the module after `.to(torch.bfloat16)`, its float
+inputs so cast; torch-rechub's models only, as bench/real_models.py says):
 
   eager              the module called
   eager_graph        eager, captured once and replayed from a CUDA graph
@@ -77,21 +80,23 @@ def graphed(fn):
     return graph.replay
 
 
-def build(library, name):
-    """(module, make_inputs(batch) -> callable running the module on them)."""
+def build(library, name, dtype=torch.float32):
+    """(module, make_inputs(batch) -> callable running the module on them), in `dtype`."""
     if library == "rechub":
         import make_rechub_models as rechub
         names = list(rechub.MODELS)
         torch.manual_seed(names.index(name))
         model, features, _ = rechub.MODELS[name]()
         rechub.refill(model, 1000 + names.index(name))
-        model = model.cuda().eval()
+        model = model.cuda().eval().to(dtype)
 
         def inputs(batch):
             feeds, _ = rechub.inputs_for(features, batch, 7)
-            feeds = {k: v.cuda() for k, v in feeds.items()}
+            feeds = {k: v.cuda().to(dtype) if v.is_floating_point() else v.cuda() for k, v in feeds.items()}
             return lambda m: m(feeds)
         return model, inputs
+    if dtype != torch.float32:
+        raise ValueError("pytorch-widedeep's models run in float32 only (ids in a float input)")
     import make_widedeep_models as widedeep
     wd = widedeep.load_widedeep()
     index = widedeep.MODELS.index(name)
@@ -127,7 +132,7 @@ def warm_caches(args, variants):
     for j in range(jobs):
         share = ",".join(specs[j::jobs])
         cmd = [sys.executable, os.path.abspath(__file__), os.devnull, "--models", share, "--batches", args.batches,
-               "--variants", ",".join(modes), "--warm-only"]
+               "--variants", ",".join(modes), "--warm-only", "--dtype", args.dtype]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     t0 = time.monotonic()
     for p in procs:
@@ -151,7 +156,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--warm-jobs", type=int, default=0, help="compile first in this many processes (see above)")
     ap.add_argument("--warm-only", action="store_true", help="compile and call each variant once, time nothing")
+    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     args = ap.parse_args()
+    dtype = getattr(torch, args.dtype)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     variants = args.variants.split(",")
@@ -159,10 +166,10 @@ def main():
     if not args.warm_only:
         warm_caches(args, variants)
     deadline = start + args.budget
-    results = {"torch": torch.__version__, "device": torch.cuda.get_device_name(), "models": {}}
+    results = {"torch": torch.__version__, "device": torch.cuda.get_device_name(), "dtype": args.dtype, "models": {}}
     for spec in args.models.split(","):
         library, name = spec.split(":")
-        module, inputs = build(library, name)
+        module, inputs = build(library, name, dtype)
         compiled = {}
         for batch in map(int, args.batches.split(",")):
             call = inputs(batch)

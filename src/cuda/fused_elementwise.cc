@@ -243,40 +243,86 @@ std::string ReduceCombineText(int32_t kind, const std::string& a, const std::str
   }
 }
 
+// How a region's kernel holds a tensor of type t (RegionFloat): float32 as
+// float, float16 and bfloat16 as their 16-bit patterns, read into float32
+// and rounded back to nearest even when written, by the functions of
+// ConversionText (no header: NVRTC compiles the source alone).
+const char* ElementText(DType t) { return t == DType::kFloat32 ? "float" : "unsigned short"; }
+std::string LoadText(DType t, const std::string& e) {
+  return t == DType::kFloat16    ? fmt::format("hfuse_from_f16({})", e)
+         : t == DType::kBFloat16 ? fmt::format("hfuse_from_bf16({})", e)
+                                 : e;
+}
+std::string StoreText(DType t, const std::string& v) {
+  return t == DType::kFloat16    ? fmt::format("hfuse_to_f16({})", v)
+         : t == DType::kBFloat16 ? fmt::format("hfuse_to_bf16({})", v)
+                                 : v;
+}
+// The conversions, where a region has a 16-bit tensor ("" otherwise: a
+// float32 region's source is as before).
+std::string ConversionText(const FusionRegion& r) {
+  bool half = false;
+  for (const RegionOperand& o : r.operands) half = half || o.dtype != DType::kFloat32;
+  for (const RegionOutput& o : r.outputs) half = half || o.dtype != DType::kFloat32;
+  if (!half) return "";
+  return "__device__ __forceinline__ float hfuse_from_bf16(unsigned short x) {\n"
+         "  return __uint_as_float(static_cast<unsigned>(x) << 16);\n}\n"
+         "__device__ __forceinline__ unsigned short hfuse_to_bf16(float f) {\n"
+         "  const unsigned u = __float_as_uint(f);\n"
+         "  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<unsigned short>((u >> 16) | 0x40u);\n"
+         "  return static_cast<unsigned short>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);\n}\n"
+         "__device__ __forceinline__ float hfuse_from_f16(unsigned short x) {\n"
+         "  float f;\n  asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(x));\n  return f;\n}\n"
+         "__device__ __forceinline__ unsigned short hfuse_to_f16(float f) {\n"
+         "  unsigned short h;\n  asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f));\n  return h;\n}\n";
+}
+
+// The kernel's parameters: operand k as in{k}, output o as out{o}, each of its type.
+std::string RegionParams(const FusionRegion& r) {
+  std::string params;
+  for (size_t k = 0; k < r.operands.size(); ++k) {
+    params += fmt::format("const {}* __restrict__ in{}, ", ElementText(r.operands[k].dtype), k);
+  }
+  for (size_t o = 0; o < r.outputs.size(); ++o) {
+    params += fmt::format("{}* __restrict__ out{}{}", ElementText(r.outputs[o].dtype), o,
+                          o + 1 < r.outputs.size() ? ", " : "");
+  }
+  return params;
+}
 
 // A one-column region's kernel, four rows a thread (RegionRowsPerThread):
 // an operand whose four rows lie contiguous (QuadContiguous) is read as one
-// float4 and an output so written, where its address is 16-byte aligned
-// (a test the whole grid takes alike); other operands row by row,
-// those one value for the domain once a thread.
+// float4 (four 16-bit values: one uint2) and an output so written, where
+// its address is so aligned (a test the whole grid takes alike); other
+// operands row by row, those one value for the domain once a thread.
 std::string QuadRegionSource(const FusionRegion& r, const std::vector<std::vector<int64_t>>& strides) {
-  std::string params;
-  for (size_t k = 0; k < r.operands.size(); ++k) params += fmt::format("const float* __restrict__ in{}, ", k);
-  for (size_t o = 0; o < r.outputs.size(); ++o) {
-    params += fmt::format("float* __restrict__ out{}{}", o, o + 1 < r.outputs.size() ? ", " : "");
-  }
+  const std::string params = RegionParams(r);
   enum class Read { kOnce, kQuad, kRows };
   std::vector<Read> read(r.operands.size());
-  std::vector<std::string> aligned;  // the pointers a float4 goes through
+  std::vector<std::pair<std::string, DType>> aligned;  // the pointers a float4 (uint2) goes through
   for (size_t k = 0; k < r.operands.size(); ++k) {
     const RegionOperand& o = r.operands[k];
     read[k] = OffsetExpression(o.over, strides[k], o.cols, false, "r") == "0" ? Read::kOnce
               : QuadContiguous(o.over, strides[k], o.cols)                   ? Read::kQuad
                                                                              : Read::kRows;
-    if (read[k] == Read::kQuad) aligned.push_back(fmt::format("in{}", k));
+    if (read[k] == Read::kQuad) aligned.emplace_back(fmt::format("in{}", k), o.dtype);
   }
   std::vector<bool> quad_out(r.outputs.size());
   for (size_t o = 0; o < r.outputs.size(); ++o) {
     const RegionOutput& out = r.outputs[o];
     quad_out[o] = out.offset % 4 == 0 && QuadContiguous(out.shape, out.strides, out.cols);
-    if (quad_out[o]) aligned.push_back(fmt::format("out{}", o));
+    if (quad_out[o]) aligned.emplace_back(fmt::format("out{}", o), out.dtype);
   }
-  std::string s = fmt::format("extern \"C\" __global__ void __launch_bounds__(256) hfuse_region({}) {{\n", params);
-  for (const std::string& p : aligned) {
-    s += fmt::format("  const bool {}_aligned = (reinterpret_cast<unsigned long long>({}) & 15ull) == 0ull;\n", p, p);
+  std::string s = ConversionText(r) +
+                  fmt::format("extern \"C\" __global__ void __launch_bounds__(256) hfuse_region({}) {{\n", params);
+  for (const auto& [p, type] : aligned) {
+    s += fmt::format("  const bool {}_aligned = (reinterpret_cast<unsigned long long>({}) & {}ull) == 0ull;\n", p, p,
+                     type == DType::kFloat32 ? 15 : 7);
   }
   for (size_t k = 0; k < r.operands.size(); ++k) {
-    if (read[k] == Read::kOnce) s += fmt::format("  const float b{} = in{}[0];\n", k, k);
+    if (read[k] == Read::kOnce) {
+      s += fmt::format("  const float b{} = {};\n", k, LoadText(r.operands[k].dtype, fmt::format("in{}[0]", k)));
+    }
   }
   s += fmt::format("  for (unsigned r = (blockIdx.x * 256u + threadIdx.x) * 4u; r < {}u; r += gridDim.x * 1024u) {{\n",
                    r.rows);
@@ -285,6 +331,20 @@ std::string QuadRegionSource(const FusionRegion& r, const std::vector<std::vecto
     const RegionOperand& o = r.operands[k];
     if (read[k] == Read::kOnce) continue;
     s += fmt::format("    float a{}[4];\n", k);
+    auto load = [&](const std::string& e) { return LoadText(o.dtype, e); };
+    if (read[k] == Read::kQuad && o.dtype != DType::kFloat32) {
+      s += fmt::format(
+          "    {{ const long long q = {};\n"
+          "      if (in{}_aligned) {{ const uint2 t = *reinterpret_cast<const uint2*>(in{} + q);\n"
+          "        a{}[0] = {}; a{}[1] = {}; a{}[2] = {}; a{}[3] = {}; }}\n"
+          "      else {{ a{}[0] = {}; a{}[1] = {}; a{}[2] = {}; a{}[3] = {}; }} }}\n",
+          OffsetExpression(o.over, strides[k], o.cols, false, "r"), k, k, k,
+          load("static_cast<unsigned short>(t.x & 0xffffu)"), k, load("static_cast<unsigned short>(t.x >> 16)"), k,
+          load("static_cast<unsigned short>(t.y & 0xffffu)"), k, load("static_cast<unsigned short>(t.y >> 16)"), k,
+          load(fmt::format("in{}[q]", k)), k, load(fmt::format("in{}[q + 1]", k)), k,
+          load(fmt::format("in{}[q + 2]", k)), k, load(fmt::format("in{}[q + 3]", k)));
+      continue;
+    }
     if (read[k] == Read::kQuad) {
       s += fmt::format(
           "    {{ const long long q = {};\n"
@@ -295,7 +355,8 @@ std::string QuadRegionSource(const FusionRegion& r, const std::vector<std::vecto
       continue;
     }
     for (int64_t j = 0; j < 4; ++j) {
-      s += fmt::format("    a{}[{}] = in{}[{}];\n", k, j, k, OffsetExpression(o.over, strides[k], o.cols, false, row(j)));
+      s += fmt::format("    a{}[{}] = {};\n", k, j,
+                       load(fmt::format("in{}[{}]", k, OffsetExpression(o.over, strides[k], o.cols, false, row(j)))));
     }
   }
   auto arg = [&](int32_t a, int64_t j) {
@@ -316,6 +377,18 @@ std::string QuadRegionSource(const FusionRegion& r, const std::vector<std::vecto
   for (size_t o = 0; o < r.outputs.size(); ++o) {
     const RegionOutput& out = r.outputs[o];
     const int32_t t = out.step;
+    auto store = [&](int64_t j) { return StoreText(out.dtype, fmt::format("v{}[{}]", t, j)); };
+    if (quad_out[o] && out.dtype != DType::kFloat32) {
+      s += fmt::format(
+          "    {{ unsigned short* const p = out{} + {} + {};\n"
+          "      const unsigned short h0 = {}, h1 = {}, h2 = {}, h3 = {};\n"
+          "      if (out{}_aligned) *reinterpret_cast<uint2*>(p) = make_uint2(h0 | (static_cast<unsigned>(h1) << 16), "
+          "h2 | (static_cast<unsigned>(h3) << 16));\n"
+          "      else {{ p[0] = h0; p[1] = h1; p[2] = h2; p[3] = h3; }} }}\n",
+          o, out.offset, OffsetExpression(out.shape, out.strides, out.cols, false, "r"), store(0), store(1), store(2),
+          store(3), o);
+      continue;
+    }
     if (quad_out[o]) {
       s += fmt::format(
           "    {{ float* const p = out{} + {} + {};\n"
@@ -325,8 +398,8 @@ std::string QuadRegionSource(const FusionRegion& r, const std::vector<std::vecto
       continue;
     }
     for (int64_t j = 0; j < 4; ++j) {
-      s += fmt::format("    out{}[{} + {}] = v{}[{}];\n", o, out.offset,
-                       OffsetExpression(out.shape, out.strides, out.cols, false, row(j)), t, j);
+      s += fmt::format("    out{}[{} + {}] = {};\n", o, out.offset,
+                       OffsetExpression(out.shape, out.strides, out.cols, false, row(j)), store(j));
     }
   }
   return s + "  }\n}\n";
@@ -347,12 +420,8 @@ std::string FusedRegionSource(const FusionRegion& r, const std::vector<std::vect
   const RegionLanes lanes = LanesOf(r.cols);
   const int64_t per_block = 256 / lanes.lanes;
   const bool exact = lanes.lanes * lanes.per_lane == r.cols;  // every lane's every column is in the row
-  std::string params;
-  for (size_t k = 0; k < r.operands.size(); ++k) params += fmt::format("const float* __restrict__ in{}, ", k);
-  for (size_t o = 0; o < r.outputs.size(); ++o) {
-    params += fmt::format("float* __restrict__ out{}{}", o, o + 1 < r.outputs.size() ? ", " : "");
-  }
-  std::string s = fmt::format(
+  const std::string params = RegionParams(r);
+  std::string s = ConversionText(r) + fmt::format(
       "extern \"C\" __global__ void __launch_bounds__(256) hfuse_region({}) {{\n"
       "  const unsigned lane = threadIdx.x % {}u;\n"
       "  for (unsigned base = blockIdx.x * {}u; base < {}u; base += gridDim.x * {}u) {{\n"
@@ -375,13 +444,13 @@ std::string FusedRegionSource(const FusionRegion& r, const std::vector<std::vect
     const RegionOperand& o = r.operands[k];
     const std::string row = OffsetExpression(o.over, strides[k], o.cols, false, "r");
     if (one[k]) {
-      s += fmt::format("    const float b{} = in{}[{}];\n", k, k, row);
+      s += fmt::format("    const float b{} = {};\n", k, LoadText(o.dtype, fmt::format("in{}[{}]", k, row)));
       continue;
     }
     s += fmt::format("    float a{}[{}];\n    {{ const long long q = {};\n", k, lanes.per_lane, row);
     for (int64_t j = 0; j < lanes.per_lane; ++j) {
       const std::string col = OffsetExpression(o.over, strides[k], o.cols, true, column(j));
-      s += fmt::format("      a{}[{}] = {} ? in{}[q + {}] : 0.0f;\n", k, j, in_row(j), k, col);
+      s += fmt::format("      a{}[{}] = {} ? {} : 0.0f;\n", k, j, in_row(j), LoadText(o.dtype, fmt::format("in{}[q + {}]", k, col)));
     }
     s += "    }\n";
   }
@@ -463,12 +532,13 @@ std::string FusedRegionSource(const FusionRegion& r, const std::vector<std::vect
     const int32_t t = out.step;
     const std::string row = fmt::format("{} + {}", out.offset, OffsetExpression(out.shape, out.strides, out.cols, false, "r"));
     if (r.steps[static_cast<size_t>(t)].per_row) {
-      s += fmt::format("      if (lane == 0) out{}[{}] = w{};\n", o, row, t);
+      s += fmt::format("      if (lane == 0) out{}[{}] = {};\n", o, row, StoreText(out.dtype, fmt::format("w{}", t)));
       continue;
     }
     for (int64_t j = 0; j < lanes.per_lane; ++j) {
-      s += fmt::format("      if ({}) out{}[{} + {}] = v{}[{}];\n", in_row(j), o, row,
-                       OffsetExpression(out.shape, out.strides, out.cols, true, column(j)), t, j);
+      s += fmt::format("      if ({}) out{}[{} + {}] = {};\n", in_row(j), o, row,
+                       OffsetExpression(out.shape, out.strides, out.cols, true, column(j)),
+                       StoreText(out.dtype, fmt::format("v{}[{}]", t, j)));
     }
   }
   s += "    }\n  }\n}\n";

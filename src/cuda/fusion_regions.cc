@@ -16,6 +16,7 @@
 #include "hfuse/ir/analysis.h"
 #include "hfuse/ir/onnx_ops.h"
 #include "hfuse/support/error.h"
+#include "hfuse/support/half.h"
 #include "kernel_codes.h"
 
 namespace hfuse::cuda {
@@ -420,8 +421,8 @@ class Planner {
     std::sort(m.begin(), m.end(), [&](OpId a, OpId b) { return pos_[static_cast<size_t>(a)] < pos_[static_cast<size_t>(b)]; });
   }
 
-  // An op that may be a member: a kind above, float32 out, its output in a
-  // buffer of its own, row-major.
+  // An op that may be a member: a kind above, a float out (RegionFloat),
+  // its output in a buffer of its own, row-major.
   bool Candidate(OpId id) const {
     const Op& op = g_.op(id);
     if (!op.alive || !Runs(id) || KindOf(op) == MemberKind::kNone || op.outputs.size() != 1) return false;
@@ -453,8 +454,8 @@ class Planner {
     const OpId outer = l.root != kNone && l.root != y ? g_.tensor(l.root).producer : kNone;
     const bool in_slot = outer != kNone && !v_.in_slot[static_cast<size_t>(outer)].empty();
     const bool placed = (KindOf(op) == MemberKind::kConcat && l.root != kNone) || in_slot;
-    return g_.tensor(y).dtype == DType::kFloat32 && (placed || (l.root == y && l.offset == 0 && IsRowMajor(l, Shape(y)))) &&
-           l.root_dtype == DType::kFloat32 && Shape(y).size() <= 8;
+    return RegionFloat(g_.tensor(y).dtype) && (placed || (l.root == y && l.offset == 0 && IsRowMajor(l, Shape(y)))) &&
+           l.root_dtype == g_.tensor(y).dtype && Shape(y).size() <= 8;
   }
 
   // The op whose output t is the same elements of (t itself, or a reshape
@@ -665,7 +666,7 @@ class Planner {
       const TensorId t = NodeInput(op, slot);
       if (t != kNone) {
         const Layout& l = LayoutOf(t);
-        if (g_.tensor(t).dtype != DType::kFloat32 || l.root == kNone || l.root_dtype != DType::kFloat32 ||
+        if (!RegionFloat(g_.tensor(t).dtype) || l.root == kNone || l.root_dtype != g_.tensor(t).dtype ||
             Shape(view != kNone ? view : t).size() > over.size()) {
           return std::nullopt;
         }
@@ -679,7 +680,7 @@ class Planner {
         }
       } else {
         const OnnxNode::Value* c = NodeConstant(op, slot);
-        if (!c || c->dtype != DType::kFloat32 || c->dims.size() > over.size()) return std::nullopt;
+        if (!c || !RegionFloat(c->dtype) || c->dims.size() > over.size()) return std::nullopt;
       }
       // One operand per tensor and way of reading it (a node's constant per node).
       const auto key = std::make_tuple(t, t == kNone ? id : kNone, t == kNone ? o.slot : -1, over, row, swap_last, view);
@@ -705,7 +706,7 @@ class Planner {
       const std::optional<cpu::AxisView> a = x == kNone ? std::nullopt : cpu::SoftmaxView(*op.attrs.onnx, Shape(x));
       // (the output is its own row-major buffer, Candidate says; so must
       // the input be, for the view's strides to find its elements)
-      if (!c || !a || a->len != cols || g_.tensor(t).dtype != DType::kFloat32 || LayoutOf(t).offset != 0 ||
+      if (!c || !a || a->len != cols || !RegionFloat(g_.tensor(t).dtype) || LayoutOf(t).offset != 0 ||
           !IsRowMajor(LayoutOf(x), Shape(x)) || Shape(x).size() > over.size()) {
         return std::nullopt;
       }
@@ -905,26 +906,38 @@ class Planner {
         static_cast<int>(r.operands.size()) > kMaxRegionOperands || static_cast<int>(r.steps.size()) > kMaxRegionSteps) {
       return std::nullopt;
     }
+    for (RegionOperand& o : r.operands) {
+      const TensorId t = OperandTensor(g_, o);
+      o.dtype = t != kNone ? g_.tensor(t).dtype : OperandConstant(g_, o)->dtype;
+    }
+    for (RegionOutput& o : r.outputs) o.dtype = g_.tensor(o.place).dtype;
     return r;
   }
 
-  // Input `slot` of op as one float32 value known at plan time (a constant
-  // the node keeps, or one the plan computed), or nothing.
+  // Input `slot` of op as one value known at plan time (a constant the
+  // node keeps, or one the plan computed; float32, float16 or bfloat16),
+  // in float32, or nothing.
   std::optional<float> ScalarOf(const Op& op, size_t slot) const {
     const TensorId t = NodeInput(op, slot);
     const std::vector<uint8_t>* bytes = nullptr;
+    DType type = DType::kFloat32;
     if (t == kNone) {
       const OnnxNode::Value* c = NodeConstant(op, slot);
-      if (c && c->dtype == DType::kFloat32) bytes = &c->data;
-    } else if (auto it = c_.values.find(t); it != c_.values.end() && it->second.dtype == DType::kFloat32) {
-      bytes = &it->second.bytes;
-    } else if (g_.tensor(t).role == Role::kParam && g_.tensor(t).data && g_.tensor(t).dtype == DType::kFloat32) {
-      bytes = g_.tensor(t).data.get();  // a weight that came with its values
+      if (c) bytes = &c->data, type = c->dtype;
+    } else if (auto it = c_.values.find(t); it != c_.values.end()) {
+      bytes = &it->second.bytes, type = it->second.dtype;
+    } else if (g_.tensor(t).role == Role::kParam && g_.tensor(t).data) {
+      bytes = g_.tensor(t).data.get(), type = g_.tensor(t).dtype;  // a weight that came with its values
     }
-    if (!bytes || bytes->size() != sizeof(float)) return std::nullopt;
-    float v;
-    std::memcpy(&v, bytes->data(), sizeof v);
-    return v;
+    if (!bytes || !RegionFloat(type) || bytes->size() != static_cast<size_t>(DTypeBytes(type))) return std::nullopt;
+    if (type == DType::kFloat32) {
+      float v;
+      std::memcpy(&v, bytes->data(), sizeof v);
+      return v;
+    }
+    uint16_t h;
+    std::memcpy(&h, bytes->data(), sizeof h);
+    return type == DType::kFloat16 ? HalfToFloat(h) : BFloat16ToFloat(h);
   }
 
   // The axis of a Concat member, or nothing.
@@ -1039,13 +1052,13 @@ class Planner {
   // one left out), or nothing where it is not one the region takes.
   std::optional<std::vector<bool>> ReducedOf(const Op& op) const {
     const TensorId x = NodeInput(op, 0);
-    if (x == kNone || g_.tensor(x).dtype != DType::kFloat32) return std::nullopt;
+    if (x == kNone || !RegionFloat(g_.tensor(x).dtype)) return std::nullopt;
     const std::vector<int64_t>& xs = Shape(x);
     std::vector<bool> red(xs.size(), false);
     if (KindOf(op) == MemberKind::kMatVec) {
       // [.., M, K] x [.., K, 1], the batch dims the same: the sum is over K.
       const TensorId v = NodeInput(op, 1);
-      if (v == kNone || g_.tensor(v).dtype != DType::kFloat32 || xs.size() < 3) return std::nullopt;
+      if (v == kNone || !RegionFloat(g_.tensor(v).dtype) || xs.size() < 3) return std::nullopt;
       const std::vector<int64_t>& vs = Shape(v);
       if (vs.size() != xs.size() || vs.back() != 1 || vs[vs.size() - 2] != xs.back() || xs.back() <= 1) {
         return std::nullopt;

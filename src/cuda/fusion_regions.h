@@ -102,6 +102,11 @@ namespace hfuse::cuda {
 inline constexpr int kMaxRegionOperands = 16, kMaxRegionSteps = 64, kMaxRegionOutputs = 8;
 inline constexpr int64_t kMaxRegionCols = 2048;
 
+// The types a region's tensors may have: float32, and float16 and bfloat16
+// read into float32 and rounded back to nearest even when written (what
+// Inductor does with a bfloat16 chain: no rounding between its ops).
+inline bool RegionFloat(DType t) { return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16; }
+
 // The elementwise function of an ONNX node (OnnxFunc, its alpha and beta,
 // how many inputs it takes), as the elementwise kernel and a fused region
 // compute it; nothing (and why) for an op_type with none or an attribute
@@ -130,6 +135,7 @@ struct RegionOperand {
   // view of the gate's output (its own row-major buffer), the input
   // row-major, so the same strides find its elements; kNone otherwise.
   TensorId view = kNone;
+  DType dtype = DType::kFloat32;  // as it lies in memory (RegionFloat); the kernel computes in float32
 };
 
 // Input `slot` of an op: the IR's elementwise op's input, or an opaque
@@ -177,6 +183,7 @@ struct RegionOutput {
   TensorId place = kNone;
   int64_t offset = 0;
   std::vector<int64_t> strides;
+  DType dtype = DType::kFloat32;  // as `place` holds it (RegionFloat), rounded to nearest even from float32
 };
 
 // Where place (row, col) of a region's domain is in a tensor laid out over

@@ -702,7 +702,7 @@ void CudaExecutor::Impl::PlanRegion(const cuda::FusionRegion& r) {
     return;
   }
   // Its operands, each as the kernel reads it; its members one by one
-  // where one is not a float32 tensor as the region planned it.
+  // where one is not a tensor of the type the region planned (read as is).
   std::vector<const void*> operands;
   std::vector<std::vector<int64_t>> strides;
   std::vector<TensorId> reads, writes;
@@ -711,7 +711,7 @@ void CudaExecutor::Impl::PlanRegion(const cuda::FusionRegion& r) {
   for (const cuda::RegionOperand& o : r.operands) {
     const Op& op = g.op(o.op);
     const std::optional<cuda::StridedOperand> so = SlotOperand(op, static_cast<size_t>(o.slot), o.over);
-    ok = ok && so && so->type == kF32 && so->as == kF32;
+    ok = ok && so && so->type == static_cast<int32_t>(o.dtype) && so->as == so->type;
     if (!ok) break;
     operands.push_back(so->ptr);
     strides.push_back(cuda::OperandStrides(g, views, o));

@@ -42,6 +42,9 @@ from onnx import TensorProto, helper
 from model_inputs import dim_args, feeds_for, write_npz
 from onnx_checks import check, failures, hfuse, set_tool
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from onnx_bfloat16 import to_bfloat16  # noqa: E402
+
 F, I64, I32, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.INT32, TensorProto.BOOL
 
 
@@ -113,8 +116,32 @@ def gather_group_model(name, tables, concat=True, shared_ids=False):
     return model(name, nodes, inputs, outputs, inits)
 
 
+# Regions whose models come again in bfloat16 and in float16 (NAME_bf16,
+# NAME_f16: every float tensor rewritten by scripts/onnx_bfloat16.py): the
+# region reads and writes each tensor in its 16-bit type and computes in
+# float32, as many launches as in float32 (EXPECT_LAUNCHES and
+# check_plans.py's PLAN_WORDS hold for them under the float32 name).
+REGIONS_16BIT = ("region_dice", "region_gate_weighted_sum", "region_rows_2048", "region_quad_rows")
+
+
+def float32_name(name):
+    """The float32 op model a 16-bit one was made from (itself otherwise)."""
+    base, _, suffix = name.rpartition("_")
+    return base if suffix in ("bf16", "f16") and base in REGIONS_16BIT else name
+
+
 def op_models():
     """(name, model): one per kernel form, each with a dynamic N (bound to 37)."""
+    for name, m in float32_op_models():
+        yield name, m
+        if name in REGIONS_16BIT:
+            for suffix, to in (("bf16", TensorProto.BFLOAT16), ("f16", TensorProto.FLOAT16)):
+                sixteen = onnx.ModelProto()
+                sixteen.CopyFrom(m)
+                yield f"{name}_{suffix}", to_bfloat16(sixteen, to)
+
+
+def float32_op_models():
     N = "N"
     table = floats("table", [50, 8])
     yield "gather_embedding", model("g", [helper.make_node("Gather", ["table", "ids"], ["y"])],
@@ -992,7 +1019,7 @@ def main():
             path = os.path.join(work, f"{name}.onnx")
             onnx.save(m, path)
             dims = ["--dim", "N=37"] if dynamic_dim(path) else []
-            verify(path, name, *dims, most_launches=EXPECT_LAUNCHES.get(name))
+            verify(path, name, *dims, most_launches=EXPECT_LAUNCHES.get(float32_name(name)))
         check_gather_group_ids(work)
         if ops_only:
             dirs = []

@@ -18,13 +18,15 @@ onnx_ops.def runs on the host (a three-operand Einsum) names exactly it,
 and `hfuse --list-ops` lists every operator.
 """
 import os
+import re
 import subprocess
 import sys
 import tempfile
 
 import onnx
 
-from check_gpu_models import dynamic_dim, op_models
+from check_gpu_models import dynamic_dim, float32_name, op_models
+from onnx_bfloat16 import to_bfloat16
 from model_inputs import dim_args, feeds_for, write_npz
 from onnx import TensorProto, helper
 
@@ -74,6 +76,7 @@ PLAN_WORDS = {"stack_picked": {"unread": 1, "in place": 1}, "stack_picked_unorde
 
 
 def plan_check(tool, path, label, *args, words=None):
+    """plan_check's summary line (`M: N ops, L launches, ...: ok`), checked to end in ok."""
     r = subprocess.run([tool, path, *args, *(["--verbose"] if words else [])], capture_output=True, text=True)
     out = (r.stdout.strip().splitlines() or [""])[-1]
     check(r.returncode == 0 and out.endswith(": ok"),
@@ -83,6 +86,13 @@ def plan_check(tool, path, label, *args, words=None):
         got = sum(1 for line in r.stdout.splitlines()
                   if line.startswith(f"  {word} ") or (" " in word and f"({word}," in line))
         check(got == want, f"{label}: {got} ops planned '{word}', want {want}")
+    return out
+
+
+def plan_counts(line):
+    """(launches, ops in regions, attention regions) of plan_check's summary line."""
+    m = re.search(r" (\d+) launches, .* regions of (\d+) ops \((\d+) attention\)", line)
+    return tuple(map(int, m.groups())) if m else None
 
 
 def check_host_lines(path, label, want):
@@ -117,9 +127,9 @@ def main():
             if dynamic_dim(path):
                 for n in (1, 37):
                     # (at N = 1 a slot's strides are a plain array's: the words hold at 37)
-                    plan_check(tool, path, name, "--dim", f"N={n}", words=PLAN_WORDS.get(name) if n > 1 else None)
+                    plan_check(tool, path, name, "--dim", f"N={n}", words=PLAN_WORDS.get(float32_name(name)) if n > 1 else None)
             else:
-                plan_check(tool, path, name, words=PLAN_WORDS.get(name))
+                plan_check(tool, path, name, words=PLAN_WORDS.get(float32_name(name)))
         for d in dirs:
             where = os.path.normpath(d).split(os.sep)[-2:]
             for f in sorted(os.listdir(d)):
@@ -134,7 +144,18 @@ def main():
                     npz = os.path.join(work, "inputs.npz")
                     feeds = feeds_for(os.path.join(d, f"{name}.json"), batch, 11)
                     write_npz(npz, feeds)
-                    plan_check(tool, path, "/".join(where + [f]), *dim_args(proto, feeds), "--inputs", npz)
+                    out = plan_check(tool, path, "/".join(where + [f]), *dim_args(proto, feeds), "--inputs", npz)
+                # torch-rechub's models in bfloat16 (bench/real_models.py --dtype bfloat16): the
+                # same plan as in float32, every region read and written in bfloat16, but for
+                # attention, which the attention kernel runs in float32 only (AutoInt's).
+                if where[-1] == "dynamo" and where[0] != "widedeep":
+                    half = os.path.join(work, "bf16_" + f)
+                    onnx.save(to_bfloat16(onnx.load(path)), half)
+                    out16 = plan_check(tool, half, "bfloat16 " + "/".join(where + [f]), *dim_args(proto, feeds),
+                                       "--inputs", npz)
+                    f32, bf16 = plan_counts(out), plan_counts(out16)
+                    check(f32 and bf16 and (f32 == bf16 or f32[2] > 0),
+                          f"bfloat16 {f}: (launches, region ops, attention regions) {bf16}, float32 {f32}")
     if failures:
         print(f"{len(failures)} check(s) failed")
         sys.exit(1)
