@@ -15,21 +15,23 @@ constexpr int64_t kSharedMaxBytes = 48 * 1024;
 // The most batch matrices a block of the shared kernel takes.
 constexpr int kSharedMaxMatrices = 64;
 
-// K and V read where they lie, a thread a query row.
-template <int kMaxHead>
+// K and V read where they lie, a thread a query row; Q, K, V and O of type T.
+template <int kMaxHead, typename T>
 __global__ void __launch_bounds__(kAttentionThreads) AttentionKernel(AttentionArgs a) {
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= a.batch * a.sq) return;
-  AttentionRow<kMaxHead>(a, t / a.sq, t % a.sq);
+  AttentionRowOf<kMaxHead, T>(a, t / a.sq, t % a.sq);
 }
 
 // Batch matrices `per_block` a block: their K^T and V copied into shared
 // memory, rows of kMaxHead padded with zeros (K key-major, [sk][kMaxHead];
 // V [sk][kMaxHead]), then a thread a query row (or several, where the
-// block has fewer threads than rows).
-template <int kMaxHead>
+// block has fewer threads than rows). K and V are float32 there, whatever T.
+template <int kMaxHead, typename T>
 __global__ void __launch_bounds__(kSharedMaxThreads<kMaxHead>) AttentionSharedKernel(AttentionArgs a, int per_block) {
   extern __shared__ float kv[];
+  const T* const kt = static_cast<const T*>(a.kt);
+  const T* const v = static_cast<const T*>(a.v);
   __shared__ int64_t kt_at[kSharedMaxMatrices], v_at[kSharedMaxMatrices];
   const int64_t first = static_cast<int64_t>(blockIdx.x) * per_block;
   const int mats = static_cast<int>(a.batch - first < per_block ? a.batch - first : per_block);
@@ -53,9 +55,9 @@ __global__ void __launch_bounds__(kSharedMaxThreads<kMaxHead>) AttentionSharedKe
       value[u] = 0.0f;
       if (e < total) {
         if (r < k_size) {
-          if (i < d) value[u] = a.kt[kt_at[m] + i * a.kt_d + j * a.kt_key];
+          if (i < d) value[u] = AttentionLoad(kt[kt_at[m] + i * a.kt_d + j * a.kt_key]);
         } else if (i < dv) {
-          value[u] = a.v[v_at[m] + j * a.v_key + i * a.v_col];
+          value[u] = AttentionLoad(v[v_at[m] + j * a.v_key + i * a.v_col]);
         }
       }
     }
@@ -70,13 +72,13 @@ __global__ void __launch_bounds__(kSharedMaxThreads<kMaxHead>) AttentionSharedKe
     const int m = t / sq, row = t - m * sq;
     const int64_t b = first + m;
     const float* k = kv + m * per_matrix;
-    AttentionRowFrom<kMaxHead, int, true>(a, a.q + AttentionBatchOffset(a, a.q_batch, b) + row * a.q_row, k, 1,
-                                          kMaxHead, k + k_size, kMaxHead, 1,
-                                          a.o + AttentionBatchOffset(a, a.o_batch, b) + row * a.o_row);
+    AttentionRowFrom<kMaxHead, int, true>(
+        a, static_cast<const T*>(a.q) + AttentionBatchOffset(a, a.q_batch, b) + row * a.q_row, k, 1, kMaxHead,
+        k + k_size, kMaxHead, 1, static_cast<T*>(a.o) + AttentionBatchOffset(a, a.o_batch, b) + row * a.o_row);
   }
 }
 
-template <int kMaxHead>
+template <int kMaxHead, typename T>
 void Launch(const AttentionArgs& a, cudaStream_t stream) {
   // Matrices a block: the count (up to the thread and shared-memory
   // limits) whose rows fill the most of the warps they take.
@@ -98,27 +100,36 @@ void Launch(const AttentionArgs& a, cudaStream_t stream) {
     const int64_t rows = static_cast<int64_t>(best) * a.sq;
     const auto threads = static_cast<unsigned>((std::min<int64_t>(rows, kMaxThreads) + 31) / 32 * 32);
     const auto blocks = static_cast<unsigned>((a.batch + best - 1) / best);
-    AttentionSharedKernel<kMaxHead><<<blocks, threads, static_cast<size_t>(best * per_matrix_bytes), stream>>>(a, best);
+    AttentionSharedKernel<kMaxHead, T><<<blocks, threads, static_cast<size_t>(best * per_matrix_bytes), stream>>>(a, best);
     return;
   }
   const int64_t threads = a.batch * a.sq;
   const auto blocks = static_cast<unsigned>((threads + kAttentionThreads - 1) / kAttentionThreads);
-  AttentionKernel<kMaxHead><<<blocks, kAttentionThreads, 0, stream>>>(a);
+  AttentionKernel<kMaxHead, T><<<blocks, kAttentionThreads, 0, stream>>>(a);
+}
+
+template <typename T>
+void LaunchOf(const AttentionArgs& args, cudaStream_t stream) {
+  const int head = args.d > args.dv ? args.d : args.dv;
+  if (head <= 8) {
+    Launch<8, T>(args, stream);
+  } else if (head <= 16) {
+    Launch<16, T>(args, stream);
+  } else if (head <= 32) {
+    Launch<32, T>(args, stream);
+  } else {
+    Launch<kMaxAttentionHead, T>(args, stream);
+  }
 }
 
 }  // namespace
 
 void LaunchAttention(const AttentionArgs& args, cudaStream_t stream) {
   if (args.batch * args.sq == 0) return;
-  const int head = args.d > args.dv ? args.d : args.dv;
-  if (head <= 8) {
-    Launch<8>(args, stream);
-  } else if (head <= 16) {
-    Launch<16>(args, stream);
-  } else if (head <= 32) {
-    Launch<32>(args, stream);
-  } else {
-    Launch<kMaxAttentionHead>(args, stream);
+  switch (args.dtype) {
+    case DType::kFloat16: LaunchOf<AttentionHalf>(args, stream); break;
+    case DType::kBFloat16: LaunchOf<AttentionBFloat16>(args, stream); break;
+    default: LaunchOf<float>(args, stream); break;
   }
 }
 

@@ -23,6 +23,10 @@
 // shared memory read behind a test per element; 59 us with padded rows
 // read by vector loads; 53 us in one pass, the query scaled first.)
 //
+// Q, K, V and O are float32, or all float16 or all bfloat16: read into
+// float32 (the arithmetic is float32's either way) and O rounded to nearest
+// even when written.
+//
 // The planning (which chains, their operands) is in fusion_regions.h
 // (FusionRegion::attention). The row function below is the kernel's body
 // and runs on the host too: plan_check and cuda_plan_test check the
@@ -32,10 +36,14 @@
 #include <cmath>
 #include <cstdint>
 
+#include "hfuse/ir/graph.h"
+#include "hfuse/support/half.h"
+
 #if defined(__CUDACC__) || defined(HFUSE_HAVE_CUDA)
 #include <cuda_runtime.h>
 #endif
 #if defined(__CUDACC__)
+#include <cuda_fp16.h>
 #define HFUSE_HOST_DEVICE __host__ __device__
 #else
 #define HFUSE_HOST_DEVICE
@@ -53,15 +61,58 @@ inline constexpr int kMaxAttentionHead = 64;
 // The most batch dims (numpy broadcast onto O's).
 inline constexpr int kMaxAttentionBatchDims = 4;
 
+// A 16-bit element of Q, K^T, V or O: its bits.
+struct AttentionHalf {
+  uint16_t bits;
+};
+struct AttentionBFloat16 {
+  uint16_t bits;
+};
+
+HFUSE_HOST_DEVICE inline float AttentionLoad(float x) { return x; }
+HFUSE_HOST_DEVICE inline float AttentionLoad(AttentionBFloat16 x) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(static_cast<unsigned>(x.bits) << 16);
+#else
+  return BFloat16ToFloat(x.bits);
+#endif
+}
+HFUSE_HOST_DEVICE inline float AttentionLoad(AttentionHalf x) {
+#if defined(__CUDA_ARCH__)
+  return __half2float(__ushort_as_half(x.bits));
+#else
+  return HalfToFloat(x.bits);
+#endif
+}
+HFUSE_HOST_DEVICE inline void AttentionStore(float* p, float v) { *p = v; }
+HFUSE_HOST_DEVICE inline void AttentionStore(AttentionBFloat16* p, float v) {
+#if defined(__CUDA_ARCH__)
+  const unsigned u = __float_as_uint(v);
+  p->bits = static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u
+                                                                    : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+#else
+  p->bits = FloatToBFloat16(v);
+#endif
+}
+HFUSE_HOST_DEVICE inline void AttentionStore(AttentionHalf* p, float v) {
+#if defined(__CUDA_ARCH__)
+  p->bits = __half_as_ushort(__float2half_rn(v));
+#else
+  p->bits = FloatToHalf(v);
+#endif
+}
+
 // One attention launch: matrices Q [sq, d], K^T [d, sk], V [sk, dv] and O
 // [sq, dv] per batch index (over `batch_shape`, row-major), each element at
-// its base + batch offset + index . strides (in floats; a broadcast batch
-// dim has stride 0).
+// its base + batch offset + index . strides (in elements; a broadcast batch
+// dim has stride 0), all four of type `dtype` (float32, float16 or
+// bfloat16).
 struct AttentionArgs {
-  const float* q;
-  const float* kt;
-  const float* v;
-  float* o;
+  const void* q;
+  const void* kt;
+  const void* v;
+  void* o;
+  DType dtype;
   int32_t batch_dims;
   int64_t batch_shape[kMaxAttentionBatchDims];
   int64_t q_batch[kMaxAttentionBatchDims], kt_batch[kMaxAttentionBatchDims], v_batch[kMaxAttentionBatchDims],
@@ -98,22 +149,23 @@ HFUSE_HOST_DEVICE inline int64_t AttentionBatchOffset(const AttentionArgs& a, co
 
 // One query row: O's row `o` from Q's row `q`, K^T (element (i, j) at
 // kt[i * kt_d + j * kt_key]) and V (element (j, i) at v[j * v_key + i *
-// v_col]); strides in floats, of type S (the kernel's copies in shared
-// memory take 32-bit ones). kMaxHead >= args.d and >= args.dv (the
+// v_col]); strides in elements, of type S (the kernel's copies in shared
+// memory take 32-bit ones); Q of type T, O of type TO (AttentionLoad,
+// AttentionStore), K and V of type TKV (float in shared memory). kMaxHead >= args.d and >= args.dv (the
 // registers a thread holds). kPadded: K's and V's rows hold kMaxHead
 // elements each, zeros past d and dv (the shared-memory copies), so the
 // loops over a row read every element without a test (vector loads, no
 // branch between them: the tests before each load, one after the other,
 // made the first shared-memory kernel as slow as reading from memory).
-template <int kMaxHead, typename S, bool kPadded = false>
-HFUSE_HOST_DEVICE inline void AttentionRowFrom(const AttentionArgs& a, const float* q, const float* kt, S kt_d,
-                                               S kt_key, const float* v, S v_key, S v_col, float* o) {
+template <int kMaxHead, typename S, bool kPadded, typename T, typename TKV>
+HFUSE_HOST_DEVICE inline void AttentionRowFrom(const AttentionArgs& a, const T* q, const TKV* kt, S kt_d, S kt_key,
+                                               const TKV* v, S v_key, S v_col, T* o) {
   // The query scaled first (the scale applied to each score, one division
   // a key, cost as much as the rest of the loop).
   float qr[kMaxHead], acc[kMaxHead];
   HFUSE_UNROLL
   for (int i = 0; i < kMaxHead; ++i) {
-    const float x = i < a.d ? q[i * a.q_col] : 0.0f;
+    const float x = i < a.d ? AttentionLoad(q[i * a.q_col]) : 0.0f;
     qr[i] = a.divide ? x / a.scale : x * a.scale;
     acc[i] = 0.0f;
   }
@@ -125,7 +177,7 @@ HFUSE_HOST_DEVICE inline void AttentionRowFrom(const AttentionArgs& a, const flo
     float s = 0.0f;
     HFUSE_UNROLL
     for (int i = 0; i < kMaxHead; ++i) {
-      if (kPadded || i < a.d) s += qr[i] * kt[static_cast<S>(i) * kt_d + j * kt_key];
+      if (kPadded || i < a.d) s += qr[i] * AttentionLoad(kt[static_cast<S>(i) * kt_d + j * kt_key]);
     }
     if (s > top) {
       const float c = AttentionExp(top - s);
@@ -136,25 +188,38 @@ HFUSE_HOST_DEVICE inline void AttentionRowFrom(const AttentionArgs& a, const flo
     }
     const float p = AttentionExp(s - top);
     sum += p;
-    const float* vj = v + j * v_key;
+    const TKV* vj = v + j * v_key;
     HFUSE_UNROLL
     for (int i = 0; i < kMaxHead; ++i) {
-      if (kPadded || i < a.dv) acc[i] += p * vj[static_cast<S>(i) * v_col];
+      if (kPadded || i < a.dv) acc[i] += p * AttentionLoad(vj[static_cast<S>(i) * v_col]);
     }
   }
   HFUSE_UNROLL
   for (int i = 0; i < kMaxHead; ++i) {
-    if (i < a.dv) o[i * a.o_col] = acc[i] / sum;
+    if (i < a.dv) AttentionStore(o + i * a.o_col, acc[i] / sum);
   }
 }
 
-// Query row `row` of batch matrix `b`, K and V read where they lie.
+// Query row `row` of batch matrix `b`, K and V read where they lie, the
+// four of type T.
+template <int kMaxHead, typename T>
+HFUSE_HOST_DEVICE inline void AttentionRowOf(const AttentionArgs& a, int64_t b, int64_t row) {
+  const T* kt = static_cast<const T*>(a.kt);
+  const T* v = static_cast<const T*>(a.v);
+  AttentionRowFrom<kMaxHead, int64_t, false>(
+      a, static_cast<const T*>(a.q) + AttentionBatchOffset(a, a.q_batch, b) + row * a.q_row,
+      kt + AttentionBatchOffset(a, a.kt_batch, b), a.kt_d, a.kt_key, v + AttentionBatchOffset(a, a.v_batch, b),
+      a.v_key, a.v_col, static_cast<T*>(a.o) + AttentionBatchOffset(a, a.o_batch, b) + row * a.o_row);
+}
+
+// The same, of a.dtype's type (the host's check of the kernel).
 template <int kMaxHead>
-HFUSE_HOST_DEVICE inline void AttentionRow(const AttentionArgs& a, int64_t b, int64_t row) {
-  AttentionRowFrom<kMaxHead, int64_t>(a, a.q + AttentionBatchOffset(a, a.q_batch, b) + row * a.q_row,
-                                      a.kt + AttentionBatchOffset(a, a.kt_batch, b), a.kt_d, a.kt_key,
-                                      a.v + AttentionBatchOffset(a, a.v_batch, b), a.v_key, a.v_col,
-                                      a.o + AttentionBatchOffset(a, a.o_batch, b) + row * a.o_row);
+inline void AttentionRow(const AttentionArgs& a, int64_t b, int64_t row) {
+  switch (a.dtype) {
+    case DType::kFloat16: AttentionRowOf<kMaxHead, AttentionHalf>(a, b, row); break;
+    case DType::kBFloat16: AttentionRowOf<kMaxHead, AttentionBFloat16>(a, b, row); break;
+    default: AttentionRowOf<kMaxHead, float>(a, b, row); break;
+  }
 }
 
 #if defined(HFUSE_HAVE_CUDA) || defined(__CUDACC__)

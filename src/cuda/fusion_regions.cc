@@ -374,12 +374,15 @@ class Planner {
     // V is no value of the chain (MatMul(p, p): its users list names the
     // MatMul once), which has no buffer.
     if (v == p || v == x || v == first.outputs[0]) return std::nullopt;
+    // One type for all (RegionFloat: the kernel reads 16-bit ones into float32).
+    if (o == kNone || !RegionFloat(g_.tensor(o).dtype)) return std::nullopt;
+    const DType type = g_.tensor(o).dtype;
     for (TensorId t : {q, kt, v, o, x, p}) {
-      if (t == kNone || g_.tensor(t).dtype != DType::kFloat32) return std::nullopt;
+      if (t == kNone || g_.tensor(t).dtype != type) return std::nullopt;
     }
     for (TensorId t : {q, kt, v, o}) {
       const Layout& l = LayoutOf(t);
-      if (l.root == kNone || l.root_dtype != DType::kFloat32 || Shape(t).size() < 2) return std::nullopt;
+      if (l.root == kNone || l.root_dtype != type || Shape(t).size() < 2) return std::nullopt;
     }
     const std::vector<int64_t>&qs = Shape(q), &ks = Shape(kt), &vs = Shape(v), &os = Shape(o);
     const int64_t sq = qs[qs.size() - 2], d = qs.back(), sk = ks.back(), dv = vs.back();
@@ -1413,6 +1416,7 @@ AttentionArgs AttentionArgsOf(const Graph& graph, const ViewPlan& views, const F
   a.sk = static_cast<int32_t>(shape(t.kt).back());
   a.scale = r.attention->scale;
   a.divide = r.attention->divide ? 1 : 0;
+  a.dtype = graph.tensor(t.o).dtype;
   return a;
 }
 

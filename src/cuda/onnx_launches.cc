@@ -752,7 +752,7 @@ void CudaExecutor::Impl::PlanRegion(const cuda::FusionRegion& r) {
 void CudaExecutor::Impl::PlanAttention(const cuda::FusionRegion& r) {
   const cuda::AttentionTensors t = cuda::AttentionTensorsOf(g, r);
   cuda::AttentionArgs a = cuda::AttentionArgsOf(g, views, r);
-  auto at = [&](TensorId x) { return reinterpret_cast<float*>(PlaceOf(x).base); };  // its first element
+  auto at = [&](TensorId x) { return PlaceOf(x).base; };  // its first element
   a.q = at(t.q);
   a.kt = at(t.kt);
   a.v = at(t.v);

@@ -210,22 +210,24 @@ int Main(int argc, char** argv) {
       ++attention_regions;
       const cuda::AttentionTensors t = cuda::AttentionTensorsOf(g, r);
       cuda::AttentionArgs a = cuda::AttentionArgsOf(g, views, r);
-      auto at = [&](TensorId x) {
+      const DType type = g.tensor(t.o).dtype;  // (Q's, K's and V's too)
+      const int64_t size = DTypeBytes(type);
+      auto at = [&](TensorId x) -> const void* {
         const cuda::Layout& l = views.layout[static_cast<size_t>(x)];
-        return reinterpret_cast<const float*>(root_buffer(l.root).bytes.data()) + l.offset;
+        return root_buffer(l.root).bytes.data() + l.offset * size;
       };
       a.q = at(t.q);
       a.kt = at(t.kt);
       a.v = at(t.v);
       const cuda::Layout& ol = views.layout[static_cast<size_t>(t.o)];
-      HostTensor out(DType::kFloat32, views.shape[static_cast<size_t>(ol.root)]);
+      HostTensor out(type, views.shape[static_cast<size_t>(ol.root)]);
       for (int64_t i = 0; i < out.numel(); ++i) out.Set(i, NAN);
-      a.o = reinterpret_cast<float*>(out.bytes.data()) + ol.offset;
+      a.o = out.bytes.data() + ol.offset * size;
       for (int64_t b = 0; b < a.batch; ++b) {
         for (int64_t row = 0; row < a.sq; ++row) cuda::AttentionRow<cuda::kMaxAttentionHead>(a, b, row);
       }
       const HostTensor& want = ref[static_cast<size_t>(t.o)];
-      HostTensor got(DType::kFloat32, views.shape[static_cast<size_t>(t.o)]);
+      HostTensor got(type, views.shape[static_cast<size_t>(t.o)]);
       ReadThrough(ol, views.shape[static_cast<size_t>(t.o)], out, got);
       float scale = 0.0f, err = 0.0f;
       for (int64_t i = 0; i < want.numel(); ++i) {
@@ -233,7 +235,7 @@ int Main(int argc, char** argv) {
         const float e = std::fabs(got.Get(i) - want.Get(i));
         err = std::isnan(e) ? INFINITY : std::max(err, e);
       }
-      if (err > 1e-5f * std::max(scale, 1.0f)) {
+      if (err > (type == DType::kFloat32 ? 1e-5 : Tolerance(type)) * std::max(scale, 1.0f)) {
         c.Fail(fmt::format("fused attention of '{}' to '{}' computes '{}' wrong (error {} at scale {})",
                            g.op(r.ops.front()).name, g.op(r.ops.back()).name, g.tensor(t.o).name, err, scale));
       }

@@ -118,10 +118,11 @@ def gather_group_model(name, tables, concat=True, shared_ids=False):
 
 # Regions whose models come again in bfloat16 and in float16 (NAME_bf16,
 # NAME_f16: every float tensor rewritten by scripts/onnx_bfloat16.py): the
-# region reads and writes each tensor in its 16-bit type and computes in
-# float32, as many launches as in float32 (EXPECT_LAUNCHES and
-# check_plans.py's PLAN_WORDS hold for them under the float32 name).
-REGIONS_16BIT = ("region_dice", "region_gate_weighted_sum", "region_rows_2048", "region_quad_rows")
+# region (an attention too) reads and writes each tensor in its 16-bit type
+# and computes in float32, as many launches as in float32 (EXPECT_LAUNCHES
+# and check_plans.py's PLAN_WORDS hold for them under the float32 name).
+REGIONS_16BIT = ("region_dice", "region_gate_weighted_sum", "region_rows_2048", "region_quad_rows",
+                 "attention_heads")
 
 
 def float32_name(name):
