@@ -11,9 +11,11 @@ constexpr int kAttentionThreads = 128;
 // shared-memory bytes, of a block of the shared kernel.
 template <int kMaxHead>
 constexpr int kSharedMaxThreads = kMaxHead <= 16 ? 512 : 256;
-constexpr int64_t kSharedMaxBytes = 48 * 1024;
 // The most batch matrices a block of the shared kernel takes.
 constexpr int kSharedMaxMatrices = 64;
+// Its dynamic shared memory: the 48 KiB a launch may have without opting
+// in, less the kernel's static arrays (two offsets a matrix).
+constexpr int64_t kSharedMaxBytes = 48 * 1024 - 2 * kSharedMaxMatrices * static_cast<int64_t>(sizeof(int64_t));
 
 // K and V read where they lie, a thread a query row; Q, K, V and O of type T.
 template <int kMaxHead, typename T>

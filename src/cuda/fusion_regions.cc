@@ -409,10 +409,11 @@ class Planner {
       operand.op = op;
       operand.slot = slot;
       operand.over = Shape(NodeInput(g_.op(op), static_cast<size_t>(slot)));
+      operand.dtype = type;
       r.operands.push_back(std::move(operand));
     }
     const Layout& ol = LayoutOf(o);
-    r.outputs.push_back({o, 0, os, std::vector<bool>(os.size(), false), ol.root, ol.offset, ol.strides});
+    r.outputs.push_back({o, 0, os, std::vector<bool>(os.size(), false), ol.root, ol.offset, ol.strides, type});
     return r;
   }
 

@@ -175,6 +175,15 @@ const Op* CudaExecutor::Impl::AbsorbActivation(const Op& op, cuda::DeviceGemm& m
     act = &reader;
   }
   const OpId act_id = g.tensor(t).users[0];
+  // The activation reads the GEMM's elements in their order: a reshape of
+  // them, not a permutation (a Transpose or a reversing Slice is a view
+  // too, and the activation reads any strides).
+  const TensorId y = op.outputs[0];
+  const cuda::Layout &yl = views.layout[static_cast<size_t>(y)], &tl = views.layout[static_cast<size_t>(t)];
+  if (yl.root == kNone || tl.root != yl.root || tl.offset != yl.offset ||
+      !cuda::IsRowMajor(yl, views.shape[static_cast<size_t>(y)]) || !cuda::IsRowMajor(tl, views.shape[static_cast<size_t>(t)])) {
+    return nullptr;
+  }
   // No launch between them: the memory plan gives the activation's output
   // its buffer from the activation on, which nothing else may use before.
   const auto from = std::find(order.begin(), order.end(), g.tensor(op.outputs[0]).producer);
@@ -199,14 +208,17 @@ const Op* CudaExecutor::Impl::AbsorbActivation(const Op& op, cuda::DeviceGemm& m
     rows = cuda::RowStride(zl, zs);
   }
   if (!rows) return nullptr;
-  // Not on the GEMM's A (dead after the GEMM, so its buffer may be the activation's).
+  // Not on the GEMM's inputs (each may be dead after the GEMM, so its
+  // buffer may be the activation's: A, or a computed B or bias).
   const auto span = [&](TensorId x) {
     const TensorId root = views.layout[static_cast<size_t>(x)].root;
     const char* b = BufferOf(root);
     return Span{b, b + Bytes(root)};
   };
   const GemmMember member = GemmMemberOf(op, 0);
-  if (span(z).Overlaps(span(member.a))) return nullptr;
+  for (TensorId in : {member.a, member.w, member.bias}) {
+    if (in != kNone && span(z).Overlaps(span(in))) return nullptr;
+  }
   m.y = PlaceOf(z).base;
   m.ldy = *rows;
   m.act = static_cast<int>(act->attrs.func);

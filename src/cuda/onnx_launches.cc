@@ -1056,6 +1056,11 @@ bool CudaExecutor::Impl::AddIntoGather(const Op& op, const std::vector<TensorId>
 bool CudaExecutor::Impl::ConcatIntoGathers(const Op& op, const std::vector<TensorId>& parts, TensorId y,
                                            size_t axis) {
   if (!options.gather_batches || parts.empty()) return false;
+  // A waiting chain launches first: it may read a buffer the copies below
+  // write (the memory plan's order puts it before the concatenate), and a
+  // chain and waiting gathers never wait together (Add launches gathers
+  // first).
+  FlushChain();
   const std::vector<int64_t>& ys = views.shape[static_cast<size_t>(y)];
   const DType dtype = g.tensor(y).dtype;
   const int64_t esize = DTypeBytes(dtype);

@@ -570,6 +570,36 @@ def float32_op_models():
          floats("one", [], 0.0, 1.0), floats("half", [], 0.0, 0.5), floats("w2", [16, 8], 0.2),
          floats("b2", [8], 0.1), floats("w3", [20, 12], 0.3), floats("b3", [20], 0.1),
          ints("shape", [-1, 2, 10])])
+    # Where the activation's epilogue must not take it (review, 2026-12-05):
+    # a tanh reading the GEMM's output through a Transpose (a permutation,
+    # not the GEMM's rows: the epilogue would write tanh(Y) where tanh(Y^T)
+    # goes), and a tanh after a Gemm whose B is computed (Relu(v), dead
+    # after the Gemm and as large as the tanh's output: its buffer may be
+    # the tanh's, which the kernel would write while other blocks read B).
+    # (The second GEMM reads the first's result, so that the two do not group.)
+    yield "gemm_activation_refused", model("gar", [
+        helper.make_node("MatMul", ["x", "w"], ["h"]),
+        helper.make_node("Transpose", ["h"], ["ht"], perm=[1, 0]),
+        helper.make_node("Tanh", ["ht"], ["y"]),
+        helper.make_node("Transpose", ["y"], ["yt"], perm=[1, 0]),
+        helper.make_node("Relu", ["v"], ["vr"]),
+        helper.make_node("Gemm", ["yt", "vr"], ["g"], transB=1),
+        helper.make_node("Tanh", ["g"], ["g2"]),
+        helper.make_node("MatMul", ["g2", "w2"], ["y2"]),
+    ], [("x", F, [N, 16]), ("v", F, [24, 40])], [("y", F, [40, N]), ("y2", F, [N, 5])],
+        [floats("w", [16, 40], 0.3), floats("w2", [24, 5], 0.2)])
+    # A chain waiting (the Clip, which no region takes, reads the GEMM's h,
+    # dead after it) when a concatenate of graph inputs becomes copies in a
+    # gather batch (whose output may take h's buffer), then an Add of both:
+    # the chain launches before the copies (review, 2026-12-05).
+    yield "chain_before_dense_copies", model("cdc", [
+        helper.make_node("MatMul", ["x", "w"], ["h"]),
+        helper.make_node("Clip", ["h", "lo", "hi"], ["r"]),
+        helper.make_node("Concat", ["d1", "d2"], ["c"], axis=1),
+        helper.make_node("Add", ["r", "c"], ["e"]),
+        helper.make_node("MatMul", ["e", "w2"], ["y"]),
+    ], [("x", F, [N, 8]), ("d1", F, [N, 4]), ("d2", F, [N, 4])], [("y", F, [N, 3])],
+        [floats("w", [8, 8], 0.3), floats("lo", [], 0.0, -0.5), floats("hi", [], 0.0, 0.5), floats("w2", [8, 3], 0.2)])
     # A region of one column, four rows a thread (fused_elementwise.h): a
     # GELU-like chain over [N, 4, 32] (37 * 128 rows); its input a slice one
     # float past a 16-byte boundary (float4 strides, a pointer that fails
@@ -914,6 +944,9 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # region_rows_2048: a region each, the scaled Softmax and the LayerNorm;
 # region_quad_rows: the region, the concatenate copying its graph inputs' parts;
 # gemm_activation_epilogue: the FFN's two GEMMs (the GELU in the first's epilogue), the GEMM with its tanh;
+# gemm_activation_refused: each op a launch but the Transpose view (the
+# second tanh taken into its Gemm where its buffer is not B's: 6);
+# chain_before_dense_copies: the GEMMs, the Clip, the copies, the Add;
 # layernorm_beside_input: a GEMM, the region writing its slot, the
 # concatenate copying the input's columns, the MLP's GEMM;
 # lookup_beside_region: the lookup and the region each writing its slot,
@@ -926,7 +959,8 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_bias_concat": 6,
                    "gather_f16_concat": 1, "gather_past_launch": 2, "dense_beside_lookups": 2, "region_dice": 1,
                    "region_scaled_softmax": 1, "region_scaled_logsoftmax": 1, "region_gate_weighted_sum": 2,
-                   "region_long_rows": 1, "region_rows_2048": 2, "region_quad_rows": 2, "gemm_activation_epilogue": 3, "region_concat_parts": 1, "concat_in_place": 2, "region_cross_wait": 3,
+                   "region_long_rows": 1, "region_rows_2048": 2, "region_quad_rows": 2, "gemm_activation_epilogue": 3,
+                   "gemm_activation_refused": 7, "chain_before_dense_copies": 5, "region_concat_parts": 1, "concat_in_place": 2, "region_cross_wait": 3,
                    "gather_group_odd_widths": 1, "gather_group_f16_bf16": 1, "gather_group_500": 1,
                    "stack_picked": 5, "gemv_group": 1, "attention_heads": 3,
                    "attention_heads_div": 3, "attention_heads_mul": 3, "gathernd_columns": 2,
