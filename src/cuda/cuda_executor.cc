@@ -226,6 +226,11 @@ void CudaExecutor::Impl::PlanLayerNorm(const Op& op) {
     // dims needs the tensor contiguous, which a view is only if it is whole.
     const int64_t last = ConcreteShape(g.tensor(x).shape, dims).back();
     const int64_t xs = n == last ? px.row_stride : n, ys = n == last ? py.row_stride : n;
+    if (n != last) {  // (the view plan gives them no other layout: NormalizesLastDimOnly)
+      for (TensorId t : {x, y}) {
+        HFUSE_CHECK(cuda::IsRowMajor(views.layout[static_cast<size_t>(t)], views.shape[static_cast<size_t>(t)]));
+      }
+    }
     cuda::LayerNormDesc d{px.base, py.base,
                           gamma != kNone ? PlaceOf(gamma).base : nullptr,
                           beta != kNone ? PlaceOf(beta).base : nullptr,

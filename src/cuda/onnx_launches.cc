@@ -701,18 +701,18 @@ void CudaExecutor::Impl::PlanRegion(const cuda::FusionRegion& r) {
     PlanAttention(r);
     return;
   }
-  // Its operands, each as the kernel reads it; its members one by one
-  // where one is not a tensor of the type the region planned (read as is).
+  // Its operands, each as the kernel reads it. (The planner took only
+  // tensors of these types and constants of at most the operand's rank;
+  // its members could not run one by one instead: the view plan may have
+  // laid their outputs out for a region, which writes through any strides.)
   std::vector<const void*> operands;
   std::vector<std::vector<int64_t>> strides;
   std::vector<TensorId> reads, writes;
   std::vector<TensorId> touched;
-  bool ok = true;
   for (const cuda::RegionOperand& o : r.operands) {
     const Op& op = g.op(o.op);
     const std::optional<cuda::StridedOperand> so = SlotOperand(op, static_cast<size_t>(o.slot), o.over);
-    ok = ok && so && so->type == static_cast<int32_t>(o.dtype) && so->as == so->type;
-    if (!ok) break;
+    HFUSE_CHECK(so && so->type == static_cast<int32_t>(o.dtype) && so->as == so->type);
     operands.push_back(so->ptr);
     strides.push_back(cuda::OperandStrides(g, views, o));
     const TensorId t = cuda::InputOf(op, static_cast<size_t>(o.slot));
@@ -720,10 +720,6 @@ void CudaExecutor::Impl::PlanRegion(const cuda::FusionRegion& r) {
       reads.push_back(t);
       touched.push_back(views.layout[static_cast<size_t>(t)].root);
     }
-  }
-  if (!ok) {
-    for (OpId id : r.ops) PlanOp(g.op(id));
-    return;
   }
   std::vector<void*> outputs;
   for (const cuda::RegionOutput& o : r.outputs) {

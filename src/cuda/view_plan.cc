@@ -21,6 +21,23 @@
 namespace hfuse::cuda {
 namespace {
 
+// Whether a LayerNorm (each member of a group) normalizes its last dim
+// alone: its kernel takes rows at a row stride; over several dims it needs
+// them contiguous (PlanLayerNorm), so its X and Y are no rows of a view.
+bool NormalizesLastDimOnly(const Op& op) {
+  auto last_only = [](const std::vector<int64_t>& s) {
+    return std::all_of(s.begin(), s.empty() ? s.end() : s.end() - 1, [](int64_t d) { return d == 1; });
+  };
+  if (IsLayerNorm(op.type)) return last_only(op.attrs.normalized_shape);
+  if (IsGroupLayerNorm(op.type)) return std::all_of(op.attrs.normalized_shapes.begin(), op.attrs.normalized_shapes.end(), last_only);
+  return true;
+}
+
+// Whether op writes its output at any row stride on the device (a slot of
+// a concatenate): WritesStrided's GEMMs and LayerNorms, the latter over
+// their last dim alone.
+bool WritesRows(const Op& op) { return WritesStrided(op) && NormalizesLastDimOnly(op); }
+
 const OnnxOpInfo* OnnxInfo(const Op& op) {
   if (FamilyOf(op.type) != OpFamily::kOpaque || !op.attrs.onnx) return nullptr;
   const OnnxNode& node = *op.attrs.onnx;
@@ -434,7 +451,7 @@ struct Planner {
           why = fmt::format("part '{}' is no op's output (a graph input or a constant)", name);
         } else if (constants.folded[static_cast<size_t>(w)] || Known(r)) {
           why = fmt::format("part '{}' is computed at plan time", name);
-        } else if (!WritesStrided(g.op(w)) && !copies) {
+        } else if (!WritesRows(g.op(w)) && !copies) {
           const Op& maker = g.op(w);
           const bool lookup = IsGroupGather(maker.type) || (maker.attrs.onnx && maker.attrs.onnx->op_type == "Gather");
           why = lookup ? fmt::format("part '{}' is a lookup's, which writes the concatenate only where all its parts' "
@@ -566,7 +583,7 @@ struct Planner {
       }
       std::optional<Layout> slot = ReshapeLayout(part, Shape(p), Shape(r));
       const OpId w = g.tensor(r).producer;
-      if (!slot || !WritesStrided(g.op(w)) || !RowStride(*slot, Shape(r))) return std::nullopt;
+      if (!slot || !WritesRows(g.op(w)) || !RowStride(*slot, Shape(r))) return std::nullopt;
       out.first.push_back(std::move(part));
       out.second.push_back(std::move(*slot));
     }
@@ -942,7 +959,8 @@ Reads ReadsOf(const Op& op, size_t input) {
     case OpFamily::kGemm:
     case OpFamily::kGroupGemm:
     case OpFamily::kLayerNorm:
-    case OpFamily::kGroupLayerNorm: return ReadsStrided(op, input) ? Reads::kRows : Reads::kContiguous;
+    case OpFamily::kGroupLayerNorm:
+      return ReadsStrided(op, input) && NormalizesLastDimOnly(op) ? Reads::kRows : Reads::kContiguous;
     case OpFamily::kElementwise: return Reads::kStrided;
     case OpFamily::kReshape: return Reads::kAny;
     // The IR's concatenate copies its parts as ONNX Concat does (the copy

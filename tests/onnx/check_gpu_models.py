@@ -600,6 +600,17 @@ def float32_op_models():
         helper.make_node("MatMul", ["e", "w2"], ["y"]),
     ], [("x", F, [N, 8]), ("d1", F, [N, 4]), ("d2", F, [N, 4])], [("y", F, [N, 3])],
         [floats("w", [8, 8], 0.3), floats("lo", [], 0.0, -0.5), floats("hi", [], 0.0, 0.5), floats("w2", [8, 3], 0.2)])
+    # A LayerNorm over two dims (4 x 600: too long for a region, so the
+    # LayerNorm kernel, which needs those rows contiguous) beside a graph
+    # input in a concatenate: it writes its own buffer, copied (review,
+    # 2026-12-05: its slot's rows of 600 at a stride of 608 were written as
+    # 2400 contiguous floats).
+    yield "layernorm_two_dims_beside_input", model("l2d", [
+        helper.make_node("LayerNormalization", ["x", "g", "b"], ["n"], axis=1, epsilon=1e-5),
+        helper.make_node("Concat", ["n", "z"], ["c"], axis=2),
+        helper.make_node("MatMul", ["c", "w"], ["y"]),
+    ], [("x", F, [N, 4, 600]), ("z", F, [N, 4, 8])], [("y", F, [N, 4, 3])],
+        [floats("g", [4, 600], 0.2, 1.0), floats("b", [4, 600], 0.1), floats("w", [608, 3], 0.05)])
     # A region of one column, four rows a thread (fused_elementwise.h): a
     # GELU-like chain over [N, 4, 32] (37 * 128 rows); its input a slice one
     # float past a 16-byte boundary (float4 strides, a pointer that fails
@@ -947,6 +958,7 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # gemm_activation_refused: each op a launch but the Transpose view (the
 # second tanh taken into its Gemm where its buffer is not B's: 6);
 # chain_before_dense_copies: the GEMMs, the Clip, the copies, the Add;
+# layernorm_two_dims_beside_input: the LayerNorm, the concatenate, the GEMM;
 # layernorm_beside_input: a GEMM, the region writing its slot, the
 # concatenate copying the input's columns, the MLP's GEMM;
 # lookup_beside_region: the lookup and the region each writing its slot,
@@ -960,7 +972,7 @@ EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_
                    "gather_f16_concat": 1, "gather_past_launch": 2, "dense_beside_lookups": 2, "region_dice": 1,
                    "region_scaled_softmax": 1, "region_scaled_logsoftmax": 1, "region_gate_weighted_sum": 2,
                    "region_long_rows": 1, "region_rows_2048": 2, "region_quad_rows": 2, "gemm_activation_epilogue": 3,
-                   "gemm_activation_refused": 7, "chain_before_dense_copies": 5, "region_concat_parts": 1, "concat_in_place": 2, "region_cross_wait": 3,
+                   "gemm_activation_refused": 7, "chain_before_dense_copies": 5, "layernorm_two_dims_beside_input": 3, "region_concat_parts": 1, "concat_in_place": 2, "region_cross_wait": 3,
                    "gather_group_odd_widths": 1, "gather_group_f16_bf16": 1, "gather_group_500": 1,
                    "stack_picked": 5, "gemv_group": 1, "attention_heads": 3,
                    "attention_heads_div": 3, "attention_heads_mul": 3, "gathernd_columns": 2,

@@ -48,6 +48,8 @@ from onnx_checks import check, failures, hfuse, set_tool
 # elementwise_into_concat's concatenate written in place by its parts;
 # folded_part_concat's copied (a part computed at plan time);
 # residual_layernorm: each residual Add and its LayerNorm one region;
+# layernorm_two_dims_beside_input: the concatenate copies both parts (a
+# LayerNorm over two dims writes no rows of a slot);
 # region_rows_2048: its Div and Softmax over rows of 2048 one region, its
 # residual Add and LayerNorm over rows of 1248 another;
 # region_quad_rows: its chain one region, which writes its slot of the
@@ -69,6 +71,7 @@ PLAN_WORDS = {"stack_picked": {"unread": 1, "in place": 1}, "stack_picked_unorde
               "elementwise_into_concat": {"in place": 1}, "folded_part_concat": {"in place": 0},
               "residual_layernorm": {"region": 2}, "region_rows_2048": {"region": 2},
               "region_quad_rows": {"region": 1, "1 of 3 parts in place": 1},
+              "layernorm_two_dims_beside_input": {"1 of 2 parts in place": 0, "launch": 3},
               **{m: {"region": 1, "1 of 2 parts in place": 1} for m in ("layernorm_beside_input", "lookup_beside_region")},
               "lookups_read_by_region": {"region": 1, "in place": 1},
               "stack_in_stack": {"in place": 1, "1 of 2 parts in place": 1},
