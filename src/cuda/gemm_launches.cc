@@ -38,6 +38,16 @@ constexpr int64_t kLtMemberMinFmas = int64_t{1} << 25;
 // The same for a mixed group (its members of several epilogues), whose
 // grouped launch is the less likely to pay.
 constexpr int64_t kLtMixedMemberMinFmas = int64_t{1} << 24;
+// A float32 GEMM takes its activation into the grouped float32 kernel
+// (AbsorbActivation) unless it is one FewCallsPay would give cuBLASLt with
+// K above this: there the GEMM's arithmetic, which cuBLAS runs at two to
+// four times the grouped kernel's rate (10-20 TFLOP/s on DCNv2's layers,
+// bench/RESULTS.md), outweighs the activation's launch (SAINT's
+// intersample FFN, 2048 x 1248 x 4992: about 600 us on cuBLAS); at small K
+// (transformer FFNs of embeddings of 32) the GEMM is mostly its output's
+// write either way. An estimate, not yet measured: `bench --gemm-paths`
+// has the variant "activations apart from their GEMMs".
+constexpr int64_t kAbsorbMaxK = 128;
 
 // The rule for a float32 group: one call a member where there are a few
 // large members, whose cuBLAS kernels outrun the grouped one by more than
@@ -150,7 +160,7 @@ void CudaExecutor::Impl::PlanLtEach(const std::vector<cuda::DeviceGemm>& ms, DTy
 
 const Op* CudaExecutor::Impl::AbsorbActivation(const Op& op, cuda::DeviceGemm& m) {
   if (!options.gemm_activations || options.gemm_kernel != GemmKernelChoice::kRule || !GroupedSgemmFor() ||
-      m.act != cuda::kNoActivation || op.outputs.size() != 1) {
+      m.act != cuda::kNoActivation || op.outputs.size() != 1 || (m.k > kAbsorbMaxK && FewCallsPay({m}, false))) {
     return nullptr;
   }
   // From the GEMM's output through the views that alone read it.
