@@ -17,8 +17,10 @@ OUT_DIR/table.md, and prints the table: every time in µs; the
 floor is hfuse bench's (FLOPs / 790 TFLOP/s or bytes / 4.3 TB/s, the larger).
 
 `--dtype bfloat16` runs each model as it is after `module.to(torch.bfloat16)`:
-the refilled export rewritten in bfloat16 by scripts/onnx_bfloat16.py, and
-PyTorch's module so cast. torch-rechub's models only: pytorch-widedeep's take
+the refilled export rewritten in bfloat16 by scripts/onnx_bfloat16.py; PyTorch
+runs the module under `torch.autocast` in bfloat16 (torch-rechub's modules
+cast their dense features with `.float()`, so `.to(torch.bfloat16)` does not
+run in PyTorch). torch-rechub's models only: pytorch-widedeep's take
 their ids as floats in one input (bfloat16 holds integers exactly only up to
 256) and cast their continuous columns back to float32 (`.float()`), so they
 run in float32 alone.

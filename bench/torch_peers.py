@@ -10,8 +10,11 @@ Each model is built by the script that exported it (scripts/make_rechub_models.p
 scripts/make_widedeep_models.py: the same module, the same layer sizes), in
 eval mode on the GPU in float32, fed the same kind of inputs (ids inside
 every vocabulary), and timed as PyTorch users run it, under torch.no_grad
-(`--dtype bfloat16`: the module after `.to(torch.bfloat16)`, its float
-inputs so cast; torch-rechub's models only, as bench/real_models.py says):
+(`--dtype bfloat16`: under `torch.autocast("cuda", torch.bfloat16)`, the
+module and its inputs float32, torch-rechub's models only: their modules
+cast the dense features with `.float()`, so a module cast with
+`.to(torch.bfloat16)` fails, "mat1 and mat2 must have the same dtype",
+measured 2026-12-05):
 
   eager              the module called
   eager_graph        eager, captured once and replayed from a CUDA graph
@@ -88,12 +91,18 @@ def build(library, name, dtype=torch.float32):
         torch.manual_seed(names.index(name))
         model, features, _ = rechub.MODELS[name]()
         rechub.refill(model, 1000 + names.index(name))
-        model = model.cuda().eval().to(dtype)
+        model = model.cuda().eval()
 
         def inputs(batch):
             feeds, _ = rechub.inputs_for(features, batch, 7)
-            feeds = {k: v.cuda().to(dtype) if v.is_floating_point() else v.cuda() for k, v in feeds.items()}
-            return lambda m: m(feeds)
+            feeds = {k: v.cuda() for k, v in feeds.items()}
+            if dtype == torch.float32:
+                return lambda m: m(feeds)
+
+            def autocast_call(m):
+                with torch.autocast("cuda", dtype=dtype):
+                    return m(feeds)
+            return autocast_call
         return model, inputs
     if dtype != torch.float32:
         raise ValueError("pytorch-widedeep's models run in float32 only (ids in a float input)")
