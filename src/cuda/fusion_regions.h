@@ -1,4 +1,4 @@
-// Fused regions: connected sets of float32 elementwise ops, row reductions
+// Fused regions: connected sets of elementwise ops, row reductions
 // and softmaxes that the CUDA backend runs as one kernel each, written for
 // the region and compiled at plan time by NVRTC (fused_elementwise.h), as
 // Inductor writes a persistent-reduction kernel per fusion. The planning
@@ -22,7 +22,7 @@
 // the cols) or per row (rows elements: what a reduction over the trailing
 // dims leaves). Members:
 //   - elementwise ONNX ops with a formula in float_funcs.def (not Cast,
-//     Clip, Where or the comparisons), float32 in and out; x ** 2 with a
+//     Clip, Where or the comparisons), float in and out (RegionFloat); x ** 2 with a
 //     constant exponent as x * x (Dice's variance: no powf);
 //   - ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare over the trailing dims
 //     that make the cols (a per-element value in, a per-row value out);
