@@ -389,14 +389,25 @@ struct CudaExecutor::Impl {
   // Picks one of the paths below; a mixed group (members of several
   // epilogues) is one grouped float32 launch, or one plan per epilogue.
   void PlanGemm(const Op& op);
-  // The activation (GELU, tanh, SiLU) that alone reads a float32 GEMM's
-  // output `m` (op's), through views, and that the GEMM may apply in its
-  // epilogue (CudaOptions::gemm_activations): m then writes that op's
-  // output with it, and the op is marked `absorbed`. Nothing where another
-  // launch lies between them in the order, where the activation's output
-  // does not lie in rows as the GEMM's would, or where it lies on the
-  // GEMM's input.
-  const Op* AbsorbActivation(const Op& op, cuda::DeviceGemm& m);
+  // The activations (GELU, tanh, SiLU) that alone read a float32 GEMM's or
+  // group's member outputs `ms` (op's), through views, and that the
+  // grouped float32 kernel may apply in its epilogue
+  // (CudaOptions::gemm_activations): each such member then writes its
+  // activation's output with it, the activation is marked `absorbed`, and
+  // the op runs on that kernel. An activation in a fused region goes only
+  // with its whole region (all of it such activations of this op's
+  // members). None where another launch lies between them in the order,
+  // where an output does not lie in rows as the GEMM's would or lies on
+  // the GEMM's input, or where the members would run on cuBLASLt at K
+  // above kAbsorbMaxK.
+  std::vector<const Op*> AbsorbActivations(const Op& op, std::vector<cuda::DeviceGemm>& ms);
+  struct Absorbable {
+    const Op* act;
+    OpId act_id;
+    char* y;       // where the member writes the activation's output
+    int64_t ldy;
+  };
+  std::optional<Absorbable> FindActivation(const Op& op, size_t i, const cuda::DeviceGemm& m) const;
   std::vector<bool> absorbed;  // per op id: its launch taken in by another's (AbsorbActivation)
   // Members of one epilogue (ms[i].act, bias or not): a group or one GEMM.
   void PlanGemmMembers(const std::vector<cuda::DeviceGemm>& ms, DType dtype, float alpha, bool group);

@@ -417,7 +417,7 @@ int RegionRowsPerThread(const FusionRegion& r) {
 
 std::string FusedRegionSource(const FusionRegion& r, const std::vector<std::vector<int64_t>>& strides) {
   if (RegionRowsPerThread(r) == 4) return QuadRegionSource(r, strides);
-  const RegionLanes lanes = LanesOf(r.cols);
+  const RegionLanes lanes = LanesOf(r);
   const int64_t per_block = 256 / lanes.lanes;
   const bool exact = lanes.lanes * lanes.per_lane == r.cols;  // every lane's every column is in the row
   const std::string params = RegionParams(r);
@@ -545,7 +545,7 @@ std::string FusedRegionSource(const FusionRegion& r, const std::vector<std::vect
   return s;
 }
 
-void LaunchFusedRegion(cudaKernel_t kernel, int64_t rows, int64_t cols, int rows_per_thread,
+void LaunchFusedRegion(cudaKernel_t kernel, int64_t rows, int lanes, int rows_per_thread,
                        const std::vector<const void*>& operands, const std::vector<void*>& outputs,
                        cudaStream_t stream) {
   if (rows == 0) return;
@@ -553,7 +553,7 @@ void LaunchFusedRegion(cudaKernel_t kernel, int64_t rows, int64_t cols, int rows
   pointers.insert(pointers.end(), outputs.begin(), outputs.end());
   std::vector<void*> params;
   for (const void*& p : pointers) params.push_back(&p);
-  const int64_t per_block = 256 * rows_per_thread / LanesOf(cols).lanes;
+  const int64_t per_block = 256 * rows_per_thread / lanes;
   const int64_t blocks = std::min<int64_t>((rows + per_block - 1) / per_block, 65536);
   CheckRuntime(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(static_cast<unsigned>(blocks)),
                                 dim3(256), params.data(), 0, stream),

@@ -67,7 +67,7 @@ void LaunchFusedElementwise(cudaKernel_t kernel, const FusedElementwiseArgs& arg
 // A fused region's kernel (fusion_regions.h), `hfuse_region(in0, ...,
 // out0, ...)`: operand k read at in_k + its offset, from `strides[k]` (in
 // elements, one per dim of the operand's `over` shape, any sign), each
-// output written contiguous. A group of LanesOf(cols).lanes threads takes
+// output written contiguous. A group of LanesOf(region).lanes threads takes
 // a row: each lane holds per_lane of its columns in registers; reductions
 // are shuffles within the group; a region of one column takes
 // RegionRowsPerThread rows a thread instead. Sizes, strides and the
@@ -86,7 +86,7 @@ cudaKernel_t CompiledKernel(const std::string& source, const char* name);
 int RegionRowsPerThread(const FusionRegion& region);
 
 // Launches a region's kernel on its operands' and outputs' addresses.
-void LaunchFusedRegion(cudaKernel_t kernel, int64_t rows, int64_t cols, int rows_per_thread,
+void LaunchFusedRegion(cudaKernel_t kernel, int64_t rows, int lanes, int rows_per_thread,
                        const std::vector<const void*>& operands, const std::vector<void*>& outputs,
                        cudaStream_t stream);
 

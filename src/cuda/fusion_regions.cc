@@ -297,6 +297,7 @@ class Planner {
       std::optional<FusionRegion> r =
           fixed(static_cast<int32_t>(i)) ? attention_.at(static_cast<int32_t>(i)) : Analyze(m);
       HFUSE_CHECK(r.has_value());
+      r->one_lane = OneLane(*r);
       for (OpId o : m) plan.region_of[static_cast<size_t>(o)] = static_cast<int32_t>(plan.regions.size());
       plan.regions.push_back(std::move(*r));
     }
@@ -305,6 +306,24 @@ class Planner {
   }
 
  private:
+  // FusionRegion::one_lane: at most kOneLaneMaxCols columns, no attention,
+  // and more operands the same along the row (read once a row) than not.
+  bool OneLane(const FusionRegion& r) const {
+    if (r.attention || r.cols < 2 || r.cols > kOneLaneMaxCols) return false;
+    size_t same = 0;
+    for (const RegionOperand& o : r.operands) {
+      bool along = false;  // varies along the row
+      if (!o.per_row) {
+        const std::vector<int64_t> strides = OperandStrides(g_, v_, o);
+        for (size_t d = 0; d < o.over.size(); ++d) {
+          along = along || (o.cols[d] && o.over[d] > 1 && strides[d] != 0);
+        }
+      }
+      if (!along) ++same;
+    }
+    return 2 * same > r.operands.size();
+  }
+
   const Graph& g_;
   const ViewPlan& v_;
   const PlanConstants& c_;
@@ -1439,6 +1458,10 @@ RegionLanes LanesOf(int64_t cols) {
   return l;
 }
 
+RegionLanes LanesOf(const FusionRegion& r) {
+  return r.one_lane ? RegionLanes{1, r.cols} : LanesOf(r.cols);
+}
+
 std::vector<std::vector<float>> EvaluateRegion(const FusionRegion& r,
                                                const std::function<float(size_t, int64_t, int64_t)>& read) {
   std::vector<std::vector<float>> outs(r.outputs.size());
@@ -1449,7 +1472,7 @@ std::vector<std::vector<float>> EvaluateRegion(const FusionRegion& r,
     out_strides.push_back(RowMajorStrides(r.outputs[o].shape));  // the values in their own order
   }
   const int64_t cols = r.cols;
-  const RegionLanes lanes = LanesOf(cols);
+  const RegionLanes lanes = LanesOf(r);
   std::vector<std::vector<float>> value(r.steps.size(), std::vector<float>(static_cast<size_t>(cols)));
   for (int64_t row = 0; row < r.rows; ++row) {
     auto arg = [&](int32_t a, int64_t c) {

@@ -215,6 +215,11 @@ struct FusionRegion {
   // Concat's copies); a gate's softmax where a member first reads it.
   std::vector<RegionStep> steps;
   std::vector<RegionOutput> outputs;
+  // A row's columns all in one thread (else LanesOf(cols)): a region of a
+  // few columns whose operands are mostly the same along the row (DCNv2's
+  // mixture: four experts' columns, five operands one value a row), which
+  // lanes would each read again.
+  bool one_lane = false;
 };
 
 struct FusionPlan {
@@ -263,11 +268,15 @@ struct AttentionTensors {
 AttentionTensors AttentionTensorsOf(const Graph& graph, const FusionRegion& r);
 
 // The lanes of a row and the columns each lane holds: lanes the smallest
-// power of two >= cols up to 32, columns_per_lane = ceil(cols / lanes).
+// power of two >= cols up to 32, columns_per_lane = ceil(cols / lanes);
+// of a region, one lane where `one_lane` is set.
 struct RegionLanes {
   int lanes = 1;
   int64_t per_lane = 1;
 };
 RegionLanes LanesOf(int64_t cols);
+RegionLanes LanesOf(const FusionRegion& r);
+// At most this many columns in one lane (FusionRegion::one_lane).
+inline constexpr int64_t kOneLaneMaxCols = 8;
 
 }  // namespace hfuse::cuda

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -38,9 +39,10 @@ constexpr int64_t kLtMemberMinFmas = int64_t{1} << 25;
 // The same for a mixed group (its members of several epilogues), whose
 // grouped launch is the less likely to pay.
 constexpr int64_t kLtMixedMemberMinFmas = int64_t{1} << 24;
-// A float32 GEMM takes its activation into the grouped float32 kernel
-// (AbsorbActivation) unless it is one FewCallsPay would give cuBLASLt with
-// K above this: there the GEMM's arithmetic, which cuBLAS runs at two to
+// A float32 GEMM or group takes its members' activations into the grouped
+// float32 kernel (AbsorbActivations; DCNv2's tanh after its experts' down-
+// and middle projections) unless FewCallsPay or a strided batched call
+// would give it cuBLASLt with K above this: there the GEMM's arithmetic, which cuBLAS runs at two to
 // four times the grouped kernel's rate (10-20 TFLOP/s on DCNv2's layers,
 // bench/RESULTS.md), outweighs the activation's launch (SAINT's
 // intersample FFN, 2048 x 1248 x 4992: about 600 us on cuBLAS); at small K
@@ -103,12 +105,17 @@ void CudaExecutor::Impl::PlanGemm(const Op& op) {
     ms.push_back(m);
   }
   const float alpha = static_cast<float>(op.attrs.Alpha());
-  if (!group && dtype == DType::kFloat32) {
-    if (const Op* act = AbsorbActivation(op, ms[0])) {
-      // It writes the activation's output too, which waiting gathers may read.
-      if (!LaunchMayPassGathers(op.inputs, {op.outputs[0], act->outputs[0]})) FlushGathers();
+  if (dtype == DType::kFloat32) {
+    const std::vector<const Op*> acts = AbsorbActivations(op, ms);
+    if (!acts.empty()) {
+      // It writes the activations' outputs too, which waiting gathers may read.
+      std::vector<TensorId> writes = op.outputs;
+      for (const Op* act : acts) writes.push_back(act->outputs[0]);
+      if (!LaunchMayPassGathers(op.inputs, writes)) FlushGathers();
       const std::string name = current;
-      current = fmt::format("{} + {}", op.name, act->name);
+      current = acts.size() == 1 ? fmt::format("{} + {}", op.name, acts[0]->name)
+                                 : fmt::format("{} + {} activations ({} to {})", op.name, acts.size(),
+                                               acts.front()->name, acts.back()->name);
       PlanGroupedSgemm(ms, alpha);
       current = name;
       return;
@@ -158,21 +165,21 @@ void CudaExecutor::Impl::PlanLtEach(const std::vector<cuda::DeviceGemm>& ms, DTy
   for (const cuda::DeviceGemm& m : ms) PlanLtGemm({m}, dtype, alpha, m.act);
 }
 
-const Op* CudaExecutor::Impl::AbsorbActivation(const Op& op, cuda::DeviceGemm& m) {
-  if (!options.gemm_activations || options.gemm_kernel != GemmKernelChoice::kRule || !GroupedSgemmFor() ||
-      m.act != cuda::kNoActivation || op.outputs.size() != 1 || (m.k > kAbsorbMaxK && FewCallsPay({m}, false))) {
-    return nullptr;
-  }
-  // From the GEMM's output through the views that alone read it.
-  TensorId t = op.outputs[0];
+std::optional<CudaExecutor::Impl::Absorbable> CudaExecutor::Impl::FindActivation(const Op& op, size_t i,
+                                                                               const cuda::DeviceGemm& m) const {
+  // From member i's output through the views that alone read it.
+  TensorId t = op.outputs[i];
   const Op* act = nullptr;
   while (!act) {
-    if (g.IsGraphOutput(t) || g.tensor(t).users.size() != 1) return nullptr;
+    if (g.IsGraphOutput(t) || g.tensor(t).users.size() != 1) return std::nullopt;
     const OpId u = g.tensor(t).users[0];
     const Op& reader = g.op(u);
-    if (reader.elided || fusion.region_of[static_cast<size_t>(u)] >= 0) return nullptr;
+    if (reader.elided) return std::nullopt;
     if (views.view_op[static_cast<size_t>(u)]) {
-      if (reader.outputs.size() != 1 || reader.inputs.empty() || reader.inputs[0] != t) return nullptr;
+      if (fusion.region_of[static_cast<size_t>(u)] >= 0 || reader.outputs.size() != 1 || reader.inputs.empty() ||
+          reader.inputs[0] != t) {
+        return std::nullopt;
+      }
       t = reader.outputs[0];
       continue;
     }
@@ -180,7 +187,7 @@ const Op* CudaExecutor::Impl::AbsorbActivation(const Op& op, cuda::DeviceGemm& m
     if (reader.type != OpType::kElementwise || reader.inputs.size() != 1 || reader.outputs.size() != 1 ||
         (reader.attrs.func != EwFunc::kGelu && reader.attrs.func != EwFunc::kTanh &&
          reader.attrs.func != EwFunc::kSilu)) {
-      return nullptr;
+      return std::nullopt;
     }
     act = &reader;
   }
@@ -188,27 +195,19 @@ const Op* CudaExecutor::Impl::AbsorbActivation(const Op& op, cuda::DeviceGemm& m
   // The activation reads the GEMM's elements in their order: a reshape of
   // them, not a permutation (a Transpose or a reversing Slice is a view
   // too, and the activation reads any strides).
-  const TensorId y = op.outputs[0];
+  const TensorId y = op.outputs[i];
   const cuda::Layout &yl = views.layout[static_cast<size_t>(y)], &tl = views.layout[static_cast<size_t>(t)];
   if (yl.root == kNone || tl.root != yl.root || tl.offset != yl.offset ||
       !cuda::IsRowMajor(yl, views.shape[static_cast<size_t>(y)]) || !cuda::IsRowMajor(tl, views.shape[static_cast<size_t>(t)])) {
-    return nullptr;
-  }
-  // No launch between them: the memory plan gives the activation's output
-  // its buffer from the activation on, which nothing else may use before.
-  const auto from = std::find(order.begin(), order.end(), g.tensor(op.outputs[0]).producer);
-  const auto to = std::find(order.begin(), order.end(), act_id);
-  if (from == order.end() || to == order.end() || from > to) return nullptr;
-  for (auto it = from + 1; it != to; ++it) {
-    if (!views.skip[static_cast<size_t>(*it)]) return nullptr;
+    return std::nullopt;
   }
   // Its output row-major (any shape of m * n elements), or in rows of n
   // one after another as the GEMM's, at one stride.
   const TensorId z = act->outputs[0];
-  if (g.tensor(z).dtype != DType::kFloat32) return nullptr;
+  if (g.tensor(z).dtype != DType::kFloat32) return std::nullopt;
   const std::vector<int64_t>& zs = views.shape[static_cast<size_t>(z)];
   const cuda::Layout& zl = views.layout[static_cast<size_t>(z)];
-  if (zl.root == kNone || zl.root_dtype != DType::kFloat32) return nullptr;
+  if (zl.root == kNone || zl.root_dtype != DType::kFloat32) return std::nullopt;
   std::optional<int64_t> rows;
   int64_t numel = 1;
   for (int64_t d : zs) numel *= d;
@@ -217,23 +216,86 @@ const Op* CudaExecutor::Impl::AbsorbActivation(const Op& op, cuda::DeviceGemm& m
   } else if (!zs.empty() && zs.back() == m.n && NumRows(zs) == m.m) {
     rows = cuda::RowStride(zl, zs);
   }
-  if (!rows) return nullptr;
-  // Not on the GEMM's inputs (each may be dead after the GEMM, so its
-  // buffer may be the activation's: A, or a computed B or bias).
+  if (!rows) return std::nullopt;
+  // Not on any member's inputs (each may be dead after the GEMM, so its
+  // buffer may be the activation's: A, or a computed B or bias; a group's
+  // members run at once).
   const auto span = [&](TensorId x) {
     const TensorId root = views.layout[static_cast<size_t>(x)].root;
     const char* b = BufferOf(root);
     return Span{b, b + Bytes(root)};
   };
-  const GemmMember member = GemmMemberOf(op, 0);
-  for (TensorId in : {member.a, member.w, member.bias}) {
-    if (in != kNone && span(z).Overlaps(span(in))) return nullptr;
+  for (size_t j = 0; j < NumMembers(op); ++j) {
+    const GemmMember member = GemmMemberOf(op, j);
+    for (TensorId in : {member.a, member.w, member.bias}) {
+      if (in != kNone && span(z).Overlaps(span(in))) return std::nullopt;
+    }
   }
-  m.y = PlaceOf(z).base;
-  m.ldy = *rows;
-  m.act = static_cast<int>(act->attrs.func);
-  absorbed[static_cast<size_t>(act_id)] = true;
-  return act;
+  return Absorbable{act, act_id, PlaceOf(z).base, *rows};
+}
+
+std::vector<const Op*> CudaExecutor::Impl::AbsorbActivations(const Op& op, std::vector<cuda::DeviceGemm>& ms) {
+  if (!options.gemm_activations || options.gemm_kernel != GemmKernelChoice::kRule || !GroupedSgemmFor()) return {};
+  // Where the members would run on cuBLASLt (a few large ones, or one
+  // strided batched call), the GEMMs' arithmetic outweighs the
+  // activation's launch unless K is small (kAbsorbMaxK).
+  int64_t max_k = 0;
+  for (const cuda::DeviceGemm& m : ms) max_k = std::max(max_k, m.k);
+  const bool mixed = cuda::SplitByEpilogue(ms).size() > 1;
+  if (max_k > kAbsorbMaxK && (FewCallsPay(ms, mixed) || (ms.size() > 1 && options.strided_batched && cuda::StridedBatchOrder(ms)))) {
+    return {};
+  }
+  std::vector<std::optional<Absorbable>> found(ms.size());
+  std::set<OpId> acts;
+  for (size_t i = 0; i < ms.size(); ++i) {
+    if (ms[i].act != cuda::kNoActivation) continue;
+    found[i] = FindActivation(op, i, ms[i]);
+    if (found[i]) acts.insert(found[i]->act_id);
+  }
+  // An activation a fused region runs goes only with its whole region:
+  // each of its ops one of these activations, each output its op's own
+  // (no concatenate's slot the region would write).
+  std::set<int32_t> regions;
+  for (const auto& f : found) {
+    const int32_t r = f ? fusion.region_of[static_cast<size_t>(f->act_id)] : -1;
+    if (r >= 0) regions.insert(r);
+  }
+  for (int32_t r : regions) {
+    const cuda::FusionRegion& region = fusion.regions[static_cast<size_t>(r)];
+    bool whole = !region.attention;
+    for (OpId id : region.ops) whole = whole && acts.count(id);
+    for (const cuda::RegionOutput& out : region.outputs) whole = whole && out.place == out.tensor && out.offset == 0;
+    if (whole) continue;
+    for (auto& f : found) {
+      if (f && fusion.region_of[static_cast<size_t>(f->act_id)] == r) {
+        acts.erase(f->act_id);
+        f.reset();
+      }
+    }
+  }
+  // No other launch between the GEMM and its activations: the memory plan
+  // gives an activation's output its buffer from the activation on, which
+  // nothing else may use before.
+  const auto from = std::find(order.begin(), order.end(), g.tensor(op.outputs[0]).producer);
+  for (auto& f : found) {
+    if (!f) continue;
+    const auto to = std::find(order.begin(), order.end(), f->act_id);
+    bool clear = from != order.end() && to != order.end() && from < to;
+    for (auto it = from + 1; clear && it < to; ++it) {
+      clear = views.skip[static_cast<size_t>(*it)] || acts.count(*it);
+    }
+    if (!clear) return {};  // all or none: a region's activations go together
+  }
+  std::vector<const Op*> taken;
+  for (size_t i = 0; i < ms.size(); ++i) {
+    if (!found[i]) continue;
+    ms[i].y = found[i]->y;
+    ms[i].ldy = found[i]->ldy;
+    ms[i].act = static_cast<int>(found[i]->act->attrs.func);
+    absorbed[static_cast<size_t>(found[i]->act_id)] = true;
+    taken.push_back(found[i]->act);
+  }
+  return taken;
 }
 
 bool CudaExecutor::Impl::GroupedSgemmFor() const {

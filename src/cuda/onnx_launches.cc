@@ -734,12 +734,13 @@ void CudaExecutor::Impl::PlanRegion(const cuda::FusionRegion& r) {
   const cudaKernel_t kernel = cuda::CompiledKernel(cuda::FusedRegionSource(r, strides), "hfuse_region");
   if (!LaunchMayPassGathers(reads, writes)) FlushGathers();
   FlushChain();
-  const int64_t rows = r.rows, cols = r.cols;
+  const int64_t rows = r.rows;
+  const int lanes = cuda::LanesOf(r).lanes;
   const int rows_per_thread = cuda::RegionRowsPerThread(r);
-  AddLaunch(fmt::format("{} (fused region kernel, {} ops: {} to {}, {} rows of {})", first.name, r.ops.size(),
-                        first.name, g.op(r.ops.back()).name, rows, cols),
+  AddLaunch(fmt::format("{} (fused region kernel, {} ops: {} to {}, {} rows of {}{})", first.name, r.ops.size(),
+                        first.name, g.op(r.ops.back()).name, rows, r.cols, r.one_lane ? ", a row a thread" : ""),
             current_bytes, [=](cudaStream_t s) {
-              cuda::LaunchFusedRegion(kernel, rows, cols, rows_per_thread, operands, outputs, s);
+              cuda::LaunchFusedRegion(kernel, rows, lanes, rows_per_thread, operands, outputs, s);
             });
 }
 

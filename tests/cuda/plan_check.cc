@@ -314,9 +314,9 @@ int Main(int argc, char** argv) {
     }
 #endif
     if (verbose) {
-      fmt::print("  region {} ops ({} to {}), {} rows of {}, {} operands, {} outputs\n", r.ops.size(),
-                 g.op(r.ops.front()).name, g.op(r.ops.back()).name, r.rows, r.cols, r.operands.size(),
-                 r.outputs.size());
+      fmt::print("  region {} ops ({} to {}), {} rows of {}{}, {} operands, {} outputs\n", r.ops.size(),
+                 g.op(r.ops.front()).name, g.op(r.ops.back()).name, r.rows, r.cols,
+                 r.one_lane ? " (a row a thread)" : "", r.operands.size(), r.outputs.size());
     }
   }
   // 4. The memory plan, replayed on host buffers; a region reads its

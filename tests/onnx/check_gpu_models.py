@@ -570,6 +570,19 @@ def float32_op_models():
          floats("one", [], 0.0, 1.0), floats("half", [], 0.0, 0.5), floats("w2", [16, 8], 0.2),
          floats("b2", [8], 0.1), floats("w3", [20, 12], 0.3), floats("b3", [20], 0.1),
          ints("shape", [-1, 2, 10])])
+    # DCNv2's experts: four GEMMs of one input, each read by a tanh (the
+    # four tanh one fused region), each tanh by a GEMM of its own, the four
+    # summed. The group takes the region's tanh into its members'
+    # epilogues (the region runs nothing): the two groups and the sum, 3.
+    yield "group_activation_region", model("gar4", [
+        *[helper.make_node("MatMul", ["x", f"w{i}"], [f"h{i}"]) for i in range(4)],
+        *[helper.make_node("Tanh", [f"h{i}"], [f"t{i}"]) for i in range(4)],
+        *[helper.make_node("MatMul", [f"t{i}", f"u{i}"], [f"o{i}"]) for i in range(4)],
+        helper.make_node("Add", ["o0", "o1"], ["s1"]),
+        helper.make_node("Add", ["s1", "o2"], ["s2"]),
+        helper.make_node("Add", ["s2", "o3"], ["y"]),
+    ], [("x", F, [N, 24])], [("y", F, [N, 12])],
+        [*[floats(f"w{i}", [24, 8], 0.2 + 0.05 * i) for i in range(4)], *[floats(f"u{i}", [8, 12], 0.3 - 0.05 * i) for i in range(4)]])
     # Where the activation's epilogue must not take it (review, 2026-12-05):
     # a tanh reading the GEMM's output through a Transpose (a permutation,
     # not the GEMM's rows: the epilogue would write tanh(Y) where tanh(Y^T)
@@ -955,6 +968,8 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # region_rows_2048: a region each, the scaled Softmax and the LayerNorm;
 # region_quad_rows: the region, the concatenate copying its graph inputs' parts;
 # gemm_activation_epilogue: the FFN's two GEMMs (the GELU in the first's epilogue), the GEMM with its tanh;
+# group_activation_region: the two groups (the first with the four tanh in
+# its epilogue), the sum;
 # gemm_activation_refused: each op a launch but the Transpose view (the
 # second tanh taken into its Gemm where its buffer is not B's: 6);
 # chain_before_dense_copies: the GEMMs, the Clip, the copies, the Add;
@@ -976,6 +991,7 @@ EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_
                    "gather_f16_concat": 1, "gather_past_launch": 2, "dense_beside_lookups": 2, "region_dice": 1,
                    "region_scaled_softmax": 1, "region_scaled_logsoftmax": 1, "region_gate_weighted_sum": 2,
                    "region_long_rows": 1, "region_rows_2048": 2, "region_quad_rows": 2, "gemm_activation_epilogue": 3,
+                   "group_activation_region": 3,
                    "gemm_activation_refused": 7, "chain_before_dense_copies": 5, "layernorm_two_dims_beside_input": 3, "region_concat_parts": 1, "concat_in_place": 2, "region_cross_wait": 3,
                    "gather_group_odd_widths": 1, "gather_group_f16_bf16": 1, "gather_group_500": 1,
                    "stack_picked": 5, "gemv_group": 1, "attention_heads": 3,
