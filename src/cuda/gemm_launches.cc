@@ -23,9 +23,9 @@
 
 namespace hfuse {
 namespace {
-// Up to this many float16/bfloat16 members CUTLASS cannot take (rows not
-// 16-byte aligned): one cuBLASLt call each (PlanGemm); above, one
-// cublasGemmGroupedBatchedEx. float32 groups take the grouped float32
+// Up to this many members CUTLASS cannot take (rows not 16-byte aligned;
+// float16/bfloat16: however many): one cuBLASLt call each (PlanGemm);
+// above, one cublasGemmGroupedBatchedEx. float32 groups take the grouped float32
 // kernel (grouped_sgemm.h): cublasGemmGroupedBatchedEx took 104 us for
 // DCNv2's eight float32 members at batch 2048 (bench/RESULTS.md, issue
 // 19), several times what eight cuBLASLt calls of those shapes take in a
@@ -162,7 +162,18 @@ void CudaExecutor::Impl::PlanGemm(const Op& op) {
 }
 
 void CudaExecutor::Impl::PlanLtEach(const std::vector<cuda::DeviceGemm>& ms, DType dtype, float alpha) {
-  for (const cuda::DeviceGemm& m : ms) PlanLtGemm({m}, dtype, alpha, m.act);
+  std::vector<cuda::DeviceGemm> gemvs;
+  for (const cuda::DeviceGemm& m : ms) {
+    if (m.n == 1 && m.k > 0) {
+      gemvs.push_back(m);
+    } else {
+      PlanLtGemm({m}, dtype, alpha, m.act);
+    }
+  }
+  // The one-column members of an epilogue: one launch of the GEMV kernel.
+  for (const std::vector<cuda::DeviceGemm>& same : cuda::SplitByEpilogue(gemvs)) {
+    PlanGemv(same, dtype, alpha, same[0].act);
+  }
 }
 
 std::optional<CudaExecutor::Impl::Absorbable> CudaExecutor::Impl::FindActivation(const Op& op, size_t i,
@@ -363,7 +374,12 @@ void CudaExecutor::Impl::PlanGemmMembers(const std::vector<cuda::DeviceGemm>& ms
   // the epilogue kernel took 59 us for DeepFM's two float32 members where
   // the two calls unfused took less (bench/RESULTS.md, 2026-12-01), and a
   // group of this size saves at most that many launches.
-  if (options.cutlass && options.gemm_kernel == GemmKernelChoice::kRule && ms.size() <= kLtMembersMax && lt_takes_act) {
+  // float16/bfloat16 members CUTLASS cannot take run so however many:
+  // cublasGemmGroupedBatchedEx took 83 us for DCNv2's eight bfloat16
+  // members of K 429 (four 2048 x 32, four GEMVs) at batch 2048, and the
+  // model 434 us fused against 387 unfused (bench/RESULTS.md, 2026-12-05).
+  if (options.cutlass && options.gemm_kernel == GemmKernelChoice::kRule &&
+      (ms.size() <= kLtMembersMax || dtype != DType::kFloat32) && lt_takes_act) {
     PlanLtEach(ms, dtype, alpha);
     return;
   }

@@ -100,6 +100,40 @@ MemoryPlan PlanDeviceMemory(const Graph& g, const DimValues& dims, const ViewPla
       last[s] = std::max(last[s], end[static_cast<size_t>(id)]);
     }
   }
+  // A float32 GEMM's inputs live on to the activations (GELU, tanh, SiLU)
+  // that alone read its outputs through views: the GEMM may take them
+  // into its epilogue (gemm_launches.cc, AbsorbActivations), writing their
+  // outputs while its members still read (DCNv2's tanh after its experts'
+  // middle projections, whose inputs are the tanh before).
+  if (views) {
+    for (OpId id : order) {
+      const Op& op = g.op(id);
+      if (!runs(id) || !(IsGemm(op.type) || IsGroupGemm(op.type))) continue;
+      int64_t until = -1;
+      for (TensorId t : op.outputs) {
+        while (!g.IsGraphOutput(t) && g.tensor(t).users.size() == 1) {
+          const OpId u = g.tensor(t).users[0];
+          const Op& reader = g.op(u);
+          if (views->view_op[static_cast<size_t>(u)] && reader.outputs.size() == 1 && !reader.inputs.empty() &&
+              reader.inputs[0] == t) {
+            t = reader.outputs[0];
+            continue;
+          }
+          if (reader.type == OpType::kElementwise && reader.inputs.size() == 1 && !reader.elided &&
+              (reader.attrs.func == EwFunc::kGelu || reader.attrs.func == EwFunc::kTanh ||
+               reader.attrs.func == EwFunc::kSilu)) {
+            until = std::max(until, end[static_cast<size_t>(u)]);
+          }
+          break;
+        }
+      }
+      for (TensorId in : op.inputs) {
+        if (until < 0 || root(in) == kNone) continue;
+        int64_t& l = last[static_cast<size_t>(root(in))];
+        l = std::max(l, until);
+      }
+    }
+  }
   // Runs of elementwise ops (the IR's, and the ONNX operators the CUDA
   // planner runs on the elementwise kernel), views between them skipped.
   auto elementwise = [&](OpId id) {
