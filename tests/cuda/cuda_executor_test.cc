@@ -300,8 +300,10 @@ TEST_F(CudaTest, CutlassGroupGemmOfOneMember) {
 }
 
 // Mixed float16 groups at alignments 8, 4 and 2 (the seed groups by
-// alignment): 8 goes to CUTLASS, 4 and 2 fall back to cuBLAS's grouped GEMM
-// (TMA needs 16-byte rows), and the label says why.
+// alignment): 8 goes to CUTLASS, 4 and 2 (TMA needs 16-byte rows) run one
+// cuBLASLt call a member however many there are, bias and ReLU in its
+// epilogue (cuBLAS's grouped GEMM took 83 us where DCNv2's eight such
+// bfloat16 members take less a call each: gemm_launches.cc).
 TEST_F(CudaTest, GroupGemmAlignments842TakeTheirPaths) {
   test::GraphBuilder b;
   std::vector<std::string> outs;
@@ -317,7 +319,10 @@ TEST_F(CudaTest, GroupGemmAlignments842TakeTheirPaths) {
   ASSERT_EQ(fused.NumLiveOps(), 3);
   const std::vector<std::string> labels = LaunchLabels(fused);
   EXPECT_TRUE(AnyLabelHas(labels, "CUTLASS grouped"));
-  EXPECT_TRUE(AnyLabelHas(labels, "cublasGemmGroupedBatchedEx, not CUTLASS: alignment below 8"));
+  EXPECT_FALSE(AnyLabelHas(labels, "cublasGemmGroupedBatchedEx"));
+  EXPECT_EQ(std::count_if(labels.begin(), labels.end(),
+                          [](const std::string& l) { return l.find("(cublasLt)") != std::string::npos; }),
+            10);
   ExpectAllVariantsMatch(b.Build(), 23, "alignments 8/4/2");
 }
 
