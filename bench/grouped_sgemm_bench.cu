@@ -7,6 +7,7 @@
 // most 1e-5), two runs bitwise identical; exits 1 on any failure. Times are
 // the median of 100 launches after warm-up (CUDA events). cuBLAS rows do
 // the products only (no bias or activation), so they flatter cuBLAS.
+// Usage: grouped_sgemm_bench [NAME_PART] (only the groups whose name has it).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -70,6 +71,8 @@ std::vector<Group> Groups() {
       {"dcnv2 mixed A (1x256 + 4x32 + 4 GEMV, K 429)",
        Join({{{256, 429, true, kRelu}}, Repeat(4, {32, 429, false, kNone}), Repeat(4, {1, 429, true, kNone})}),
        true, true},
+      {"dcnv2 V + gates (4x32 + 4 GEMV, K 429)", Join({Repeat(4, {32, 429, false, kNone}), Repeat(4, {1, 429, false, kNone})}),
+       true, false},
       {"dcnv2 B (1x128 K256 + 4x32 K32)", Join({{{128, 256, true, kRelu}}, Repeat(4, {32, 32, false, kNone})}),
        false, false},
       {"dcnv2 C (4x429 K32)", Repeat(4, {429, 32, false, kNone}), false, false},
@@ -185,13 +188,18 @@ int main(int argc, char** argv) {
   // The rule splits no K (grouped_sgemm.h): split-K measured forced, on the tiled 64 x 64 config.
   std::vector<Variant> variants = {
       {"rule", {}}, {"all 64x64, split-K 3", {.config = static_cast<int>(SgemmConfig::k64x64), .split = 3}}};
+  for (int split : {1, 2, 4, 8}) {
+    variants.push_back({"tiled rule, split-K " + std::to_string(split), {.split = split, .tiled = true}});
+  }
   for (SgemmConfig c : {SgemmConfig::kLegacy, SgemmConfig::k128x128, SgemmConfig::k128x64, SgemmConfig::k64x64,
                         SgemmConfig::k128x32, SgemmConfig::k256x16}) {
     variants.push_back({std::string("all ") + hfuse::cuda::SgemmConfigName(c), {.config = static_cast<int>(c)}});
   }
 
+  const std::string only = argc > 1 ? argv[1] : "";  // groups whose name has this, else all
   for (int64_t batch : {512, 2048}) {
     for (const Group& group : Groups()) {
+      if (group.name.find(only) == std::string::npos) continue;
       const int64_t m = batch * group.tokens;
       // Data: random, never zero; A shared or one per member.
       const size_t count = group.members.size();

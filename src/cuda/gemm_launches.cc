@@ -400,7 +400,8 @@ void CudaExecutor::Impl::PlanGroupedSgemm(const std::vector<cuda::DeviceGemm>& m
                        m.ldy, m.act});
     mixed = mixed || m.act != split.products[0].act || !m.bias != !split.products[0].bias;
   }
-  const cuda::SgemmTiling tiling = cuda::SgemmTiles(members, {.config = options.sgemm_config});
+  const cuda::SgemmTiling tiling = cuda::SgemmTiles(
+      members, {.config = options.sgemm_config, .split = options.sgemm_split, .tiled = options.sgemm_tiled});
   const cuda::SgemmMember* d_members = Device(members);
   const cuda::SgemmTile* d_tiles = Device(tiling.tiles);
   // The split-K workspace, its counters zero (SgemmTiling::WorkspaceBytes),

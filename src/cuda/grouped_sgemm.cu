@@ -449,7 +449,8 @@ SgemmTiling SgemmTiles(const std::vector<SgemmMember>& members, const SgemmOptio
   const size_t n = members.size();
   // Which kernel, and each member's config.
   const bool legacy =
-      options.config == static_cast<int>(SgemmConfig::kLegacy) || (options.config < 0 && !RuleTiled(members));
+      options.config == static_cast<int>(SgemmConfig::kLegacy) ||
+      (options.config < 0 && !options.tiled && !RuleTiled(members));
   std::vector<SgemmConfig> configs(n);
   for (size_t i = 0; i < n; ++i) {
     const SgemmMember& m = members[i];

@@ -97,6 +97,7 @@ struct SgemmTile {
 struct SgemmOptions {
   int config = -1;     // -1: the rule; else an SgemmConfig for every member that it can take
   int split = 0;       // 0 or 1: no split-K (the rule); n > 1: n ranges of K for every tiled member
+  bool tiled = false;  // config -1: the tiled kernel with the rule's configs, whichever kernel the rule picks
 };
 
 struct SgemmTiling {

@@ -154,6 +154,10 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
                           {.strided_batched = false, .gemm_kernel = GemmKernelChoice::k128x64}});
       variants.push_back({name + ", grouped float32 kernel", fused, {.gemm_kernel = GemmKernelChoice::kGroupedSgemm}});
       variants.push_back({name + ", float32 rule, the kernel before its tiles", fused, {.sgemm_config = 0}});
+      for (int split : {1, 2, 4}) {
+        variants.push_back({fmt::format("{}, float32 tiled rule, split-K {}", name, split), fused,
+                            {.sgemm_tiled = true, .sgemm_split = split}});
+      }
       variants.push_back({name + ", cuBLASLt a member", fused, {.gemm_kernel = GemmKernelChoice::kPerMember}});
       variants.push_back({name + ", activations apart from their GEMMs", fused, {.gemm_activations = false}});
     }

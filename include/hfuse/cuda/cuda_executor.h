@@ -71,6 +71,11 @@ struct CudaOptions {
   // else that SgemmConfig for every member that can take it (0: the
   // kernel before the tiled one, for measuring the rule).
   int sgemm_config = -1;
+  // With sgemm_config -1, for measuring the rule: the tiled kernel with
+  // the rule's configs whichever kernel the rule picks, and K split in
+  // this many ranges for its tiled members (0: the rule's).
+  bool sgemm_tiled = false;
+  int sgemm_split = 0;
   // Independent Gathers next to each other in the order (a model's
   // embedding lookups) run as one launch; off, one launch each.
   bool gather_batches = true;
@@ -79,10 +84,10 @@ struct CudaOptions {
   // elementwise ops each read only by the next run as one kernel each;
   // off, one launch an op.
   bool elementwise_chains = true;
-  // A float32 GEMM (not a group) whose output only a GELU, tanh or SiLU
-  // reads (through views) takes it into its epilogue: one launch of the
-  // grouped float32 kernel, the GEMM's output never written (a
-  // transformer's FFN); off, the activation launches alone.
+  // A float32 GEMM, or a group's members, whose outputs only a GELU, tanh
+  // or SiLU reads (through views) take it into the epilogue: one launch of
+  // the grouped float32 kernel, the GEMM's output never written (a
+  // transformer's FFN; DCNv2's experts); off, the activations launch alone.
   bool gemm_activations = true;
 };
 
