@@ -305,6 +305,40 @@ TEST(MemoryPlan, TowersAndAFusedGroup) {
   }
 }
 
+// The grouped float32 kernel may take the tanh that alone reads each
+// member's output into its epilogue (gemm_launches.cc, AbsorbActivations),
+// writing each tanh's output while other members still read their A: the
+// group's inputs (a0, a1, dead after it) live on to the tanh, so no tanh
+// output lies on them (DCNv2's middle projections, whose inputs are the
+// tanh before).
+TEST(MemoryPlan, AGroupsInputsLiveToTheActivationsItMayTakeIn) {
+  test::GraphBuilder b;
+  const std::string x = b.Input("x", {8, 16}, DType::kFloat32);
+  const std::vector<std::string> a = {b.Fc("p0", x, 16), b.Fc("p1", x, 16)};
+  std::vector<std::string> t, outs;
+  for (int i = 0; i < 2; ++i) {
+    const std::string h = b.Fc(fmt::format("q{}", i), a[static_cast<size_t>(i)], 16);
+    t.push_back(b.Elementwise(fmt::format("tanh{}", i), "tanh", {h}));
+    outs.push_back(b.Fc(fmt::format("r{}", i), t.back(), 4));
+  }
+  b.Outputs(outs);
+  Graph g = b.Build();
+  ASSERT_EQ(test::FuseAndGetGroups(g).size(), 3u);  // p, q and r
+  const DimValues dims = BindDims(g);
+  const PlanConstants folded = FoldPlanConstants(g, dims);
+  const DevicePlan planned = PlanViewsAndRegions(g, dims, folded, true);
+  const MemoryPlan plan = PlanDeviceMemory(g, dims, &planned.views, &planned.fusion);
+  ExpectSound(g, dims, plan);
+  const int64_t bytes = 8 * 16 * 4;
+  for (const std::string& in : a) {
+    for (const std::string& out : t) {
+      const int64_t i = plan.offset[static_cast<size_t>(test::TensorNamed(g, in))];
+      const int64_t o = plan.offset[static_cast<size_t>(test::TensorNamed(g, out))];
+      EXPECT_TRUE(i + bytes <= o || o + bytes <= i) << in << " at " << i << ", " << out << " at " << o;
+    }
+  }
+}
+
 TEST(MemoryPlan, SameGraphSamePlan) {
   test::GraphBuilder b;
   const std::string x = b.Input("x", {8, 16});
@@ -401,6 +435,58 @@ TEST(FusionRegions, AGateReadOutsideStaysOutOfTheRegion) {
     const auto gate = static_cast<size_t>(test::OpNamed(p.g, "gate"));
     EXPECT_EQ(p.plan.region_of[gate], -1);
   }
+}
+
+// ---- fused regions: a row a thread ------------------------------------------------
+
+// DCNv2's mixture: four experts' values (each x0 * e_i, one value a row)
+// stacked on the last axis, weighed by a softmax gate (MatMul by [B, 4,
+// 1]), plus the residual r: five of six operands one value a row, so one
+// thread holds a row (FusionRegion::one_lane), and computes the CPU's.
+// MMoE's weighted sum reads a stack and the gate, both along the row:
+// lanes.
+TEST(FusionRegions, AFewColumnsReadOnceARowAreOneThreadsRow) {
+  const std::string mixture = R"(input g: float32[6, 4]
+input x0: float32[6, 5, 1]
+input e0: float32[6, 5, 1]
+input e1: float32[6, 5, 1]
+input e2: float32[6, 5, 1]
+input e3: float32[6, 5, 1]
+input r: float32[6, 5, 1]
+tensor p0: float32[6, 5, 1]
+p0 = opaque(x0, e0) {onnx = Mul}  # p0
+tensor p1: float32[6, 5, 1]
+p1 = opaque(x0, e1) {onnx = Mul}  # p1
+tensor p2: float32[6, 5, 1]
+p2 = opaque(x0, e2) {onnx = Mul}  # p2
+tensor p3: float32[6, 5, 1]
+p3 = opaque(x0, e3) {onnx = Mul}  # p3
+tensor x: float32[6, 5, 4]
+x = opaque(p0, p1, p2, p3) {onnx = Concat, axis = -1}  # stack
+tensor s: float32[6, 4]
+s = opaque(g) {onnx = Softmax, axis = -1}  # gate
+tensor u: float32[6, 4, 1]
+u = reshape(s) {shape = [6, 4, 1]}  # unsqueeze
+tensor m: float32[6, 5, 1]
+m = opaque(x, u) {onnx = MatMul}  # mix
+tensor y: float32[6, 5, 1]
+y = opaque(m, r) {onnx = Add}  # res
+output y
+)";
+  const PlannedRegions p = PlanRegionsOf(mixture, "mixture");
+  ASSERT_EQ(p.plan.regions.size(), 1u);
+  const FusionRegion& r = p.plan.regions[0];
+  EXPECT_EQ(r.rows, 30);
+  EXPECT_EQ(r.cols, 4);
+  EXPECT_TRUE(r.one_lane);
+  EXPECT_EQ(LanesOf(r).lanes, 1);
+  EXPECT_EQ(LanesOf(r).per_lane, 4);
+  ExpectRegionComputesTheCpus(p, r, 11);
+
+  const PlannedRegions mmoe = PlanRegionsOf(GateWeighsAStack(), "gate");
+  ASSERT_EQ(mmoe.plan.regions.size(), 1u);
+  EXPECT_FALSE(mmoe.plan.regions[0].one_lane);
+  EXPECT_EQ(LanesOf(mmoe.plan.regions[0]).lanes, 4);
 }
 
 // ---- fused regions: a residual Add and its LayerNorm ----------------------------
