@@ -194,12 +194,7 @@ std::optional<CudaExecutor::Impl::Absorbable> CudaExecutor::Impl::FindActivation
       t = reader.outputs[0];
       continue;
     }
-    // The grouped float32 kernel's activations (its codes are EwFunc's).
-    if (reader.type != OpType::kElementwise || reader.inputs.size() != 1 || reader.outputs.size() != 1 ||
-        (reader.attrs.func != EwFunc::kGelu && reader.attrs.func != EwFunc::kTanh &&
-         reader.attrs.func != EwFunc::kSilu)) {
-      return std::nullopt;
-    }
+    if (!cuda::IsEpilogueActivation(reader)) return std::nullopt;
     act = &reader;
   }
   const OpId act_id = g.tensor(t).users[0];

@@ -10,7 +10,18 @@
 #include <optional>
 #include <vector>
 
+#include "hfuse/ir/graph.h"
+
 namespace hfuse::cuda {
+
+// An activation the grouped float32 kernel may apply in a member's
+// epilogue (its codes are EwFunc's): the IR's one-input GELU, tanh or
+// SiLU. What gemm_launches.cc takes in (AbsorbActivations) and what the
+// memory plan keeps a GEMM's inputs alive for.
+inline bool IsEpilogueActivation(const Op& op) {
+  return op.type == OpType::kElementwise && op.inputs.size() == 1 && op.outputs.size() == 1 && !op.elided &&
+         (op.attrs.func == EwFunc::kGelu || op.attrs.func == EwFunc::kTanh || op.attrs.func == EwFunc::kSilu);
+}
 
 // One member GEMM as the device runs it, Y = A . W^T (+ bias): byte
 // addresses in the session's buffers (so that strides between members are

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "gemm_plan.h"
 #include "hfuse/ir/analysis.h"
 #include "hfuse/ir/onnx_ops.h"
 #include "hfuse/support/checked.h"
@@ -119,11 +120,7 @@ MemoryPlan PlanDeviceMemory(const Graph& g, const DimValues& dims, const ViewPla
             t = reader.outputs[0];
             continue;
           }
-          if (reader.type == OpType::kElementwise && reader.inputs.size() == 1 && !reader.elided &&
-              (reader.attrs.func == EwFunc::kGelu || reader.attrs.func == EwFunc::kTanh ||
-               reader.attrs.func == EwFunc::kSilu)) {
-            until = std::max(until, end[static_cast<size_t>(u)]);
-          }
+          if (IsEpilogueActivation(reader)) until = std::max(until, end[static_cast<size_t>(u)]);
           break;
         }
       }
