@@ -836,9 +836,10 @@ def float32_op_models():
     # FTTransformer's and SAINT's first concatenate: the categorical
     # columns' lookup [N, 3, 4] beside the numeric columns' region (x * w +
     # b, [N, 2, 4]), read by the first attention's projection and its
-    # residual Add. The region writes its slot, the lookup batch the
-    # other: no copy; the lookup, the region, the MatMul and the residual
-    # Add: 4 launches (planned; not yet measured on a GPU).
+    # residual Add. The region writes its slot; the lookup's part is
+    # copied (a lookup writes only a concatenate of lookups): the lookup,
+    # the region, the copy, the MatMul and the residual Add, 5 launches
+    # (measured so on an H100, 2026-12-05; 4 was planned).
     yield "lookup_beside_region", model("lbr", [
         helper.make_node("Gather", ["table", "ids"], ["e"]),
         helper.make_node("Unsqueeze", ["num", "ax2"], ["nu"]),
@@ -876,8 +877,9 @@ def float32_op_models():
     # AutoInt's (torch-rechub's): the dense features' embeddings, a stack
     # of GEMM outputs written in place, inside the stack of every field
     # beside the lookups' rows: the GEMMs write their rows into the outer
-    # stack (nested), the lookup batch its part: no copy; the GEMMs' group,
-    # the lookup, the MatMul: 3 launches (planned; not yet measured on a GPU).
+    # stack (nested); the lookup's part is copied (a lookup writes only a
+    # concatenate of lookups): the GEMMs' group, the lookup, the copy, the
+    # MatMul, 4 launches (measured so on an H100, 2026-12-05; 3 was planned).
     yield "stack_in_stack", model("sis", [
         helper.make_node("Gemm", ["x", "w0"], ["d0"], transB=1),
         helper.make_node("Gemm", ["x", "w1"], ["d1"], transB=1),
@@ -982,9 +984,13 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # region, the GEMM; stack_in_stack: the GEMMs' group writing into the outer
 # stack, the lookup, the MatMul (planned so, 2026-12-05). Measured on an H100
 # the same day (thirteenth session): lookup_beside_region 5 and
-# stack_in_stack 4, one launch more than planned each (the lookup's part
-# copied, it seems: the executor's lookup batch does not write its slot
-# there; not yet found why), so the bounds are the measured counts;
+# stack_in_stack 4, one launch more than planned each, so the bounds are
+# the measured counts. Why (fourteenth session): the lookup's part is
+# copied, `plan_check --verbose` says so of each concatenate ("1 of 2 parts
+# in place, the others copied: part 'e' is a lookup's, which writes the
+# concatenate only where all its parts' lookups wait in one batch"): the
+# view plan puts a lookup's rows in a slot only of a concatenate made
+# wholly of lookups, and plan_check now counts 5 and 4 as the GPU did;
 # nested_stack_pick_output: the GEMMs' group, the MLP input's copy, its GEMM,
 # the copied pick.
 EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_bias_concat": 6,
