@@ -178,26 +178,14 @@ void CudaExecutor::Impl::PlanLtEach(const std::vector<cuda::DeviceGemm>& ms, DTy
 
 std::optional<CudaExecutor::Impl::Absorbable> CudaExecutor::Impl::FindActivation(const Op& op, size_t i,
                                                                                const cuda::DeviceGemm& m) const {
-  // From member i's output through the views that alone read it.
-  TensorId t = op.outputs[i];
-  const Op* act = nullptr;
-  while (!act) {
-    if (g.IsGraphOutput(t) || g.tensor(t).users.size() != 1) return std::nullopt;
-    const OpId u = g.tensor(t).users[0];
-    const Op& reader = g.op(u);
-    if (reader.elided) return std::nullopt;
-    if (views.view_op[static_cast<size_t>(u)]) {
-      if (fusion.region_of[static_cast<size_t>(u)] >= 0 || reader.outputs.size() != 1 || reader.inputs.empty() ||
-          reader.inputs[0] != t) {
-        return std::nullopt;
-      }
-      t = reader.outputs[0];
-      continue;
-    }
-    if (!cuda::IsEpilogueActivation(reader)) return std::nullopt;
-    act = &reader;
-  }
-  const OpId act_id = g.tensor(t).users[0];
+  // From member i's output through the views (none a region's) that alone read it.
+  TensorId t = kNone;
+  const OpId act_id = cuda::ActivationReading(
+      g, op.outputs[i],
+      [&](OpId u) { return views.view_op[static_cast<size_t>(u)] && fusion.region_of[static_cast<size_t>(u)] < 0; },
+      &t);
+  if (act_id == kNone) return std::nullopt;
+  const Op* act = &g.op(act_id);
   // The activation reads the GEMM's elements in their order: a reshape of
   // them, not a permutation (a Transpose or a reversing Slice is a view
   // too, and the activation reads any strides).

@@ -15,6 +15,21 @@ GemmMemberSplit SplitGemmMembers(const std::vector<DeviceGemm>& members) {
   return split;
 }
 
+OpId ActivationReading(const Graph& g, TensorId t, const std::function<bool(OpId)>& passes, TensorId* read) {
+  while (!g.IsGraphOutput(t) && g.tensor(t).users.size() == 1) {
+    const OpId u = g.tensor(t).users[0];
+    const Op& reader = g.op(u);
+    if (reader.elided) break;
+    if (IsEpilogueActivation(reader)) {
+      if (read) *read = t;
+      return u;
+    }
+    if (!passes(u) || reader.outputs.size() != 1 || reader.inputs.empty() || reader.inputs[0] != t) break;
+    t = reader.outputs[0];
+  }
+  return kNone;
+}
+
 std::vector<std::vector<DeviceGemm>> SplitByEpilogue(const std::vector<DeviceGemm>& members) {
   std::vector<std::vector<DeviceGemm>> lists;
   for (const DeviceGemm& m : members) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -22,6 +23,13 @@ inline bool IsEpilogueActivation(const Op& op) {
   return op.type == OpType::kElementwise && op.inputs.size() == 1 && op.outputs.size() == 1 && !op.elided &&
          (op.attrs.func == EwFunc::kGelu || op.attrs.func == EwFunc::kTanh || op.attrs.func == EwFunc::kSilu);
 }
+
+// The epilogue activation that alone reads t (no graph output), through
+// ops `passes` lets it pass (views, each of one output reading t first)
+// that alone read theirs; kNone if none. `read`: the tensor it reads (t,
+// or the last view's output).
+OpId ActivationReading(const Graph& g, TensorId t, const std::function<bool(OpId)>& passes,
+                       TensorId* read = nullptr);
 
 // One member GEMM as the device runs it, Y = A . W^T (+ bias): byte
 // addresses in the session's buffers (so that strides between members are

@@ -112,17 +112,8 @@ MemoryPlan PlanDeviceMemory(const Graph& g, const DimValues& dims, const ViewPla
       if (!runs(id) || !(IsGemm(op.type) || IsGroupGemm(op.type))) continue;
       int64_t until = -1;
       for (TensorId t : op.outputs) {
-        while (!g.IsGraphOutput(t) && g.tensor(t).users.size() == 1) {
-          const OpId u = g.tensor(t).users[0];
-          const Op& reader = g.op(u);
-          if (views->view_op[static_cast<size_t>(u)] && reader.outputs.size() == 1 && !reader.inputs.empty() &&
-              reader.inputs[0] == t) {
-            t = reader.outputs[0];
-            continue;
-          }
-          if (IsEpilogueActivation(reader)) until = std::max(until, end[static_cast<size_t>(u)]);
-          break;
-        }
+        const OpId act = ActivationReading(g, t, [&](OpId u) { return views->view_op[static_cast<size_t>(u)]; });
+        if (act != kNone) until = std::max(until, end[static_cast<size_t>(act)]);
       }
       for (TensorId in : op.inputs) {
         if (until < 0 || root(in) == kNone) continue;
