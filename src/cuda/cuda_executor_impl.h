@@ -402,7 +402,6 @@ struct CudaExecutor::Impl {
   // above kAbsorbMaxK.
   std::vector<const Op*> AbsorbActivations(const Op& op, std::vector<cuda::DeviceGemm>& ms);
   struct Absorbable {
-    const Op* act;
     OpId act_id;
     char* y;       // where the member writes the activation's output
     int64_t ldy;

@@ -42,8 +42,8 @@ constexpr int64_t kLtMixedMemberMinFmas = int64_t{1} << 24;
 // A float32 GEMM or group takes its members' activations into the grouped
 // float32 kernel (AbsorbActivations; DCNv2's tanh after its experts' down-
 // and middle projections) unless FewCallsPay or a strided batched call
-// would give it cuBLASLt with K above this: there the GEMM's arithmetic, which cuBLAS runs at two to
-// four times the grouped kernel's rate (10-20 TFLOP/s on DCNv2's layers,
+// would give it cuBLASLt with K above this: there the GEMM's arithmetic,
+// which cuBLAS runs at two to four times the grouped kernel's rate (10-20 TFLOP/s on DCNv2's layers,
 // bench/RESULTS.md), outweighs the activation's launch (SAINT's
 // intersample FFN, 2048 x 1248 x 4992: about 600 us on cuBLAS); at small K
 // (transformer FFNs of embeddings of 32) the GEMM is mostly its output's
@@ -225,7 +225,7 @@ std::optional<CudaExecutor::Impl::Absorbable> CudaExecutor::Impl::FindActivation
       if (in != kNone && span(z).Overlaps(span(in))) return std::nullopt;
     }
   }
-  return Absorbable{act, act_id, PlaceOf(z).base, *rows};
+  return Absorbable{act_id, PlaceOf(z).base, *rows};
 }
 
 std::vector<const Op*> CudaExecutor::Impl::AbsorbActivations(const Op& op, std::vector<cuda::DeviceGemm>& ms) {
@@ -236,9 +236,8 @@ std::vector<const Op*> CudaExecutor::Impl::AbsorbActivations(const Op& op, std::
   int64_t max_k = 0;
   for (const cuda::DeviceGemm& m : ms) max_k = std::max(max_k, m.k);
   const bool mixed = cuda::SplitByEpilogue(ms).size() > 1;
-  if (max_k > kAbsorbMaxK && (FewCallsPay(ms, mixed) || (ms.size() > 1 && options.strided_batched && cuda::StridedBatchOrder(ms)))) {
-    return {};
-  }
+  const bool strided = ms.size() > 1 && options.strided_batched && cuda::StridedBatchOrder(ms);
+  if (max_k > kAbsorbMaxK && (FewCallsPay(ms, mixed) || strided)) return {};
   std::vector<std::optional<Absorbable>> found(ms.size());
   std::set<OpId> acts;
   for (size_t i = 0; i < ms.size(); ++i) {
@@ -285,9 +284,10 @@ std::vector<const Op*> CudaExecutor::Impl::AbsorbActivations(const Op& op, std::
     if (!found[i]) continue;
     ms[i].y = found[i]->y;
     ms[i].ldy = found[i]->ldy;
-    ms[i].act = static_cast<int>(found[i]->act->attrs.func);
+    const Op& act = g.op(found[i]->act_id);
+    ms[i].act = static_cast<int>(act.attrs.func);
     absorbed[static_cast<size_t>(found[i]->act_id)] = true;
-    taken.push_back(found[i]->act);
+    taken.push_back(&act);
   }
   return taken;
 }
