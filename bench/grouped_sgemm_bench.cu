@@ -76,6 +76,8 @@ std::vector<Group> Groups() {
       {"dcnv2 B (1x128 K256 + 4x32 K32)", Join({{{128, 256, true, kRelu}}, Repeat(4, {32, 32, false, kNone})}),
        false, false},
       {"dcnv2 C (4x429 K32)", Repeat(4, {429, 32, false, kNone}), false, false},
+      // The same with rows of 432 floats (16-byte aligned): what the rows' alignment costs.
+      {"dcnv2 C, rows of 432 (4x432 K32)", Repeat(4, {432, 32, false, kNone}), false, false},
       {"ple experts (8x128 K256)", Repeat(8, {128, 256, true, kRelu}), false, false},
       {"ple gates (2x4 K429 + 2x8 K128)", Join({Repeat(2, {4, 429, true, kNone}), Repeat(2, {8, 128, true, kNone})}),
        false, false},
@@ -187,7 +189,17 @@ int main(int argc, char** argv) {
   };
   // The rule splits no K (grouped_sgemm.h): split-K measured forced, on the tiled 64 x 64 config.
   std::vector<Variant> variants = {
-      {"rule", {}}, {"all 64x64, split-K 3", {.config = static_cast<int>(SgemmConfig::k64x64), .split = 3}}};
+      {"rule", {.sms = sms}},
+      {"rule, one A's apart", {.merge = false}},
+      {"rule, one A's merged", {}},
+      {"all 64x64, split-K 3", {.config = static_cast<int>(SgemmConfig::k64x64), .split = 3}}};
+  // Configs with K split, for merged members (grouped_sgemm.h, SgemmOptions::merge).
+  for (SgemmConfig c : {SgemmConfig::k128x128, SgemmConfig::k128x64, SgemmConfig::k64x64, SgemmConfig::k128x32}) {
+    for (int split : {2, 4}) {
+      variants.push_back({std::string("all ") + hfuse::cuda::SgemmConfigName(c) + ", split-K " + std::to_string(split),
+                          {.config = static_cast<int>(c), .split = split}});
+    }
+  }
   for (int split : {1, 2, 4, 8}) {
     variants.push_back({"tiled rule, split-K " + std::to_string(split), {.split = split, .tiled = true}});
   }
@@ -232,10 +244,6 @@ int main(int argc, char** argv) {
       b.y_floats = static_cast<size_t>(group.concat_y ? m * y_cols : offset);
       CHECK_CUDA(cudaMalloc(&b.y, b.y_floats * sizeof(float)));
       for (size_t i = 0; i < count; ++i) members[i].y = b.y + b.y_offset[i];
-      hfuse::cuda::SgemmMember* d_members = nullptr;
-      CHECK_CUDA(cudaMalloc(&d_members, count * sizeof(hfuse::cuda::SgemmMember)));
-      CHECK_CUDA(cudaMemcpy(d_members, members.data(), count * sizeof(hfuse::cuda::SgemmMember),
-                            cudaMemcpyHostToDevice));
 
       // The float64 reference, each member's output [m, n].
       std::vector<std::vector<double>> want(count);
@@ -263,6 +271,10 @@ int main(int argc, char** argv) {
       std::vector<float> got(b.y_floats), again(b.y_floats);
       for (const Variant& v : variants) {
         const hfuse::cuda::SgemmTiling tiling = hfuse::cuda::SgemmTiles(members, v.options);
+        hfuse::cuda::SgemmMember* d_members = nullptr;  // the tiling's table (merged members after the given)
+        const size_t table_bytes = tiling.members.size() * sizeof(hfuse::cuda::SgemmMember);
+        CHECK_CUDA(cudaMalloc(&d_members, table_bytes));
+        CHECK_CUDA(cudaMemcpy(d_members, tiling.members.data(), table_bytes, cudaMemcpyHostToDevice));
         hfuse::cuda::SgemmTile* d_tiles = nullptr;
         CHECK_CUDA(cudaMalloc(&d_tiles, tiling.tiles.size() * sizeof(hfuse::cuda::SgemmTile)));
         CHECK_CUDA(cudaMemcpy(d_tiles, tiling.tiles.data(), tiling.tiles.size() * sizeof(hfuse::cuda::SgemmTile),
@@ -310,6 +322,7 @@ int main(int argc, char** argv) {
                     ok ? "" : "  FAILED");
         if (!ok) ++failures;
         CHECK_CUDA(cudaFree(d_tiles));
+        CHECK_CUDA(cudaFree(d_members));
         if (ws) CHECK_CUDA(cudaFree(ws));
       }
 
@@ -325,6 +338,24 @@ int main(int argc, char** argv) {
           },
           stream);
       std::printf("  %-26s %8zu %8.2f %7.2f\n", "cublasSgemm a member", count, each_us, flops / each_us / 1e6);
+      if (group.shared_a && count > 1) {  // one cuBLAS call over the weights side by side (what merging reaches)
+        const int64_t k = group.members[0].k;
+        std::vector<float> wcat;
+        for (size_t i = 0; i < count; ++i) wcat.insert(wcat.end(), b.hw[i].begin(), b.hw[i].end());
+        float* dw = Upload(wcat);
+        float* dy = nullptr;
+        CHECK_CUDA(cudaMalloc(&dy, static_cast<size_t>(m * y_cols) * sizeof(float)));
+        const double one_us = TimeUs(
+            [&] {
+              CHECK_CUBLAS(cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(y_cols), static_cast<int>(m),
+                                       static_cast<int>(k), &one, dw, static_cast<int>(k), b.a[0],
+                                       static_cast<int>(b.lda[0]), &zero, dy, static_cast<int>(y_cols)));
+            },
+            stream);
+        std::printf("  %-26s %8d %8.2f %7.2f\n", "cublasSgemm side by side", 1, one_us, flops / one_us / 1e6);
+        CHECK_CUDA(cudaFree(dw));
+        CHECK_CUDA(cudaFree(dy));
+      }
       bool uniform = true;
       for (const MemberShape& s : group.members) {
         uniform = uniform && s.n == group.members[0].n && s.k == group.members[0].k;
@@ -356,7 +387,6 @@ int main(int argc, char** argv) {
         if (b.bias[i]) CHECK_CUDA(cudaFree(b.bias[i]));
       }
       CHECK_CUDA(cudaFree(b.y));
-      CHECK_CUDA(cudaFree(d_members));
     }
   }
   cublasDestroy(blas);

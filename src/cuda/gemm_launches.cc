@@ -383,9 +383,18 @@ void CudaExecutor::Impl::PlanGroupedSgemm(const std::vector<cuda::DeviceGemm>& m
                        m.ldy, m.act});
     mixed = mixed || m.act != split.products[0].act || !m.bias != !split.products[0].bias;
   }
-  const cuda::SgemmTiling tiling = cuda::SgemmTiles(
-      members, {.config = options.sgemm_config, .split = options.sgemm_split, .tiled = options.sgemm_tiled});
-  const cuda::SgemmMember* d_members = Device(members);
+  const cuda::SgemmTiling tiling =
+      cuda::SgemmTiles(members, {.config = options.sgemm_config,
+                                 .split = options.sgemm_split,
+                                 .tiled = options.sgemm_tiled,
+                                 .merge = options.sgemm_merge,
+                                 .sms = NumSms()});
+  const cuda::SgemmMember* d_members = Device(tiling.members);
+  // Merged members (SgemmOptions::merge): "4 + 4 reading one A each".
+  std::string merged;
+  for (const cuda::SgemmMember& m : tiling.members) {
+    if (m.count > 0) merged += fmt::format("{}{}", merged.empty() ? "" : " + ", m.count);
+  }
   const cuda::SgemmTile* d_tiles = Device(tiling.tiles);
   // The split-K workspace, its counters zero (SgemmTiling::WorkspaceBytes),
   // this launch's own: two launches sharing it could not run at once.
@@ -395,7 +404,8 @@ void CudaExecutor::Impl::PlanGroupedSgemm(const std::vector<cuda::DeviceGemm>& m
   const int count = static_cast<int>(tiling.tiles.size());
   const cuda::SgemmKernel kernel = tiling.kernel;
   const int64_t workspace_floats = tiling.workspace_floats;
-  Add(fmt::format("grouped float32 GEMM, {} members, {} tiles{}{}", members.size(), count,
+  Add(fmt::format("grouped float32 GEMM, {} members{}, {} tiles{}{}", members.size(),
+                  merged.empty() ? "" : fmt::format(" ({} as one, reading one A)", merged), count,
                   tiling.counters > 0 ? ", split-K" : "", mixed ? ", an epilogue a member" : ""),
       [=](cudaStream_t s) {
     cuda::LaunchGroupedSgemm(kernel, d_members, d_tiles, count, alpha, workspace, workspace_floats, s);

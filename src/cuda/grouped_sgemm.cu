@@ -23,6 +23,32 @@ __device__ __forceinline__ float Activation(int act, float v) {
   }
 }
 
+// Row `row` of member g's W, or null past its rows; a merged member's
+// (SgemmMember::count) is its member's that has that column.
+__device__ __forceinline__ const float* WeightRow(const SgemmMember* members, const SgemmMember& g, int64_t row) {
+  if (row >= g.n) return nullptr;
+  if (g.count == 0) return g.w + row * g.k;
+  int s = g.first + g.count - 1;
+  while (row < members[s].n0) --s;
+  return members[s].w + (row - members[s].n0) * g.k;
+}
+
+// Where column c of member g's output goes, and its epilogue.
+struct OutColumn {
+  float* y;            // row 0's element; row r's at y + r * ldy
+  int64_t ldy;
+  const float* bias;   // its bias, or null
+  int32_t act;
+};
+__device__ __forceinline__ OutColumn OutputColumn(const SgemmMember* members, const SgemmMember& g, int64_t c) {
+  if (g.count == 0) return {g.y + c, g.ldy, g.bias ? g.bias + c : nullptr, g.act};
+  int s = g.first + g.count - 1;
+  while (c < members[s].n0) --s;
+  const SgemmMember& p = members[s];
+  const int64_t j = c - p.n0;
+  return {p.y + j, p.ldy, p.bias ? p.bias + j : nullptr, p.act};
+}
+
 // A narrow tile (kNarrow: a member at most kSgemmNarrow wide with a
 // long K, a gate's few experts or a GEMV's one column): a 64 x 64 tile
 // would leave most of its lanes idle and walk K 16 deep in a chain of
@@ -85,6 +111,11 @@ __global__ void __launch_bounds__(kThreads) LegacySgemmKernel(const SgemmMember*
   __shared__ float ws[kDepth][kTile + 4];
   const int tid = static_cast<int>(threadIdx.x), tx = tid % 16, ty = tid / 16;
   float acc[4][4] = {};
+  // The rows of W this thread loads, found once (a merged member's are
+  // its members').
+  const float* w_rows[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) w_rows[i] = WeightRow(members, g, t.n0 + (tid + i * kThreads) / kDepth);
   // The next 16 deep of A and W are loaded into registers while this
   // step's products run, so a step waits on memory once, not twice.
   float next_a[4], next_w[4];
@@ -93,9 +124,9 @@ __global__ void __launch_bounds__(kThreads) LegacySgemmKernel(const SgemmMember*
     for (int i = 0; i < 4; ++i) {
       const int e = tid + i * kThreads;
       const int r = e / kDepth, kk = e % kDepth;
-      const int64_t gk = k0 + kk, gm = t.m0 + r, gn = t.n0 + r;
+      const int64_t gk = k0 + kk, gm = t.m0 + r;
       next_a[i] = gm < g.m && gk < g.k ? g.a[gm * g.lda + gk] : 0.0f;
-      next_w[i] = gn < g.n && gk < g.k ? g.w[gn * g.k + gk] : 0.0f;
+      next_w[i] = w_rows[i] && gk < g.k ? w_rows[i][gk] : 0.0f;
     }
   };
   fetch(0);
@@ -124,16 +155,17 @@ __global__ void __launch_bounds__(kThreads) LegacySgemmKernel(const SgemmMember*
     __syncthreads();
   }
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int64_t r = t.m0 + ty + 16 * i;
-    if (r >= g.m) continue;
+  for (int j = 0; j < 4; ++j) {
+    const int64_t c = t.n0 + tx + 16 * j;
+    if (c >= g.n) continue;
+    const OutColumn o = OutputColumn(members, g, c);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int64_t c = t.n0 + tx + 16 * j;
-      if (c >= g.n) continue;
+    for (int i = 0; i < 4; ++i) {
+      const int64_t r = t.m0 + ty + 16 * i;
+      if (r >= g.m) continue;
       float v = alpha * acc[i][j];
-      if (g.bias) v += g.bias[c];
-      g.y[r * g.ldy + c] = Activation(g.act, v);
+      if (o.bias) v += *o.bias;
+      o.y[r * o.ldy] = Activation(o.act, v);
     }
   }
 }
@@ -167,22 +199,34 @@ constexpr int kMaxSmemFloats =
               TileShape<64, 64, 4, 4, 16>::kSmemFloats, TileShape<128, 32, 4, 4, 16>::kSmemFloats,
               TileShape<256, 16, 4, 4, 16>::kSmemFloats});
 
-// Rows [0, rows) of the slice k0 .. k0 + D - 1 of a row-major matrix at `p`
-// (row stride ld) into registers, 0 outside the rows and past k1. With
-// `vec` (ld a multiple of 4, p 16-byte aligned, k1 - k0 a multiple of 4
-// or k1 the end of a K that is one), a chunk is one float4 load; else four
-// loads of neighbouring floats.
-template <int ROWS, int D, int CHUNKS>
-__device__ __forceinline__ void LoadSlice(const float* p, int64_t ld, int rows, int k0, int k1, bool vec,
+// The rows a thread loads of a slice ROWS x D (a chunk a row's 4
+// neighbouring k: chunk tid + 256 c is row (tid + 256 c) / (D / 4)):
+// row_of(row), null for none.
+template <int ROWS, int D, int CHUNKS, typename RowOf>
+__device__ __forceinline__ void SliceRows(RowOf row_of, const float* (&p)[CHUNKS]) {
+  const int tid = static_cast<int>(threadIdx.x);
+#pragma unroll
+  for (int c = 0; c < CHUNKS; ++c) {
+    const int e = tid + c * kThreads;
+    p[c] = ROWS * D / 4 % kThreads == 0 || e < ROWS * D / 4 ? row_of(e / (D / 4)) : nullptr;
+  }
+}
+
+// The slice k0 .. k0 + D - 1 of the rows SliceRows found into registers, 0
+// for no row and past k1. With `vec` (rows 16-byte aligned, k1 - k0 a
+// multiple of 4 or k1 the end of a K that is one), a chunk is one float4
+// load; else four loads of neighbouring floats.
+template <int D, int CHUNKS>
+__device__ __forceinline__ void LoadSlice(const float* const (&p)[CHUNKS], int k0, int k1, bool vec,
                                           float (&r)[CHUNKS * 4]) {
   const int tid = static_cast<int>(threadIdx.x);
 #pragma unroll
   for (int c = 0; c < CHUNKS; ++c) {
-    const int e = tid + c * kThreads, row = e / (D / 4);
+    const int e = tid + c * kThreads;
     const int gk = k0 + (e % (D / 4)) * 4;
     float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if ((ROWS * D / 4 % kThreads == 0 || e < ROWS * D / 4) && row < rows && gk < k1) {
-      const float* q = p + row * ld + gk;
+    if (p[c] && gk < k1) {
+      const float* q = p[c] + gk;
       if (vec) {
         v = __ldg(reinterpret_cast<const float4*>(q));
       } else {
@@ -229,11 +273,11 @@ __device__ __forceinline__ void TiledTile(const SgemmMember* members, const Sgem
   {
   const SgemmTile& t = tiles[blockIdx.x];
   const SgemmMember& g = members[t.member];
-  const int64_t lda = g.lda, ldw = g.k;
-  const float* a = g.a + t.m0 * lda;
-  const float* w = g.w + t.n0 * ldw;
-  const int rows_a = g.m - t.m0 < BM ? static_cast<int>(g.m - t.m0) : BM;
-  const int rows_w = g.n - t.n0 < BN ? static_cast<int>(g.n - t.n0) : BN;
+  const float* a_rows[S::kChunksA];
+  const float* w_rows[S::kChunksW];
+  SliceRows<BM, D, S::kChunksA>(
+      [&](int row) { return t.m0 + row < g.m ? g.a + (t.m0 + row) * g.lda : nullptr; }, a_rows);
+  SliceRows<BN, D, S::kChunksW>([&](int row) { return WeightRow(members, g, t.n0 + row); }, w_rows);
   const int k_begin = t.k0, k_end = t.k1;
   const bool vec_a = (t.flags & kSgemmVecA) != 0, vec_w = (t.flags & kSgemmVecW) != 0;
 
@@ -243,8 +287,8 @@ __device__ __forceinline__ void TiledTile(const SgemmMember* members, const Sgem
     for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
   }
   float ra[S::kChunksA * 4], rw[S::kChunksW * 4];
-  LoadSlice<BM, D, S::kChunksA>(a, lda, rows_a, k_begin, k_end, vec_a, ra);
-  LoadSlice<BN, D, S::kChunksW>(w, ldw, rows_w, k_begin, k_end, vec_w, rw);
+  LoadSlice<D, S::kChunksA>(a_rows, k_begin, k_end, vec_a, ra);
+  LoadSlice<D, S::kChunksW>(w_rows, k_begin, k_end, vec_w, rw);
   StoreSlice<BM, D, S::kChunksA, LDA>(as, ra);
   StoreSlice<BN, D, S::kChunksW, LDW>(ws, rw);
   __syncthreads();
@@ -252,8 +296,8 @@ __device__ __forceinline__ void TiledTile(const SgemmMember* members, const Sgem
   for (int k0 = k_begin; k0 < k_end; k0 += D) {
     const bool more = k0 + D < k_end;
     if (more) {
-      LoadSlice<BM, D, S::kChunksA>(a, lda, rows_a, k0 + D, k_end, vec_a, ra);
-      LoadSlice<BN, D, S::kChunksW>(w, ldw, rows_w, k0 + D, k_end, vec_w, rw);
+      LoadSlice<D, S::kChunksA>(a_rows, k0 + D, k_end, vec_a, ra);
+      LoadSlice<D, S::kChunksW>(w_rows, k0 + D, k_end, vec_w, rw);
     }
     const float* sa = as + buf * D * LDA + ty * 4;
     const float* sw = ws + buf * D * LDW + tx * 4;
@@ -334,7 +378,6 @@ __device__ __forceinline__ void TiledTile(const SgemmMember* members, const Sgem
   for (int i = 0; i < TM; ++i) {
     const int64_t r = t.m0 + (i / 4) * RG * 4 + ty * 4 + i % 4;
     if (r >= g.m) continue;
-    float* y = g.y + r * g.ldy;
 #pragma unroll
     for (int q = 0; q < TN / 4; ++q) {
       const int64_t c = t.n0 + q * CG * 4 + tx * 4;
@@ -346,15 +389,16 @@ __device__ __forceinline__ void TiledTile(const SgemmMember* members, const Sgem
         v.y = Activation(g.act, alpha * acc[i][4 * q + 1] + b.y);
         v.z = Activation(g.act, alpha * acc[i][4 * q + 2] + b.z);
         v.w = Activation(g.act, alpha * acc[i][4 * q + 3] + b.w);
-        *reinterpret_cast<float4*>(y + c) = v;
+        *reinterpret_cast<float4*>(g.y + r * g.ldy + c) = v;  // vec_y: no merged member
         continue;
       }
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         if (c + j >= g.n) break;
         float v = alpha * acc[i][4 * q + j];
-        if (g.bias) v += g.bias[c + j];
-        y[c + j] = Activation(g.act, v);
+        const OutColumn o = OutputColumn(members, g, c + j);
+        if (o.bias) v += *o.bias;
+        o.y[r * o.ldy] = Activation(o.act, v);
       }
     }
   }
@@ -409,14 +453,84 @@ bool RuleTiled(const std::vector<SgemmMember>& members) {
   });
 }
 
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-int32_t FlagsOf(const SgemmMember& m) {
+// A merged member's W is its members' (each aligned, or no float4 loads),
+// its outputs theirs (stored a float each).
+int32_t FlagsOf(const std::vector<SgemmMember>& table, const SgemmMember& m) {
   int32_t f = 0;
   if (m.k % 4 == 0 && m.lda % 4 == 0 && Aligned16(m.a)) f |= kSgemmVecA;
-  if (m.k % 4 == 0 && Aligned16(m.w)) f |= kSgemmVecW;
-  if (m.ldy % 4 == 0 && Aligned16(m.y) && (!m.bias || Aligned16(m.bias))) f |= kSgemmVecY;
+  bool w = m.k % 4 == 0;
+  for (int32_t s = 0; s < m.count; ++s) w = w && Aligned16(table[static_cast<size_t>(m.first + s)].w);
+  if (w && (m.count > 0 || Aligned16(m.w))) f |= kSgemmVecW;
+  if (m.count == 0 && m.ldy % 4 == 0 && Aligned16(m.y) && (!m.bias || Aligned16(m.bias))) f |= kSgemmVecY;
   return f;
+}
+
+bool SameA(const SgemmMember& x, const SgemmMember& y) {
+  return x.a == y.a && x.lda == y.lda && x.m == y.m && x.k == y.k;
+}
+
+// What runs (SgemmOptions::merge): indices into `table`, which starts as
+// `members` and gains each merged member after copies of its members.
+// Members that read one A and leave part of a 64-column tile idle (n not
+// a multiple of 64) merge in order of first appearance, kSgemmMaxMerged at
+// a time, where they are at least two, wider than kSgemmNarrow together
+// (narrower, each keeps its narrow tile), take fewer 64-column tiles merged
+// than apart and have at least sms / 2 tiles of 64 x 64 (SgemmOptions::sms).
+// A member whose columns fill whole tiles gains nothing merged and would
+// lose its float4 stores (PLE's experts of 64 measured 22.6 us apart and
+// 31.4 merged at batch 512).
+std::vector<size_t> Units(const std::vector<SgemmMember>& members, bool merge, int sms,
+                          std::vector<SgemmMember>& table) {
+  constexpr int64_t kCols = 64;
+  table = members;
+  std::vector<size_t> units;
+  std::vector<bool> done(members.size(), false);
+  const auto idle_columns = [&](size_t i) { return members[i].n % kCols != 0; };
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (done[i]) continue;
+    done[i] = true;
+    if (!merge || !idle_columns(i)) {
+      units.push_back(i);
+      continue;
+    }
+    std::vector<size_t> same{i};
+    for (size_t j = i + 1; j < members.size(); ++j) {
+      if (!done[j] && idle_columns(j) && SameA(members[i], members[j])) same.push_back(j), done[j] = true;
+    }
+    for (size_t b = 0; b < same.size(); b += kSgemmMaxMerged) {
+      const size_t e = std::min(same.size(), b + kSgemmMaxMerged);
+      int64_t width = 0, apart = 0;
+      for (size_t x = b; x < e; ++x) width += members[same[x]].n, apart += CeilDiv(members[same[x]].n, kCols);
+      const int64_t col_tiles = CeilDiv(width, kCols);
+      if (e - b < 2 || width <= kSgemmNarrow || col_tiles >= apart ||
+          CeilDiv(members[same[b]].m, kCols) * col_tiles < sms / 2) {
+        for (size_t x = b; x < e; ++x) units.push_back(same[x]);
+        continue;
+      }
+      SgemmMember merged = members[same[b]];
+      merged.w = merged.bias = nullptr;
+      merged.y = nullptr;
+      merged.ldy = 0;
+      merged.act = kNoActivation;
+      merged.n = width;
+      merged.first = static_cast<int32_t>(table.size());
+      merged.count = static_cast<int32_t>(e - b);
+      int64_t n0 = 0;
+      for (size_t x = b; x < e; ++x) {
+        SgemmMember part = members[same[x]];
+        part.n0 = static_cast<int32_t>(n0);
+        n0 += part.n;
+        table.push_back(part);
+      }
+      units.push_back(table.size());
+      table.push_back(merged);
+    }
+  }
+  return units;
 }
 
 // A tile's multiply-adds a thread: the order in which tiles start.
@@ -426,8 +540,6 @@ int64_t ThreadFmas(const SgemmMember& m, const SgemmTile& t) {
   const ConfigShape s = ShapeOf(c);
   return int64_t{t.k1 - t.k0} * s.rows * s.cols / kThreads;
 }
-
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
@@ -444,8 +556,11 @@ const char* SgemmConfigName(SgemmConfig c) {
   return "?";
 }
 
-SgemmTiling SgemmTiles(const std::vector<SgemmMember>& members, const SgemmOptions& options) {
+SgemmTiling SgemmTiles(const std::vector<SgemmMember>& given, const SgemmOptions& options) {
   SgemmTiling out;
+  const std::vector<size_t> units = Units(given, options.merge, options.sms, out.members);
+  std::vector<SgemmMember> members;  // what runs, a unit each
+  for (size_t u : units) members.push_back(out.members[u]);
   const size_t n = members.size();
   // Which kernel, and each member's config.
   const bool legacy =
@@ -477,7 +592,7 @@ SgemmTiling SgemmTiles(const std::vector<SgemmMember>& members, const SgemmOptio
     const SgemmMember& m = members[i];
     const SgemmConfig c = configs[i];
     const ConfigShape s = ShapeOf(c);
-    const int32_t flags = FlagsOf(m);
+    const int32_t flags = FlagsOf(out.members, m);
     // Ranges of K a multiple of kDepth deep, so a float4 chunk of 4 k is
     // wholly inside a range or wholly outside.
     const int64_t depth = CeilDiv(CeilDiv(m.k, splits[i]), kDepth) * kDepth;
@@ -486,7 +601,7 @@ SgemmTiling SgemmTiles(const std::vector<SgemmMember>& members, const SgemmOptio
     for (int64_t m0 = 0; m0 < m.m; m0 += s.rows) {
       for (int64_t n0 = 0; n0 < m.n; n0 += col_step) {
         SgemmTile t{};
-        t.member = static_cast<int32_t>(i);
+        t.member = static_cast<int32_t>(units[i]);
         t.m0 = static_cast<int32_t>(m0);
         t.n0 = static_cast<int32_t>(n0);
         t.config = static_cast<int32_t>(c);
@@ -509,7 +624,7 @@ SgemmTiling SgemmTiles(const std::vector<SgemmMember>& members, const SgemmOptio
   // The most work first, then by position: the long tiles start early and
   // the short ones fill in behind them.
   std::vector<int64_t> cost(out.tiles.size());
-  for (size_t i = 0; i < out.tiles.size(); ++i) cost[i] = ThreadFmas(members[out.tiles[i].member], out.tiles[i]);
+  for (size_t i = 0; i < out.tiles.size(); ++i) cost[i] = ThreadFmas(out.members[out.tiles[i].member], out.tiles[i]);
   std::vector<size_t> order(out.tiles.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return cost[x] > cost[y]; });

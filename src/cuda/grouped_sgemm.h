@@ -11,7 +11,9 @@
 // rows x columns), over all of K or, split-K, over one range of K. The
 // host lays the tiles out once (SgemmTiles), the most work first, and
 // uploads the members and tiles at plan time; the kernel reads its tile's
-// member and shape from the table, so no search and no division.
+// member and shape from the table, so no division; a merged member
+// (SgemmOptions::merge) finds the members of its tile's rows of W and
+// columns of output once a tile, walking at most kSgemmMaxMerged.
 //
 // The rule (SgemmTiles), measured on the H200 with
 // bench/grouped_sgemm_bench.cu and on the real models (`hfuse bench
@@ -77,7 +79,16 @@ struct SgemmMember {
   float* y;           // [m, n], row stride ldy
   int64_t m, n, k, lda, ldy;
   int32_t act;        // an EwFunc code (kernels.h), or kNoActivation
+  // Set by SgemmTiles only (SgemmOptions::merge). A merged member (count >
+  // 0) is the members first .. first + count - 1 of the launch's table side
+  // by side: their one A, n the sum of theirs, and w, bias, y, ldy, act
+  // unused (each column's are its own member's); such a member's n0 is
+  // its first column in the merged one.
+  int32_t n0 = 0, first = 0, count = 0;
 };
+// The most members one merged member takes (its kernel finds a column's
+// member by walking them).
+inline constexpr int kSgemmMaxMerged = 16;
 
 // SgemmTile::flags: float4 loads and stores where the host found the rows
 // 16-byte aligned (lda, k, ldy multiples of 4 and the pointers aligned).
@@ -98,9 +109,32 @@ struct SgemmOptions {
   int config = -1;     // -1: the rule; else an SgemmConfig for every member that it can take
   int split = 0;       // 0 or 1: no split-K (the rule); n > 1: n ranges of K for every tiled member
   bool tiled = false;  // config -1: the tiled kernel with the rule's configs, whichever kernel the rule picks
+  // Members that read one A (the same a, lda, m and k) and leave columns
+  // of a 64-wide tile idle (n not a multiple of 64) run as one member over
+  // their weights side by side, kSgemmMaxMerged at most, where together
+  // they are wider than kSgemmNarrow and take fewer 64-column tiles:
+  // DCNv2's four experts of 32 and four gates of one column that read the
+  // cross layer's input fill three tiles' columns, where apart each expert
+  // left half its 64 x 64 tiles' columns idle and each gate took narrow
+  // tiles of its own (grouped_sgemm.cu, Units).
+  bool merge = true;
+  // With merge: the device's SMs; members merge only where the merged
+  // member has at least sms / 2 tiles of 64 x 64 (0: wherever they can).
+  // Measured with grouped_sgemm_bench on an H100 (132 SMs; bench/RESULTS.md,
+  // 2026-12-05, fifteenth session): DCNv2's groups of K 429 at batch 2048,
+  // 224 and 96 tiles merged, ran 56.9 and 37.9 us merged against 66.3 and
+  // 50.2 apart; at batch 512, 56 and 24 tiles, 39.2 and 37.3 merged against
+  // 34.5 and 31.2 apart: a tile of K 429 is long, and too few of them
+  // leave SMs idle that the members' many narrow tiles kept busy. (Those
+  // figures merged the DNN's layer of 256 too, which now stays apart.)
+  int sms = 0;
 };
 
 struct SgemmTiling {
+  // The table the launch reads (upload it; tiles index it): the members
+  // given, in their order, then for each merged member its members
+  // (copies, n0 set) and itself.
+  std::vector<SgemmMember> members;
   std::vector<SgemmTile> tiles;
   SgemmKernel kernel = SgemmKernel::kTiled;
   int64_t workspace_floats = 0;  // split-K partial sums
@@ -112,11 +146,12 @@ struct SgemmTiling {
   }
 };
 
-// The tiles of `members` (each with m, n, k above 0), the most work first.
+// The tiles of `members` (each with m, n, k above 0), the most work first,
+// and the table they index.
 SgemmTiling SgemmTiles(const std::vector<SgemmMember>& members, const SgemmOptions& options = {});
 
-// One launch over `num_tiles` tiles (device arrays written at plan time) of
-// `tiling.kernel`; `workspace`: tiling.WorkspaceBytes() on the device,
+// One launch over `num_tiles` tiles of `tiling.kernel`, `members` its table
+// (device arrays written at plan time: tiling.members and tiling.tiles); `workspace`: tiling.WorkspaceBytes() on the device,
 // counters cleared, used by one launch at a time (may be null if none).
 void LaunchGroupedSgemm(SgemmKernel kernel, const SgemmMember* members, const SgemmTile* tiles, int num_tiles,
                         float alpha, void* workspace, int64_t workspace_floats, cudaStream_t stream);

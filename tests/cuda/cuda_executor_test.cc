@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include <cuda_runtime.h>
@@ -439,10 +440,14 @@ const SgemmCase kSgemmCases[] = {{70, 130, 429, true, 0}, {9, 5, 33, false, -1},
                                  {257, 16, 16, true, 2},  {70, 1, 429, true, -1}, {300, 64, 256, false, 3},
                                  {129, 17, 128, true, 4}, {64, 128, 1, true, 0}};
 
+// A distinct, 16-byte aligned address for host-only tiling tests (never read).
+const float* FakeAddress(size_t i) { return reinterpret_cast<const float*>(uintptr_t{4096} * (i + 1)); }
+
 // The rule (grouped_sgemm.h): a group of short products at most 16 wide
 // (FiBiNet's) runs the tiled kernel's 256 x 16 tiles.
 TEST(GroupedSgemmTiles, ShortNarrowGroupsTakeTheTiledKernel) {
   std::vector<cuda::SgemmMember> members(325, {nullptr, nullptr, nullptr, nullptr, 2048, 16, 16, 16, 16, -1});
+  for (size_t i = 0; i < members.size(); ++i) members[i].a = FakeAddress(i);  // each its own A, as FiBiNet's
   const cuda::SgemmTiling tiling = cuda::SgemmTiles(members);
   EXPECT_EQ(tiling.kernel, cuda::SgemmKernel::kTiled);
   EXPECT_EQ(tiling.tiles.size(), 325u * 8);
@@ -455,12 +460,17 @@ TEST(GroupedSgemmTiles, ShortNarrowGroupsTakeTheTiledKernel) {
 // element of each member is in exactly one output tile, and that tile's
 // ranges of K cover 0 .. k once, in order; split-K tiles have workspace.
 TEST(GroupedSgemmTiles, CoverEveryOutputAndKOnce) {
-  std::vector<cuda::SgemmMember> members;
-  for (const SgemmCase& c : kSgemmCases) members.push_back({nullptr, nullptr, nullptr, nullptr, c.m, c.n, c.k, c.k, c.n, -1});
+  std::vector<cuda::SgemmMember> given;
+  for (size_t i = 0; i < std::size(kSgemmCases); ++i) {
+    const SgemmCase& c = kSgemmCases[i];
+    given.push_back({FakeAddress(i), FakeAddress(100 + i), nullptr, nullptr, c.m, c.n, c.k, c.k, c.n, -1});
+  }
   for (int config = -1; config < cuda::kSgemmConfigs; ++config) {
     for (int split : {0, 1, 3}) {
-      const cuda::SgemmTiling tiling = cuda::SgemmTiles(members, {.config = config, .split = split});
+      const cuda::SgemmTiling tiling = cuda::SgemmTiles(given, {.config = config, .split = split});
+      const std::vector<cuda::SgemmMember>& members = tiling.members;
       const std::string what = fmt::format("config {} split {}", config, split);
+      ASSERT_EQ(members.size(), given.size()) << what << ": each its own A, none merged";
       // the rule: these members are not all short and narrow, so the kernel before the tiled one
       EXPECT_EQ(tiling.kernel == cuda::SgemmKernel::kLegacy, config <= 0) << what;
       std::map<std::tuple<int, int, int>, std::vector<std::pair<int, int>>> ranges;  // (member, m0, n0) -> k
@@ -505,34 +515,96 @@ TEST(GroupedSgemmTiles, CoverEveryOutputAndKOnce) {
   }
 }
 
+// Members that read one A merge (SgemmOptions::merge) in order of first
+// appearance, kSgemmMaxMerged at a time, where together they are wider than
+// kSgemmNarrow, take fewer 64-column tiles and have tiles for half the SMs
+// (SgemmOptions::sms), each member's width not a multiple of 64: DCNv2's four experts of 32 and four gates of one column
+// are one member 132 wide, their columns side by side in member order; a
+// lone member, members narrower together, one 64 wide, or another A stay
+// apart; off, nothing merges.
+TEST(GroupedSgemmTiles, MembersReadingOneAMerge) {
+  const float* x = FakeAddress(0);
+  std::vector<cuda::SgemmMember> given;
+  for (int e = 0; e < 4; ++e) {
+    given.push_back({x, FakeAddress(10 + e), nullptr, nullptr, 2048, 32, 429, 429, 32, 2});  // an expert, tanh
+    given.push_back({x, FakeAddress(20 + e), nullptr, nullptr, 2048, 1, 429, 429, 1, -1});   // a gate
+  }
+  given.push_back({x, FakeAddress(30), nullptr, nullptr, 2048, 8, 429, 430, 8, -1});      // another lda
+  given.push_back({FakeAddress(1), FakeAddress(31), nullptr, nullptr, 2048, 4, 64, 64, 4, -1});
+  given.push_back({FakeAddress(1), FakeAddress(32), nullptr, nullptr, 2048, 4, 64, 64, 4, -1});  // 8 wide together
+  for (int i = 0; i < 20; ++i) given.push_back({FakeAddress(2), FakeAddress(40 + i), nullptr, nullptr, 64, 3, 16, 16, 3, 0});
+  given.push_back({x, FakeAddress(60), nullptr, nullptr, 2048, 64, 429, 429, 64, 0});  // whole tiles: apart
+
+  const cuda::SgemmTiling tiling = cuda::SgemmTiles(given);
+  // The given members, then 8 copies and their merged member, then 16 and
+  // one, then the last 4 (12 wide) stay apart.
+  ASSERT_EQ(tiling.members.size(), given.size() + 9 + 17);
+  const cuda::SgemmMember& merged = tiling.members[given.size() + 8];
+  EXPECT_EQ(merged.count, 8);
+  EXPECT_EQ(merged.first, static_cast<int32_t>(given.size()));
+  EXPECT_EQ(merged.n, 4 * 33);
+  EXPECT_EQ(merged.a, x);
+  EXPECT_EQ(merged.k, 429);
+  int32_t n0 = 0;
+  for (int32_t s = 0; s < merged.count; ++s) {
+    const cuda::SgemmMember& part = tiling.members[static_cast<size_t>(merged.first + s)];
+    EXPECT_EQ(part.w, given[static_cast<size_t>(s)].w) << "member order";
+    EXPECT_EQ(part.n0, n0);
+    n0 += static_cast<int32_t>(part.n);
+  }
+  EXPECT_EQ(tiling.members.back().count, 16);
+  EXPECT_EQ(tiling.members.back().n, 48);
+  // Which table entries the tiles run: the merged two and the five apart.
+  std::set<int32_t> ran;
+  for (const cuda::SgemmTile& t : tiling.tiles) ran.insert(t.member);
+  const int32_t apart[] = {8, 9, 10, 27, 28, 29, 30, 31};
+  EXPECT_EQ(ran, (std::set<int32_t>{apart[0], apart[1], apart[2], apart[3], apart[4], apart[5], apart[6], apart[7],
+                                    static_cast<int32_t>(given.size() + 8), static_cast<int32_t>(tiling.members.size() - 1)}));
+  const cuda::SgemmTiling off = cuda::SgemmTiles(given, {.merge = false});
+  EXPECT_EQ(off.members.size(), given.size());
+  // On 132 SMs the experts and gates' 96 tiles merge (at least 66), the
+  // short products' one tile does not; on 264, neither.
+  const cuda::SgemmTiling h100 = cuda::SgemmTiles(given, {.sms = 132});
+  ASSERT_EQ(h100.members.size(), given.size() + 9);
+  EXPECT_EQ(h100.members.back().count, 8);
+  EXPECT_EQ(cuda::SgemmTiles(given, {.sms = 264}).members.size(), given.size());
+}
+
 // The grouped float32 kernel directly (grouped_sgemm.h) against a float64
 // reference, every config and the rule, split-K off, by the rule and forced
 // to 3 ranges; A with a row stride and pointer that allow float4 loads and
 // with ones that do not (lda = k + 1, one float off 16 bytes); outputs side
 // by side in one buffer (ldy > n, columns at odd offsets); plain launches
 // and a CUDA graph replayed twice (the split-K counters are reset), each
-// run bitwise equal to the first.
+// run bitwise equal to the first. Then the same members all reading one A
+// (M 130, K 64 or 57), which merge (SgemmOptions::merge: one member 201
+// wide, each column with its own member's W, bias, activation and output).
 TEST_F(CudaTest, GroupedSgemmEveryConfigSplitAndAlignment) {
   uint64_t state = 12345;
   auto uniform = [&] {
     state = state * 6364136223846793005ull + 1442695040888963407ull;
     return static_cast<float>((state >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f;
   };
-  for (bool aligned : {true, false}) {
+  for (const auto& [aligned, shared] : {std::pair{true, false}, std::pair{false, false}, std::pair{true, true},
+                                       std::pair{false, true}}) {
     const size_t count = std::size(kSgemmCases);
+    std::vector<SgemmCase> cases(std::begin(kSgemmCases), std::end(kSgemmCases));
+    if (shared) {
+      for (SgemmCase& c : cases) c.m = 130, c.k = aligned ? 64 : 57;
+    }
     int64_t ldy = 3;
-    for (const SgemmCase& c : kSgemmCases) ldy += c.n;
+    for (const SgemmCase& c : cases) ldy += c.n;
     std::vector<std::vector<float>> ha(count), hw(count), hb(count);
     std::vector<float*> da(count), dw(count), db(count);
     std::vector<cuda::SgemmMember> members;
     std::vector<int64_t> col(count), lda(count);
     float* dy = nullptr;
     int64_t max_m = 0;
-    for (const SgemmCase& c : kSgemmCases) max_m = std::max(max_m, c.m);
+    for (const SgemmCase& c : cases) max_m = std::max(max_m, c.m);
     ASSERT_EQ(cudaMalloc(&dy, static_cast<size_t>(max_m * ldy) * sizeof(float)), cudaSuccess);
     int64_t offset = 1;
     for (size_t i = 0; i < count; ++i) {
-      const SgemmCase& c = kSgemmCases[i];
+      const SgemmCase& c = cases[i];
       lda[i] = aligned ? (c.k + 3) / 4 * 4 + 4 : c.k + 1;
       const int64_t shift = aligned ? 0 : 1;  // floats before A's first element
       ha[i].resize(static_cast<size_t>(c.m * lda[i] + shift));
@@ -547,7 +619,7 @@ TEST_F(CudaTest, GroupedSgemmEveryConfigSplitAndAlignment) {
         EXPECT_EQ(cudaMemcpy(d, v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
         return d;
       };
-      da[i] = upload(ha[i]);
+      da[i] = shared && i > 0 ? da[0] : upload(ha[i]);
       dw[i] = upload(hw[i]);
       db[i] = upload(hb[i]);
       col[i] = offset;
@@ -557,8 +629,8 @@ TEST_F(CudaTest, GroupedSgemmEveryConfigSplitAndAlignment) {
     // The float64 reference.
     std::vector<std::vector<double>> want(count);
     for (size_t i = 0; i < count; ++i) {
-      const SgemmCase& c = kSgemmCases[i];
-      const float* a = ha[i].data() + (aligned ? 0 : 1);
+      const SgemmCase& c = cases[i];
+      const float* a = ha[shared ? 0 : i].data() + (aligned ? 0 : 1);
       for (int64_t r = 0; r < c.m; ++r) {
         for (int64_t j = 0; j < c.n; ++j) {
           double v = 0;
@@ -573,18 +645,22 @@ TEST_F(CudaTest, GroupedSgemmEveryConfigSplitAndAlignment) {
         }
       }
     }
-    cuda::SgemmMember* d_members = nullptr;
-    ASSERT_EQ(cudaMalloc(&d_members, count * sizeof(cuda::SgemmMember)), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(d_members, members.data(), count * sizeof(cuda::SgemmMember), cudaMemcpyHostToDevice),
-              cudaSuccess);
     cudaStream_t stream;
     ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
     const size_t y_bytes = static_cast<size_t>(max_m * ldy) * sizeof(float);
     for (int config = -1; config < cuda::kSgemmConfigs; ++config) {
       for (int split : {0, 1, 3}) {
-        const std::string what = fmt::format("{} A, config {}, split {}", aligned ? "aligned" : "unaligned",
+        const std::string what = fmt::format("{}{} A, config {}, split {}", aligned ? "aligned" : "unaligned",
+                                             shared ? " shared" : "",
                                              config < 0 ? "rule" : cuda::SgemmConfigName(static_cast<cuda::SgemmConfig>(config)), split);
         const cuda::SgemmTiling tiling = cuda::SgemmTiles(members, {.config = config, .split = split});
+        const bool merged = std::any_of(tiling.members.begin(), tiling.members.end(),
+                                        [](const cuda::SgemmMember& m) { return m.count > 0; });
+        EXPECT_EQ(merged, shared) << what;
+        cuda::SgemmMember* d_members = nullptr;
+        const size_t table_bytes = tiling.members.size() * sizeof(cuda::SgemmMember);
+        ASSERT_EQ(cudaMalloc(&d_members, table_bytes), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(d_members, tiling.members.data(), table_bytes, cudaMemcpyHostToDevice), cudaSuccess);
         cuda::SgemmTile* d_tiles = nullptr;
         ASSERT_EQ(cudaMalloc(&d_tiles, tiling.tiles.size() * sizeof(cuda::SgemmTile)), cudaSuccess);
         ASSERT_EQ(cudaMemcpy(d_tiles, tiling.tiles.data(), tiling.tiles.size() * sizeof(cuda::SgemmTile),
@@ -617,7 +693,7 @@ TEST_F(CudaTest, GroupedSgemmEveryConfigSplitAndAlignment) {
           if (run == 0) {
             first = got;
             for (size_t i = 0; i < count; ++i) {
-              const SgemmCase& c = kSgemmCases[i];
+              const SgemmCase& c = cases[i];
               double err = 0, scale = 0;
               for (int64_t r = 0; r < c.m; ++r) {
                 for (int64_t j = 0; j < c.n; ++j) {
@@ -635,13 +711,16 @@ TEST_F(CudaTest, GroupedSgemmEveryConfigSplitAndAlignment) {
         cudaGraphExecDestroy(exec);
         cudaGraphDestroy(graph);
         cudaFree(d_tiles);
+        cudaFree(d_members);
         if (ws) cudaFree(ws);
       }
     }
     cudaStreamDestroy(stream);
-    cudaFree(d_members);
     cudaFree(dy);
-    for (size_t i = 0; i < count; ++i) cudaFree(da[i]), cudaFree(dw[i]), cudaFree(db[i]);
+    for (size_t i = 0; i < count; ++i) {
+      if (!shared || i == 0) cudaFree(da[i]);
+      cudaFree(dw[i]), cudaFree(db[i]);
+    }
   }
 }
 

@@ -158,6 +158,7 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
         variants.push_back({fmt::format("{}, float32 tiled rule, split-K {}", name, split), fused,
                             {.sgemm_tiled = true, .sgemm_split = split}});
       }
+      variants.push_back({name + ", float32 members reading one A apart", fused, {.sgemm_merge = false}});
       variants.push_back({name + ", cuBLASLt a member", fused, {.gemm_kernel = GemmKernelChoice::kPerMember}});
       variants.push_back({name + ", activations apart from their GEMMs", fused, {.gemm_activations = false}});
     }

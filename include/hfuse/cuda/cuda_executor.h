@@ -76,6 +76,10 @@ struct CudaOptions {
   // this many ranges for its tiled members (0: the rule's).
   bool sgemm_tiled = false;
   int sgemm_split = 0;
+  // The grouped float32 kernel runs members that read one A as one member
+  // over their weights side by side (grouped_sgemm.h, SgemmOptions::merge);
+  // off, each apart, for measuring.
+  bool sgemm_merge = true;
   // Independent Gathers next to each other in the order (a model's
   // embedding lookups) run as one launch; off, one launch each.
   bool gather_batches = true;
