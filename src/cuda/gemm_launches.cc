@@ -390,10 +390,12 @@ void CudaExecutor::Impl::PlanGroupedSgemm(const std::vector<cuda::DeviceGemm>& m
                                  .merge = options.sgemm_merge,
                                  .sms = NumSms()});
   const cuda::SgemmMember* d_members = Device(tiling.members);
-  // Merged members (SgemmOptions::merge): "4 + 4 reading one A each".
+  // Merged members (SgemmOptions::merge): "(8 as one, reading one A)",
+  // "(8 and 3 as one each, reading one A)".
   std::string merged;
+  int merges = 0;
   for (const cuda::SgemmMember& m : tiling.members) {
-    if (m.count > 0) merged += fmt::format("{}{}", merged.empty() ? "" : " + ", m.count);
+    if (m.count > 0) merged += fmt::format("{}{}", merges++ == 0 ? "" : " and ", m.count);
   }
   const cuda::SgemmTile* d_tiles = Device(tiling.tiles);
   // The split-K workspace, its counters zero (SgemmTiling::WorkspaceBytes),
@@ -405,7 +407,8 @@ void CudaExecutor::Impl::PlanGroupedSgemm(const std::vector<cuda::DeviceGemm>& m
   const cuda::SgemmKernel kernel = tiling.kernel;
   const int64_t workspace_floats = tiling.workspace_floats;
   Add(fmt::format("grouped float32 GEMM, {} members{}, {} tiles{}{}", members.size(),
-                  merged.empty() ? "" : fmt::format(" ({} as one, reading one A)", merged), count,
+                  merged.empty() ? "" : fmt::format(" ({} as one{}, reading one A)", merged, merges > 1 ? " each" : ""),
+                  count,
                   tiling.counters > 0 ? ", split-K" : "", mixed ? ", an epilogue a member" : ""),
       [=](cudaStream_t s) {
     cuda::LaunchGroupedSgemm(kernel, d_members, d_tiles, count, alpha, workspace, workspace_floats, s);
