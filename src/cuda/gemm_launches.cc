@@ -388,7 +388,9 @@ void CudaExecutor::Impl::PlanGroupedSgemm(const std::vector<cuda::DeviceGemm>& m
                                  .split = options.sgemm_split,
                                  .tiled = options.sgemm_tiled,
                                  .merge = options.sgemm_merge,
-                                 .sms = NumSms()});
+                                 .sms = NumSms(),
+                                 .staged = options.sgemm_staged,
+                                 .sliced = options.sgemm_sliced ? -1 : 0});
   const cuda::SgemmMember* d_members = Device(tiling.members);
   // Merged members (SgemmOptions::merge): "(8 as one, reading one A)",
   // "(8 and 3 as one each, reading one A)".
@@ -406,9 +408,9 @@ void CudaExecutor::Impl::PlanGroupedSgemm(const std::vector<cuda::DeviceGemm>& m
   const int count = static_cast<int>(tiling.tiles.size());
   const cuda::SgemmKernel kernel = tiling.kernel;
   const int64_t workspace_floats = tiling.workspace_floats;
-  Add(fmt::format("grouped float32 GEMM, {} members{}, {} tiles{}{}", members.size(),
+  Add(fmt::format("grouped float32 GEMM, {} members{}, {} tiles{}{}{}", members.size(),
                   merged.empty() ? "" : fmt::format(" ({} as one{}, reading one A)", merged, merges > 1 ? " each" : ""),
-                  count,
+                  count, kernel == cuda::SgemmKernel::kSliced ? " of two slices of K" : "",
                   tiling.counters > 0 ? ", split-K" : "", mixed ? ", an epilogue a member" : ""),
       [=](cudaStream_t s) {
     cuda::LaunchGroupedSgemm(kernel, d_members, d_tiles, count, alpha, workspace, workspace_floats, s);

@@ -11,6 +11,9 @@ namespace hfuse::cuda {
 namespace {
 
 constexpr int kThreads = 256, kDepth = 16;
+// The staged tile (StagedTile): steps of K in flight, its rows' padded length.
+constexpr int kStages = 4, kStagedLd = kDepth + 4;
+constexpr int kStagedSmemFloats = kStages * 2 * 64 * kStagedLd;
 
 __device__ __forceinline__ float Activation(int act, float v) {
   switch (act) {
@@ -197,7 +200,7 @@ struct TileShape {
 constexpr int kMaxSmemFloats =
     std::max({TileShape<128, 128, 8, 8, 8>::kSmemFloats, TileShape<128, 64, 8, 4, 16>::kSmemFloats,
               TileShape<64, 64, 4, 4, 16>::kSmemFloats, TileShape<128, 32, 4, 4, 16>::kSmemFloats,
-              TileShape<256, 16, 4, 4, 16>::kSmemFloats});
+              TileShape<256, 16, 4, 4, 16>::kSmemFloats, kStagedSmemFloats});
 
 // The rows a thread loads of a slice ROWS x D (a chunk a row's 4
 // neighbouring k: chunk tid + 256 c is row (tid + 256 c) / (D / 4)):
@@ -404,6 +407,182 @@ __device__ __forceinline__ void TiledTile(const SgemmMember* members, const Sgem
   }
 }
 
+// ---- the staged tile (SgemmConfig::kStaged64x64) -----------------------------------
+
+// Copies global memory into shared without a register in between
+// (cp.async, sm_80 and later): `bytes` of the 4 or 16 read, the rest of
+// the destination zero (0 for a row past the member's or K past the range).
+__device__ __forceinline__ void CopyAsync4(float* dst, const float* src, int bytes) {
+  const auto d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void CopyAsync16(float* dst, const float* src, int bytes) {
+  const auto d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void CommitAsync() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void WaitAsync() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// A 64 x 64 tile of a deep member (K of hundreds: DCNv2's and AutoInt's
+// layers of K 429), 4 x 4 outputs a thread. The tiled configs above wait
+// on global memory once a 16-deep step, with few blocks an SM (a member of
+// 2048 rows and 132 columns is 96 such tiles): here kStages - 1 steps of
+// A and W are in flight at once, copied straight into shared memory
+// (cp.async: 16 bytes at a time where the rows are aligned, else 4), while
+// the products of the oldest run. Shared memory keeps the rows as global
+// memory has them, K-contiguous and padded to 20 floats, and a thread
+// reads 4 k of a row as a float4: thread (ty, tx) holds rows ty + 16 i and
+// columns tx + 16 j, and a warp is 4 rows of threads by 8 columns, so its
+// reads of a k are 4 rows of A and 8 of W, in distinct banks (row strides
+// of 80 bytes): one wavefront each. Each output sums its k in order.
+
+//
+// SLICES > 1 (SgemmKernel::kSliced: 256 threads a slice): slice s takes
+// the steps s, s + SLICES, ... into buffers of its own, waiting at a
+// barrier of its own, and at the end the slices' sums are added in slice
+// order in shared memory: a tile of K 429 is long, and where the tiles
+// are fewer than the SMs (DCNv2's merged experts and gates: 96 at batch
+// 2048) one slice leaves most of an SM's issue slots waiting on memory.
+template <int SLICES>
+__device__ __forceinline__ void StagedTile(const SgemmMember* members, const SgemmTile* tiles, float alpha,
+                                           float* smem) {
+  constexpr int kTile = 64, kStageFloats = kTile * kStagedLd;
+  const int slice = SLICES == 1 ? 0 : static_cast<int>(threadIdx.x) / kThreads;
+  float* as = smem + slice * kStagedSmemFloats;  // [kStages][64][kStagedLd]
+  float* ws = as + kStages * kStageFloats;       // [kStages][64][kStagedLd]
+  const SgemmTile& t = tiles[blockIdx.x];
+  const SgemmMember& g = members[t.member];
+  const int tid = static_cast<int>(threadIdx.x) % kThreads, warp = tid / 32, lane = tid % 32;
+  const int ty = (warp / 2) * 4 + lane / 8, tx = (warp % 2) * 8 + lane % 8;
+  const bool vec_a = (t.flags & kSgemmVecA) != 0, vec_w = (t.flags & kSgemmVecW) != 0;
+  const int k_begin = t.k0, k_end = t.k1;
+  // The rows this thread copies: with 16-byte copies, row tid / 4 at k
+  // (tid % 4) * 4; else rows tid / 16 + 16 c at k tid % 16 (a warp two
+  // rows' 64 bytes).
+  const int vrow = tid / 4, vk = (tid % 4) * 4, srow = tid / 16, sk = tid % 16;
+  const float* a_rows[4];
+  const float* w_rows[4];
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    const int row = vec_a ? (c == 0 ? vrow : -1) : srow + 16 * c;
+    a_rows[c] = row >= 0 && t.m0 + row < g.m ? g.a + (t.m0 + row) * g.lda : nullptr;
+    const int wrow = vec_w ? (c == 0 ? vrow : -1) : srow + 16 * c;
+    w_rows[c] = wrow >= 0 ? WeightRow(members, g, t.n0 + wrow) : nullptr;
+  }
+  const auto load = [&](int stage, int k0) {
+    float* sa = as + stage * kStageFloats;
+    float* sw = ws + stage * kStageFloats;
+    if (vec_a) {
+      const int k = k0 + vk;
+      CopyAsync16(sa + vrow * kStagedLd + vk, a_rows[0] && k < k_end ? a_rows[0] + k : g.a,
+                  a_rows[0] && k < k_end ? 16 : 0);
+    } else {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int k = k0 + sk;
+        CopyAsync4(sa + (srow + 16 * c) * kStagedLd + sk, a_rows[c] && k < k_end ? a_rows[c] + k : g.a,
+                   a_rows[c] && k < k_end ? 4 : 0);
+      }
+    }
+    if (vec_w) {
+      const int k = k0 + vk;
+      CopyAsync16(sw + vrow * kStagedLd + vk, w_rows[0] && k < k_end ? w_rows[0] + k : g.a,
+                  w_rows[0] && k < k_end ? 16 : 0);
+    } else {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int k = k0 + sk;
+        CopyAsync4(sw + (srow + 16 * c) * kStagedLd + sk, w_rows[c] && k < k_end ? w_rows[c] + k : g.a,
+                   w_rows[c] && k < k_end ? 4 : 0);
+      }
+    }
+  };
+
+  float acc[4][4] = {};
+  const int all_steps = (k_end - k_begin + kDepth - 1) / kDepth;
+  const int steps = (all_steps - slice + SLICES - 1) / SLICES;  // this slice's: all_steps = slice + SLICES * i
+  const auto k_of = [&](int step) { return k_begin + (slice + SLICES * step) * kDepth; };
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < steps) load(s, k_of(s));
+    CommitAsync();
+  }
+  for (int step = 0; step < steps; ++step) {
+    // This thread's copies of `step` have landed; after the barrier,
+    // everyone's have, and every thread is done with step - 1's buffer,
+    // which the copies of step + kStages - 1 overwrite.
+    WaitAsync<kStages - 2>();
+    if (SLICES == 1) {
+      __syncthreads();
+    } else {
+      asm volatile("bar.sync %0, %1;\n" ::"r"(1 + slice), "n"(kThreads));  // the slice's threads alone
+    }
+    const int next = step + kStages - 1;
+    if (next < steps) load(next % kStages, k_of(next));
+    CommitAsync();
+    const float* sa = as + (step % kStages) * kStageFloats + ty * kStagedLd;
+    const float* sw = ws + (step % kStages) * kStageFloats + tx * kStagedLd;
+#pragma unroll
+    for (int kq = 0; kq < kDepth; kq += 4) {
+      float4 a[4], w[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) a[i] = *reinterpret_cast<const float4*>(sa + 16 * i * kStagedLd + kq);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) w[j] = *reinterpret_cast<const float4*>(sw + 16 * j * kStagedLd + kq);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          acc[i][j] = fmaf(a[i].x, w[j].x, acc[i][j]);
+          acc[i][j] = fmaf(a[i].y, w[j].y, acc[i][j]);
+          acc[i][j] = fmaf(a[i].z, w[j].z, acc[i][j]);
+          acc[i][j] = fmaf(a[i].w, w[j].w, acc[i][j]);
+        }
+      }
+    }
+  }
+  WaitAsync<0>();  // only empty groups are left; none outlives the block
+  if (SLICES > 1) {
+    // The other slices' sums, by thread, into the shared memory their
+    // buffers held; slice 0 adds them in slice order.
+    __syncthreads();
+    if (slice > 0) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) smem[(slice - 1) * kStagedSmemFloats + (i * 4 + j) * kThreads + tid] = acc[i][j];
+      }
+    }
+    __syncthreads();
+    if (slice > 0) return;
+    for (int p = 1; p < SLICES; ++p) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] += smem[(p - 1) * kStagedSmemFloats + (i * 4 + j) * kThreads + tid];
+      }
+    }
+  }
+
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int64_t c = t.n0 + tx + 16 * j;
+    if (c >= g.n) continue;
+    const OutColumn o = OutputColumn(members, g, c);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int64_t r = t.m0 + ty + 16 * i;
+      if (r >= g.m) continue;
+      float v = alpha * acc[i][j];
+      if (o.bias) v += *o.bias;
+      o.y[r * o.ldy] = Activation(o.act, v);
+    }
+  }
+}
+
 // One block a tile of any tiled config (a uniform branch on the tile's
 // config), 2 blocks an SM: the 4 x 4 configs too take over 85 registers a
 // thread (their loads in flight), so 3 would spill.
@@ -420,8 +599,18 @@ __global__ void __launch_bounds__(kThreads, 2)
     case SgemmConfig::k256x16: TiledTile<256, 16, 4, 4, 16>(members, tiles, alpha, smem, partials, counters); return;
     case SgemmConfig::k128x128: TiledTile<128, 128, 8, 8, 8>(members, tiles, alpha, smem, partials, counters); return;
     case SgemmConfig::k128x64: TiledTile<128, 64, 8, 4, 16>(members, tiles, alpha, smem, partials, counters); return;
+    case SgemmConfig::kStaged64x64: StagedTile<1>(members, tiles, alpha, smem); return;
     case SgemmConfig::kLegacy: return;  // never here (SgemmTiles)
   }
+}
+
+// Every tile a staged one, kSlices slices of 256 threads a tile
+// (SgemmKernel::kSliced); the slices' buffers are dynamic shared memory.
+constexpr int kSlices = 2;
+__global__ void __launch_bounds__(kThreads * kSlices, 1)
+    SlicedSgemmKernel(const SgemmMember* members, const SgemmTile* tiles, float alpha) {
+  extern __shared__ float4 dynamic_smem4[];
+  StagedTile<kSlices>(members, tiles, alpha, reinterpret_cast<float*>(dynamic_smem4));
 }
 
 // ---- the host: tile shapes, the rule, the layout --------------------------------------
@@ -430,27 +619,37 @@ struct ConfigShape {
   int rows, cols;  // of the output tile
 };
 constexpr ConfigShape kShapes[kSgemmConfigs] = {{64, 64}, {kThreads / 32, kSgemmNarrow}, {128, 128}, {128, 64},
-                                                {64, 64}, {128, 32}, {256, 16}};
+                                                {64, 64}, {128, 32}, {256, 16}, {64, 64}};
 
 ConfigShape ShapeOf(SgemmConfig c) { return kShapes[static_cast<int>(c)]; }
 
-// The shape rule (grouped_sgemm.h) for one member of a group that runs the
-// tiled kernels.
+// A member the staged tile takes (SgemmOptions::staged): wider than a
+// narrow tile, K deep.
+bool Deep(const SgemmMember& m) { return m.n > kSgemmNarrow && m.k >= kSgemmStagedMinK; }
+
 // The tiled kernel's config of a member (the rule, grouped_sgemm.h).
-SgemmConfig RuleConfig(const SgemmMember& m) {
+SgemmConfig RuleConfig(const SgemmMember& m, bool staged) {
   if (m.n <= kSgemmNarrow) return m.k >= kSgemmNarrowMinK ? SgemmConfig::kNarrow : SgemmConfig::k256x16;
+  if (staged && Deep(m)) return SgemmConfig::kStaged64x64;
   if (m.n <= 32) return SgemmConfig::k128x32;
   return SgemmConfig::k64x64;
 }
 
 // Whether the rule runs a group on the tiled kernel: where every member is
-// a short product at most 16 wide (FiBiNet); elsewhere the kernel before
+// a short product at most 16 wide (FiBiNet), or (staged) where its members
+// are deep ones and narrow ones of long K, at least one deep (DCNv2's and
+// AutoInt's layers of K 429 with their gates); elsewhere the kernel before
 // it measured as fast or faster on the real models (bench/RESULTS.md,
 // 2026-12-04, seventh session).
-bool RuleTiled(const std::vector<SgemmMember>& members) {
-  return std::all_of(members.begin(), members.end(), [](const SgemmMember& m) {
+bool RuleTiled(const std::vector<SgemmMember>& members, bool staged) {
+  const bool short_narrow = std::all_of(members.begin(), members.end(), [](const SgemmMember& m) {
     return m.n <= kSgemmNarrow && m.k < kSgemmNarrowMinK;
   });
+  const bool deep = staged && std::any_of(members.begin(), members.end(), Deep) &&
+                    std::all_of(members.begin(), members.end(), [](const SgemmMember& m) {
+                      return Deep(m) || (m.n <= kSgemmNarrow && m.k >= kSgemmNarrowMinK);
+                    });
+  return short_narrow || deep;
 }
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -552,6 +751,7 @@ const char* SgemmConfigName(SgemmConfig c) {
     case SgemmConfig::k64x64: return "64x64";
     case SgemmConfig::k128x32: return "128x32";
     case SgemmConfig::k256x16: return "256x16";
+    case SgemmConfig::kStaged64x64: return "staged64x64";
   }
   return "?";
 }
@@ -565,7 +765,7 @@ SgemmTiling SgemmTiles(const std::vector<SgemmMember>& given, const SgemmOptions
   // Which kernel, and each member's config.
   const bool legacy =
       options.config == static_cast<int>(SgemmConfig::kLegacy) ||
-      (options.config < 0 && !options.tiled && !RuleTiled(members));
+      (options.config < 0 && !options.tiled && !RuleTiled(members, options.staged));
   std::vector<SgemmConfig> configs(n);
   for (size_t i = 0; i < n; ++i) {
     const SgemmMember& m = members[i];
@@ -575,12 +775,16 @@ SgemmTiling SgemmTiles(const std::vector<SgemmMember>& given, const SgemmOptions
     } else if (options.config >= 0 && (options.config != static_cast<int>(SgemmConfig::kNarrow) || narrow_fits)) {
       configs[i] = static_cast<SgemmConfig>(options.config);
     } else {
-      configs[i] = RuleConfig(m);
+      configs[i] = RuleConfig(m, options.staged);
     }
   }
   out.kernel = legacy ? SgemmKernel::kLegacy : SgemmKernel::kTiled;
-  auto tiled = [&](size_t i) { return configs[i] != SgemmConfig::kNarrow && configs[i] != SgemmConfig::kLegacy; };
-  // Split-K (grouped_sgemm.h): how many ranges of K each member's tiles take.
+  // Split-K (grouped_sgemm.h): how many ranges of K each member's tiles
+  // take; the narrow and staged tiles and the kernel before take one.
+  auto tiled = [&](size_t i) {
+    return configs[i] != SgemmConfig::kNarrow && configs[i] != SgemmConfig::kLegacy &&
+           configs[i] != SgemmConfig::kStaged64x64;
+  };
   std::vector<int64_t> splits(n, 1);
   if (!legacy && options.split > 1) {
     for (size_t i = 0; i < n; ++i) {
@@ -621,6 +825,13 @@ SgemmTiling SgemmTiles(const std::vector<SgemmMember>& given, const SgemmOptions
       }
     }
   }
+  const bool all_staged = std::all_of(configs.begin(), configs.end(),
+                                      [](SgemmConfig c) { return c == SgemmConfig::kStaged64x64; });
+  if (!legacy && all_staged &&
+      (options.sliced == 1 ||
+       (options.sliced < 0 && options.sms > 0 && static_cast<int64_t>(out.tiles.size()) <= options.sms))) {
+    out.kernel = SgemmKernel::kSliced;
+  }
   // The most work first, then by position: the long tiles start early and
   // the short ones fill in behind them.
   std::vector<int64_t> cost(out.tiles.size());
@@ -645,6 +856,16 @@ void LaunchGroupedSgemm(SgemmKernel kernel, const SgemmMember* members, const Sg
     case SgemmKernel::kTiled:
       TiledSgemmKernel<<<num_tiles, kThreads, 0, stream>>>(members, tiles, alpha, partials, counters);
       break;
+    case SgemmKernel::kSliced: {
+      constexpr int kBytes = kSlices * kStagedSmemFloats * static_cast<int>(sizeof(float));
+      static const bool ready = [] {  // over 48 KB of dynamic shared memory is asked for once
+        return cudaFuncSetAttribute(SlicedSgemmKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes) ==
+               cudaSuccess;
+      }();
+      (void)ready;  // a failure shows as the launch's error
+      SlicedSgemmKernel<<<num_tiles, kThreads * kSlices, kBytes, stream>>>(members, tiles, alpha);
+      break;
+    }
   }
 }
 

@@ -60,17 +60,22 @@ enum class SgemmConfig : int32_t {
   k64x64 = 4,     // 4 x 4
   k128x32 = 5,    // 4 x 4
   k256x16 = 6,    // 4 x 4
+  kStaged64x64 = 7,  // 4 x 4, 16 deep, 4 stages of cp.async in flight (no split-K): deep members
 };
-inline constexpr int kSgemmConfigs = 7;
+inline constexpr int kSgemmConfigs = 8;
 const char* SgemmConfigName(SgemmConfig c);
 
 // Which kernel a group's launch runs (SgemmTiles decides, for all its tiles).
 enum class SgemmKernel : int32_t {
   kLegacy,  // kLegacy and kNarrow tiles
   kTiled,   // every config but kLegacy
+  kSliced,  // kStaged64x64 tiles only, two slices of K a tile (512 threads)
 };
 
 inline constexpr int kSgemmNarrow = 16, kSgemmNarrowMinK = 64;
+// The rule's deep members (n > kSgemmNarrow, k >= kSgemmStagedMinK): the
+// staged tile (SgemmOptions::staged).
+inline constexpr int kSgemmStagedMinK = 128;
 
 struct SgemmMember {
   const float* a;     // [m, k], row stride lda
@@ -128,6 +133,17 @@ struct SgemmOptions {
   // leave SMs idle that the members' many narrow tiles kept busy. (Those
   // figures merged the DNN's layer of 256 too, which now stays apart.)
   int sms = 0;
+  // With config -1: a group whose members are all deep or narrow (each
+  // wider than kSgemmNarrow with K of kSgemmStagedMinK or more, or at most
+  // kSgemmNarrow wide with K of kSgemmNarrowMinK or more: DCNv2's and
+  // AutoInt's layers of K 429 and their gates) runs the tiled kernel, its
+  // deep members on kStaged64x64 tiles; off, the kernel before (for
+  // measuring).
+  bool staged = true;
+  // Where every tile is a staged one: -1 the rule (the sliced kernel where
+  // the tiles are no more than sms: each tile then has an SM of its own
+  // and would leave it mostly waiting), 0 never, 1 always.
+  int sliced = -1;
 };
 
 struct SgemmTiling {

@@ -456,6 +456,55 @@ TEST(GroupedSgemmTiles, ShortNarrowGroupsTakeTheTiledKernel) {
   EXPECT_EQ(cuda::SgemmTiles(members).kernel, cuda::SgemmKernel::kLegacy);
 }
 
+// The rule for deep members (SgemmOptions::staged, sliced): a group of
+// members wider than 16 with K of kSgemmStagedMinK or more, and narrow
+// ones of long K, runs the tiled kernel, the deep members on staged tiles,
+// the narrow ones on narrow tiles; where every tile is staged and they are
+// no more than the SMs, the sliced kernel. DCNv2's experts and gates at
+// batch 2048 merge into 96 tiles (sliced); at 512 they stay apart (staged
+// and narrow); its first layer, 256 wide beside them, is 224 tiles
+// (staged, not sliced). A wide member of short K keeps the kernel before.
+TEST(GroupedSgemmTiles, DeepGroupsTakeTheStagedTiles) {
+  const float* x = FakeAddress(0);
+  const auto experts_and_gates = [&](int64_t m) {
+    std::vector<cuda::SgemmMember> g;
+    for (int e = 0; e < 4; ++e) {
+      g.push_back({x, FakeAddress(10 + e), nullptr, nullptr, m, 32, 429, 429, 32, 2});
+      g.push_back({x, FakeAddress(20 + e), nullptr, nullptr, m, 1, 429, 429, 1, -1});
+    }
+    return g;
+  };
+  const auto configs = [](const cuda::SgemmTiling& t) {
+    std::set<int32_t> c;
+    for (const cuda::SgemmTile& tile : t.tiles) c.insert(tile.config);
+    return c;
+  };
+  const auto staged = static_cast<int32_t>(cuda::SgemmConfig::kStaged64x64);
+  const auto narrow = static_cast<int32_t>(cuda::SgemmConfig::kNarrow);
+
+  cuda::SgemmTiling t = cuda::SgemmTiles(experts_and_gates(2048), {.sms = 132});
+  EXPECT_EQ(t.kernel, cuda::SgemmKernel::kSliced);
+  EXPECT_EQ(t.tiles.size(), 96u);
+  EXPECT_EQ(configs(t), std::set<int32_t>{staged});
+  EXPECT_EQ(t.workspace_floats, 0);
+  EXPECT_EQ(cuda::SgemmTiles(experts_and_gates(2048), {.sms = 132, .sliced = 0}).kernel, cuda::SgemmKernel::kTiled);
+
+  t = cuda::SgemmTiles(experts_and_gates(512), {.sms = 132});
+  EXPECT_EQ(t.kernel, cuda::SgemmKernel::kTiled);
+  EXPECT_EQ(configs(t), (std::set<int32_t>{narrow, staged}));
+
+  std::vector<cuda::SgemmMember> first = experts_and_gates(2048);
+  first.push_back({x, FakeAddress(30), nullptr, nullptr, 2048, 256, 429, 429, 256, 0});
+  t = cuda::SgemmTiles(first, {.sms = 132});
+  EXPECT_EQ(t.kernel, cuda::SgemmKernel::kTiled);
+  EXPECT_EQ(t.tiles.size(), 224u);
+  EXPECT_EQ(configs(t), std::set<int32_t>{staged});
+  EXPECT_EQ(cuda::SgemmTiles(first, {.sms = 132, .staged = false}).kernel, cuda::SgemmKernel::kLegacy);
+
+  first.push_back({FakeAddress(40), FakeAddress(41), nullptr, nullptr, 2048, 429, 32, 32, 429, -1});
+  EXPECT_EQ(cuda::SgemmTiles(first, {.sms = 132}).kernel, cuda::SgemmKernel::kLegacy);
+}
+
 // SgemmTiles alone (no GPU): for every config and split, each output
 // element of each member is in exactly one output tile, and that tile's
 // ranges of K cover 0 .. k once, in order; split-K tiles have workspace.
@@ -653,7 +702,11 @@ TEST_F(CudaTest, GroupedSgemmEveryConfigSplitAndAlignment) {
         const std::string what = fmt::format("{}{} A, config {}, split {}", aligned ? "aligned" : "unaligned",
                                              shared ? " shared" : "",
                                              config < 0 ? "rule" : cuda::SgemmConfigName(static_cast<cuda::SgemmConfig>(config)), split);
-        const cuda::SgemmTiling tiling = cuda::SgemmTiles(members, {.config = config, .split = split});
+        // Staged tiles split no K: their run with split 3 is the sliced kernel's.
+        const bool sliced = config == static_cast<int>(cuda::SgemmConfig::kStaged64x64) && split == 3;
+        const cuda::SgemmTiling tiling =
+            cuda::SgemmTiles(members, {.config = config, .split = split, .sliced = sliced ? 1 : 0});
+        EXPECT_EQ(tiling.kernel == cuda::SgemmKernel::kSliced, sliced) << what;
         const bool merged = std::any_of(tiling.members.begin(), tiling.members.end(),
                                         [](const cuda::SgemmMember& m) { return m.count > 0; });
         EXPECT_EQ(merged, shared) << what;
