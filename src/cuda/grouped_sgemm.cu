@@ -426,6 +426,35 @@ __device__ __forceinline__ void WaitAsync() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
+// The rows of a stage (64 rows x kDepth k) thread `tid` copies: with
+// 16-byte copies (vec), row tid / 4 at k (tid % 4) * 4; else rows
+// tid / 16 + 16 c at k tid % 16 (a warp two rows' 64 bytes). row_of(row):
+// the row's first element, null past the member's rows.
+template <typename RowOf>
+__device__ __forceinline__ void StageRows(int tid, bool vec, RowOf row_of, const float* (&rows)[4]) {
+#pragma unroll
+  for (int c = 0; c < 4; ++c) rows[c] = vec ? (c == 0 ? row_of(tid / 4) : nullptr) : row_of(tid / 16 + 16 * c);
+}
+
+// Starts the copies of k0 .. k0 + kDepth - 1 of the rows StageRows found
+// into stage buffer s (s[row * kStagedLd + k]), zeros for no row and past
+// k_end; `any`: a valid address for the copies that read nothing.
+__device__ __forceinline__ void CopyStage(int tid, float* s, const float* const (&rows)[4], bool vec, int k0,
+                                          int k_end, const float* any) {
+  if (vec) {
+    const int k = k0 + (tid % 4) * 4;
+    const bool in = rows[0] && k < k_end;
+    CopyAsync16(s + (tid / 4) * kStagedLd + (tid % 4) * 4, in ? rows[0] + k : any, in ? 16 : 0);
+    return;
+  }
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    const int k = k0 + tid % 16;
+    const bool in = rows[c] && k < k_end;
+    CopyAsync4(s + (tid / 16 + 16 * c) * kStagedLd + tid % 16, in ? rows[c] + k : any, in ? 4 : 0);
+  }
+}
+
 // A 64 x 64 tile of a deep member (K of hundreds: DCNv2's and AutoInt's
 // layers of K 429), 4 x 4 outputs a thread. The tiled configs above wait
 // on global memory once a 16-deep step, with few blocks an SM (a member of
@@ -459,46 +488,14 @@ __device__ __forceinline__ void StagedTile(const SgemmMember* members, const Sge
   const int ty = (warp / 2) * 4 + lane / 8, tx = (warp % 2) * 8 + lane % 8;
   const bool vec_a = (t.flags & kSgemmVecA) != 0, vec_w = (t.flags & kSgemmVecW) != 0;
   const int k_begin = t.k0, k_end = t.k1;
-  // The rows this thread copies: with 16-byte copies, row tid / 4 at k
-  // (tid % 4) * 4; else rows tid / 16 + 16 c at k tid % 16 (a warp two
-  // rows' 64 bytes).
-  const int vrow = tid / 4, vk = (tid % 4) * 4, srow = tid / 16, sk = tid % 16;
   const float* a_rows[4];
   const float* w_rows[4];
-#pragma unroll
-  for (int c = 0; c < 4; ++c) {
-    const int row = vec_a ? (c == 0 ? vrow : -1) : srow + 16 * c;
-    a_rows[c] = row >= 0 && t.m0 + row < g.m ? g.a + (t.m0 + row) * g.lda : nullptr;
-    const int wrow = vec_w ? (c == 0 ? vrow : -1) : srow + 16 * c;
-    w_rows[c] = wrow >= 0 ? WeightRow(members, g, t.n0 + wrow) : nullptr;
-  }
+  StageRows(tid, vec_a, [&](int row) { return t.m0 + row < g.m ? g.a + (t.m0 + row) * g.lda : nullptr; }, a_rows);
+  StageRows(tid, vec_w, [&](int row) { return WeightRow(members, g, t.n0 + row); }, w_rows);
+  const float* const any = g.a;
   const auto load = [&](int stage, int k0) {
-    float* sa = as + stage * kStageFloats;
-    float* sw = ws + stage * kStageFloats;
-    if (vec_a) {
-      const int k = k0 + vk;
-      CopyAsync16(sa + vrow * kStagedLd + vk, a_rows[0] && k < k_end ? a_rows[0] + k : g.a,
-                  a_rows[0] && k < k_end ? 16 : 0);
-    } else {
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int k = k0 + sk;
-        CopyAsync4(sa + (srow + 16 * c) * kStagedLd + sk, a_rows[c] && k < k_end ? a_rows[c] + k : g.a,
-                   a_rows[c] && k < k_end ? 4 : 0);
-      }
-    }
-    if (vec_w) {
-      const int k = k0 + vk;
-      CopyAsync16(sw + vrow * kStagedLd + vk, w_rows[0] && k < k_end ? w_rows[0] + k : g.a,
-                  w_rows[0] && k < k_end ? 16 : 0);
-    } else {
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int k = k0 + sk;
-        CopyAsync4(sw + (srow + 16 * c) * kStagedLd + sk, w_rows[c] && k < k_end ? w_rows[c] + k : g.a,
-                   w_rows[c] && k < k_end ? 4 : 0);
-      }
-    }
+    CopyStage(tid, as + stage * kStageFloats, a_rows, vec_a, k0, k_end, any);
+    CopyStage(tid, ws + stage * kStageFloats, w_rows, vec_w, k0, k_end, any);
   };
 
   float acc[4][4] = {};
