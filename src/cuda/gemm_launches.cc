@@ -389,8 +389,7 @@ void CudaExecutor::Impl::PlanGroupedSgemm(const std::vector<cuda::DeviceGemm>& m
                                  .tiled = options.sgemm_tiled,
                                  .merge = options.sgemm_merge,
                                  .sms = NumSms(),
-                                 .staged = options.sgemm_staged,
-                                 .sliced = options.sgemm_sliced ? -1 : 0});
+                                 .staged = options.sgemm_staged});
   const cuda::SgemmMember* d_members = Device(tiling.members);
   // Merged members (SgemmOptions::merge): "(8 as one, reading one A)",
   // "(8 and 3 as one each, reading one A)".

@@ -200,7 +200,7 @@ struct TileShape {
 constexpr int kMaxSmemFloats =
     std::max({TileShape<128, 128, 8, 8, 8>::kSmemFloats, TileShape<128, 64, 8, 4, 16>::kSmemFloats,
               TileShape<64, 64, 4, 4, 16>::kSmemFloats, TileShape<128, 32, 4, 4, 16>::kSmemFloats,
-              TileShape<256, 16, 4, 4, 16>::kSmemFloats, kStagedSmemFloats});
+              TileShape<256, 16, 4, 4, 16>::kSmemFloats});
 
 // The rows a thread loads of a slice ROWS x D (a chunk a row's 4
 // neighbouring k: chunk tid + 256 c is row (tid + 256 c) / (D / 4)):
@@ -469,17 +469,17 @@ __device__ __forceinline__ void CopyStage(int tid, float* s, const float* const 
 // of 80 bytes): one wavefront each. Each output sums its k in order.
 
 //
-// SLICES > 1 (SgemmKernel::kSliced: 256 threads a slice): slice s takes
-// the steps s, s + SLICES, ... into buffers of its own, waiting at a
+// Two slices of 256 threads a tile (SgemmKernel::kSliced): slice s takes
+// the steps s, s + kSlices, ... into buffers of its own, waiting at a
 // barrier of its own, and at the end the slices' sums are added in slice
 // order in shared memory: a tile of K 429 is long, and where the tiles
-// are fewer than the SMs (DCNv2's merged experts and gates: 96 at batch
+// are no more than the SMs (DCNv2's merged experts and gates: 96 at batch
 // 2048) one slice leaves most of an SM's issue slots waiting on memory.
-template <int SLICES>
+constexpr int kSlices = 2;
 __device__ __forceinline__ void StagedTile(const SgemmMember* members, const SgemmTile* tiles, float alpha,
                                            float* smem) {
   constexpr int kTile = 64, kStageFloats = kTile * kStagedLd;
-  const int slice = SLICES == 1 ? 0 : static_cast<int>(threadIdx.x) / kThreads;
+  const int slice = static_cast<int>(threadIdx.x) / kThreads;
   float* as = smem + slice * kStagedSmemFloats;  // [kStages][64][kStagedLd]
   float* ws = as + kStages * kStageFloats;       // [kStages][64][kStagedLd]
   const SgemmTile& t = tiles[blockIdx.x];
@@ -500,8 +500,8 @@ __device__ __forceinline__ void StagedTile(const SgemmMember* members, const Sge
 
   float acc[4][4] = {};
   const int all_steps = (k_end - k_begin + kDepth - 1) / kDepth;
-  const int steps = (all_steps - slice + SLICES - 1) / SLICES;  // this slice's: all_steps = slice + SLICES * i
-  const auto k_of = [&](int step) { return k_begin + (slice + SLICES * step) * kDepth; };
+  const int steps = (all_steps - slice + kSlices - 1) / kSlices;  // this slice's: slice + kSlices * i
+  const auto k_of = [&](int step) { return k_begin + (slice + kSlices * step) * kDepth; };
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < steps) load(s, k_of(s));
@@ -512,11 +512,7 @@ __device__ __forceinline__ void StagedTile(const SgemmMember* members, const Sge
     // everyone's have, and every thread is done with step - 1's buffer,
     // which the copies of step + kStages - 1 overwrite.
     WaitAsync<kStages - 2>();
-    if (SLICES == 1) {
-      __syncthreads();
-    } else {
-      asm volatile("bar.sync %0, %1;\n" ::"r"(1 + slice), "n"(kThreads));  // the slice's threads alone
-    }
+    asm volatile("bar.sync %0, %1;\n" ::"r"(1 + slice), "n"(kThreads));  // the slice's threads alone
     const int next = step + kStages - 1;
     if (next < steps) load(next % kStages, k_of(next));
     CommitAsync();
@@ -542,7 +538,7 @@ __device__ __forceinline__ void StagedTile(const SgemmMember* members, const Sge
     }
   }
   WaitAsync<0>();  // only empty groups are left; none outlives the block
-  if (SLICES > 1) {
+  {
     // The other slices' sums, by thread, into the shared memory their
     // buffers held; slice 0 adds them in slice order.
     __syncthreads();
@@ -555,7 +551,7 @@ __device__ __forceinline__ void StagedTile(const SgemmMember* members, const Sge
     }
     __syncthreads();
     if (slice > 0) return;
-    for (int p = 1; p < SLICES; ++p) {
+    for (int p = 1; p < kSlices; ++p) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
 #pragma unroll
@@ -596,18 +592,17 @@ __global__ void __launch_bounds__(kThreads, 2)
     case SgemmConfig::k256x16: TiledTile<256, 16, 4, 4, 16>(members, tiles, alpha, smem, partials, counters); return;
     case SgemmConfig::k128x128: TiledTile<128, 128, 8, 8, 8>(members, tiles, alpha, smem, partials, counters); return;
     case SgemmConfig::k128x64: TiledTile<128, 64, 8, 4, 16>(members, tiles, alpha, smem, partials, counters); return;
-    case SgemmConfig::kStaged64x64: StagedTile<1>(members, tiles, alpha, smem); return;
+    case SgemmConfig::kStaged64x64: return;  // never here: the sliced kernel's
     case SgemmConfig::kLegacy: return;  // never here (SgemmTiles)
   }
 }
 
 // Every tile a staged one, kSlices slices of 256 threads a tile
 // (SgemmKernel::kSliced); the slices' buffers are dynamic shared memory.
-constexpr int kSlices = 2;
 __global__ void __launch_bounds__(kThreads * kSlices, 1)
     SlicedSgemmKernel(const SgemmMember* members, const SgemmTile* tiles, float alpha) {
   extern __shared__ float4 dynamic_smem4[];
-  StagedTile<kSlices>(members, tiles, alpha, reinterpret_cast<float*>(dynamic_smem4));
+  StagedTile(members, tiles, alpha, reinterpret_cast<float*>(dynamic_smem4));
 }
 
 // ---- the host: tile shapes, the rule, the layout --------------------------------------
@@ -620,36 +615,36 @@ constexpr ConfigShape kShapes[kSgemmConfigs] = {{64, 64}, {kThreads / 32, kSgemm
 
 ConfigShape ShapeOf(SgemmConfig c) { return kShapes[static_cast<int>(c)]; }
 
-// A member the staged tile takes (SgemmOptions::staged): wider than a
-// narrow tile, K deep.
-bool Deep(const SgemmMember& m) { return m.n > kSgemmNarrow && m.k >= kSgemmStagedMinK; }
-
 // The tiled kernel's config of a member (the rule, grouped_sgemm.h).
-SgemmConfig RuleConfig(const SgemmMember& m, bool staged) {
+SgemmConfig RuleConfig(const SgemmMember& m) {
   if (m.n <= kSgemmNarrow) return m.k >= kSgemmNarrowMinK ? SgemmConfig::kNarrow : SgemmConfig::k256x16;
-  if (staged && Deep(m)) return SgemmConfig::kStaged64x64;
   if (m.n <= 32) return SgemmConfig::k128x32;
   return SgemmConfig::k64x64;
 }
 
 // Whether the rule runs a group on the tiled kernel: where every member is
-// a short product at most 16 wide (FiBiNet), or (staged) where its members
-// are deep ones and narrow ones of long K, at least one deep (DCNv2's and
-// AutoInt's layers of K 429 with their gates); elsewhere the kernel before
+// a short product at most 16 wide (FiBiNet); elsewhere the kernel before
 // it measured as fast or faster on the real models (bench/RESULTS.md,
 // 2026-12-04, seventh session).
-bool RuleTiled(const std::vector<SgemmMember>& members, bool staged) {
-  const bool short_narrow = std::all_of(members.begin(), members.end(), [](const SgemmMember& m) {
+bool RuleTiled(const std::vector<SgemmMember>& members) {
+  return std::all_of(members.begin(), members.end(), [](const SgemmMember& m) {
     return m.n <= kSgemmNarrow && m.k < kSgemmNarrowMinK;
   });
-  const bool deep = staged && std::any_of(members.begin(), members.end(), Deep) &&
-                    std::all_of(members.begin(), members.end(), [](const SgemmMember& m) {
-                      return Deep(m) || (m.n <= kSgemmNarrow && m.k >= kSgemmNarrowMinK);
-                    });
-  return short_narrow || deep;
 }
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Whether the rule runs a group on the sliced kernel (SgemmOptions::staged):
+// every member deep (wider than a narrow tile, K of kSgemmStagedMinK or
+// more) and their 64 x 64 tiles no more than the SMs.
+bool RuleSliced(const std::vector<SgemmMember>& members, int sms) {
+  int64_t tiles = 0;
+  for (const SgemmMember& m : members) {
+    if (m.n <= kSgemmNarrow || m.k < kSgemmStagedMinK) return false;
+    tiles += CeilDiv(m.m, 64) * CeilDiv(m.n, 64);
+  }
+  return tiles <= sms;
+}
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
@@ -760,28 +755,28 @@ SgemmTiling SgemmTiles(const std::vector<SgemmMember>& given, const SgemmOptions
   for (size_t u : units) members.push_back(out.members[u]);
   const size_t n = members.size();
   // Which kernel, and each member's config.
-  const bool legacy =
-      options.config == static_cast<int>(SgemmConfig::kLegacy) ||
-      (options.config < 0 && !options.tiled && !RuleTiled(members, options.staged));
+  const bool sliced = options.config == static_cast<int>(SgemmConfig::kStaged64x64) ||
+                      (options.config < 0 && !options.tiled && options.staged && RuleSliced(members, options.sms));
+  const bool legacy = !sliced && (options.config == static_cast<int>(SgemmConfig::kLegacy) ||
+                                  (options.config < 0 && !options.tiled && !RuleTiled(members)));
   std::vector<SgemmConfig> configs(n);
   for (size_t i = 0; i < n; ++i) {
     const SgemmMember& m = members[i];
     const bool narrow_fits = m.n <= kSgemmNarrow;
-    if (legacy) {
+    if (sliced) {
+      configs[i] = SgemmConfig::kStaged64x64;
+    } else if (legacy) {
       configs[i] = narrow_fits && m.k >= kSgemmNarrowMinK ? SgemmConfig::kNarrow : SgemmConfig::kLegacy;
     } else if (options.config >= 0 && (options.config != static_cast<int>(SgemmConfig::kNarrow) || narrow_fits)) {
       configs[i] = static_cast<SgemmConfig>(options.config);
     } else {
-      configs[i] = RuleConfig(m, options.staged);
+      configs[i] = RuleConfig(m);
     }
   }
-  out.kernel = legacy ? SgemmKernel::kLegacy : SgemmKernel::kTiled;
+  out.kernel = sliced ? SgemmKernel::kSliced : legacy ? SgemmKernel::kLegacy : SgemmKernel::kTiled;
   // Split-K (grouped_sgemm.h): how many ranges of K each member's tiles
   // take; the narrow and staged tiles and the kernel before take one.
-  auto tiled = [&](size_t i) {
-    return configs[i] != SgemmConfig::kNarrow && configs[i] != SgemmConfig::kLegacy &&
-           configs[i] != SgemmConfig::kStaged64x64;
-  };
+  auto tiled = [&](size_t i) { return !sliced && !legacy && configs[i] != SgemmConfig::kNarrow; };
   std::vector<int64_t> splits(n, 1);
   if (!legacy && options.split > 1) {
     for (size_t i = 0; i < n; ++i) {
@@ -821,13 +816,6 @@ SgemmTiling SgemmTiles(const std::vector<SgemmMember>& given, const SgemmOptions
         }
       }
     }
-  }
-  const bool all_staged = std::all_of(configs.begin(), configs.end(),
-                                      [](SgemmConfig c) { return c == SgemmConfig::kStaged64x64; });
-  if (!legacy && all_staged &&
-      (options.sliced == 1 ||
-       (options.sliced < 0 && options.sms > 0 && static_cast<int64_t>(out.tiles.size()) <= options.sms))) {
-    out.kernel = SgemmKernel::kSliced;
   }
   // The most work first, then by position: the long tiles start early and
   // the short ones fill in behind them.

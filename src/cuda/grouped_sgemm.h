@@ -60,7 +60,7 @@ enum class SgemmConfig : int32_t {
   k64x64 = 4,     // 4 x 4
   k128x32 = 5,    // 4 x 4
   k256x16 = 6,    // 4 x 4
-  kStaged64x64 = 7,  // 4 x 4, 16 deep, 4 stages of cp.async in flight (no split-K): deep members
+  kStaged64x64 = 7,  // 4 x 4, 16 deep, 4 stages of cp.async in flight, two slices of K (SgemmKernel::kSliced)
 };
 inline constexpr int kSgemmConfigs = 8;
 const char* SgemmConfigName(SgemmConfig c);
@@ -69,7 +69,7 @@ const char* SgemmConfigName(SgemmConfig c);
 enum class SgemmKernel : int32_t {
   kLegacy,  // kLegacy and kNarrow tiles
   kTiled,   // every config but kLegacy
-  kSliced,  // kStaged64x64 tiles only, two slices of K a tile (512 threads)
+  kSliced,  // kStaged64x64 tiles only (SgemmOptions::staged)
 };
 
 inline constexpr int kSgemmNarrow = 16, kSgemmNarrowMinK = 64;
@@ -133,17 +133,13 @@ struct SgemmOptions {
   // leave SMs idle that the members' many narrow tiles kept busy. (Those
   // figures merged the DNN's layer of 256 too, which now stays apart.)
   int sms = 0;
-  // With config -1: a group whose members are all deep or narrow (each
-  // wider than kSgemmNarrow with K of kSgemmStagedMinK or more, or at most
-  // kSgemmNarrow wide with K of kSgemmNarrowMinK or more: DCNv2's and
-  // AutoInt's layers of K 429 and their gates) runs the tiled kernel, its
-  // deep members on kStaged64x64 tiles; off, the kernel before (for
-  // measuring).
+  // With config -1: a group whose members are all deep (each wider than
+  // kSgemmNarrow with K of kSgemmStagedMinK or more) and take no more 64 x
+  // 64 tiles than the SMs (sms) runs the sliced kernel (SgemmKernel::
+  // kSliced: kStaged64x64 tiles, K in two slices of 256 threads each);
+  // off, the kernel before (for measuring). DCNv2's merged experts and
+  // gates at batch 2048 (96 tiles of K 429; grouped_sgemm.cu, StagedTile).
   bool staged = true;
-  // Where every tile is a staged one: -1 the rule (the sliced kernel where
-  // the tiles are no more than sms: each tile then has an SM of its own
-  // and would leave it mostly waiting), 0 never, 1 always.
-  int sliced = -1;
 };
 
 struct SgemmTiling {

@@ -456,15 +456,14 @@ TEST(GroupedSgemmTiles, ShortNarrowGroupsTakeTheTiledKernel) {
   EXPECT_EQ(cuda::SgemmTiles(members).kernel, cuda::SgemmKernel::kLegacy);
 }
 
-// The rule for deep members (SgemmOptions::staged, sliced): a group of
-// members wider than 16 with K of kSgemmStagedMinK or more, and narrow
-// ones of long K, runs the tiled kernel, the deep members on staged tiles,
-// the narrow ones on narrow tiles; where every tile is staged and they are
-// no more than the SMs, the sliced kernel. DCNv2's experts and gates at
-// batch 2048 merge into 96 tiles (sliced); at 512 they stay apart (staged
-// and narrow); its first layer, 256 wide beside them, is 224 tiles
-// (staged, not sliced). A wide member of short K keeps the kernel before.
-TEST(GroupedSgemmTiles, DeepGroupsTakeTheStagedTiles) {
+// The rule for deep members (SgemmOptions::staged): a group whose members
+// are all wider than 16 with K of kSgemmStagedMinK or more, on no more 64
+// x 64 tiles than the SMs, runs the sliced kernel, every tile staged.
+// DCNv2's experts and gates at batch 2048 merge into 96 such tiles; at
+// 512 they stay apart, the gates narrow (the kernel before); its first
+// layer, 256 wide beside them, is 224 tiles (the kernel before). Off, or
+// with a wide member of short K, the kernel before.
+TEST(GroupedSgemmTiles, DeepGroupsOfFewTilesTakeTheSlicedKernel) {
   const float* x = FakeAddress(0);
   const auto experts_and_gates = [&](int64_t m) {
     std::vector<cuda::SgemmMember> g;
@@ -474,35 +473,23 @@ TEST(GroupedSgemmTiles, DeepGroupsTakeTheStagedTiles) {
     }
     return g;
   };
-  const auto configs = [](const cuda::SgemmTiling& t) {
-    std::set<int32_t> c;
-    for (const cuda::SgemmTile& tile : t.tiles) c.insert(tile.config);
-    return c;
-  };
   const auto staged = static_cast<int32_t>(cuda::SgemmConfig::kStaged64x64);
-  const auto narrow = static_cast<int32_t>(cuda::SgemmConfig::kNarrow);
 
   cuda::SgemmTiling t = cuda::SgemmTiles(experts_and_gates(2048), {.sms = 132});
   EXPECT_EQ(t.kernel, cuda::SgemmKernel::kSliced);
   EXPECT_EQ(t.tiles.size(), 96u);
-  EXPECT_EQ(configs(t), std::set<int32_t>{staged});
+  for (const cuda::SgemmTile& tile : t.tiles) EXPECT_EQ(tile.config, staged);
   EXPECT_EQ(t.workspace_floats, 0);
-  EXPECT_EQ(cuda::SgemmTiles(experts_and_gates(2048), {.sms = 132, .sliced = 0}).kernel, cuda::SgemmKernel::kTiled);
-
-  t = cuda::SgemmTiles(experts_and_gates(512), {.sms = 132});
-  EXPECT_EQ(t.kernel, cuda::SgemmKernel::kTiled);
-  EXPECT_EQ(configs(t), (std::set<int32_t>{narrow, staged}));
+  EXPECT_EQ(cuda::SgemmTiles(experts_and_gates(2048), {.sms = 132, .staged = false}).kernel,
+            cuda::SgemmKernel::kLegacy);
+  EXPECT_EQ(cuda::SgemmTiles(experts_and_gates(2048), {.sms = 95}).kernel, cuda::SgemmKernel::kLegacy);
+  EXPECT_EQ(cuda::SgemmTiles(experts_and_gates(512), {.sms = 132}).kernel, cuda::SgemmKernel::kLegacy);
 
   std::vector<cuda::SgemmMember> first = experts_and_gates(2048);
   first.push_back({x, FakeAddress(30), nullptr, nullptr, 2048, 256, 429, 429, 256, 0});
-  t = cuda::SgemmTiles(first, {.sms = 132});
-  EXPECT_EQ(t.kernel, cuda::SgemmKernel::kTiled);
-  EXPECT_EQ(t.tiles.size(), 224u);
-  EXPECT_EQ(configs(t), std::set<int32_t>{staged});
-  EXPECT_EQ(cuda::SgemmTiles(first, {.sms = 132, .staged = false}).kernel, cuda::SgemmKernel::kLegacy);
-
-  first.push_back({FakeAddress(40), FakeAddress(41), nullptr, nullptr, 2048, 429, 32, 32, 429, -1});
   EXPECT_EQ(cuda::SgemmTiles(first, {.sms = 132}).kernel, cuda::SgemmKernel::kLegacy);
+  first.push_back({FakeAddress(40), FakeAddress(41), nullptr, nullptr, 64, 429, 32, 32, 429, -1});
+  EXPECT_EQ(cuda::SgemmTiles(first, {.sms = 1000}).kernel, cuda::SgemmKernel::kLegacy);
 }
 
 // SgemmTiles alone (no GPU): for every config and split, each output
@@ -702,11 +689,9 @@ TEST_F(CudaTest, GroupedSgemmEveryConfigSplitAndAlignment) {
         const std::string what = fmt::format("{}{} A, config {}, split {}", aligned ? "aligned" : "unaligned",
                                              shared ? " shared" : "",
                                              config < 0 ? "rule" : cuda::SgemmConfigName(static_cast<cuda::SgemmConfig>(config)), split);
-        // Staged tiles split no K: their run with split 3 is the sliced kernel's.
-        const bool sliced = config == static_cast<int>(cuda::SgemmConfig::kStaged64x64) && split == 3;
-        const cuda::SgemmTiling tiling =
-            cuda::SgemmTiles(members, {.config = config, .split = split, .sliced = sliced ? 1 : 0});
-        EXPECT_EQ(tiling.kernel == cuda::SgemmKernel::kSliced, sliced) << what;
+        const cuda::SgemmTiling tiling = cuda::SgemmTiles(members, {.config = config, .split = split});
+        EXPECT_EQ(tiling.kernel == cuda::SgemmKernel::kSliced,
+                  config == static_cast<int>(cuda::SgemmConfig::kStaged64x64)) << what;
         const bool merged = std::any_of(tiling.members.begin(), tiling.members.end(),
                                         [](const cuda::SgemmMember& m) { return m.count > 0; });
         EXPECT_EQ(merged, shared) << what;

@@ -80,14 +80,11 @@ struct CudaOptions {
   // over their weights side by side (grouped_sgemm.h, SgemmOptions::merge);
   // off, each apart, for measuring.
   bool sgemm_merge = true;
-  // The grouped float32 kernel runs groups of deep members (K of
-  // kSgemmStagedMinK or more, with narrow gates) on its staged tiles
-  // (grouped_sgemm.h, SgemmOptions::staged); off, on the kernel before,
-  // for measuring.
+  // The grouped float32 kernel runs a group of deep members (K of
+  // kSgemmStagedMinK or more) no more 64 x 64 tiles than the SMs on its
+  // sliced kernel (grouped_sgemm.h, SgemmOptions::staged); off, on the
+  // kernel before, for measuring.
   bool sgemm_staged = true;
-  // ... and, where a group's staged tiles are no more than the SMs, two
-  // slices of K a tile (SgemmOptions::sliced); off, one.
-  bool sgemm_sliced = true;
   // Independent Gathers next to each other in the order (a model's
   // embedding lookups) run as one launch; off, one launch each.
   bool gather_batches = true;
