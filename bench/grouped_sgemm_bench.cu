@@ -192,7 +192,7 @@ int main(int argc, char** argv) {
       {"rule", {.sms = sms}},
       {"rule, one A's apart", {.merge = false}},
       {"rule, one A's merged", {}},
-      {"rule, deep groups not sliced", {.sms = sms, .staged = false}},
+      {"rule, deep groups sliced", {.sms = sms, .staged = true}},
       {"all 64x64, split-K 3", {.config = static_cast<int>(SgemmConfig::k64x64), .split = 3}}};
   // Configs with K split, for merged members (grouped_sgemm.h, SgemmOptions::merge).
   for (SgemmConfig c : {SgemmConfig::k128x128, SgemmConfig::k128x64, SgemmConfig::k64x64, SgemmConfig::k128x32}) {

@@ -30,6 +30,23 @@
 // 128 x 128 and 128 x 64 configs (8 x 8 and 8 x 4 a thread) lost on every
 // real group. (The tiled kernel's rule for a member, RuleConfig: n <= 16
 // and k >= 64 kNarrow, n <= 16 k256x16, n <= 32 k128x32, else k64x64.)
+// With SgemmOptions::staged (off by default: not yet measured in the
+// models in this form), a group whose members are all deep (wider than
+// 16, K of 128 or more) on no more 64 x 64 tiles than the SMs runs the
+// sliced kernel (SgemmKernel::kSliced): 512 threads a tile, K
+// dealt out 16 deep to two slices of 256 threads, each with 4 steps of A
+// and W in flight (cp.async) and its own barrier, their sums added at the
+// end. Such a tile has an SM of its own and, one slice alone, left it
+// waiting on memory most of the time (ncu: 20% occupancy, long-scoreboard
+// stalls first): DCNv2's merged experts and gates at batch 2048, 96 tiles
+// of K 429, 36.8 -> 33.4 us on an H100 (bench/RESULTS.md, 2026-12-05,
+// sixteenth session). The staged tile one slice a tile, on more tiles,
+// measured faster alone (DCNv2's first layer 53.7 -> 48.6 us) but made
+// the models slower (PLE 300.8 -> 324.3 us a run at 2048), so the rule
+// keeps the kernel before there. With the staged tiles on both ways
+// (sliced where few, alone elsewhere), DCNv2 ran 262.8 -> 253.9 us at 2048
+// but PLE 300.8 -> 313.0; the sliced kernel alone was not measured in the
+// models before the device time ran out, so it stays off.
 // Split-K is there for tests and the benchmark (SgemmOptions::split); the
 // rule does not split: on the real groups it measured slower (a second
 // pass over the partial sums costs more than the idle SMs it fills).
@@ -136,10 +153,11 @@ struct SgemmOptions {
   // With config -1: a group whose members are all deep (each wider than
   // kSgemmNarrow with K of kSgemmStagedMinK or more) and take no more 64 x
   // 64 tiles than the SMs (sms) runs the sliced kernel (SgemmKernel::
-  // kSliced: kStaged64x64 tiles, K in two slices of 256 threads each);
-  // off, the kernel before (for measuring). DCNv2's merged experts and
-  // gates at batch 2048 (96 tiles of K 429; grouped_sgemm.cu, StagedTile).
-  bool staged = true;
+  // kSliced: kStaged64x64 tiles, K in two slices of 256 threads each):
+  // DCNv2's merged experts and gates at batch 2048 (96 tiles of K 429;
+  // grouped_sgemm.cu, StagedTile). Off by default: faster on every such
+  // group alone, but not yet measured in the models in this form (above).
+  bool staged = false;
 };
 
 struct SgemmTiling {

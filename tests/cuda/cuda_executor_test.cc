@@ -456,13 +456,14 @@ TEST(GroupedSgemmTiles, ShortNarrowGroupsTakeTheTiledKernel) {
   EXPECT_EQ(cuda::SgemmTiles(members).kernel, cuda::SgemmKernel::kLegacy);
 }
 
-// The rule for deep members (SgemmOptions::staged): a group whose members
-// are all wider than 16 with K of kSgemmStagedMinK or more, on no more 64
-// x 64 tiles than the SMs, runs the sliced kernel, every tile staged.
+// The rule for deep members (SgemmOptions::staged, off by default): a
+// group whose members are all wider than 16 with K of kSgemmStagedMinK or
+// more, on no more 64 x 64 tiles than the SMs, runs the sliced kernel,
+// every tile staged.
 // DCNv2's experts and gates at batch 2048 merge into 96 such tiles; at
 // 512 they stay apart, the gates narrow (the kernel before); its first
-// layer, 256 wide beside them, is 224 tiles (the kernel before). Off, or
-// with a wide member of short K, the kernel before.
+// layer, 256 wide beside them, is 224 tiles (the kernel before). Off (the
+// default), or with a wide member of short K, the kernel before.
 TEST(GroupedSgemmTiles, DeepGroupsOfFewTilesTakeTheSlicedKernel) {
   const float* x = FakeAddress(0);
   const auto experts_and_gates = [&](int64_t m) {
@@ -475,21 +476,22 @@ TEST(GroupedSgemmTiles, DeepGroupsOfFewTilesTakeTheSlicedKernel) {
   };
   const auto staged = static_cast<int32_t>(cuda::SgemmConfig::kStaged64x64);
 
-  cuda::SgemmTiling t = cuda::SgemmTiles(experts_and_gates(2048), {.sms = 132});
+  cuda::SgemmTiling t = cuda::SgemmTiles(experts_and_gates(2048), {.sms = 132, .staged = true});
   EXPECT_EQ(t.kernel, cuda::SgemmKernel::kSliced);
   EXPECT_EQ(t.tiles.size(), 96u);
   for (const cuda::SgemmTile& tile : t.tiles) EXPECT_EQ(tile.config, staged);
   EXPECT_EQ(t.workspace_floats, 0);
+  EXPECT_EQ(cuda::SgemmTiles(experts_and_gates(2048), {.sms = 132}).kernel, cuda::SgemmKernel::kLegacy);  // off
   EXPECT_EQ(cuda::SgemmTiles(experts_and_gates(2048), {.sms = 132, .staged = false}).kernel,
             cuda::SgemmKernel::kLegacy);
-  EXPECT_EQ(cuda::SgemmTiles(experts_and_gates(2048), {.sms = 95}).kernel, cuda::SgemmKernel::kLegacy);
-  EXPECT_EQ(cuda::SgemmTiles(experts_and_gates(512), {.sms = 132}).kernel, cuda::SgemmKernel::kLegacy);
+  EXPECT_EQ(cuda::SgemmTiles(experts_and_gates(2048), {.sms = 95, .staged = true}).kernel, cuda::SgemmKernel::kLegacy);
+  EXPECT_EQ(cuda::SgemmTiles(experts_and_gates(512), {.sms = 132, .staged = true}).kernel, cuda::SgemmKernel::kLegacy);
 
   std::vector<cuda::SgemmMember> first = experts_and_gates(2048);
   first.push_back({x, FakeAddress(30), nullptr, nullptr, 2048, 256, 429, 429, 256, 0});
-  EXPECT_EQ(cuda::SgemmTiles(first, {.sms = 132}).kernel, cuda::SgemmKernel::kLegacy);
+  EXPECT_EQ(cuda::SgemmTiles(first, {.sms = 132, .staged = true}).kernel, cuda::SgemmKernel::kLegacy);
   first.push_back({FakeAddress(40), FakeAddress(41), nullptr, nullptr, 64, 429, 32, 32, 429, -1});
-  EXPECT_EQ(cuda::SgemmTiles(first, {.sms = 1000}).kernel, cuda::SgemmKernel::kLegacy);
+  EXPECT_EQ(cuda::SgemmTiles(first, {.sms = 1000, .staged = true}).kernel, cuda::SgemmKernel::kLegacy);
 }
 
 // SgemmTiles alone (no GPU): for every config and split, each output

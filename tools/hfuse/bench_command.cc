@@ -159,7 +159,7 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
                             {.sgemm_tiled = true, .sgemm_split = split}});
       }
       variants.push_back({name + ", float32 members reading one A apart", fused, {.sgemm_merge = false}});
-      variants.push_back({name + ", float32 deep groups not sliced", fused, {.sgemm_staged = false}});
+      variants.push_back({name + ", float32 deep groups sliced", fused, {.sgemm_staged = true}});
       variants.push_back({name + ", cuBLASLt a member", fused, {.gemm_kernel = GemmKernelChoice::kPerMember}});
       variants.push_back({name + ", activations apart from their GEMMs", fused, {.gemm_activations = false}});
     }

@@ -81,10 +81,10 @@ struct CudaOptions {
   // off, each apart, for measuring.
   bool sgemm_merge = true;
   // The grouped float32 kernel runs a group of deep members (K of
-  // kSgemmStagedMinK or more) no more 64 x 64 tiles than the SMs on its
-  // sliced kernel (grouped_sgemm.h, SgemmOptions::staged); off, on the
-  // kernel before, for measuring.
-  bool sgemm_staged = true;
+  // kSgemmStagedMinK or more) on no more 64 x 64 tiles than the SMs on its
+  // sliced kernel (grouped_sgemm.h, SgemmOptions::staged); off by default
+  // until measured in the models (bench --gemm-paths measures it on).
+  bool sgemm_staged = false;
   // Independent Gathers next to each other in the order (a model's
   // embedding lookups) run as one launch; off, one launch each.
   bool gather_batches = true;
