@@ -466,15 +466,15 @@ __device__ __forceinline__ void CopyStage(int tid, float* s, const float* const 
 // reads 4 k of a row as a float4: thread (ty, tx) holds rows ty + 16 i and
 // columns tx + 16 j, and a warp is 4 rows of threads by 8 columns, so its
 // reads of a k are 4 rows of A and 8 of W, in distinct banks (row strides
-// of 80 bytes): one wavefront each. Each output sums its k in order.
-
+// of 80 bytes): one wavefront each.
 //
 // Two slices of 256 threads a tile (SgemmKernel::kSliced): slice s takes
 // the steps s, s + kSlices, ... into buffers of its own, waiting at a
 // barrier of its own, and at the end the slices' sums are added in slice
-// order in shared memory: a tile of K 429 is long, and where the tiles
-// are no more than the SMs (DCNv2's merged experts and gates: 96 at batch
-// 2048) one slice leaves most of an SM's issue slots waiting on memory.
+// order in shared memory (each output: its even steps' sum plus its odd
+// steps', the same bits every run): a tile of K 429 is long, and where
+// the tiles are no more than the SMs (DCNv2's merged experts and gates: 96
+// at batch 2048) one slice alone leaves its SM mostly waiting on memory.
 constexpr int kSlices = 2;
 __device__ __forceinline__ void StagedTile(const SgemmMember* members, const SgemmTile* tiles, float alpha,
                                            float* smem) {
