@@ -52,6 +52,28 @@ __device__ __forceinline__ OutColumn OutputColumn(const SgemmMember* members, co
   return {p.y + j, p.ldy, p.bias ? p.bias + j : nullptr, p.act};
 }
 
+// The epilogue of a 64 x 64 tile whose thread (ty, tx) holds rows
+// ty + 16 i and columns tx + 16 j (the kernel before, the staged tile):
+// alpha, each column's bias and activation, stored where its member's
+// output is.
+__device__ __forceinline__ void StoreTile64(const SgemmMember* members, const SgemmMember& g, const SgemmTile& t,
+                                            int tx, int ty, const float (&acc)[4][4], float alpha) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int64_t c = t.n0 + tx + 16 * j;
+    if (c >= g.n) continue;
+    const OutColumn o = OutputColumn(members, g, c);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int64_t r = t.m0 + ty + 16 * i;
+      if (r >= g.m) continue;
+      float v = alpha * acc[i][j];
+      if (o.bias) v += *o.bias;
+      o.y[r * o.ldy] = Activation(o.act, v);
+    }
+  }
+}
+
 // A narrow tile (kNarrow: a member at most kSgemmNarrow wide with a
 // long K, a gate's few experts or a GEMV's one column): a 64 x 64 tile
 // would leave most of its lanes idle and walk K 16 deep in a chain of
@@ -157,20 +179,7 @@ __global__ void __launch_bounds__(kThreads) LegacySgemmKernel(const SgemmMember*
     }
     __syncthreads();
   }
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int64_t c = t.n0 + tx + 16 * j;
-    if (c >= g.n) continue;
-    const OutColumn o = OutputColumn(members, g, c);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int64_t r = t.m0 + ty + 16 * i;
-      if (r >= g.m) continue;
-      float v = alpha * acc[i][j];
-      if (o.bias) v += *o.bias;
-      o.y[r * o.ldy] = Activation(o.act, v);
-    }
-  }
+  StoreTile64(members, g, t, tx, ty, acc, alpha);
 }
 
 // ---- the tiled kernel (SgemmKernel::kTiled) ---------------------------------------
@@ -560,20 +569,7 @@ __device__ __forceinline__ void StagedTile(const SgemmMember* members, const Sge
     }
   }
 
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int64_t c = t.n0 + tx + 16 * j;
-    if (c >= g.n) continue;
-    const OutColumn o = OutputColumn(members, g, c);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int64_t r = t.m0 + ty + 16 * i;
-      if (r >= g.m) continue;
-      float v = alpha * acc[i][j];
-      if (o.bias) v += *o.bias;
-      o.y[r * o.ldy] = Activation(o.act, v);
-    }
-  }
+  StoreTile64(members, g, t, tx, ty, acc, alpha);
 }
 
 // One block a tile of any tiled config (a uniform branch on the tile's
