@@ -547,28 +547,25 @@ __device__ __forceinline__ void StagedTile(const SgemmMember* members, const Sge
     }
   }
   WaitAsync<0>();  // only empty groups are left; none outlives the block
-  {
-    // The other slices' sums, by thread, into the shared memory their
-    // buffers held; slice 0 adds them in slice order.
-    __syncthreads();
-    if (slice > 0) {
+  // The other slices' sums, by thread, into the shared memory their
+  // buffers held; slice 0 adds them in slice order.
+  __syncthreads();
+  if (slice > 0) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < 4; ++i) {
 #pragma unroll
-        for (int j = 0; j < 4; ++j) smem[(slice - 1) * kStagedSmemFloats + (i * 4 + j) * kThreads + tid] = acc[i][j];
-      }
-    }
-    __syncthreads();
-    if (slice > 0) return;
-    for (int p = 1; p < kSlices; ++p) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) acc[i][j] += smem[(p - 1) * kStagedSmemFloats + (i * 4 + j) * kThreads + tid];
-      }
+      for (int j = 0; j < 4; ++j) smem[(slice - 1) * kStagedSmemFloats + (i * 4 + j) * kThreads + tid] = acc[i][j];
     }
   }
-
+  __syncthreads();
+  if (slice > 0) return;
+  for (int p = 1; p < kSlices; ++p) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) acc[i][j] += smem[(p - 1) * kStagedSmemFloats + (i * 4 + j) * kThreads + tid];
+    }
+  }
   StoreTile64(members, g, t, tx, ty, acc, alpha);
 }
 

@@ -39,7 +39,7 @@
 // end. Such a tile has an SM of its own and, one slice alone, left it
 // waiting on memory most of the time (ncu: 20% occupancy, long-scoreboard
 // stalls first): DCNv2's merged experts and gates at batch 2048, 96 tiles
-// of K 429, 36.8 -> 33.4 us on an H100 (bench/RESULTS.md, 2026-12-05,
+// of K 429, 36.8 -> 33.5 us on an H100 (bench/RESULTS.md, 2026-12-05,
 // sixteenth session). The staged tile one slice a tile, on more tiles,
 // measured faster alone (DCNv2's first layer 53.7 -> 48.6 us) but made
 // the models slower (PLE 300.8 -> 324.3 us a run at 2048), so the rule
