@@ -490,8 +490,13 @@ TEST(GroupedSgemmTiles, DeepGroupsOfFewTilesTakeTheSlicedKernel) {
   std::vector<cuda::SgemmMember> first = experts_and_gates(2048);
   first.push_back({x, FakeAddress(30), nullptr, nullptr, 2048, 256, 429, 429, 256, 0});
   EXPECT_EQ(cuda::SgemmTiles(first, {.sms = 132, .staged = true}).kernel, cuda::SgemmKernel::kLegacy);
-  first.push_back({FakeAddress(40), FakeAddress(41), nullptr, nullptr, 64, 429, 32, 32, 429, -1});
-  EXPECT_EQ(cuda::SgemmTiles(first, {.sms = 1000, .staged = true}).kernel, cuda::SgemmKernel::kLegacy);
+
+  // A lone deep member of 128 tiles is sliced; a wide member of short K beside it is not deep.
+  std::vector<cuda::SgemmMember> deep = {
+      {FakeAddress(50), FakeAddress(51), nullptr, nullptr, 2048, 256, 429, 429, 256, 0}};
+  EXPECT_EQ(cuda::SgemmTiles(deep, {.sms = 1000, .staged = true}).kernel, cuda::SgemmKernel::kSliced);
+  deep.push_back({FakeAddress(40), FakeAddress(41), nullptr, nullptr, 64, 429, 32, 32, 429, -1});
+  EXPECT_EQ(cuda::SgemmTiles(deep, {.sms = 1000, .staged = true}).kernel, cuda::SgemmKernel::kLegacy);
 }
 
 // SgemmTiles alone (no GPU): for every config and split, each output
