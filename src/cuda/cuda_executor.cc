@@ -63,7 +63,7 @@ CudaExecutor::Impl::Impl(const Graph& graph_in, const DimValues& d, CudaOptions 
   lt = shared.lt;
   workspace_ptr = shared.workspace;
   folded = FoldPlanConstants(g, dims);
-  cuda::DevicePlan planned = cuda::PlanViewsAndRegions(g, dims, folded, options.elementwise_chains);
+  cuda::DevicePlan planned = cuda::PlanViewsAndRegions(g, dims, folded, options.elementwise_chains, options.region_gemms);
   views = std::move(planned.views);
   fusion = std::move(planned.fusion);
   PlanMemory();

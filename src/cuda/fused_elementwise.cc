@@ -264,6 +264,7 @@ std::string ConversionText(const FusionRegion& r) {
   bool half = false;
   for (const RegionOperand& o : r.operands) half = half || o.dtype != DType::kFloat32;
   for (const RegionOutput& o : r.outputs) half = half || o.dtype != DType::kFloat32;
+  for (const RegionProduct& q : r.products) half = half || q.dtype != DType::kFloat32;
   if (!half) return "";
   return "__device__ __forceinline__ float hfuse_from_bf16(unsigned short x) {\n"
          "  return __uint_as_float(static_cast<unsigned>(x) << 16);\n}\n"
@@ -415,20 +416,15 @@ int RegionRowsPerThread(const FusionRegion& r) {
   return 4;
 }
 
-std::string FusedRegionSource(const FusionRegion& r, const std::vector<std::vector<int64_t>>& strides) {
-  if (RegionRowsPerThread(r) == 4) return QuadRegionSource(r, strides);
+// The program of a row of region r, for a kernel that has defined `r` (the
+// row, unsigned), `valid` (whether it is one) and `lane` (of
+// LanesOf(r).lanes): the operands' loads, the steps, the stores. An
+// operand that reads a product takes p<q>[m], the product's value at the
+// thread's m-th row (ProductRegionSource).
+std::string RowProgram(const FusionRegion& r, const std::vector<std::vector<int64_t>>& strides) {
   const RegionLanes lanes = LanesOf(r);
-  const int64_t per_block = 256 / lanes.lanes;
   const bool exact = lanes.lanes * lanes.per_lane == r.cols;  // every lane's every column is in the row
-  const std::string params = RegionParams(r);
-  std::string s = ConversionText(r) + fmt::format(
-      "extern \"C\" __global__ void __launch_bounds__(256) hfuse_region({}) {{\n"
-      "  const unsigned lane = threadIdx.x % {}u;\n"
-      "  for (unsigned base = blockIdx.x * {}u; base < {}u; base += gridDim.x * {}u) {{\n"
-      "    const unsigned r0 = base + threadIdx.x / {}u;\n"
-      "    const bool valid = r0 < {}u;\n"
-      "    const unsigned r = valid ? r0 : {}u;\n",
-      params, lanes.lanes, per_block, r.rows, per_block, lanes.lanes, r.rows, r.rows - 1);
+  std::string s;
   // The columns of lane j: lane + j * lanes; in the row when below cols.
   auto column = [&](int64_t j) { return fmt::format("(lane + {}u)", j * lanes.lanes); };
   auto in_row = [&](int64_t j) {
@@ -438,11 +434,15 @@ std::string FusedRegionSource(const FusionRegion& r, const std::vector<std::vect
   // An operand the same along the row (a bias per row, a scalar) is one value a lane.
   std::vector<bool> one(r.operands.size());
   for (size_t k = 0; k < r.operands.size(); ++k) {
-    one[k] = r.operands[k].per_row || OffsetExpression(r.operands[k].over, strides[k], r.operands[k].cols, true, "c") == "0";
+    one[k] = r.operands[k].per_row || r.operands[k].product >= 0 || OffsetExpression(r.operands[k].over, strides[k], r.operands[k].cols, true, "c") == "0";
   }
   for (size_t k = 0; k < r.operands.size(); ++k) {
     const RegionOperand& o = r.operands[k];
     const std::string row = OffsetExpression(o.over, strides[k], o.cols, false, "r");
+    if (o.product >= 0) {
+      s += fmt::format("    const float b{} = prod{}[m];\n", k, o.product);
+      continue;
+    }
     if (one[k]) {
       s += fmt::format("    const float b{} = {};\n", k, LoadText(o.dtype, fmt::format("in{}[{}]", k, row)));
       continue;
@@ -541,8 +541,107 @@ std::string FusedRegionSource(const FusionRegion& r, const std::vector<std::vect
                        StoreText(out.dtype, fmt::format("v{}[{}]", t, j)));
     }
   }
-  s += "    }\n  }\n}\n";
+  return s + "    }\n";  // (valid)
+}
+
+// A region that computes products (FusionRegion::products): a block takes
+// 64 rows of their A (ty: 8 warps of 8 rows) by 32 columns of their W
+// (tx: a warp's lanes), K 32 deep at a time through shared memory (A rows
+// K-contiguous, read as float4 the same by a warp's lanes; W transposed,
+// padded to 33 so that neither the stores nor the reads of a warp share a
+// bank), each thread's 8 products of each member summed in K's order in
+// registers; then the region's program for each of its 8 rows, of which
+// lanes of a warp hold one row of A and 32 columns running on.
+std::string ProductRegionSource(const FusionRegion& r, const std::vector<std::vector<int64_t>>& strides) {
+  const RegionProduct& first = r.products.front();
+  std::string params = RegionParams(r);
+  for (size_t q = 0; q < r.products.size(); ++q) {
+    const char* type = ElementText(r.products[q].dtype);
+    params += fmt::format(", const {0}* __restrict__ pa{1}, const {0}* __restrict__ pw{1}", type, q);
+    if (r.products[q].bias != kNone) params += fmt::format(", const {}* __restrict__ pb{}", type, q);
+  }
+  std::string s = ConversionText(r) + fmt::format(
+      "extern \"C\" __global__ void __launch_bounds__(256) hfuse_region({}) {{\n"
+      "  __shared__ __align__(16) float sa[64][36];\n"
+      "  __shared__ float sw[32][33];\n"
+      "  const unsigned tx = threadIdx.x % 32u, ty = threadIdx.x / 32u;\n"
+      "  const unsigned tj = blockIdx.x * 32u, tb = blockIdx.y * 64u, j = tj + tx;\n",
+      params);
+  for (size_t q = 0; q < r.products.size(); ++q) {
+    const RegionProduct& p = r.products[q];
+    s += fmt::format(
+        "  float prod{q}[8] = {{0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}};\n"
+        "  for (unsigned k0 = 0; k0 < {k}u; k0 += 32u) {{\n"
+        "    __syncthreads();\n"
+        "    for (unsigned i = threadIdx.x; i < 2048u; i += 256u) {{\n"
+        "      const unsigned bb = i / 32u, kk = i % 32u;\n"
+        "      sa[bb][kk] = tb + bb < {m}u && k0 + kk < {k}u ? {a} : 0.0f;\n"
+        "    }}\n"
+        "    for (unsigned i = threadIdx.x; i < 1024u; i += 256u) {{\n"
+        "      const unsigned jj = i / 32u, kk = i % 32u;\n"
+        "      sw[kk][jj] = tj + jj < {n}u && k0 + kk < {k}u ? {w} : 0.0f;\n"
+        "    }}\n"
+        "    __syncthreads();\n"
+        "#pragma unroll\n"
+        "    for (unsigned kk = 0; kk < 32u; kk += 4u) {{\n"
+        "      const float w0 = sw[kk][tx], w1 = sw[kk + 1u][tx], w2 = sw[kk + 2u][tx], w3 = sw[kk + 3u][tx];\n"
+        "#pragma unroll\n"
+        "      for (unsigned m = 0; m < 8u; ++m) {{\n"
+        "        const float4 a = *reinterpret_cast<const float4*>(&sa[ty * 8u + m][kk]);\n"
+        "        prod{q}[m] = fmaf(a.w, w3, fmaf(a.z, w2, fmaf(a.y, w1, fmaf(a.x, w0, prod{q}[m]))));\n"
+        "      }}\n"
+        "    }}\n"
+        "  }}\n",
+        fmt::arg("q", q), fmt::arg("k", p.k), fmt::arg("m", p.m), fmt::arg("n", p.n),
+        fmt::arg("a", LoadText(p.dtype, fmt::format("pa{}[(long long)(tb + bb) * {}ll + k0 + kk]", q, p.lda))),
+        fmt::arg("w", LoadText(p.dtype, fmt::format("pw{}[(long long)(tj + jj) * {}ll + k0 + kk]", q, p.k))));
+    if (p.bias != kNone) {
+      s += fmt::format(
+          "  if (j < {}u) {{\n    const float bias = {};\n"
+          "#pragma unroll\n    for (unsigned m = 0; m < 8u; ++m) prod{}[m] += bias;\n  }}\n",
+          p.n, LoadText(p.dtype, fmt::format("pb{}[j]", q)), q);
+    }
+  }
+  s += fmt::format(
+      "  const unsigned lane = 0u;\n"
+      "#pragma unroll\n"
+      "  for (unsigned m = 0; m < 8u; ++m) {{\n"
+      "    const unsigned bm = tb + ty * 8u + m;\n"
+      "    const bool valid = bm < {}u && j < {}u;\n"
+      "    const unsigned r = valid ? bm * {}u + j : {}u;\n",
+      first.m, first.n, first.n, r.rows - 1);
+  s += RowProgram(r, strides);
+  return s + "  }\n}\n";
+}
+
+std::string FusedRegionSource(const FusionRegion& r, const std::vector<std::vector<int64_t>>& strides) {
+  if (!r.products.empty()) return ProductRegionSource(r, strides);
+  if (RegionRowsPerThread(r) == 4) return QuadRegionSource(r, strides);
+  const RegionLanes lanes = LanesOf(r);
+  const int64_t per_block = 256 / lanes.lanes;
+  const std::string params = RegionParams(r);
+  std::string s = ConversionText(r) + fmt::format(
+      "extern \"C\" __global__ void __launch_bounds__(256) hfuse_region({}) {{\n"
+      "  const unsigned lane = threadIdx.x % {}u;\n"
+      "  for (unsigned base = blockIdx.x * {}u; base < {}u; base += gridDim.x * {}u) {{\n"
+      "    const unsigned r0 = base + threadIdx.x / {}u;\n"
+      "    const bool valid = r0 < {}u;\n"
+      "    const unsigned r = valid ? r0 : {}u;\n",
+      params, lanes.lanes, per_block, r.rows, per_block, lanes.lanes, r.rows, r.rows - 1);
+  s += RowProgram(r, strides);
+  s += "  }\n}\n";
   return s;
+}
+
+void LaunchProductRegion(cudaKernel_t kernel, int64_t m, int64_t n, const std::vector<const void*>& pointers,
+                         cudaStream_t stream) {
+  if (m == 0 || n == 0) return;
+  std::vector<const void*> copy(pointers);
+  std::vector<void*> params;
+  for (const void*& p : copy) params.push_back(&p);
+  const dim3 grid(static_cast<unsigned>((n + 31) / 32), static_cast<unsigned>((m + 63) / 64));
+  CheckRuntime(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, dim3(256), params.data(), 0, stream),
+               "cudaLaunchKernel (a fused region with products)");
 }
 
 void LaunchFusedRegion(cudaKernel_t kernel, int64_t rows, int lanes, int rows_per_thread,

@@ -85,6 +85,14 @@ cudaKernel_t CompiledKernel(const std::string& source, const char* name);
 // one float4), else 1.
 int RegionRowsPerThread(const FusionRegion& region);
 
+// A region that computes products (FusionRegion::products) has a kernel
+// of its own (same name and operands, then each product's A, W and bias):
+// LaunchProductRegion runs it, a block a tile of 64 of the products' M
+// rows by 32 of their N columns, on the operands' (a product's: any),
+// outputs' and products' addresses, in that order.
+void LaunchProductRegion(cudaKernel_t kernel, int64_t m, int64_t n, const std::vector<const void*>& pointers,
+                         cudaStream_t stream);
+
 // Launches a region's kernel on its operands' and outputs' addresses.
 void LaunchFusedRegion(cudaKernel_t kernel, int64_t rows, int lanes, int rows_per_thread,
                        const std::vector<const void*>& operands, const std::vector<void*>& outputs,

@@ -15,6 +15,7 @@
 #include "cpu_onnx_ops.h"
 #include "hfuse/ir/analysis.h"
 #include "hfuse/ir/onnx_ops.h"
+#include "hfuse/ir/op_members.h"
 #include "hfuse/support/error.h"
 #include "hfuse/support/half.h"
 #include "kernel_codes.h"
@@ -154,7 +155,7 @@ class Planner {
  public:
   Planner(const Graph& g, const ViewPlan& v, const PlanConstants& c) : g_(g), v_(v), c_(c) {}
 
-  FusionPlan Run(bool enabled) {
+  FusionPlan Run(bool enabled, bool gemms) {
     FusionPlan plan;
     const std::vector<OpId> order = StableTopologicalOrder(g_);
     pos_.assign(static_cast<size_t>(g_.num_op_ids()), -1);
@@ -298,7 +299,8 @@ class Planner {
           fixed(static_cast<int32_t>(i)) ? attention_.at(static_cast<int32_t>(i)) : Analyze(m);
       HFUSE_CHECK(r.has_value());
       r->one_lane = OneLane(*r);
-      for (OpId o : m) plan.region_of[static_cast<size_t>(o)] = static_cast<int32_t>(plan.regions.size());
+      if (gemms && !r->attention) TakeGemms(*r, i);
+      for (OpId o : r->ops) plan.region_of[static_cast<size_t>(o)] = static_cast<int32_t>(plan.regions.size());
       plan.regions.push_back(std::move(*r));
     }
     plan.order = RegionOrder(order, plan);
@@ -322,6 +324,84 @@ class Planner {
       if (!along) ++same;
     }
     return 2 * same > r.operands.size();
+  }
+
+  // The GEMM ops region r (set `set`) alone reads (FusionRegion::products):
+  // members of one float type without activation, K at most kMaxProductK, whose
+  // outputs, each in a buffer of its own, it reads as one value a row of
+  // several columns, element r its row r, all of one M and N; the
+  // region's rows each in one thread (LanesOf), and the GEMM op with its
+  // members still convex. (A region of one column after a GEMM is an
+  // epilogue the GEMM kernels take: gemm_launches.cc, AbsorbActivations.) Each such op joins its ops (and the
+  // set) and its outputs' operands read the products.
+  void TakeGemms(FusionRegion& r, size_t set) {
+    if (LanesOf(r).lanes != 1 || r.cols < 2) return;
+    // Per GEMM op read: the operands that read its outputs, or none where
+    // one of them cannot.
+    std::map<OpId, std::vector<size_t>> read;
+    std::map<OpId, bool> ok;
+    for (size_t k = 0; k < r.operands.size(); ++k) {
+      const RegionOperand& o = r.operands[k];
+      const TensorId t = OperandTensor(g_, o);
+      const TensorId y = t == kNone ? kNone : LayoutOf(t).root;
+      const OpId p = y == kNone ? kNone : g_.tensor(y).producer;
+      if (p == kNone || !(IsGemm(g_.op(p).type) || IsGroupGemm(g_.op(p).type))) continue;
+      read[p].push_back(k);
+      const std::vector<int64_t> rm = RowMajorStrides(o.over), st = OperandStrides(g_, v_, o);
+      bool same = o.view == kNone && o.per_row && !o.swap_last && LayoutOf(t).offset == 0 &&
+                  Numel(o.over) == r.rows;
+      for (size_t d = 0; d < o.over.size(); ++d) same = same && (o.over[d] == 1 || st[d] == rm[d]);
+      ok.emplace(p, true).first->second &= same;
+    }
+    for (const auto& [p, operands] : read) {
+      if (!ok[p]) continue;
+      const Op& op = g_.op(p);
+      std::vector<RegionProduct> products;
+      bool fits = Runs(p) && r.products.size() + NumMembers(op) <= static_cast<size_t>(kMaxRegionProducts);
+      for (size_t m = 0; fits && m < NumMembers(op); ++m) {
+        const GemmMember gm = GemmMemberOf(op, m);
+        const std::optional<std::vector<OpId>> readers = Readers(gm.y);
+        fits = (gm.kind == OpType::kGemmRcr || gm.kind == OpType::kGemmRcrBias) && readers &&
+               std::all_of(readers->begin(), readers->end(), [&](OpId u) { return set_of_[static_cast<size_t>(u)] == static_cast<int32_t>(set); });
+        const DType type = g_.tensor(gm.y).dtype;
+        for (TensorId t : {gm.a, gm.w, gm.bias, gm.y}) {
+          fits = fits && (t == kNone || (RegionFloat(type) && g_.tensor(t).dtype == type &&
+                                         LayoutOf(t).root != kNone && LayoutOf(t).root_dtype == type));
+        }
+        if (!fits) break;
+        const std::vector<int64_t>& ys = Shape(gm.y);
+        const std::vector<int64_t>& ws = Shape(gm.w);
+        const Layout& yl = LayoutOf(gm.y);
+        fits = !ys.empty() && ws.size() == 2 && ws[0] == ys.back() &&
+               (gm.bias == kNone || Numel(Shape(gm.bias)) == ys.back()) && yl.root == gm.y && yl.offset == 0 && IsRowMajor(yl, ys) &&
+               RowStride(LayoutOf(gm.a), Shape(gm.a)).has_value() && IsRowMajor(LayoutOf(gm.w), ws) &&
+               (gm.bias == kNone || IsRowMajor(LayoutOf(gm.bias), Shape(gm.bias)));
+        if (!fits) break;
+        RegionProduct q{p, m, gm.a, gm.w, gm.bias, gm.y, Numel(ys) / std::max<int64_t>(ys.back(), 1), ys.back(), ws[1],
+                        *RowStride(LayoutOf(gm.a), Shape(gm.a)), type};
+        // (a grid of at most 65535 tiles of 64 rows)
+        fits = q.m * q.n == r.rows && q.k > 0 && q.k <= kMaxProductK && Numel(Shape(gm.a)) == q.m * q.k &&
+               q.m <= 65535 * 64 &&
+               (r.products.empty() || (r.products[0].m == q.m && r.products[0].n == q.n));
+        products.push_back(q);
+      }
+      if (!fits) continue;
+      std::vector<OpId> m = r.ops;
+      m.push_back(p);
+      SortByPos(m);
+      if (!Convex(m)) continue;
+      r.ops = m;
+      sets_[set] = m;
+      set_of_[static_cast<size_t>(p)] = static_cast<int32_t>(set);
+      const auto first = static_cast<int32_t>(r.products.size());
+      r.products.insert(r.products.end(), products.begin(), products.end());
+      for (size_t k : operands) {
+        const TensorId y = LayoutOf(OperandTensor(g_, r.operands[k])).root;
+        for (size_t q = 0; q < products.size(); ++q) {
+          if (products[q].y == y) r.operands[k].product = first + static_cast<int32_t>(q);
+        }
+      }
+    }
   }
 
   const Graph& g_;
@@ -1360,25 +1440,29 @@ std::vector<int64_t> OperandStrides(const Graph& graph, const ViewPlan& views, c
 }
 
 FusionPlan PlanFusionRegions(const Graph& graph, const ViewPlan& views, const PlanConstants& constants,
-                             bool enabled) {
-  return Planner(graph, views, constants).Run(enabled);
+                             bool enabled, bool gemms) {
+  return Planner(graph, views, constants).Run(enabled, gemms);
 }
 
 DevicePlan PlanViewsAndRegions(const Graph& graph, const DimValues& dims, const PlanConstants& constants,
-                               bool enabled) {
+                               bool enabled, bool gemms) {
   DevicePlan first{PlanViews(graph, dims, constants), {}};
-  first.fusion = PlanFusionRegions(graph, first.views, constants, enabled);
+  first.fusion = PlanFusionRegions(graph, first.views, constants, enabled, gemms);
   // The ops of the step regions (an attention region writes only its O, at
-  // its own strides).
+  // its own strides; the GEMMs a region computes write nothing).
   std::vector<bool> members(static_cast<size_t>(graph.num_op_ids()), false);
   bool any = false;
   for (const FusionRegion& r : first.fusion.regions) {
     if (r.attention) continue;
-    for (OpId id : r.ops) members[static_cast<size_t>(id)] = any = true;
+    for (OpId id : r.ops) {
+      const bool product = std::any_of(r.products.begin(), r.products.end(),
+                                       [&](const RegionProduct& q) { return q.gemm == id; });
+      if (!product) members[static_cast<size_t>(id)] = any = true;
+    }
   }
   if (!any) return first;
   DevicePlan second{PlanViews(graph, dims, constants, &members), {}};
-  second.fusion = PlanFusionRegions(graph, second.views, constants, enabled);
+  second.fusion = PlanFusionRegions(graph, second.views, constants, enabled, gemms);
   for (size_t id = 0; id < members.size(); ++id) {
     const int32_t r = second.fusion.region_of[id];
     // Each op the views were told of in a region of steps; no concatenate

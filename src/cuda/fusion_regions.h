@@ -74,6 +74,16 @@
 // the region's end and starts every output at its beginning, so no buffer
 // the kernel reads is the one it writes.
 //
+// A region also takes in a GEMM (or a group of them, grouped or
+// not) of K at most kMaxProductK whose outputs it alone reads, each as one
+// value of a row of several columns, its rows the GEMM's [M, N] outputs in
+// order (RegionProduct below): the region's kernel
+// computes the products itself, a tile of 64 rows of A by 32 columns of W
+// at a time, and runs its program on them in registers, so the outputs are
+// never written or read back. DCNv2's experts' up-projections, four [B,
+// 429] products of K 32 read only by the mixture that weighs them: 14 MB
+// written and read back a layer at batch 2048, and a launch.
+//
 // An attention chain (AttentionChain below: batched MatMul, scale,
 // Softmax, batched MatMul) is found first and is a region of its own, run
 // by the attention kernel (attention.h); the regions grown next take none
@@ -136,7 +146,29 @@ struct RegionOperand {
   // row-major, so the same strides find its elements; kNone otherwise.
   TensorId view = kNone;
   DType dtype = DType::kFloat32;  // as it lies in memory (RegionFloat); the kernel computes in float32
+  // A product the region computes (FusionRegion::products), read here in
+  // place of the tensor: its value at row r is the product's element r.
+  int32_t product = -1;
 };
+
+// A GEMM member the region computes (see above): y = A W^T (+ bias), A
+// [M, K] rows at a stride, W [N, K] and the bias [N] row-major, all of one
+// type;
+// its element r (row r / N, column r % N) is the region's row r.
+struct RegionProduct {
+  OpId gemm = kNone;  // a member of the region: a GEMM op, grouped or not
+  size_t member = 0;
+  TensorId a = kNone, w = kNone, bias = kNone, y = kNone;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t lda = 0;  // elements between A's rows
+  DType dtype = DType::kFloat32;  // of A, W, the bias and y (RegionFloat); summed in float32, not rounded
+};
+// At most this many products a region, of K at most kMaxProductK: the
+// kernel reads A and W 32 deep at a time with nothing in flight, which
+// suits the short products of a mixture's experts (K 32), not a deep GEMM
+// the GEMM kernels pipeline.
+inline constexpr int kMaxRegionProducts = 8;
+inline constexpr int64_t kMaxProductK = 64;
 
 // Input `slot` of an op: the IR's elementwise op's input, or an opaque
 // ONNX op's node input: a tensor (kNone: none, or a constant the node
@@ -211,8 +243,12 @@ struct FusionRegion {
   std::vector<OpId> ops;  // the members, in the plan's order
   int64_t rows = 1, cols = 1;
   std::vector<RegionOperand> operands;
-  // One per member, in the members' order (a MatVec's product and sum, a
-  // Concat's copies); a gate's softmax where a member first reads it.
+  // The GEMMs it computes (see above), their ops among `ops`; all of one
+  // M and N, M * N the rows; its operands read them (product).
+  std::vector<RegionProduct> products;
+  // One per member but the GEMMs, in the members' order (a MatVec's
+  // product and sum, a Concat's copies); a gate's softmax where a member
+  // first reads it.
   std::vector<RegionStep> steps;
   std::vector<RegionOutput> outputs;
   // A row's columns all in one thread (else LanesOf(cols)): a region of a
@@ -232,9 +268,10 @@ struct FusionPlan {
 
 // The regions of a graph planned with `views` (view_plan.h) and the plan's
 // constants (a reduction's axes) at its bound dims; none when `enabled` is
-// false (the order is then the stable one).
+// false (the order is then the stable one). `gemms`: regions take in the
+// GEMMs they alone read (RegionProduct), else none.
 FusionPlan PlanFusionRegions(const Graph& graph, const ViewPlan& views, const PlanConstants& constants,
-                             bool enabled);
+                             bool enabled, bool gemms = true);
 
 // The view plan and the regions, as the CUDA backend plans a graph: views
 // (view_plan.h), regions over them; then views again told which ops those
@@ -248,7 +285,7 @@ struct DevicePlan {
   FusionPlan fusion;
 };
 DevicePlan PlanViewsAndRegions(const Graph& graph, const DimValues& dims, const PlanConstants& constants,
-                               bool enabled);
+                               bool enabled, bool gemms = true);
 
 // What a region computes, on the host: each output's values, in its
 // tensor's row-major order, given read(k, row, col), operand k's value at

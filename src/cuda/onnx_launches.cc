@@ -15,6 +15,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -711,6 +712,11 @@ void CudaExecutor::Impl::PlanRegion(const cuda::FusionRegion& r) {
   std::vector<TensorId> touched;
   for (const cuda::RegionOperand& o : r.operands) {
     const Op& op = g.op(o.op);
+    if (o.product >= 0) {  // computed by the kernel: its tensor has no buffer
+      operands.push_back(nullptr);
+      strides.push_back(cuda::OperandStrides(g, views, o));
+      continue;
+    }
     const std::optional<cuda::StridedOperand> so = SlotOperand(op, static_cast<size_t>(o.slot), o.over);
     HFUSE_CHECK(so && so->type == static_cast<int32_t>(o.dtype) && so->as == so->type);
     operands.push_back(so->ptr);
@@ -727,6 +733,15 @@ void CudaExecutor::Impl::PlanRegion(const cuda::FusionRegion& r) {
     writes.push_back(o.place);
     touched.push_back(o.place);
   }
+  std::vector<const void*> products;
+  for (const cuda::RegionProduct& q : r.products) {
+    for (TensorId t : {q.a, q.w, q.bias}) {
+      if (t == kNone) continue;
+      products.push_back(PlaceOf(t).base);
+      reads.push_back(t);
+      touched.push_back(views.layout[static_cast<size_t>(t)].root);
+    }
+  }
   std::sort(touched.begin(), touched.end());
   touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
   current_bytes = 0;
@@ -737,11 +752,28 @@ void CudaExecutor::Impl::PlanRegion(const cuda::FusionRegion& r) {
   const int64_t rows = r.rows;
   const int lanes = cuda::LanesOf(r).lanes;
   const int rows_per_thread = cuda::RegionRowsPerThread(r);
-  AddLaunch(fmt::format("{} (fused region kernel, {} ops: {} to {}, {} rows of {}{})", first.name, r.ops.size(),
-                        first.name, g.op(r.ops.back()).name, rows, r.cols, r.one_lane ? ", a row a thread" : ""),
-            current_bytes, [=](cudaStream_t s) {
-              cuda::LaunchFusedRegion(kernel, rows, lanes, rows_per_thread, operands, outputs, s);
-            });
+  std::string label = fmt::format("{} (fused region kernel, {} ops: {} to {}, {} rows of {}{}", first.name, r.ops.size(),
+                                  first.name, g.op(r.ops.back()).name, rows, r.cols, r.one_lane ? ", a row a thread" : "");
+  if (r.products.empty()) {
+    AddLaunch(label + ")", current_bytes, [=](cudaStream_t s) {
+      cuda::LaunchFusedRegion(kernel, rows, lanes, rows_per_thread, operands, outputs, s);
+    });
+    return;
+  }
+  // The GEMMs it computes, whose outputs are never written.
+  const cuda::RegionProduct& q = r.products.front();
+  std::vector<std::string> gemms;
+  for (const cuda::RegionProduct& p : r.products) {
+    const std::string& name = g.op(p.gemm).name;
+    if (std::find(gemms.begin(), gemms.end(), name) == gemms.end()) gemms.push_back(name);
+  }
+  label += fmt::format(", computing {} GEMMs of {} x {} ({})", r.products.size(), q.m, q.n, fmt::join(gemms, ", "));
+  std::vector<const void*> pointers(operands);
+  pointers.insert(pointers.end(), outputs.begin(), outputs.end());
+  pointers.insert(pointers.end(), products.begin(), products.end());
+  const int64_t m = q.m, n = q.n;
+  AddLaunch(label + ")", current_bytes,
+            [=](cudaStream_t s) { cuda::LaunchProductRegion(kernel, m, n, pointers, s); });
 }
 
 // An attention region (fusion_regions.h): one launch of the attention

@@ -978,6 +978,42 @@ TEST_F(CudaTest, AGateInItsReadersRegionIsOneLaunch) {
   }
 }
 
+// DCNv2's mixture whose experts are GEMMs (testing/gate_graphs.h,
+// MixtureOfGemms): the region computes them, one launch, the CPU's
+// outputs, plain and in a CUDA graph, as given and with the GEMMs grouped
+// (one op of three members); rows and columns not multiples of the
+// kernel's 64 x 32 tiles, K of one, of 40 (two steps of 32) and 64 (the
+// most), one column of W, eight products (the most), a bias; in bfloat16
+// and float16 too. With regions taking no GEMMs: the GEMMs' launches too,
+// the same outputs.
+TEST_F(CudaTest, ARegionComputesItsGemmsInOneLaunch) {
+  struct Sizes {
+    int64_t b, n, k;
+    int e;
+    bool bias;
+  };
+  for (const Sizes& z : {Sizes{100, 45, 40, 3, true}, Sizes{3, 5, 1, 2, false}, Sizes{130, 429, 32, 4, false},
+                         Sizes{70, 33, 64, 8, true}, Sizes{64, 96, 64, 2, true}}) {
+    const std::string text = test::MixtureOfGemms(z.b, z.n, z.k, z.e, z.bias);
+    SCOPED_TRACE(text);
+    const Graph g = ParseGraphText(text, "mixture of gemms");
+    const std::vector<std::string> labels = LaunchLabels(g);
+    EXPECT_EQ(labels.size(), 1u);
+    EXPECT_TRUE(AnyLabelHas(labels, fmt::format("computing {} GEMMs of {} x {}", z.e, z.b, z.n)));
+    ExpectAllVariantsMatch(g, 21, "mixture of gemms", FuseGroupOpsOptions{.rules = RuleSet::kHfuse});
+    EXPECT_EQ(LaunchLabels(g, {.region_gemms = false}).size(), 1u + static_cast<size_t>(z.e));
+    ExpectGpuMatchesCpu(g, 22, "mixture of gemms, the GEMMs apart", {.region_gemms = false});
+  }
+  // in bfloat16 and float16: read into float32, the products not rounded
+  for (const char* dt : {"bfloat16", "float16"}) {
+    std::string text = test::MixtureOfGemms(100, 45, 40, 3, true);
+    for (size_t at; (at = text.find("float32")) != std::string::npos;) text.replace(at, 7, dt);
+    const Graph g = ParseGraphText(text, dt);
+    EXPECT_EQ(LaunchLabels(g).size(), 1u) << dt;
+    ExpectGpuMatchesCpu(g, 23, dt);
+  }
+}
+
 // An attention chain (testing/attention_graphs.h) is one launch of the
 // attention kernel, and gives the CPU's values: heads of 8 (the tabular
 // transformers'), one key, heads of 33 and values of 64 (the widest the

@@ -389,13 +389,16 @@ void ExpectRegionComputesTheCpus(const PlannedRegions& p, const FusionRegion& r,
   const TensorMap feeds = RandomFeeds(g, p.dims, seed);
   std::vector<std::vector<int64_t>> strides;
   for (const RegionOperand& o : r.operands) strides.push_back(OperandStrides(g, p.views, o));
+  const std::vector<HostTensor> want = RunOnCpuKeepAll(g, feeds, p.dims);
+  // (a product the region computes: the CPU's value of its GEMM)
   auto read = [&](size_t k, int64_t row, int64_t col) {
     const RegionOperand& o = r.operands[k];
-    const HostTensor& v = feeds.at(g.tensor(OperandTensor(g, o)).name);
+    const TensorId t = OperandTensor(g, o);
+    const auto fed = feeds.find(g.tensor(t).name);
+    const HostTensor& v = fed != feeds.end() ? fed->second : want[static_cast<size_t>(t)];
     return v.Get(DomainOffset(o.over, strides[k], o.cols, row, col));
   };
   const std::vector<std::vector<float>> got = EvaluateRegion(r, read);
-  const std::vector<HostTensor> want = RunOnCpuKeepAll(g, feeds, p.dims);
   ASSERT_EQ(got.size(), r.outputs.size());
   for (size_t k = 0; k < r.outputs.size(); ++k) {
     const HostTensor& w = want[static_cast<size_t>(r.outputs[k].tensor)];
@@ -487,6 +490,86 @@ output y
   ASSERT_EQ(mmoe.plan.regions.size(), 1u);
   EXPECT_FALSE(mmoe.plan.regions[0].one_lane);
   EXPECT_EQ(LanesOf(mmoe.plan.regions[0]).lanes, 4);
+}
+
+// ---- fused regions: GEMMs computed in the region ---------------------------------
+
+// DCNv2's mixture whose experts are GEMMs (MixtureOfGemms): the region
+// takes each GEMM in (its ops), each expert's operand reads its product,
+// and the products' outputs have no buffer; 5 x 45 products of K 40 make
+// its 225 rows. With regions taking no GEMMs, K over kMaxProductK, or a
+// GEMM's output read outside too (a graph output), that GEMM launches
+// alone and the region reads its output.
+TEST(FusionRegions, ARegionComputesTheGemmsOnlyItReads) {
+  const std::string text = test::MixtureOfGemms(5, 45, 40, 3, true);
+  const PlannedRegions p = PlanRegionsOf(text, "mixture of gemms");
+  const Graph& g = p.g;
+  ASSERT_EQ(p.plan.regions.size(), 1u);
+  const FusionRegion& r = p.plan.regions[0];
+  EXPECT_EQ(r.rows, 225);
+  EXPECT_TRUE(r.one_lane);
+  ASSERT_EQ(r.products.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    const OpId up = test::OpNamed(g, fmt::format("up{}", i));
+    EXPECT_EQ(p.plan.region_of[static_cast<size_t>(up)], 0) << i;
+    EXPECT_NE(std::find(r.ops.begin(), r.ops.end(), up), r.ops.end()) << i;
+    const auto q = std::find_if(r.products.begin(), r.products.end(), [&](const RegionProduct& x) { return x.gemm == up; });
+    ASSERT_NE(q, r.products.end()) << i;
+    EXPECT_EQ(q->m, 5);
+    EXPECT_EQ(q->n, 45);
+    EXPECT_EQ(q->k, 40);
+    EXPECT_EQ(q->lda, 40);
+    EXPECT_EQ(q->bias != kNone, i == 1);
+    EXPECT_EQ(q->y, test::TensorNamed(g, fmt::format("y{}", i)));
+  }
+  int reading = 0;
+  for (const RegionOperand& o : r.operands) reading += o.product >= 0;
+  EXPECT_EQ(reading, 3);
+  const MemoryPlan mem = PlanDeviceMemory(g, p.dims, &p.views, &p.plan);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(mem.region[static_cast<size_t>(test::TensorNamed(g, fmt::format("y{}", i)))], 0);
+  // the members together in the order, the GEMMs first
+  const auto first = std::find(mem.order.begin(), mem.order.end(), r.ops.front());
+  ASSERT_NE(first, mem.order.end());
+  for (size_t i = 0; i < r.ops.size(); ++i) {
+    ASSERT_LT(first + static_cast<std::ptrdiff_t>(i), mem.order.end());
+    EXPECT_EQ(p.plan.region_of[static_cast<size_t>(first[static_cast<std::ptrdiff_t>(i)])], 0) << i;
+  }
+  ExpectRegionComputesTheCpus(p, r, 13);
+
+  {
+    const Graph off = ParseGraphText(text, "mixture of gemms");
+    const DimValues dims = BindDims(off);
+    const DevicePlan plain = PlanViewsAndRegions(off, dims, FoldPlanConstants(off, dims), true, false);
+    ASSERT_EQ(plain.fusion.regions.size(), 1u);
+    EXPECT_TRUE(plain.fusion.regions[0].products.empty());
+    EXPECT_EQ(plain.fusion.region_of[static_cast<size_t>(test::OpNamed(off, "up0"))], -1);
+  }
+  // the GPU test's sizes (cuda_executor_test.cc): every GEMM in the region
+  for (const auto& [b, n, k, e] : std::vector<std::array<int, 4>>{{100, 45, 40, 3}, {3, 5, 1, 2}, {130, 429, 32, 4},
+                                                                  {70, 33, 64, 8}, {64, 96, 64, 2}}) {
+    const PlannedRegions z = PlanRegionsOf(test::MixtureOfGemms(b, n, k, e, true), "mixture of gemms");
+    ASSERT_EQ(z.plan.regions.size(), 1u) << b << " " << n << " " << k << " " << e;
+    EXPECT_EQ(z.plan.regions[0].products.size(), static_cast<size_t>(e)) << b << " " << n << " " << k << " " << e;
+    ExpectRegionComputesTheCpus(z, z.plan.regions[0], 13);
+  }
+  // in bfloat16: the products of that type
+  {
+    std::string half = test::MixtureOfGemms(5, 45, 40, 3, true);
+    for (size_t at; (at = half.find("float32")) != std::string::npos;) half.replace(at, 7, "bfloat16");
+    const PlannedRegions z = PlanRegionsOf(half, "bfloat16");
+    ASSERT_EQ(z.plan.regions.size(), 1u);
+    ASSERT_EQ(z.plan.regions[0].products.size(), 3u);
+    EXPECT_EQ(z.plan.regions[0].products[0].dtype, DType::kBFloat16);
+  }
+  // K over kMaxProductK: none
+  const PlannedRegions deep = PlanRegionsOf(test::MixtureOfGemms(5, 45, kMaxProductK + 1, 3, true), "deep");
+  ASSERT_EQ(deep.plan.regions.size(), 1u);
+  EXPECT_TRUE(deep.plan.regions[0].products.empty());
+  const PlannedRegions out = PlanRegionsOf(test::MixtureOfGemms(5, 45, 40, 3, true, ", y0"), "y0 read outside");
+  ASSERT_EQ(out.plan.regions.size(), 1u);
+  EXPECT_EQ(out.plan.regions[0].products.size(), 2u);
+  EXPECT_EQ(out.plan.region_of[static_cast<size_t>(test::OpNamed(out.g, "up0"))], -1);
+  ExpectRegionComputesTheCpus(out, out.plan.regions[0], 13);
 }
 
 // ---- fused regions: a residual Add and its LayerNorm ----------------------------

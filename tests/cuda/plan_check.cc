@@ -394,7 +394,13 @@ int Main(int argc, char** argv) {
       reads.clear();
       writes.clear();
       for (const cuda::RegionOperand& o : r.operands) {
-        if (cuda::OperandTensor(g, o) != kNone) reads.push_back(cuda::OperandTensor(g, o));
+        // (a product the region computes: its GEMM's operands instead, below)
+        if (o.product < 0 && cuda::OperandTensor(g, o) != kNone) reads.push_back(cuda::OperandTensor(g, o));
+      }
+      for (const cuda::RegionProduct& q : r.products) {
+        for (TensorId t : {q.a, q.w, q.bias}) {
+          if (t != kNone) reads.push_back(t);
+        }
       }
       writer = &r;
     }

@@ -162,6 +162,7 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
       variants.push_back({name + ", float32 deep groups sliced", fused, {.sgemm_staged = true}});
       variants.push_back({name + ", cuBLASLt a member", fused, {.gemm_kernel = GemmKernelChoice::kPerMember}});
       variants.push_back({name + ", activations apart from their GEMMs", fused, {.gemm_activations = false}});
+      variants.push_back({name + ", GEMMs apart from the regions reading them", fused, {.region_gemms = false}});
     }
   }
   fmt::print("{}: {}; median of {} runs after {} warm-up, the variants timed in {} turns each\n", path, summary,

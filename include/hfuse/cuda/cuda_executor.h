@@ -98,6 +98,12 @@ struct CudaOptions {
   // the grouped float32 kernel, the GEMM's output never written (a
   // transformer's FFN; DCNv2's experts); off, the activations launch alone.
   bool gemm_activations = true;
+  // A float32 GEMM, or a group's members, whose outputs only one fused
+  // region reads, one value a row, runs inside the region's kernel: the
+  // products never written (fusion_regions.h, RegionProduct; DCNv2's
+  // experts' up-projections in the mixture that weighs them); off, the
+  // GEMM launches alone and the region reads its outputs.
+  bool region_gemms = true;
 };
 
 class CudaExecutor {
