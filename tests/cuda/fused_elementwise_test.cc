@@ -198,5 +198,48 @@ TEST(FusedRegionTest, AOneColumnRegionTakesFourRowsAThread) {
   EXPECT_EQ(FusedRegionSource(r, strides).find("float4"), std::string::npos);
 }
 
+// A region that computes products (FusionRegion::products): two experts,
+// each a [100, 45] product of K 40 (one with a bias) read one value a row,
+// selected as the row's two columns and summed. Each operand that reads a
+// product takes the thread's m-th value of it; A, W and the bias are read
+// through their own parameters, K in two steps of 32, bfloat16 ones into
+// float32; the source compiles.
+TEST(FusedRegionTest, ARegionComputesItsProducts) {
+  for (DType type : {DType::kFloat32, DType::kBFloat16}) {
+    const std::vector<int64_t> over = {100, 45, 1};
+    FusionRegion r;
+    r.rows = 4500;
+    r.cols = 2;
+    r.one_lane = true;
+    r.operands = {{0, 0, over, {false, false, false}, true}, {0, 1, over, {false, false, false}, true}};
+    r.operands[0].product = 1;
+    r.operands[1].product = 0;
+    r.products = {{7, 0, 1, 2, kNone, 3, 100, 45, 40, 40, type}, {7, 1, 4, 5, 6, 8, 100, 45, 40, 48, type}};
+    const std::vector<std::vector<int64_t>> strides = {{45, 1, 0}, {45, 1, 0}};
+    RegionStep select;
+    select.kind = RegionStep::Kind::kSelect;
+    select.parts = {-1, -2};
+    RegionStep sum;
+    sum.kind = RegionStep::Kind::kReduce;
+    sum.func = kReduceSum;
+    sum.args[0] = 0;
+    sum.num_args = 1;
+    sum.per_row = true;
+    r.steps = {select, sum};
+    r.outputs.push_back({kNone, 1, over, {false, false, false}, kNone, 0, {45, 1, 1}});
+    const std::string source = FusedRegionSource(r, strides);
+    EXPECT_NE(source.find("const float b0 = prod1[m];"), std::string::npos) << source;
+    EXPECT_NE(source.find("const float b1 = prod0[m];"), std::string::npos) << source;
+    EXPECT_EQ(source.find("in0["), std::string::npos) << source;
+    EXPECT_NE(source.find("k0 < 40u"), std::string::npos) << source;
+    EXPECT_NE(source.find("pa1[(long long)(tb + bb) * 48ll + k0 + kk]"), std::string::npos) << source;
+    EXPECT_NE(source.find("pb1[j]"), std::string::npos) << source;
+    EXPECT_EQ(source.find("pb0"), std::string::npos) << source;
+    EXPECT_NE(source.find("bm * 45u + j"), std::string::npos) << source;
+    EXPECT_EQ(source.find("hfuse_from_bf16(pw0[") != std::string::npos, type == DType::kBFloat16) << source;
+    EXPECT_FALSE(CompileFusedSource(source, "sm_90").empty()) << source;
+  }
+}
+
 }  // namespace
 }  // namespace hfuse::cuda
