@@ -332,8 +332,9 @@ class Planner {
   // several columns, element r its row r, all of one M and N; the
   // region's rows each in one thread (LanesOf), and the GEMM op with its
   // members still convex. (A region of one column after a GEMM is an
-  // epilogue the GEMM kernels take: gemm_launches.cc, AbsorbActivations.) Each such op joins its ops (and the
-  // set) and its outputs' operands read the products.
+  // epilogue the GEMM kernels take: gemm_launches.cc, AbsorbActivations.)
+  // Each such op joins its ops (and the set) and its outputs' operands
+  // read the products.
   void TakeGemms(FusionRegion& r, size_t set) {
     if (LanesOf(r).lanes != 1 || r.cols < 2) return;
     // Per GEMM op read: the operands that read its outputs, or none where
@@ -361,8 +362,9 @@ class Planner {
       for (size_t m = 0; fits && m < NumMembers(op); ++m) {
         const GemmMember gm = GemmMemberOf(op, m);
         const std::optional<std::vector<OpId>> readers = Readers(gm.y);
+        auto in_set = [&](OpId u) { return set_of_[static_cast<size_t>(u)] == static_cast<int32_t>(set); };
         fits = (gm.kind == OpType::kGemmRcr || gm.kind == OpType::kGemmRcrBias) && readers &&
-               std::all_of(readers->begin(), readers->end(), [&](OpId u) { return set_of_[static_cast<size_t>(u)] == static_cast<int32_t>(set); });
+               std::all_of(readers->begin(), readers->end(), in_set);
         const DType type = g_.tensor(gm.y).dtype;
         for (TensorId t : {gm.a, gm.w, gm.bias, gm.y}) {
           fits = fits && (t == kNone || (RegionFloat(type) && g_.tensor(t).dtype == type &&
@@ -373,7 +375,8 @@ class Planner {
         const std::vector<int64_t>& ws = Shape(gm.w);
         const Layout& yl = LayoutOf(gm.y);
         fits = !ys.empty() && ws.size() == 2 && ws[0] == ys.back() &&
-               (gm.bias == kNone || Numel(Shape(gm.bias)) == ys.back()) && yl.root == gm.y && yl.offset == 0 && IsRowMajor(yl, ys) &&
+               (gm.bias == kNone || Numel(Shape(gm.bias)) == ys.back()) && yl.root == gm.y && yl.offset == 0 &&
+               IsRowMajor(yl, ys) &&
                RowStride(LayoutOf(gm.a), Shape(gm.a)).has_value() && IsRowMajor(LayoutOf(gm.w), ws) &&
                (gm.bias == kNone || IsRowMajor(LayoutOf(gm.bias), Shape(gm.bias)));
         if (!fits) break;
@@ -386,12 +389,12 @@ class Planner {
         products.push_back(q);
       }
       if (!fits) continue;
-      std::vector<OpId> m = r.ops;
-      m.push_back(p);
-      SortByPos(m);
-      if (!Convex(m)) continue;
-      r.ops = m;
-      sets_[set] = m;
+      std::vector<OpId> with = r.ops;
+      with.push_back(p);
+      SortByPos(with);
+      if (!Convex(with)) continue;
+      r.ops = with;
+      sets_[set] = with;
       set_of_[static_cast<size_t>(p)] = static_cast<int32_t>(set);
       const auto first = static_cast<int32_t>(r.products.size());
       r.products.insert(r.products.end(), products.begin(), products.end());
