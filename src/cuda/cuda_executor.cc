@@ -41,6 +41,16 @@ void CheckCublas(cublasStatus_t s, const char* what, const char* file, int line)
   }
 }
 
+int cuda::NumSms() {
+  static const int num_sms = [] {
+    int device = 0, sms = 0;
+    HFUSE_CUDA(cudaGetDevice(&device));
+    HFUSE_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    return sms;
+  }();
+  return num_sms;
+}
+
 bool CudaDeviceAvailable(std::string* why) {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
@@ -63,7 +73,13 @@ CudaExecutor::Impl::Impl(const Graph& graph_in, const DimValues& d, CudaOptions 
   lt = shared.lt;
   workspace_ptr = shared.workspace;
   folded = FoldPlanConstants(g, dims);
-  cuda::DevicePlan planned = cuda::PlanViewsAndRegions(g, dims, folded, options.elementwise_chains, options.region_gemms);
+  // Products in regions (fusion_regions.h) by their rule: where their
+  // tiles fill the SMs (CudaOptions::region_gemms).
+  const int64_t product_min_tiles = options.region_gemms < 0    ? cuda::NumSms()
+                                    : options.region_gemms == 0 ? cuda::kNoProducts
+                                                                : 0;
+  cuda::DevicePlan planned =
+      cuda::PlanViewsAndRegions(g, dims, folded, options.elementwise_chains, product_min_tiles);
   views = std::move(planned.views);
   fusion = std::move(planned.fusion);
   PlanMemory();

@@ -117,6 +117,10 @@ struct Place {
   int64_t row_stride = 0;  // elements between rows (a row = the last dim)
 };
 
+// The device's SMs, which the tile rules fill (CUTLASS's, the grouped
+// float32 kernel's, a region's products'): asked once.
+int NumSms();
+
 }  // namespace cuda
 
 struct CudaExecutor::Impl {

@@ -155,7 +155,7 @@ class Planner {
  public:
   Planner(const Graph& g, const ViewPlan& v, const PlanConstants& c) : g_(g), v_(v), c_(c) {}
 
-  FusionPlan Run(bool enabled, bool gemms) {
+  FusionPlan Run(bool enabled, int64_t product_min_tiles) {
     FusionPlan plan;
     const std::vector<OpId> order = StableTopologicalOrder(g_);
     pos_.assign(static_cast<size_t>(g_.num_op_ids()), -1);
@@ -299,7 +299,7 @@ class Planner {
           fixed(static_cast<int32_t>(i)) ? attention_.at(static_cast<int32_t>(i)) : Analyze(m);
       HFUSE_CHECK(r.has_value());
       r->one_lane = OneLane(*r);
-      if (gemms && !r->attention) TakeGemms(*r, i);
+      if (!r->attention) TakeGemms(*r, i, product_min_tiles);
       for (OpId o : r->ops) plan.region_of[static_cast<size_t>(o)] = static_cast<int32_t>(plan.regions.size());
       plan.regions.push_back(std::move(*r));
     }
@@ -327,7 +327,8 @@ class Planner {
   }
 
   // The GEMM ops region r (set `set`) alone reads (FusionRegion::products):
-  // members of one float type without activation, K at most kMaxProductK, whose
+  // members of one float type without activation, K at most kMaxProductK,
+  // at least `min_tiles` tiles of 64 x 32, whose
   // outputs, each in a buffer of its own, it reads as one value a row of
   // several columns, element r its row r, all of one M and N; the
   // region's rows each in one thread (LanesOf), and the GEMM op with its
@@ -335,8 +336,8 @@ class Planner {
   // epilogue the GEMM kernels take: gemm_launches.cc, AbsorbActivations.)
   // Each such op joins its ops (and the set) and its outputs' operands
   // read the products.
-  void TakeGemms(FusionRegion& r, size_t set) {
-    if (LanesOf(r).lanes != 1 || r.cols < 2) return;
+  void TakeGemms(FusionRegion& r, size_t set, int64_t min_tiles) {
+    if (LanesOf(r).lanes != 1 || r.cols < 2 || min_tiles == kNoProducts) return;
     // Per GEMM op read: the operands that read its outputs, or none where
     // one of them cannot.
     std::map<OpId, std::vector<size_t>> read;
@@ -384,7 +385,7 @@ class Planner {
                         *RowStride(LayoutOf(gm.a), Shape(gm.a)), type};
         // (a grid of at most 65535 tiles of 64 rows)
         fits = q.m * q.n == r.rows && q.k > 0 && q.k <= kMaxProductK && Numel(Shape(gm.a)) == q.m * q.k &&
-               q.m <= 65535 * 64 &&
+               q.m <= 65535 * 64 && (q.m + 63) / 64 * ((q.n + 31) / 32) >= min_tiles &&
                (r.products.empty() || (r.products[0].m == q.m && r.products[0].n == q.n));
         products.push_back(q);
       }
@@ -1443,14 +1444,14 @@ std::vector<int64_t> OperandStrides(const Graph& graph, const ViewPlan& views, c
 }
 
 FusionPlan PlanFusionRegions(const Graph& graph, const ViewPlan& views, const PlanConstants& constants,
-                             bool enabled, bool gemms) {
-  return Planner(graph, views, constants).Run(enabled, gemms);
+                             bool enabled, int64_t product_min_tiles) {
+  return Planner(graph, views, constants).Run(enabled, product_min_tiles);
 }
 
 DevicePlan PlanViewsAndRegions(const Graph& graph, const DimValues& dims, const PlanConstants& constants,
-                               bool enabled, bool gemms) {
+                               bool enabled, int64_t product_min_tiles) {
   DevicePlan first{PlanViews(graph, dims, constants), {}};
-  first.fusion = PlanFusionRegions(graph, first.views, constants, enabled, gemms);
+  first.fusion = PlanFusionRegions(graph, first.views, constants, enabled, product_min_tiles);
   // The ops of the step regions (an attention region writes only its O, at
   // its own strides; the GEMMs a region computes write nothing).
   std::vector<bool> members(static_cast<size_t>(graph.num_op_ids()), false);
@@ -1465,7 +1466,7 @@ DevicePlan PlanViewsAndRegions(const Graph& graph, const DimValues& dims, const 
   }
   if (!any) return first;
   DevicePlan second{PlanViews(graph, dims, constants, &members), {}};
-  second.fusion = PlanFusionRegions(graph, second.views, constants, enabled, gemms);
+  second.fusion = PlanFusionRegions(graph, second.views, constants, enabled, product_min_tiles);
   for (size_t id = 0; id < members.size(); ++id) {
     const int32_t r = second.fusion.region_of[id];
     // Each op the views were told of in a region of steps; no concatenate

@@ -82,7 +82,9 @@
 // at a time, and runs its program on them in registers, so the outputs are
 // never written or read back. DCNv2's experts' up-projections, four [B,
 // 429] products of K 32 read only by the mixture that weighs them: 14 MB
-// written and read back a layer at batch 2048, and a launch.
+// written and read back a layer at batch 2048, and a launch. The CUDA
+// executor asks for at least as many 64 x 32 tiles as the device has SMs
+// (CudaOptions::region_gemms: fewer ran slower, bench/RESULTS.md).
 //
 // An attention chain (AttentionChain below: batched MatMul, scale,
 // Softmax, batched MatMul) is found first and is a region of its own, run
@@ -268,10 +270,12 @@ struct FusionPlan {
 
 // The regions of a graph planned with `views` (view_plan.h) and the plan's
 // constants (a reduction's axes) at its bound dims; none when `enabled` is
-// false (the order is then the stable one). `gemms`: regions take in the
-// GEMMs they alone read (RegionProduct), else none.
+// false (the order is then the stable one). Regions take in the GEMMs they
+// alone read (RegionProduct) where the products' 64 x 32 tiles are at
+// least `product_min_tiles` (kNoProducts: none).
+inline constexpr int64_t kNoProducts = INT64_MAX;
 FusionPlan PlanFusionRegions(const Graph& graph, const ViewPlan& views, const PlanConstants& constants,
-                             bool enabled, bool gemms = true);
+                             bool enabled, int64_t product_min_tiles = kNoProducts);
 
 // The view plan and the regions, as the CUDA backend plans a graph: views
 // (view_plan.h), regions over them; then views again told which ops those
@@ -285,7 +289,7 @@ struct DevicePlan {
   FusionPlan fusion;
 };
 DevicePlan PlanViewsAndRegions(const Graph& graph, const DimValues& dims, const PlanConstants& constants,
-                               bool enabled, bool gemms = true);
+                               bool enabled, int64_t product_min_tiles = kNoProducts);
 
 // What a region computes, on the host: each output's values, in its
 // tensor's row-major order, given read(k, row, col), operand k's value at

@@ -70,16 +70,6 @@ bool FewCallsPay(const std::vector<cuda::DeviceGemm>& ms, bool mixed) {
   }
   return largest >= (mixed ? kLtMixedMemberMinFmas : kLtMemberMinFmas) || gemvs;
 }
-// The device's SMs, which CUTLASS's tile rule fills (asked once).
-int NumSms() {
-  static const int num_sms = [] {
-    int device = 0, sms = 0;
-    HFUSE_CUDA(cudaGetDevice(&device));
-    HFUSE_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    return sms;
-  }();
-  return num_sms;
-}
 }  // namespace
 
 void CudaExecutor::Impl::PlanGemm(const Op& op) {
@@ -388,7 +378,7 @@ void CudaExecutor::Impl::PlanGroupedSgemm(const std::vector<cuda::DeviceGemm>& m
                                  .split = options.sgemm_split,
                                  .tiled = options.sgemm_tiled,
                                  .merge = options.sgemm_merge,
-                                 .sms = NumSms(),
+                                 .sms = cuda::NumSms(),
                                  .staged = options.sgemm_staged});
   const cuda::SgemmMember* d_members = Device(tiling.members);
   // Merged members (SgemmOptions::merge): "(8 as one, reading one A)",
@@ -437,7 +427,7 @@ bool CudaExecutor::Impl::PlanCutlassGemm(const std::vector<cuda::DeviceGemm>& ms
   const cuda::GemmKernel kernel =
       options.gemm_kernel == GemmKernelChoice::k128x128 || type != 0 ? cuda::GemmKernel::kTile128x128
       : options.gemm_kernel == GemmKernelChoice::k128x64             ? cuda::GemmKernel::kTile128x64
-                                                                     : cuda::ChooseGemmKernel(type, members, NumSms());
+                                                                     : cuda::ChooseGemmKernel(type, members, cuda::NumSms());
   cutlass_gemms.push_back(cuda::MakeCutlassGroupedGemm(type, kernel, members, act));
   cuda::CutlassGroupedGemm* gemm = cutlass_gemms.back().get();
   std::string epi = ms[0].bias ? "bias" : "";

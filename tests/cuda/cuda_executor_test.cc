@@ -997,20 +997,31 @@ TEST_F(CudaTest, ARegionComputesItsGemmsInOneLaunch) {
     const std::string text = test::MixtureOfGemms(z.b, z.n, z.k, z.e, z.bias);
     SCOPED_TRACE(text);
     const Graph g = ParseGraphText(text, "mixture of gemms");
-    const std::vector<std::string> labels = LaunchLabels(g);
+    const std::vector<std::string> labels = LaunchLabels(g, {.region_gemms = 1});
     EXPECT_EQ(labels.size(), 1u);
     EXPECT_TRUE(AnyLabelHas(labels, fmt::format("computing {} GEMMs of {} x {}", z.e, z.b, z.n)));
-    ExpectAllVariantsMatch(g, 21, "mixture of gemms", FuseGroupOpsOptions{.rules = RuleSet::kHfuse});
-    EXPECT_EQ(LaunchLabels(g, {.region_gemms = false}).size(), 1u + static_cast<size_t>(z.e));
-    ExpectGpuMatchesCpu(g, 22, "mixture of gemms, the GEMMs apart", {.region_gemms = false});
+    ExpectGpuMatchesCpu(g, 21, "mixture of gemms", {.region_gemms = 1});
+    Graph fused = g;
+    GpuPipeline pipeline(fused, FuseGroupOpsOptions{.rules = RuleSet::kHfuse});
+    pipeline.Finish();
+    EXPECT_EQ(LaunchLabels(fused, {.region_gemms = 1}).size(), 1u);
+    ExpectGpuMatchesCpu(fused, 21, "mixture of grouped gemms", {.region_gemms = 1});
+    EXPECT_EQ(LaunchLabels(g, {.region_gemms = 0}).size(), 1u + static_cast<size_t>(z.e));
+    ExpectGpuMatchesCpu(g, 22, "mixture of gemms, the GEMMs apart", {.region_gemms = 0});
+    // by the rule: in the region where its tiles are at least the SMs
+    int device = 0, sms = 0;
+    ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+    ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
+    const bool many = (z.b + 63) / 64 * ((z.n + 31) / 32) >= sms;
+    EXPECT_EQ(LaunchLabels(g).size(), many ? 1u : 1u + static_cast<size_t>(z.e));
   }
   // in bfloat16 and float16: read into float32, the products not rounded
   for (const char* dt : {"bfloat16", "float16"}) {
     std::string text = test::MixtureOfGemms(100, 45, 40, 3, true);
     for (size_t at; (at = text.find("float32")) != std::string::npos;) text.replace(at, 7, dt);
     const Graph g = ParseGraphText(text, dt);
-    EXPECT_EQ(LaunchLabels(g).size(), 1u) << dt;
-    ExpectGpuMatchesCpu(g, 23, dt);
+    EXPECT_EQ(LaunchLabels(g, {.region_gemms = 1}).size(), 1u) << dt;
+    ExpectGpuMatchesCpu(g, 23, dt, {.region_gemms = 1});
   }
 }
 

@@ -18,6 +18,7 @@
 #include "hfuse/exec/cpu_executor.h"
 #include "hfuse/exec/plan_constants.h"
 #include "hfuse/io/graph_text.h"
+#include "hfuse/passes/pass_manager.h"
 #include "hfuse/runtime/bound_dims.h"
 #include "memory_plan.h"
 #include "testing/attention_graphs.h"
@@ -374,7 +375,7 @@ PlannedRegions PlanRegionsOf(const std::string& text, const std::string& what) {
   p.g = ParseGraphText(text, what);
   p.dims = BindDims(p.g);
   p.folded = FoldPlanConstants(p.g, p.dims);
-  DevicePlan planned = PlanViewsAndRegions(p.g, p.dims, p.folded, true);
+  DevicePlan planned = PlanViewsAndRegions(p.g, p.dims, p.folded, true, 0);  // (products wherever they can be)
   p.views = std::move(planned.views);
   p.plan = std::move(planned.fusion);
   return p;
@@ -497,7 +498,8 @@ output y
 // DCNv2's mixture whose experts are GEMMs (MixtureOfGemms): the region
 // takes each GEMM in (its ops), each expert's operand reads its product,
 // and the products' outputs have no buffer; 5 x 45 products of K 40 make
-// its 225 rows. With regions taking no GEMMs, K over kMaxProductK, or a
+// its 225 rows. With regions taking no GEMMs, fewer tiles than asked for,
+// K over kMaxProductK, or a
 // GEMM's output read outside too (a graph output), that GEMM launches
 // alone and the region reads its output.
 TEST(FusionRegions, ARegionComputesTheGemmsOnlyItReads) {
@@ -539,7 +541,7 @@ TEST(FusionRegions, ARegionComputesTheGemmsOnlyItReads) {
   {
     const Graph off = ParseGraphText(text, "mixture of gemms");
     const DimValues dims = BindDims(off);
-    const DevicePlan plain = PlanViewsAndRegions(off, dims, FoldPlanConstants(off, dims), true, false);
+    const DevicePlan plain = PlanViewsAndRegions(off, dims, FoldPlanConstants(off, dims), true, kNoProducts);
     ASSERT_EQ(plain.fusion.regions.size(), 1u);
     EXPECT_TRUE(plain.fusion.regions[0].products.empty());
     EXPECT_EQ(plain.fusion.region_of[static_cast<size_t>(test::OpNamed(off, "up0"))], -1);
@@ -560,6 +562,30 @@ TEST(FusionRegions, ARegionComputesTheGemmsOnlyItReads) {
     ASSERT_EQ(z.plan.regions.size(), 1u);
     ASSERT_EQ(z.plan.regions[0].products.size(), 3u);
     EXPECT_EQ(z.plan.regions[0].products[0].dtype, DType::kBFloat16);
+  }
+  // the GEMMs grouped (the gpu pipeline, hfuse rules): one op of three
+  // members, all computed in the region
+  {
+    Graph fused = ParseGraphText(text, "mixture of gemms");
+    PassState state(fused);
+    PassOptions options;
+    options.fuse_group_ops.rules = RuleSet::kHfuse;
+    PassManager(PipelineNamed("gpu"), PassManagerOptions::VerifyingEach()).Run(state, options);
+    const DimValues dims = BindDims(fused);
+    const DevicePlan planned = PlanViewsAndRegions(fused, dims, FoldPlanConstants(fused, dims), true, 0);
+    ASSERT_EQ(planned.fusion.regions.size(), 1u);
+    const std::vector<RegionProduct>& q = planned.fusion.regions[0].products;
+    ASSERT_EQ(q.size(), 3u);
+    EXPECT_TRUE(IsGroupGemm(fused.op(q[0].gemm).type));
+    EXPECT_EQ(q[1].gemm, q[0].gemm);
+    EXPECT_EQ(q[2].gemm, q[0].gemm);
+  }
+  // fewer 64 x 32 tiles than asked for (5 x 45: 2): none
+  {
+    const Graph few = ParseGraphText(text, "mixture of gemms");
+    const DimValues dims = BindDims(few);
+    EXPECT_EQ(PlanViewsAndRegions(few, dims, FoldPlanConstants(few, dims), true, 2).fusion.regions[0].products.size(), 3u);
+    EXPECT_TRUE(PlanViewsAndRegions(few, dims, FoldPlanConstants(few, dims), true, 3).fusion.regions[0].products.empty());
   }
   // K over kMaxProductK: none
   const PlannedRegions deep = PlanRegionsOf(test::MixtureOfGemms(5, 45, kMaxProductK + 1, 3, true), "deep");

@@ -163,7 +163,9 @@ int Main(int argc, char** argv) {
   }
   // 2. Views.
   // The views and regions as the CUDA executor plans them.
-  const cuda::DevicePlan planned = cuda::PlanViewsAndRegions(g, dims, folded, true);
+  // (GEMMs in regions wherever they can be, so that each is checked; the
+  // executor's rule takes them where their tiles fill the device's SMs)
+  const cuda::DevicePlan planned = cuda::PlanViewsAndRegions(g, dims, folded, true, 0);
   const cuda::ViewPlan& views = planned.views;
   int64_t checked_views = 0;
   // A root's buffer as the plan lays it out: its CPU values written through

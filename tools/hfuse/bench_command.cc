@@ -68,15 +68,28 @@ Floor FloorOf(const Graph& g, const DimValues& dims) {
 }
 
 // Launches counted by kind, most first (then by name): the kind is what a
-// label says after the op's name, in parentheses, up to a comma, a
+// label's last parenthesis, which closes it, says, up to a comma, a
 // semicolon or an inner parenthesis ("node_cat (concatenate kernel, 13
 // parts; not in place: ...)": "concatenate kernel"; "node_linear (GEMV
-// kernel (N = 1))": "GEMV kernel").
+// kernel (N = 1))": "GEMV kernel"; "group_gemm_rcr_3 + 4 activations
+// (node_tanh_8 to node_tanh_14) (grouped float32 GEMM, 8 members)":
+// "grouped float32 GEMM").
 std::vector<std::pair<std::string, int>> LaunchKinds(const std::vector<std::string>& labels) {
   std::map<std::string, int> count;
   for (const std::string& l : labels) {
-    const size_t open = l.find(" (");
-    std::string kind = open == std::string::npos ? l : l.substr(open + 2);
+    // the '(' that the label's last ')' closes
+    size_t open = std::string::npos;
+    if (!l.empty() && l.back() == ')') {
+      int depth = 0;
+      for (size_t i = l.size(); i-- > 0;) {
+        depth += l[i] == ')' ? 1 : l[i] == '(' ? -1 : 0;
+        if (depth == 0) {
+          open = i;
+          break;
+        }
+      }
+    }
+    std::string kind = open == std::string::npos ? l : l.substr(open + 1);
     kind = kind.substr(0, std::min({kind.find(','), kind.find(';'), kind.find(" ("), kind.find(')')}));
     ++count[kind];
   }
@@ -162,7 +175,8 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
       variants.push_back({name + ", float32 deep groups sliced", fused, {.sgemm_staged = true}});
       variants.push_back({name + ", cuBLASLt a member", fused, {.gemm_kernel = GemmKernelChoice::kPerMember}});
       variants.push_back({name + ", activations apart from their GEMMs", fused, {.gemm_activations = false}});
-      variants.push_back({name + ", GEMMs apart from the regions reading them", fused, {.region_gemms = false}});
+      variants.push_back({name + ", GEMMs apart from the regions reading them", fused, {.region_gemms = 0}});
+      variants.push_back({name + ", GEMMs in every region reading them", fused, {.region_gemms = 1}});
     }
   }
   fmt::print("{}: {}; median of {} runs after {} warm-up, the variants timed in {} turns each\n", path, summary,

@@ -98,12 +98,15 @@ struct CudaOptions {
   // the grouped float32 kernel, the GEMM's output never written (a
   // transformer's FFN; DCNv2's experts); off, the activations launch alone.
   bool gemm_activations = true;
-  // A float32 GEMM, or a group's members, whose outputs only one fused
-  // region reads, one value a row, runs inside the region's kernel: the
-  // products never written (fusion_regions.h, RegionProduct; DCNv2's
-  // experts' up-projections in the mixture that weighs them); off, the
-  // GEMM launches alone and the region reads its outputs.
-  bool region_gemms = true;
+  // A GEMM, or a group's members, of K at most 64 whose outputs only one
+  // fused region reads, one value a row, runs inside the region's kernel,
+  // the products never written (fusion_regions.h, RegionProduct; DCNv2's
+  // experts' up-projections in the mixture that weighs them): -1 by the
+  // rule, where the products' 64 x 32 tiles are at least the SMs (DCNv2 on
+  // an H100, bench/RESULTS.md: 448 tiles at batch 2048, 253.6 against
+  // 264.5 us a run; 112 at 512, 162.7 against 156.1); 1 wherever it can,
+  // 0 never (the GEMM launches alone and the region reads its outputs).
+  int region_gemms = -1;
 };
 
 class CudaExecutor {
