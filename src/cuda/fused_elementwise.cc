@@ -419,8 +419,8 @@ int RegionRowsPerThread(const FusionRegion& r) {
 // The program of a row of region r, for a kernel that has defined `r` (the
 // row, unsigned), `valid` (whether it is one) and `lane` (of
 // LanesOf(r).lanes): the operands' loads, the steps, the stores. An
-// operand that reads a product takes p<q>[m], the product's value at the
-// thread's m-th row (ProductRegionSource).
+// operand that reads a product takes prod<q>[m], the product's value at
+// the thread's m-th row (ProductRegionSource).
 std::string RowProgram(const FusionRegion& r, const std::vector<std::vector<int64_t>>& strides) {
   const RegionLanes lanes = LanesOf(r);
   const bool exact = lanes.lanes * lanes.per_lane == r.cols;  // every lane's every column is in the row
@@ -434,15 +434,16 @@ std::string RowProgram(const FusionRegion& r, const std::vector<std::vector<int6
   // An operand the same along the row (a bias per row, a scalar) is one value a lane.
   std::vector<bool> one(r.operands.size());
   for (size_t k = 0; k < r.operands.size(); ++k) {
-    one[k] = r.operands[k].per_row || r.operands[k].product >= 0 || OffsetExpression(r.operands[k].over, strides[k], r.operands[k].cols, true, "c") == "0";
+    const RegionOperand& o = r.operands[k];
+    one[k] = o.per_row || o.product >= 0 || OffsetExpression(o.over, strides[k], o.cols, true, "c") == "0";
   }
   for (size_t k = 0; k < r.operands.size(); ++k) {
     const RegionOperand& o = r.operands[k];
-    const std::string row = OffsetExpression(o.over, strides[k], o.cols, false, "r");
     if (o.product >= 0) {
       s += fmt::format("    const float b{} = prod{}[m];\n", k, o.product);
       continue;
     }
+    const std::string row = OffsetExpression(o.over, strides[k], o.cols, false, "r");
     if (one[k]) {
       s += fmt::format("    const float b{} = {};\n", k, LoadText(o.dtype, fmt::format("in{}[{}]", k, row)));
       continue;
