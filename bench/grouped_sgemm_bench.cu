@@ -193,6 +193,8 @@ int main(int argc, char** argv) {
       {"rule, one A's apart", {.merge = false}},
       {"rule, one A's merged", {}},
       {"rule, deep groups sliced", {.sms = sms, .staged = true}},
+      {"rule, deep groups 3xTF32", {.sms = sms, .tensor = true}},
+      {"rule, deep groups 3xTF32 sliced", {.sms = sms, .staged = true, .tensor = true}},
       {"all 64x64, split-K 3", {.config = static_cast<int>(SgemmConfig::k64x64), .split = 3}}};
   // Configs with K split, for merged members (grouped_sgemm.h, SgemmOptions::merge).
   for (SgemmConfig c : {SgemmConfig::k128x128, SgemmConfig::k128x64, SgemmConfig::k64x64, SgemmConfig::k128x32}) {
@@ -205,7 +207,8 @@ int main(int argc, char** argv) {
     variants.push_back({"tiled rule, split-K " + std::to_string(split), {.split = split, .tiled = true}});
   }
   for (SgemmConfig c : {SgemmConfig::kLegacy, SgemmConfig::k128x128, SgemmConfig::k128x64, SgemmConfig::k64x64,
-                        SgemmConfig::k128x32, SgemmConfig::k256x16, SgemmConfig::kStaged64x64}) {
+                        SgemmConfig::k128x32, SgemmConfig::k256x16, SgemmConfig::kStaged64x64,
+                        SgemmConfig::kTensor64x64}) {
     variants.push_back({std::string("all ") + hfuse::cuda::SgemmConfigName(c), {.config = static_cast<int>(c)}});
   }
 

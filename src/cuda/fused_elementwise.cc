@@ -547,12 +547,17 @@ std::string RowProgram(const FusionRegion& r, const std::vector<std::vector<int6
 
 // A region that computes products (FusionRegion::products): a block takes
 // 64 rows of their A (ty: 8 warps of 8 rows) by 32 columns of their W
-// (tx: a warp's lanes), K 32 deep at a time through shared memory (A rows
-// K-contiguous, read as float4 the same by a warp's lanes; W transposed,
-// padded to 33 so that neither the stores nor the reads of a warp share a
-// bank), each thread's 8 products of each member summed in K's order in
-// registers; then the region's program for each of its 8 rows, of which
-// lanes of a warp hold one row of A and 32 columns running on.
+// (tx: a warp's lanes). The products' K, 32 deep at a time, are one
+// sequence of steps (product 0's, then product 1's, ...), each through
+// shared memory (A rows K-contiguous, read as float4 the same by a warp's
+// lanes; W transposed, padded to 33 so that neither the stores nor the
+// reads of a warp share a bank), two buffers: a thread loads the next
+// step's 8 elements of A and 4 of W into registers while this step's
+// products run, so a step waits on memory only where its products are
+// shorter than the loads. Each thread's 8 products of each member are
+// summed in K's order in registers; then the region's program for each
+// of its 8 rows, of which lanes of a warp hold one row of A and 32
+// columns running on.
 std::string ProductRegionSource(const FusionRegion& r, const std::vector<std::vector<int64_t>>& strides) {
   const RegionProduct& first = r.products.front();
   std::string params = RegionParams(r);
@@ -563,39 +568,71 @@ std::string ProductRegionSource(const FusionRegion& r, const std::vector<std::ve
   }
   std::string s = ConversionText(r) + fmt::format(
       "extern \"C\" __global__ void __launch_bounds__(256) hfuse_region({}) {{\n"
-      "  __shared__ __align__(16) float sa[64][36];\n"
-      "  __shared__ float sw[32][33];\n"
+      "  __shared__ __align__(16) float sa[2][64][36];\n"
+      "  __shared__ float sw[2][32][33];\n"
       "  const unsigned tx = threadIdx.x % 32u, ty = threadIdx.x / 32u;\n"
-      "  const unsigned tj = blockIdx.x * 32u, tb = blockIdx.y * 64u, j = tj + tx;\n",
+      "  const unsigned tj = blockIdx.x * 32u, tb = blockIdx.y * 64u, j = tj + tx;\n"
+      "  float ra[8], rw[4];\n",
       params);
+  struct Step {
+    size_t q;
+    int64_t k0;
+  };
+  std::vector<Step> steps;
   for (size_t q = 0; q < r.products.size(); ++q) {
-    const RegionProduct& p = r.products[q];
+    s += fmt::format("  float prod{}[8] = {{0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}};\n", q);
+    for (int64_t k0 = 0; k0 < r.products[q].k; k0 += 32) steps.push_back({q, k0});
+  }
+  // A thread's elements of a step: A's rows ty + 8 c (c < 8) and W's
+  // rows ty + 8 c (c < 4), at k0 + tx; zero past the rows and K.
+  auto load = [&](const Step& st) {
+    const RegionProduct& p = r.products[st.q];
+    return fmt::format(
+        "#pragma unroll\n"
+        "  for (unsigned c = 0; c < 8u; ++c) {{\n"
+        "    const unsigned bb = ty + 8u * c;\n"
+        "    ra[c] = tb + bb < {m}u && {k0}u + tx < {k}u ? {a} : 0.0f;\n"
+        "  }}\n"
+        "#pragma unroll\n"
+        "  for (unsigned c = 0; c < 4u; ++c) {{\n"
+        "    const unsigned jj = ty + 8u * c;\n"
+        "    rw[c] = tj + jj < {n}u && {k0}u + tx < {k}u ? {w} : 0.0f;\n"
+        "  }}\n",
+        fmt::arg("m", p.m), fmt::arg("n", p.n), fmt::arg("k", p.k), fmt::arg("k0", st.k0),
+        fmt::arg("a", LoadText(p.dtype, fmt::format("pa{}[(long long)(tb + bb) * {}ll + {}u + tx]", st.q, p.lda, st.k0))),
+        fmt::arg("w", LoadText(p.dtype, fmt::format("pw{}[(long long)(tj + jj) * {}ll + {}u + tx]", st.q, p.k, st.k0))));
+  };
+  s += load(steps.front());
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const Step& st = steps[i];
+    const size_t buf = i % 2;
+    // Buffer buf was last read in step i - 2, which every thread finished
+    // before the barrier of step i - 1.
     s += fmt::format(
-        "  float prod{q}[8] = {{0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}};\n"
-        "  for (unsigned k0 = 0; k0 < {k}u; k0 += 32u) {{\n"
-        "    __syncthreads();\n"
-        "    for (unsigned i = threadIdx.x; i < 2048u; i += 256u) {{\n"
-        "      const unsigned bb = i / 32u, kk = i % 32u;\n"
-        "      sa[bb][kk] = tb + bb < {m}u && k0 + kk < {k}u ? {a} : 0.0f;\n"
-        "    }}\n"
-        "    for (unsigned i = threadIdx.x; i < 1024u; i += 256u) {{\n"
-        "      const unsigned jj = i / 32u, kk = i % 32u;\n"
-        "      sw[kk][jj] = tj + jj < {n}u && k0 + kk < {k}u ? {w} : 0.0f;\n"
-        "    }}\n"
-        "    __syncthreads();\n"
         "#pragma unroll\n"
-        "    for (unsigned kk = 0; kk < 32u; kk += 4u) {{\n"
-        "      const float w0 = sw[kk][tx], w1 = sw[kk + 1u][tx], w2 = sw[kk + 2u][tx], w3 = sw[kk + 3u][tx];\n"
+        "  for (unsigned c = 0; c < 8u; ++c) sa[{0}][ty + 8u * c][tx] = ra[c];\n"
         "#pragma unroll\n"
-        "      for (unsigned m = 0; m < 8u; ++m) {{\n"
-        "        const float4 a = *reinterpret_cast<const float4*>(&sa[ty * 8u + m][kk]);\n"
-        "        prod{q}[m] = fmaf(a.w, w3, fmaf(a.z, w2, fmaf(a.y, w1, fmaf(a.x, w0, prod{q}[m]))));\n"
-        "      }}\n"
+        "  for (unsigned c = 0; c < 4u; ++c) sw[{0}][tx][ty + 8u * c] = rw[c];\n"
+        "  __syncthreads();\n",
+        buf);
+    if (i + 1 < steps.size()) s += load(steps[i + 1]);
+    // Only the step's K (rounded up to 4; the rest is zero) is summed.
+    const int64_t depth = (std::min<int64_t>(32, r.products[st.q].k - st.k0) + 3) / 4 * 4;
+    s += fmt::format(
+        "#pragma unroll\n"
+        "  for (unsigned kk = 0; kk < {d}u; kk += 4u) {{\n"
+        "    const float w0 = sw[{b}][kk][tx], w1 = sw[{b}][kk + 1u][tx], w2 = sw[{b}][kk + 2u][tx], "
+        "w3 = sw[{b}][kk + 3u][tx];\n"
+        "#pragma unroll\n"
+        "    for (unsigned m = 0; m < 8u; ++m) {{\n"
+        "      const float4 a = *reinterpret_cast<const float4*>(&sa[{b}][ty * 8u + m][kk]);\n"
+        "      prod{q}[m] = fmaf(a.w, w3, fmaf(a.z, w2, fmaf(a.y, w1, fmaf(a.x, w0, prod{q}[m]))));\n"
         "    }}\n"
         "  }}\n",
-        fmt::arg("q", q), fmt::arg("k", p.k), fmt::arg("m", p.m), fmt::arg("n", p.n),
-        fmt::arg("a", LoadText(p.dtype, fmt::format("pa{}[(long long)(tb + bb) * {}ll + k0 + kk]", q, p.lda))),
-        fmt::arg("w", LoadText(p.dtype, fmt::format("pw{}[(long long)(tj + jj) * {}ll + k0 + kk]", q, p.k))));
+        fmt::arg("d", depth), fmt::arg("b", buf), fmt::arg("q", st.q));
+  }
+  for (size_t q = 0; q < r.products.size(); ++q) {
+    const RegionProduct& p = r.products[q];
     if (p.bias != kNone) {
       s += fmt::format(
           "  if (j < {}u) {{\n    const float bias = {};\n"

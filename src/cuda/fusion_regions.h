@@ -166,9 +166,9 @@ struct RegionProduct {
   DType dtype = DType::kFloat32;  // of A, W, the bias and y (RegionFloat); summed in float32, not rounded
 };
 // At most this many products a region, of K at most kMaxProductK: the
-// kernel reads A and W 32 deep at a time with nothing in flight, which
-// suits the short products of a mixture's experts (K 32), not a deep GEMM
-// the GEMM kernels pipeline.
+// kernel reads A and W 32 deep at a time, one step in flight, which suits
+// the short products of a mixture's experts (K 32), not a deep GEMM the
+// GEMM kernels pipeline.
 inline constexpr int kMaxRegionProducts = 8;
 inline constexpr int64_t kMaxProductK = 64;
 

@@ -359,6 +359,20 @@ void CudaExecutor::Impl::PlanGemmMembers(const std::vector<cuda::DeviceGemm>& ms
   PlanGroupedGemm(ms, dtype, alpha, act, why);
 }
 
+namespace {
+
+// What a grouped float32 launch's label says of its kernel's tiles.
+const char* TilesText(cuda::SgemmKernel kernel) {
+  switch (kernel) {
+    case cuda::SgemmKernel::kSliced: return " of two slices of K";
+    case cuda::SgemmKernel::kTensor: return " on the tensor cores (3xTF32)";
+    case cuda::SgemmKernel::kTensorSliced: return " of two slices of K on the tensor cores (3xTF32)";
+    default: return "";
+  }
+}
+
+}  // namespace
+
 void CudaExecutor::Impl::PlanGroupedSgemm(const std::vector<cuda::DeviceGemm>& ms, float alpha) {
   const cuda::GemmMemberSplit split = cuda::SplitGemmMembers(ms);
   for (const std::vector<cuda::DeviceGemm>& same : cuda::SplitByEpilogue(split.bias_only)) {
@@ -379,7 +393,8 @@ void CudaExecutor::Impl::PlanGroupedSgemm(const std::vector<cuda::DeviceGemm>& m
                                  .tiled = options.sgemm_tiled,
                                  .merge = options.sgemm_merge,
                                  .sms = cuda::NumSms(),
-                                 .staged = options.sgemm_staged});
+                                 .staged = options.sgemm_staged,
+                                 .tensor = options.sgemm_tensor});
   const cuda::SgemmMember* d_members = Device(tiling.members);
   // Merged members (SgemmOptions::merge): "(8 as one, reading one A)",
   // "(8 and 3 as one each, reading one A)".
@@ -399,7 +414,7 @@ void CudaExecutor::Impl::PlanGroupedSgemm(const std::vector<cuda::DeviceGemm>& m
   const int64_t workspace_floats = tiling.workspace_floats;
   Add(fmt::format("grouped float32 GEMM, {} members{}, {} tiles{}{}{}", members.size(),
                   merged.empty() ? "" : fmt::format(" ({} as one{}, reading one A)", merged, merges > 1 ? " each" : ""),
-                  count, kernel == cuda::SgemmKernel::kSliced ? " of two slices of K" : "",
+                  count, TilesText(kernel),
                   tiling.counters > 0 ? ", split-K" : "", mixed ? ", an epilogue a member" : ""),
       [=](cudaStream_t s) {
     cuda::LaunchGroupedSgemm(kernel, d_members, d_tiles, count, alpha, workspace, workspace_floats, s);

@@ -464,6 +464,82 @@ __device__ __forceinline__ void CopyStage(int tid, float* s, const float* const 
   }
 }
 
+// ---- the tensor tile (SgemmConfig::kTensor64x64) ----------------------------------
+
+// x as two TF32 values (grouped_sgemm.h, SgemmOptions::tensor): big, x
+// rounded to nearest TF32, and small, what is left so rounded.
+__device__ __forceinline__ void SplitTf32(float x, uint32_t& big, uint32_t& small) {
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(big) : "f"(x));
+  const float rest = x - __uint_as_float(big);
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(small) : "f"(rest));
+}
+
+// d += a b over one m16n8k8 tile: a 16 x 8 (row), b 8 x 8 (col), the
+// fragments of mma.sync's TF32 shape (lane l, g = l / 4, q = l % 4): a's
+// registers hold (row, k) (g, q), (g + 8, q), (g, q + 4), (g + 8, q + 4);
+// b's (k, column) (q, g), (q + 4, g); d's (row, column) (g, 2q),
+// (g, 2q + 1), (g + 8, 2q), (g + 8, 2q + 1).
+__device__ __forceinline__ void MmaTf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// One stage's products of a 64 x 64 tile on the tensor cores: warp w
+// takes rows 16 (w / 2) .. + 16 and columns 32 (w % 2) .. + 32, four
+// m16n8 tiles (acc[j]: columns + 8 j), each k8 of the stage's 16 as three
+// TF32 products, the small ones first. The stage holds rows of A and of W
+// K-contiguous at a stride of kStagedLd (20) floats, so the lanes of a
+// fragment's load, 8 rows (g) by 4 k (q), fall in 32 distinct banks.
+__device__ __forceinline__ void TensorProducts(const float* sa, const float* sw, int tid, float (&acc)[4][4]) {
+  const int warp = tid / 32, lane = tid % 32, g = lane / 4, q = lane % 4;
+  sa += ((warp / 2) * 16 + g) * kStagedLd + q;
+  sw += ((warp % 2) * 32 + g) * kStagedLd + q;
+#pragma unroll
+  for (int k8 = 0; k8 < kDepth; k8 += 8) {
+    uint32_t a_big[4], a_small[4];
+    SplitTf32(sa[k8], a_big[0], a_small[0]);
+    SplitTf32(sa[8 * kStagedLd + k8], a_big[1], a_small[1]);
+    SplitTf32(sa[k8 + 4], a_big[2], a_small[2]);
+    SplitTf32(sa[8 * kStagedLd + k8 + 4], a_big[3], a_small[3]);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      uint32_t b0_big, b0_small, b1_big, b1_small;
+      SplitTf32(sw[8 * j * kStagedLd + k8], b0_big, b0_small);
+      SplitTf32(sw[8 * j * kStagedLd + k8 + 4], b1_big, b1_small);
+      MmaTf32(acc[j], a_small, b0_big, b1_big);
+      MmaTf32(acc[j], a_big, b0_small, b1_small);
+      MmaTf32(acc[j], a_big, b0_big, b1_big);
+    }
+  }
+}
+
+// The epilogue of a tensor tile (TensorProducts' fragments): alpha, each
+// column's bias and activation, stored where its member's output is.
+__device__ __forceinline__ void StoreTensorTile(const SgemmMember* members, const SgemmMember& g, const SgemmTile& t,
+                                                int tid, const float (&acc)[4][4], float alpha) {
+  const int warp = tid / 32, lane = tid % 32;
+  const int64_t r0 = t.m0 + (warp / 2) * 16 + lane / 4;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // the fragment's two columns
+      const int64_t c = t.n0 + (warp % 2) * 32 + 8 * j + 2 * (lane % 4) + h;
+      if (c >= g.n) continue;
+      const OutColumn o = OutputColumn(members, g, c);
+#pragma unroll
+      for (int v = 0; v < 2; ++v) {  // and two rows
+        const int64_t r = r0 + 8 * v;
+        if (r >= g.m) continue;
+        float y = alpha * acc[j][2 * v + h];
+        if (o.bias) y += *o.bias;
+        o.y[r * o.ldy] = Activation(o.act, y);
+      }
+    }
+  }
+}
+
 // A 64 x 64 tile of a deep member (K of hundreds: DCNv2's and AutoInt's
 // layers of K 429), 4 x 4 outputs a thread. The tiled configs above wait
 // on global memory once a 16-deep step, with few blocks an SM (a member of
@@ -484,11 +560,15 @@ __device__ __forceinline__ void CopyStage(int tid, float* s, const float* const 
 // steps', the same bits every run): a tile of K 429 is long, and where
 // the tiles are no more than the SMs (DCNv2's merged experts and gates: 96
 // at batch 2048) one slice alone leaves its SM mostly waiting on memory.
+//
+// kTensor (SgemmConfig::kTensor64x64): the same loads, the products on
+// the tensor cores (TensorProducts) rather than the CUDA cores.
 constexpr int kSlices = 2;
+template <int kSliceCount, bool kTensor>
 __device__ __forceinline__ void StagedTile(const SgemmMember* members, const SgemmTile* tiles, float alpha,
                                            float* smem) {
   constexpr int kTile = 64, kStageFloats = kTile * kStagedLd;
-  const int slice = static_cast<int>(threadIdx.x) / kThreads;
+  const int slice = kSliceCount == 1 ? 0 : static_cast<int>(threadIdx.x) / kThreads;
   float* as = smem + slice * kStagedSmemFloats;  // [kStages][64][kStagedLd]
   float* ws = as + kStages * kStageFloats;       // [kStages][64][kStagedLd]
   const SgemmTile& t = tiles[blockIdx.x];
@@ -507,10 +587,10 @@ __device__ __forceinline__ void StagedTile(const SgemmMember* members, const Sge
     CopyStage(tid, ws + stage * kStageFloats, w_rows, vec_w, k0, k_end, any);
   };
 
-  float acc[4][4] = {};
+  float acc[4][4] = {};  // kTensor: acc[j] is the m16n8 tile j's fragment (TensorProducts)
   const int all_steps = (k_end - k_begin + kDepth - 1) / kDepth;
-  const int steps = (all_steps - slice + kSlices - 1) / kSlices;  // this slice's: slice + kSlices * i
-  const auto k_of = [&](int step) { return k_begin + (slice + kSlices * step) * kDepth; };
+  const int steps = (all_steps - slice + kSliceCount - 1) / kSliceCount;  // this slice's: slice + kSliceCount * i
+  const auto k_of = [&](int step) { return k_begin + (slice + kSliceCount * step) * kDepth; };
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < steps) load(s, k_of(s));
@@ -525,6 +605,10 @@ __device__ __forceinline__ void StagedTile(const SgemmMember* members, const Sge
     const int next = step + kStages - 1;
     if (next < steps) load(next % kStages, k_of(next));
     CommitAsync();
+    if constexpr (kTensor) {
+      TensorProducts(as + (step % kStages) * kStageFloats, ws + (step % kStages) * kStageFloats, tid, acc);
+      continue;
+    }
     const float* sa = as + (step % kStages) * kStageFloats + ty * kStagedLd;
     const float* sw = ws + (step % kStages) * kStageFloats + tx * kStagedLd;
 #pragma unroll
@@ -549,24 +633,30 @@ __device__ __forceinline__ void StagedTile(const SgemmMember* members, const Sge
   WaitAsync<0>();  // only empty groups are left; none outlives the block
   // The other slices' sums, by thread, into the shared memory their
   // buffers held; slice 0 adds them in slice order.
-  __syncthreads();
-  if (slice > 0) {
+  if constexpr (kSliceCount > 1) {
+    __syncthreads();
+    if (slice > 0) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
+      for (int i = 0; i < 4; ++i) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) smem[(slice - 1) * kStagedSmemFloats + (i * 4 + j) * kThreads + tid] = acc[i][j];
+        for (int j = 0; j < 4; ++j) smem[(slice - 1) * kStagedSmemFloats + (i * 4 + j) * kThreads + tid] = acc[i][j];
+      }
+    }
+    __syncthreads();
+    if (slice > 0) return;
+    for (int p = 1; p < kSliceCount; ++p) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] += smem[(p - 1) * kStagedSmemFloats + (i * 4 + j) * kThreads + tid];
+      }
     }
   }
-  __syncthreads();
-  if (slice > 0) return;
-  for (int p = 1; p < kSlices; ++p) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-#pragma unroll
-      for (int j = 0; j < 4; ++j) acc[i][j] += smem[(p - 1) * kStagedSmemFloats + (i * 4 + j) * kThreads + tid];
-    }
+  if constexpr (kTensor) {
+    StoreTensorTile(members, g, t, tid, acc, alpha);
+  } else {
+    StoreTile64(members, g, t, tx, ty, acc, alpha);
   }
-  StoreTile64(members, g, t, tx, ty, acc, alpha);
 }
 
 // One block a tile of any tiled config (a uniform branch on the tile's
@@ -586,6 +676,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     case SgemmConfig::k128x128: TiledTile<128, 128, 8, 8, 8>(members, tiles, alpha, smem, partials, counters); return;
     case SgemmConfig::k128x64: TiledTile<128, 64, 8, 4, 16>(members, tiles, alpha, smem, partials, counters); return;
     case SgemmConfig::kStaged64x64: return;  // never here: the sliced kernel's
+    case SgemmConfig::kTensor64x64: return;  // never here: the tensor kernels'
     case SgemmConfig::kLegacy: return;  // never here (SgemmTiles)
   }
 }
@@ -595,7 +686,26 @@ __global__ void __launch_bounds__(kThreads, 2)
 __global__ void __launch_bounds__(kThreads * kSlices, 1)
     SlicedSgemmKernel(const SgemmMember* members, const SgemmTile* tiles, float alpha) {
   extern __shared__ float4 dynamic_smem4[];
-  StagedTile(members, tiles, alpha, reinterpret_cast<float*>(dynamic_smem4));
+  StagedTile<kSlices, false>(members, tiles, alpha, reinterpret_cast<float*>(dynamic_smem4));
+}
+
+// Tensor tiles (SgemmKernel::kTensor), one slice of 256 threads a tile,
+// 2 blocks an SM, and narrow tiles (the same branch for the whole block).
+__global__ void __launch_bounds__(kThreads, 2)
+    TensorSgemmKernel(const SgemmMember* members, const SgemmTile* tiles, float alpha) {
+  extern __shared__ float4 dynamic_smem4[];
+  if (tiles[blockIdx.x].config == static_cast<int32_t>(SgemmConfig::kNarrow)) {
+    NarrowRow<2>(members[tiles[blockIdx.x].member], tiles[blockIdx.x].m0, alpha);
+    return;
+  }
+  StagedTile<1, true>(members, tiles, alpha, reinterpret_cast<float*>(dynamic_smem4));
+}
+
+// Tensor tiles only, kSlices slices of 256 threads a tile (SgemmKernel::kTensorSliced).
+__global__ void __launch_bounds__(kThreads * kSlices, 1)
+    SlicedTensorSgemmKernel(const SgemmMember* members, const SgemmTile* tiles, float alpha) {
+  extern __shared__ float4 dynamic_smem4[];
+  StagedTile<kSlices, true>(members, tiles, alpha, reinterpret_cast<float*>(dynamic_smem4));
 }
 
 // ---- the host: tile shapes, the rule, the layout --------------------------------------
@@ -604,9 +714,14 @@ struct ConfigShape {
   int rows, cols;  // of the output tile
 };
 constexpr ConfigShape kShapes[kSgemmConfigs] = {{64, 64}, {kThreads / 32, kSgemmNarrow}, {128, 128}, {128, 64},
-                                                {64, 64}, {128, 32}, {256, 16}, {64, 64}};
+                                                {64, 64}, {128, 32}, {256, 16}, {64, 64}, {64, 64}};
 
 ConfigShape ShapeOf(SgemmConfig c) { return kShapes[static_cast<int>(c)]; }
+
+// Whether a member is deep (the staged and tensor tiles' rule) or narrow
+// with a long K (a kNarrow tile).
+bool Deep(const SgemmMember& m) { return m.n > kSgemmNarrow && m.k >= kSgemmStagedMinK; }
+bool NarrowLong(const SgemmMember& m) { return m.n <= kSgemmNarrow && m.k >= kSgemmNarrowMinK; }
 
 // The tiled kernel's config of a member (the rule, grouped_sgemm.h).
 SgemmConfig RuleConfig(const SgemmMember& m) {
@@ -633,10 +748,17 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 bool RuleSliced(const std::vector<SgemmMember>& members, int sms) {
   int64_t tiles = 0;
   for (const SgemmMember& m : members) {
-    if (m.n <= kSgemmNarrow || m.k < kSgemmStagedMinK) return false;
+    if (!Deep(m)) return false;
     tiles += CeilDiv(m.m, 64) * CeilDiv(m.n, 64);
   }
   return tiles <= sms;
+}
+
+// Whether the rule runs a group on the tensor kernel (SgemmOptions::tensor):
+// every member deep or narrow with a long K, at least one deep.
+bool RuleTensor(const std::vector<SgemmMember>& members) {
+  return std::all_of(members.begin(), members.end(), [](const SgemmMember& m) { return Deep(m) || NarrowLong(m); }) &&
+         std::any_of(members.begin(), members.end(), Deep);
 }
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -737,6 +859,7 @@ const char* SgemmConfigName(SgemmConfig c) {
     case SgemmConfig::k128x32: return "128x32";
     case SgemmConfig::k256x16: return "256x16";
     case SgemmConfig::kStaged64x64: return "staged64x64";
+    case SgemmConfig::kTensor64x64: return "tf32x3_64x64";
   }
   return "?";
 }
@@ -747,16 +870,24 @@ SgemmTiling SgemmTiles(const std::vector<SgemmMember>& given, const SgemmOptions
   std::vector<SgemmMember> members;  // what runs, a unit each
   for (size_t u : units) members.push_back(out.members[u]);
   const size_t n = members.size();
-  // Which kernel, and each member's config.
-  const bool sliced = options.config == static_cast<int>(SgemmConfig::kStaged64x64) ||
-                      (options.config < 0 && !options.tiled && options.staged && RuleSliced(members, options.sms));
-  const bool legacy = !sliced && (options.config == static_cast<int>(SgemmConfig::kLegacy) ||
-                                  (options.config < 0 && !options.tiled && !RuleTiled(members)));
+  // Which kernel, and each member's config. Forced, the tensor config
+  // runs two slices a tile where split-K asks for more than one range.
+  const bool by_rule = options.config < 0 && !options.tiled;
+  const bool tensor = options.config == static_cast<int>(SgemmConfig::kTensor64x64) ||
+                      (by_rule && options.tensor && RuleTensor(members));
+  const bool tensor_sliced = tensor && (options.config < 0 ? options.staged && RuleSliced(members, options.sms)
+                                                           : options.split > 1);
+  const bool sliced = !tensor && (options.config == static_cast<int>(SgemmConfig::kStaged64x64) ||
+                                  (by_rule && options.staged && RuleSliced(members, options.sms)));
+  const bool legacy = !tensor && !sliced &&
+                      (options.config == static_cast<int>(SgemmConfig::kLegacy) || (by_rule && !RuleTiled(members)));
   std::vector<SgemmConfig> configs(n);
   for (size_t i = 0; i < n; ++i) {
     const SgemmMember& m = members[i];
     const bool narrow_fits = m.n <= kSgemmNarrow;
-    if (sliced) {
+    if (tensor) {
+      configs[i] = options.config < 0 && NarrowLong(m) ? SgemmConfig::kNarrow : SgemmConfig::kTensor64x64;
+    } else if (sliced) {
       configs[i] = SgemmConfig::kStaged64x64;
     } else if (legacy) {
       configs[i] = narrow_fits && m.k >= kSgemmNarrowMinK ? SgemmConfig::kNarrow : SgemmConfig::kLegacy;
@@ -766,10 +897,14 @@ SgemmTiling SgemmTiles(const std::vector<SgemmMember>& given, const SgemmOptions
       configs[i] = RuleConfig(m);
     }
   }
-  out.kernel = sliced ? SgemmKernel::kSliced : legacy ? SgemmKernel::kLegacy : SgemmKernel::kTiled;
+  out.kernel = tensor_sliced ? SgemmKernel::kTensorSliced
+               : tensor      ? SgemmKernel::kTensor
+               : sliced      ? SgemmKernel::kSliced
+               : legacy      ? SgemmKernel::kLegacy
+                             : SgemmKernel::kTiled;
   // Split-K (grouped_sgemm.h): how many ranges of K each member's tiles
-  // take; the narrow and staged tiles and the kernel before take one.
-  auto tiled = [&](size_t i) { return !sliced && !legacy && configs[i] != SgemmConfig::kNarrow; };
+  // take; the narrow, staged and tensor tiles and the kernel before take one.
+  auto tiled = [&](size_t i) { return !tensor && !sliced && !legacy && configs[i] != SgemmConfig::kNarrow; };
   std::vector<int64_t> splits(n, 1);
   if (!legacy && options.split > 1) {
     for (size_t i = 0; i < n; ++i) {
@@ -842,6 +977,21 @@ void LaunchGroupedSgemm(SgemmKernel kernel, const SgemmMember* members, const Sg
       }();
       (void)ready;  // a failure shows as the launch's error
       SlicedSgemmKernel<<<num_tiles, kThreads * kSlices, kBytes, stream>>>(members, tiles, alpha);
+      break;
+    }
+    case SgemmKernel::kTensor: {
+      constexpr int kBytes = kStagedSmemFloats * static_cast<int>(sizeof(float));
+      TensorSgemmKernel<<<num_tiles, kThreads, kBytes, stream>>>(members, tiles, alpha);
+      break;
+    }
+    case SgemmKernel::kTensorSliced: {
+      constexpr int kBytes = kSlices * kStagedSmemFloats * static_cast<int>(sizeof(float));
+      static const bool ready = [] {
+        return cudaFuncSetAttribute(SlicedTensorSgemmKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes) ==
+               cudaSuccess;
+      }();
+      (void)ready;
+      SlicedTensorSgemmKernel<<<num_tiles, kThreads * kSlices, kBytes, stream>>>(members, tiles, alpha);
       break;
     }
   }

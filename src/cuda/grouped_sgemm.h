@@ -3,9 +3,11 @@
 // experts, gates and towers of a ranking model exported in float32, where
 // each member is a small product (a batch of rows through a layer of tens
 // to hundreds of units) and one cuBLASLt call a member costs a launch each.
-// y_i = act_i(alpha * A_i W_i^T + bias_i) for every member i, in exact
-// float32 arithmetic (CUDA cores, no TF32), each member with its own
-// bias and activation.
+// y_i = act_i(alpha * A_i W_i^T + bias_i) for every member i, each member
+// with its own bias and activation, to float32's accuracy: on the CUDA
+// cores in float32 arithmetic, or (SgemmOptions::tensor) on the tensor
+// cores as three TF32 products a product (3xTF32, below), never one TF32
+// product (TF32 keeps 10 bits of float32's 23).
 //
 // Each block computes one tile of one member's output (SgemmConfig: its
 // rows x columns), over all of K or, split-K, over one range of K. The
@@ -78,8 +80,9 @@ enum class SgemmConfig : int32_t {
   k128x32 = 5,    // 4 x 4
   k256x16 = 6,    // 4 x 4
   kStaged64x64 = 7,  // 4 x 4, 16 deep, 4 stages of cp.async in flight, two slices of K (SgemmKernel::kSliced)
+  kTensor64x64 = 8,  // the staged tile's loads, its products on the tensor cores as 3 TF32 products (SgemmKernel::kTensor)
 };
-inline constexpr int kSgemmConfigs = 8;
+inline constexpr int kSgemmConfigs = 9;
 const char* SgemmConfigName(SgemmConfig c);
 
 // Which kernel a group's launch runs (SgemmTiles decides, for all its tiles).
@@ -87,6 +90,8 @@ enum class SgemmKernel : int32_t {
   kLegacy,  // kLegacy and kNarrow tiles
   kTiled,   // every config but kLegacy
   kSliced,  // kStaged64x64 tiles only (SgemmOptions::staged)
+  kTensor,        // kTensor64x64 and kNarrow tiles (SgemmOptions::tensor)
+  kTensorSliced,  // kTensor64x64 tiles only, two slices of K a tile (SgemmOptions::tensor and staged)
 };
 
 inline constexpr int kSgemmNarrow = 16, kSgemmNarrowMinK = 64;
@@ -158,6 +163,19 @@ struct SgemmOptions {
   // grouped_sgemm.cu, StagedTile). Off by default: faster on every such
   // group alone, but not yet measured in the models in this form (above).
   bool staged = false;
+  // With config -1: a group whose members are each deep (as above) or
+  // narrow with a long K (kNarrow tiles), at least one deep, runs the
+  // tensor kernel (SgemmKernel::kTensor; with staged, where the sliced
+  // rule holds, kTensorSliced): a deep member's 64 x 64 tiles take the
+  // staged tile's loads and run their products on the tensor cores
+  // (mma.sync m16n8k8, TF32 in, float32 sums), each float x split into
+  // two TF32 parts, big = x rounded to TF32 and small = x - big so
+  // rounded, and a * b taken as a_small b_big + a_big b_small + a_big
+  // b_big (CUTLASS's "3xTF32", OpMultiplyAddFastF32; the term a_small
+  // b_small, under 2^-22 of the product, is dropped): float32's error, not
+  // TF32's. An infinite input gives NaN where float32 gives infinity
+  // (inf - inf in the split).
+  bool tensor = false;
 };
 
 struct SgemmTiling {

@@ -499,6 +499,58 @@ TEST(GroupedSgemmTiles, DeepGroupsOfFewTilesTakeTheSlicedKernel) {
   EXPECT_EQ(cuda::SgemmTiles(deep, {.sms = 1000, .staged = true}).kernel, cuda::SgemmKernel::kLegacy);
 }
 
+// The tensor rule (SgemmOptions::tensor): a group of deep members, and
+// narrow ones of long K beside them (narrow tiles), runs the tensor kernel;
+// with staged too, where the sliced rule holds, two slices a tile.
+TEST(GroupedSgemmTiles, DeepGroupsTakeTheTensorKernel) {
+  const float* x = FakeAddress(0);
+  const auto experts_and_gates = [&](int64_t m) {
+    std::vector<cuda::SgemmMember> g;
+    for (int e = 0; e < 4; ++e) {
+      g.push_back({x, FakeAddress(10 + e), nullptr, nullptr, m, 32, 429, 429, 32, 2});
+      g.push_back({x, FakeAddress(20 + e), nullptr, nullptr, m, 1, 429, 429, 1, -1});
+    }
+    return g;
+  };
+  const auto tensor = static_cast<int32_t>(cuda::SgemmConfig::kTensor64x64);
+  const auto narrow = static_cast<int32_t>(cuda::SgemmConfig::kNarrow);
+
+  // Merged at 2048: one member of 132 columns, 96 tiles.
+  cuda::SgemmTiling t = cuda::SgemmTiles(experts_and_gates(2048), {.sms = 132, .tensor = true});
+  EXPECT_EQ(t.kernel, cuda::SgemmKernel::kTensor);
+  EXPECT_EQ(t.tiles.size(), 96u);
+  for (const cuda::SgemmTile& tile : t.tiles) EXPECT_EQ(tile.config, tensor);
+  EXPECT_EQ(cuda::SgemmTiles(experts_and_gates(2048), {.sms = 132, .staged = true, .tensor = true}).kernel,
+            cuda::SgemmKernel::kTensorSliced);
+  EXPECT_EQ(cuda::SgemmTiles(experts_and_gates(2048), {.sms = 132}).kernel, cuda::SgemmKernel::kLegacy);  // off
+
+  // Apart at 512: the experts' tiles on the tensor cores, the gates' narrow.
+  t = cuda::SgemmTiles(experts_and_gates(512), {.sms = 132, .tensor = true});
+  EXPECT_EQ(t.kernel, cuda::SgemmKernel::kTensor);
+  int tensor_tiles = 0, narrow_tiles = 0;
+  for (const cuda::SgemmTile& tile : t.tiles) {
+    const int64_t n = t.members[static_cast<size_t>(tile.member)].n;
+    EXPECT_EQ(tile.config, n == 1 ? narrow : tensor);
+    (tile.config == tensor ? tensor_tiles : narrow_tiles)++;
+  }
+  EXPECT_EQ(tensor_tiles, 4 * 8);
+  EXPECT_EQ(narrow_tiles, 4 * 512 / 8);
+  EXPECT_EQ(cuda::SgemmTiles(experts_and_gates(512), {.sms = 132, .staged = true, .tensor = true}).kernel,
+            cuda::SgemmKernel::kTensor);  // the gates are not deep: one slice
+
+  // The first layer beside them: 224 tiles, more than the SMs: one slice.
+  std::vector<cuda::SgemmMember> first = experts_and_gates(2048);
+  first.push_back({x, FakeAddress(30), nullptr, nullptr, 2048, 256, 429, 429, 256, 0});
+  EXPECT_EQ(cuda::SgemmTiles(first, {.sms = 132, .staged = true, .tensor = true}).kernel,
+            cuda::SgemmKernel::kTensor);
+  // A wide member of short K, or gates alone, are not for the tensor cores.
+  first.push_back({FakeAddress(40), FakeAddress(41), nullptr, nullptr, 64, 429, 32, 32, 429, -1});
+  EXPECT_EQ(cuda::SgemmTiles(first, {.sms = 132, .tensor = true}).kernel, cuda::SgemmKernel::kLegacy);
+  std::vector<cuda::SgemmMember> gates(experts_and_gates(512));
+  std::erase_if(gates, [](const cuda::SgemmMember& m) { return m.n != 1; });
+  EXPECT_EQ(cuda::SgemmTiles(gates, {.sms = 132, .tensor = true}).kernel, cuda::SgemmKernel::kLegacy);
+}
+
 // SgemmTiles alone (no GPU): for every config and split, each output
 // element of each member is in exactly one output tile, and that tile's
 // ranges of K cover 0 .. k once, in order; split-K tiles have workspace.
@@ -699,6 +751,9 @@ TEST_F(CudaTest, GroupedSgemmEveryConfigSplitAndAlignment) {
         const cuda::SgemmTiling tiling = cuda::SgemmTiles(members, {.config = config, .split = split});
         EXPECT_EQ(tiling.kernel == cuda::SgemmKernel::kSliced,
                   config == static_cast<int>(cuda::SgemmConfig::kStaged64x64)) << what;
+        if (config == static_cast<int>(cuda::SgemmConfig::kTensor64x64)) {  // two slices a tile where split-K asks
+          EXPECT_EQ(tiling.kernel, split > 1 ? cuda::SgemmKernel::kTensorSliced : cuda::SgemmKernel::kTensor) << what;
+        }
         const bool merged = std::any_of(tiling.members.begin(), tiling.members.end(),
                                         [](const cuda::SgemmMember& m) { return m.count > 0; });
         EXPECT_EQ(merged, shared) << what;

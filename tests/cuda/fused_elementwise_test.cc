@@ -202,8 +202,8 @@ TEST(FusedRegionTest, AOneColumnRegionTakesFourRowsAThread) {
 // each a [100, 45] product of K 40 (one with a bias) read one value a row,
 // selected as the row's two columns and summed. Each operand that reads a
 // product takes the thread's m-th value of it; A, W and the bias are read
-// through their own parameters, K in two steps of 32, bfloat16 ones into
-// float32; the source compiles.
+// through their own parameters, K in two steps of 32 (the second 8 deep),
+// bfloat16 ones into float32; the source compiles.
 TEST(FusedRegionTest, ARegionComputesItsProducts) {
   for (DType type : {DType::kFloat32, DType::kBFloat16}) {
     const std::vector<int64_t> over = {100, 45, 1};
@@ -231,8 +231,11 @@ TEST(FusedRegionTest, ARegionComputesItsProducts) {
     EXPECT_NE(source.find("const float b0 = prod1[m];"), std::string::npos) << source;
     EXPECT_NE(source.find("const float b1 = prod0[m];"), std::string::npos) << source;
     EXPECT_EQ(source.find("in0["), std::string::npos) << source;
-    EXPECT_NE(source.find("k0 < 40u"), std::string::npos) << source;
-    EXPECT_NE(source.find("pa1[(long long)(tb + bb) * 48ll + k0 + kk]"), std::string::npos) << source;
+    // Product 1's second step: K 32 .. 39, the rest zero and not summed.
+    EXPECT_NE(source.find("32u + tx < 40u"), std::string::npos) << source;
+    EXPECT_NE(source.find("pa1[(long long)(tb + bb) * 48ll + 32u + tx]"), std::string::npos) << source;
+    EXPECT_NE(source.find("kk < 8u"), std::string::npos) << source;
+    EXPECT_EQ(source.find("pa2"), std::string::npos) << source;
     EXPECT_NE(source.find("pb1[j]"), std::string::npos) << source;
     EXPECT_EQ(source.find("pb0"), std::string::npos) << source;
     EXPECT_NE(source.find("bm * 45u + j"), std::string::npos) << source;

@@ -85,6 +85,11 @@ struct CudaOptions {
   // sliced kernel (grouped_sgemm.h, SgemmOptions::staged); off by default
   // until measured in the models (bench --gemm-paths measures it on).
   bool sgemm_staged = false;
+  // The grouped float32 kernel runs a group of deep members (and narrow
+  // ones of long K beside them) with the deep members' products on the
+  // tensor cores as three TF32 products each (3xTF32: float32's error, not
+  // TF32's; grouped_sgemm.h, SgemmOptions::tensor); off, on the CUDA cores.
+  bool sgemm_tensor = false;
   // Independent Gathers next to each other in the order (a model's
   // embedding lookups) run as one launch; off, one launch each.
   bool gather_batches = true;
