@@ -416,14 +416,128 @@ int RegionRowsPerThread(const FusionRegion& r) {
   return 4;
 }
 
+// What of a product region's program depends only on the products' row
+// bm = r / N, the region's rows running along the products' N columns
+// (ProductRegionSource): the operands whose offset does not change along
+// N (a gate's logits, one set a batch row), and the steps of only such
+// operands and steps (the gate's softmax). `stash`: the slot in a row's
+// shared memory of each such step that other steps or outputs read (-1:
+// none), `width` the floats a row.
+// `preload`: the operands of one value a row that the rows' program
+// reads, which the kernel loads for its 8 rows before their program
+// (pre<k>[m]) rather than row by row, each row's loads waiting.
+struct RowSplit {
+  std::vector<bool> operand, step;
+  std::vector<int32_t> stash;
+  int64_t width = 0;
+  std::vector<bool> preload;
+};
+// The most floats a row a block stashes (64 rows of them; more, and the
+// rows' program computes it all), and the most operands preloaded.
+constexpr int64_t kMaxStashWidth = 32;
+constexpr int kMaxPreloads = 4;
+
+RowSplit SplitByProductRow(const FusionRegion& r, const std::vector<std::vector<int64_t>>& strides) {
+  const int64_t n = r.products.front().n;
+  const RegionLanes lanes = LanesOf(r);
+  RowSplit split;
+  for (size_t k = 0; k < r.operands.size(); ++k) {
+    const RegionOperand& o = r.operands[k];
+    // The row dims inside the product's row (extents multiplying up to N
+    // exactly, innermost first) all of stride 0.
+    bool same = o.product < 0;
+    int64_t inner = 1;
+    for (size_t d = o.over.size(); same && inner < n && d-- > 0;) {
+      if (o.cols[d] || o.over[d] == 1) continue;
+      inner *= o.over[d];
+      same = strides[k][d] == 0;
+    }
+    split.operand.push_back(same && inner == n);
+  }
+  const auto per_row = [&](int32_t a) {
+    return a >= 0 ? static_cast<bool>(split.step[static_cast<size_t>(a)]) : split.operand[static_cast<size_t>(-1 - a)];
+  };
+  for (const RegionStep& st : r.steps) {
+    bool same = true;
+    for (int32_t i = 0; i < st.num_args; ++i) same = same && per_row(st.args[i]);
+    for (int32_t a : st.parts) same = same && per_row(a);
+    split.step.push_back(same);
+  }
+  std::vector<bool> read(r.steps.size(), false);  // by a step of the rows' program or an output
+  for (size_t t = 0; t < r.steps.size(); ++t) {
+    if (split.step[t]) continue;
+    const RegionStep& st = r.steps[t];
+    for (int32_t i = 0; i < st.num_args; ++i) {
+      if (st.args[i] >= 0) read[static_cast<size_t>(st.args[i])] = true;
+    }
+    for (int32_t a : st.parts) {
+      if (a >= 0) read[static_cast<size_t>(a)] = true;
+    }
+  }
+  for (const RegionOutput& out : r.outputs) read[static_cast<size_t>(out.step)] = true;
+  split.stash.assign(r.steps.size(), -1);
+  for (size_t t = 0; t < r.steps.size(); ++t) {
+    if (!split.step[t] || !read[t]) continue;
+    split.stash[t] = static_cast<int32_t>(split.width);
+    split.width += r.steps[t].per_row ? 1 : lanes.per_lane;
+  }
+  if (split.width > kMaxStashWidth) {
+    split.step.assign(r.steps.size(), false);
+    split.stash.assign(r.steps.size(), -1);
+    split.width = 0;
+  }
+  // The rows' program's operands (of steps not in the stash's program).
+  std::vector<bool> used(r.operands.size(), false);
+  for (size_t t = 0; t < r.steps.size(); ++t) {
+    if (split.step[t]) continue;
+    const RegionStep& st = r.steps[t];
+    for (int32_t i = 0; i < st.num_args; ++i) {
+      if (st.args[i] < 0) used[static_cast<size_t>(-1 - st.args[i])] = true;
+    }
+    for (int32_t a : st.parts) {
+      if (a < 0) used[static_cast<size_t>(-1 - a)] = true;
+    }
+  }
+  split.preload.assign(r.operands.size(), false);
+  int preloads = 0;
+  for (size_t k = 0; k < r.operands.size() && preloads < kMaxPreloads; ++k) {
+    const RegionOperand& o = r.operands[k];
+    if (!used[k] || o.product >= 0) continue;
+    if (o.per_row || OffsetExpression(o.over, strides[k], o.cols, true, "c") == "0") split.preload[k] = true, ++preloads;
+  }
+  return split;
+}
+
+// Which part of a region's program RowProgram writes: all of it; or, for
+// a product region with a RowSplit, the values a product row shares,
+// stashed (threadIdx.x the row in the block's 64), or the rest, reading
+// them from the stash (ty * 8 + m the row).
+enum class ProgramPart { kAll, kRowPrologue, kRowMain };
+
 // The program of a row of region r, for a kernel that has defined `r` (the
 // row, unsigned), `valid` (whether it is one) and `lane` (of
 // LanesOf(r).lanes): the operands' loads, the steps, the stores. An
 // operand that reads a product takes prod<q>[m], the product's value at
-// the thread's m-th row (ProductRegionSource).
-std::string RowProgram(const FusionRegion& r, const std::vector<std::vector<int64_t>>& strides) {
+// the thread's m-th row (ProductRegionSource). With a part other than
+// kAll, the operands its steps read alone.
+std::string RowProgram(const FusionRegion& r, const std::vector<std::vector<int64_t>>& strides,
+                       ProgramPart part = ProgramPart::kAll, const RowSplit* split = nullptr) {
   const RegionLanes lanes = LanesOf(r);
   const bool exact = lanes.lanes * lanes.per_lane == r.cols;  // every lane's every column is in the row
+  const auto emitted = [&](size_t t) {
+    return part == ProgramPart::kAll || (part == ProgramPart::kRowPrologue) == static_cast<bool>(split->step[t]);
+  };
+  std::vector<bool> used(r.operands.size(), part == ProgramPart::kAll);
+  for (size_t t = 0; t < r.steps.size(); ++t) {
+    if (!emitted(t)) continue;
+    const RegionStep& st = r.steps[t];
+    for (int32_t i = 0; i < st.num_args; ++i) {
+      if (st.args[i] < 0) used[static_cast<size_t>(-1 - st.args[i])] = true;
+    }
+    for (int32_t a : st.parts) {
+      if (a < 0) used[static_cast<size_t>(-1 - a)] = true;
+    }
+  }
   std::string s;
   // The columns of lane j: lane + j * lanes; in the row when below cols.
   auto column = [&](int64_t j) { return fmt::format("(lane + {}u)", j * lanes.lanes); };
@@ -439,8 +553,13 @@ std::string RowProgram(const FusionRegion& r, const std::vector<std::vector<int6
   }
   for (size_t k = 0; k < r.operands.size(); ++k) {
     const RegionOperand& o = r.operands[k];
+    if (!used[k]) continue;
     if (o.product >= 0) {
       s += fmt::format("    const float b{} = prod{}[m];\n", k, o.product);
+      continue;
+    }
+    if (part == ProgramPart::kRowMain && split->preload[k]) {
+      s += fmt::format("    const float b{} = pre{}[m];\n", k, k);
       continue;
     }
     const std::string row = OffsetExpression(o.over, strides[k], o.cols, false, "r");
@@ -476,8 +595,20 @@ std::string RowProgram(const FusionRegion& r, const std::vector<std::vector<int6
     }
     return t + fmt::format("      {} = acc; }}\n", into);
   };
+  // The stashed values a product row shares, read back.
+  for (size_t t = 0; part == ProgramPart::kRowMain && t < r.steps.size(); ++t) {
+    const int32_t slot = split->stash[t];
+    if (slot < 0) continue;
+    if (r.steps[t].per_row) {
+      s += fmt::format("    const float w{} = srow[ty * 8u + m][{}];\n", t, slot);
+      continue;
+    }
+    s += fmt::format("    float v{}[{}];\n", t, lanes.per_lane);
+    for (int64_t j = 0; j < lanes.per_lane; ++j) s += fmt::format("    v{}[{}] = srow[ty * 8u + m][{}];\n", t, j, slot + j);
+  }
   for (size_t t = 0; t < r.steps.size(); ++t) {
     const RegionStep& st = r.steps[t];
+    if (!emitted(t)) continue;
     switch (st.kind) {
       case RegionStep::Kind::kMap: {
         const int64_t n = st.per_row ? 1 : lanes.per_lane;
@@ -526,6 +657,18 @@ std::string RowProgram(const FusionRegion& r, const std::vector<std::vector<int6
         break;
       }
     }
+  }
+  if (part == ProgramPart::kRowPrologue) {  // the stash, not the outputs
+    for (size_t t = 0; t < r.steps.size(); ++t) {
+      const int32_t slot = split->stash[t];
+      if (slot < 0) continue;
+      if (r.steps[t].per_row) {
+        s += fmt::format("    srow[threadIdx.x][{}] = w{};\n", slot, t);
+        continue;
+      }
+      for (int64_t j = 0; j < lanes.per_lane; ++j) s += fmt::format("    srow[threadIdx.x][{}] = v{}[{}];\n", slot + j, t, j);
+    }
+    return s;
   }
   s += "    if (valid) {\n";
   for (size_t o = 0; o < r.outputs.size(); ++o) {
@@ -603,6 +746,40 @@ std::string ProductRegionSource(const FusionRegion& r, const std::vector<std::ve
         fmt::arg("w", LoadText(p.dtype, fmt::format("pw{}[(long long)(tj + jj) * {}ll + {}u + tx]", st.q, p.k, st.k0))));
   };
   s += load(steps.front());
+  // The values a product row shares, for the block's 64 rows, while the
+  // first step's loads are in flight; its barrier makes them seen.
+  const RowSplit split = SplitByProductRow(r, strides);
+  // The preloaded operands of the rows' program, each row's value, loaded
+  // while the last step's products run.
+  std::string preload;
+  for (size_t k = 0; k < r.operands.size(); ++k) {
+    if (!split.preload[k]) continue;
+    const RegionOperand& o = r.operands[k];
+    preload += fmt::format("    pre{}[m] = {};\n", k,
+                           LoadText(o.dtype, fmt::format("in{}[{}]", k, OffsetExpression(o.over, strides[k], o.cols,
+                                                                                          false, "r"))));
+    s += fmt::format("  float pre{}[8];\n", k);
+  }
+  if (!preload.empty()) {
+    preload = fmt::format(
+                  "#pragma unroll\n"
+                  "  for (unsigned m = 0; m < 8u; ++m) {{\n"
+                  "    const unsigned bm = tb + ty * 8u + m;\n"
+                  "    const unsigned r = bm < {}u && j < {}u ? bm * {}u + j : {}u;\n",
+                  first.m, first.n, first.n, r.rows - 1) +
+              preload + "  }\n";
+  }
+  if (split.width > 0) {
+    s += fmt::format(
+        "  __shared__ float srow[64][{}];\n"
+        "  if (threadIdx.x < 64u) {{\n"
+        "    const unsigned bm = tb + threadIdx.x;\n"
+        "    const unsigned r = (bm < {}u ? bm : {}u) * {}u;  // the row's column 0\n"
+        "    const unsigned lane = 0u;\n",
+        split.width, first.m, first.m - 1, first.n);
+    s += RowProgram(r, strides, ProgramPart::kRowPrologue, &split);
+    s += "  }\n";
+  }
   for (size_t i = 0; i < steps.size(); ++i) {
     const Step& st = steps[i];
     const size_t buf = i % 2;
@@ -615,7 +792,7 @@ std::string ProductRegionSource(const FusionRegion& r, const std::vector<std::ve
         "  for (unsigned c = 0; c < 4u; ++c) sw[{0}][tx][ty + 8u * c] = rw[c];\n"
         "  __syncthreads();\n",
         buf);
-    if (i + 1 < steps.size()) s += load(steps[i + 1]);
+    s += i + 1 < steps.size() ? load(steps[i + 1]) : preload;
     // Only the step's K (rounded up to 4; the rest is zero) is summed.
     const int64_t depth = (std::min<int64_t>(32, r.products[st.q].k - st.k0) + 3) / 4 * 4;
     s += fmt::format(
@@ -648,7 +825,7 @@ std::string ProductRegionSource(const FusionRegion& r, const std::vector<std::ve
       "    const bool valid = bm < {}u && j < {}u;\n"
       "    const unsigned r = valid ? bm * {}u + j : {}u;\n",
       first.m, first.n, first.n, r.rows - 1);
-  s += RowProgram(r, strides);
+  s += RowProgram(r, strides, ProgramPart::kRowMain, &split);
   return s + "  }\n}\n";
 }
 

@@ -244,5 +244,70 @@ TEST(FusedRegionTest, ARegionComputesItsProducts) {
   }
 }
 
+// A product region's values that depend on the products' row alone (a
+// gate's logits, one pair a row of the products, and their softmax) are
+// computed once a row of the block, before the products, into shared
+// memory; the rows' program reads them there and does not load the
+// logits. An operand of one value a row (a residual) is loaded for the
+// thread's 8 rows before their program.
+TEST(FusedRegionTest, AProductRegionComputesWhatARowSharesOnce) {
+  const std::vector<int64_t> over = {100, 45, 1}, wide = {100, 45, 2};
+  FusionRegion r;
+  r.rows = 4500;
+  r.cols = 2;
+  r.one_lane = true;
+  r.operands = {{0, 0, over, {false, false, false}, true},
+                {0, 1, over, {false, false, false}, true},
+                {1, 0, wide, {false, false, true}, false},
+                {2, 0, over, {false, false, false}, true}};
+  r.operands[0].product = 0;
+  r.operands[1].product = 1;
+  r.products = {{7, 0, 1, 2, kNone, 3, 100, 45, 40, 40, DType::kFloat32},
+                {7, 1, 4, 5, kNone, 8, 100, 45, 40, 40, DType::kFloat32}};
+  const std::vector<std::vector<int64_t>> strides = {{45, 1, 0}, {45, 1, 0}, {2, 0, 1}, {45, 1, 0}};
+  RegionStep select;  // 0: the experts' products as the row's two columns
+  select.kind = RegionStep::Kind::kSelect;
+  select.parts = {-1, -2};
+  RegionStep softmax;  // 1: the gate's weights
+  softmax.kind = RegionStep::Kind::kSoftmax;
+  softmax.args[0] = -3;
+  softmax.num_args = 1;
+  RegionStep weigh;  // 2
+  weigh.func = kMul;
+  weigh.args[0] = 0;
+  weigh.args[1] = 1;
+  weigh.num_args = 2;
+  RegionStep sum;  // 3
+  sum.kind = RegionStep::Kind::kReduce;
+  sum.func = kReduceSum;
+  sum.args[0] = 2;
+  sum.num_args = 1;
+  sum.per_row = true;
+  RegionStep residual;  // 4
+  residual.func = kAdd;
+  residual.args[0] = 3;
+  residual.args[1] = -4;
+  residual.num_args = 2;
+  residual.per_row = true;
+  r.steps = {select, softmax, weigh, sum, residual};
+  r.outputs.push_back({kNone, 4, over, {false, false, false}, kNone, 0, {45, 1, 1}});
+  const std::string source = FusedRegionSource(r, strides);
+  EXPECT_NE(source.find("__shared__ float srow[64][2];"), std::string::npos) << source;
+  EXPECT_NE(source.find("const unsigned r = (bm < 100u ? bm : 99u) * 45u;"), std::string::npos) << source;
+  EXPECT_NE(source.find("srow[threadIdx.x][1] = v1[1];"), std::string::npos) << source;
+  EXPECT_NE(source.find("v1[1] = srow[ty * 8u + m][1];"), std::string::npos) << source;
+  // The logits are read, and their softmax taken, only before the first
+  // step's barrier: by the block's rows, not by the rows' program.
+  const size_t barrier = source.find("__syncthreads");
+  ASSERT_NE(barrier, std::string::npos) << source;
+  EXPECT_LT(source.find("in2["), barrier) << source;
+  EXPECT_EQ(source.find("in2[", barrier), std::string::npos) << source;
+  EXPECT_LT(source.find("expf"), barrier) << source;
+  EXPECT_EQ(source.find("expf", barrier), std::string::npos) << source;
+  EXPECT_NE(source.find("pre3[m] = in3["), std::string::npos) << source;
+  EXPECT_NE(source.find("const float b3 = pre3[m];"), std::string::npos) << source;
+  EXPECT_FALSE(CompileFusedSource(source, "sm_90").empty()) << source;
+}
+
 }  // namespace
 }  // namespace hfuse::cuda

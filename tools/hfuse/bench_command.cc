@@ -172,10 +172,10 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
                             {.sgemm_tiled = true, .sgemm_split = split}});
       }
       variants.push_back({name + ", float32 members reading one A apart", fused, {.sgemm_merge = false}});
-      variants.push_back({name + ", float32 deep groups sliced", fused, {.sgemm_staged = true}});
-      variants.push_back({name + ", float32 deep groups 3xTF32", fused, {.sgemm_tensor = true}});
-      variants.push_back(
-          {name + ", float32 deep groups 3xTF32, sliced", fused, {.sgemm_staged = true, .sgemm_tensor = true}});
+      variants.push_back({name + ", float32 deep groups on the CUDA cores", fused, {.sgemm_tensor = false}});
+      variants.push_back({name + ", float32 deep groups on the CUDA cores, sliced", fused,
+                          {.sgemm_staged = true, .sgemm_tensor = false}});
+      variants.push_back({name + ", float32 deep groups 3xTF32, sliced", fused, {.sgemm_staged = true}});
       variants.push_back({name + ", cuBLASLt a member", fused, {.gemm_kernel = GemmKernelChoice::kPerMember}});
       variants.push_back({name + ", activations apart from their GEMMs", fused, {.gemm_activations = false}});
       variants.push_back({name + ", GEMMs apart from the regions reading them", fused, {.region_gemms = 0}});
