@@ -49,6 +49,13 @@
 // (sliced where few, alone elsewhere), DCNv2 ran 262.8 -> 253.9 us at 2048
 // but PLE 300.8 -> 313.0; the sliced kernel alone was not measured in the
 // models before the device time ran out, so it stays off.
+// With SgemmOptions::tensor (the CUDA executor's default,
+// CudaOptions::sgemm_tensor), a group of deep members, and narrow ones of
+// long K beside them, runs the deep members' tiles on the tensor cores in
+// 3xTF32 (SgemmKernel::kTensor): DCNv2's groups of K 429 at batch 2048,
+// 55.7 -> 49.1 and 37.8 -> 34.6 us alone on an H100, DCNv2 222.4 -> 213.5
+// us a run, PLE 302.6 -> 298.3, MMOE and AutoInt unchanged
+// (bench/RESULTS.md, 2026-12-06, eighteenth session).
 // Split-K is there for tests and the benchmark (SgemmOptions::split); the
 // rule does not split: on the real groups it measured slower (a second
 // pass over the partial sums costs more than the idle SMs it fills).

@@ -89,8 +89,9 @@ struct CudaOptions {
   // ones of long K beside them) with the deep members' products on the
   // tensor cores as three TF32 products each (3xTF32: float32's error, not
   // TF32's; grouped_sgemm.h, SgemmOptions::tensor); off, on the CUDA cores
-  // (measured on an H100, bench/RESULTS.md: DCNv2 227.7 against 243.1 us a
-  // run at batch 2048, PLE 298.3 against 302.6, MMOE and AutoInt within 1%).
+  // (measured on an H100, bench/RESULTS.md, 2026-12-06: DCNv2 213.5
+  // against 222.4 us a run at batch 2048, PLE 298.3 against 302.6, MMOE
+  // and AutoInt within 1%).
   bool sgemm_tensor = true;
   // Independent Gathers next to each other in the order (a model's
   // embedding lookups) run as one launch; off, one launch each.
@@ -111,7 +112,8 @@ struct CudaOptions {
   // experts' up-projections in the mixture that weighs them): -1 by the
   // rule, where the products' 64 x 32 tiles are at least the SMs (DCNv2 on
   // an H100, bench/RESULTS.md: 448 tiles at batch 2048, 253.6 against
-  // 264.5 us a run; 112 at 512, 162.7 against 156.1); 1 wherever it can,
+  // 264.5 us a run, and 213.5 against 250.2 once the kernel was
+  // pipelined; 112 at 512, 162.7 against 156.1); 1 wherever it can,
   // 0 never (the GEMM launches alone and the region reads its outputs).
   int region_gemms = -1;
 };
