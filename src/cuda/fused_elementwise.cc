@@ -416,6 +416,21 @@ int RegionRowsPerThread(const FusionRegion& r) {
   return 4;
 }
 
+// Calls f on each argument of step st (RegionStep::args: >= 0 a step's
+// value, < 0 an operand), its parts too.
+template <typename F>
+void ForEachArg(const RegionStep& st, F f) {
+  for (int32_t i = 0; i < st.num_args; ++i) f(st.args[i]);
+  for (int32_t a : st.parts) f(a);
+}
+
+// Whether operand k is one value a row for every column of it (a lane
+// reads it once): per row, a product's, or its offset the same along the
+// row.
+bool OneAlongRow(const RegionOperand& o, const std::vector<int64_t>& strides) {
+  return o.per_row || o.product >= 0 || OffsetExpression(o.over, strides, o.cols, true, "c") == "0";
+}
+
 // What of a product region's program depends only on the products' row
 // bm = r / N, the region's rows running along the products' N columns
 // (ProductRegionSource): the operands whose offset does not change along
@@ -459,20 +474,15 @@ RowSplit SplitByProductRow(const FusionRegion& r, const std::vector<std::vector<
   };
   for (const RegionStep& st : r.steps) {
     bool same = true;
-    for (int32_t i = 0; i < st.num_args; ++i) same = same && per_row(st.args[i]);
-    for (int32_t a : st.parts) same = same && per_row(a);
+    ForEachArg(st, [&](int32_t a) { same = same && per_row(a); });
     split.step.push_back(same);
   }
   std::vector<bool> read(r.steps.size(), false);  // by a step of the rows' program or an output
   for (size_t t = 0; t < r.steps.size(); ++t) {
     if (split.step[t]) continue;
-    const RegionStep& st = r.steps[t];
-    for (int32_t i = 0; i < st.num_args; ++i) {
-      if (st.args[i] >= 0) read[static_cast<size_t>(st.args[i])] = true;
-    }
-    for (int32_t a : st.parts) {
+    ForEachArg(r.steps[t], [&](int32_t a) {
       if (a >= 0) read[static_cast<size_t>(a)] = true;
-    }
+    });
   }
   for (const RegionOutput& out : r.outputs) read[static_cast<size_t>(out.step)] = true;
   split.stash.assign(r.steps.size(), -1);
@@ -490,22 +500,23 @@ RowSplit SplitByProductRow(const FusionRegion& r, const std::vector<std::vector<
   std::vector<bool> used(r.operands.size(), false);
   for (size_t t = 0; t < r.steps.size(); ++t) {
     if (split.step[t]) continue;
-    const RegionStep& st = r.steps[t];
-    for (int32_t i = 0; i < st.num_args; ++i) {
-      if (st.args[i] < 0) used[static_cast<size_t>(-1 - st.args[i])] = true;
-    }
-    for (int32_t a : st.parts) {
+    ForEachArg(r.steps[t], [&](int32_t a) {
       if (a < 0) used[static_cast<size_t>(-1 - a)] = true;
-    }
+    });
   }
   split.preload.assign(r.operands.size(), false);
   int preloads = 0;
   for (size_t k = 0; k < r.operands.size() && preloads < kMaxPreloads; ++k) {
     const RegionOperand& o = r.operands[k];
-    if (!used[k] || o.product >= 0) continue;
-    if (o.per_row || OffsetExpression(o.over, strides[k], o.cols, true, "c") == "0") split.preload[k] = true, ++preloads;
+    if (used[k] && o.product < 0 && OneAlongRow(o, strides[k])) split.preload[k] = true, ++preloads;
   }
   return split;
+}
+
+// Operand k's value at row `row` (a C++ expression), for one that is one
+// value a row (OneAlongRow), as float.
+std::string RowValueText(const RegionOperand& o, size_t k, const std::vector<int64_t>& strides, const std::string& row) {
+  return LoadText(o.dtype, fmt::format("in{}[{}]", k, OffsetExpression(o.over, strides, o.cols, false, row)));
 }
 
 // Which part of a region's program RowProgram writes: all of it; or, for
@@ -530,13 +541,9 @@ std::string RowProgram(const FusionRegion& r, const std::vector<std::vector<int6
   std::vector<bool> used(r.operands.size(), part == ProgramPart::kAll);
   for (size_t t = 0; t < r.steps.size(); ++t) {
     if (!emitted(t)) continue;
-    const RegionStep& st = r.steps[t];
-    for (int32_t i = 0; i < st.num_args; ++i) {
-      if (st.args[i] < 0) used[static_cast<size_t>(-1 - st.args[i])] = true;
-    }
-    for (int32_t a : st.parts) {
+    ForEachArg(r.steps[t], [&](int32_t a) {
       if (a < 0) used[static_cast<size_t>(-1 - a)] = true;
-    }
+    });
   }
   std::string s;
   // The columns of lane j: lane + j * lanes; in the row when below cols.
@@ -547,10 +554,7 @@ std::string RowProgram(const FusionRegion& r, const std::vector<std::vector<int6
   // Operands: per-row values once, per-element ones for every column of the lane.
   // An operand the same along the row (a bias per row, a scalar) is one value a lane.
   std::vector<bool> one(r.operands.size());
-  for (size_t k = 0; k < r.operands.size(); ++k) {
-    const RegionOperand& o = r.operands[k];
-    one[k] = o.per_row || o.product >= 0 || OffsetExpression(o.over, strides[k], o.cols, true, "c") == "0";
-  }
+  for (size_t k = 0; k < r.operands.size(); ++k) one[k] = OneAlongRow(r.operands[k], strides[k]);
   for (size_t k = 0; k < r.operands.size(); ++k) {
     const RegionOperand& o = r.operands[k];
     if (!used[k]) continue;
@@ -562,11 +566,11 @@ std::string RowProgram(const FusionRegion& r, const std::vector<std::vector<int6
       s += fmt::format("    const float b{} = pre{}[m];\n", k, k);
       continue;
     }
-    const std::string row = OffsetExpression(o.over, strides[k], o.cols, false, "r");
     if (one[k]) {
-      s += fmt::format("    const float b{} = {};\n", k, LoadText(o.dtype, fmt::format("in{}[{}]", k, row)));
+      s += fmt::format("    const float b{} = {};\n", k, RowValueText(o, k, strides[k], "r"));
       continue;
     }
+    const std::string row = OffsetExpression(o.over, strides[k], o.cols, false, "r");
     s += fmt::format("    float a{}[{}];\n    {{ const long long q = {};\n", k, lanes.per_lane, row);
     for (int64_t j = 0; j < lanes.per_lane; ++j) {
       const std::string col = OffsetExpression(o.over, strides[k], o.cols, true, column(j));
@@ -754,10 +758,7 @@ std::string ProductRegionSource(const FusionRegion& r, const std::vector<std::ve
   std::string preload;
   for (size_t k = 0; k < r.operands.size(); ++k) {
     if (!split.preload[k]) continue;
-    const RegionOperand& o = r.operands[k];
-    preload += fmt::format("    pre{}[m] = {};\n", k,
-                           LoadText(o.dtype, fmt::format("in{}[{}]", k, OffsetExpression(o.over, strides[k], o.cols,
-                                                                                          false, "r"))));
+    preload += fmt::format("    pre{}[m] = {};\n", k, RowValueText(r.operands[k], k, strides[k], "r"));
     s += fmt::format("  float pre{}[8];\n", k);
   }
   if (!preload.empty()) {
