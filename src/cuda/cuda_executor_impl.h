@@ -178,8 +178,11 @@ struct CudaExecutor::Impl {
   // launch of its own: an Add of a row broadcast over its rows (the bias
   // an exporter adds to each embedding: the gather writes row + bias), and
   // a Concat of waiting gathers' results along an axis that leaves each
-  // gathered row whole (each gather writes its rows into its slot of the
-  // concatenate's output, which then needs no copy).
+  // gathered row whole, or whose output row takes several gathered rows
+  // one after another (each gather writes its rows into its slot of the
+  // concatenate's output, which then needs no copy; parts other ops wrote
+  // in their slots beside them: FTTransformer's lookup [B, n, D] beside
+  // its numeric columns' region).
   struct PendingGather {
     cuda::GatherArgs args;
     std::string op;

@@ -285,7 +285,10 @@ __device__ __forceinline__ void GatherWord(const GatherArgs& a, Index row, Index
     return;
   }
   Word v = static_cast<const Word*>(a.data)[(static_cast<int64_t>(o) * a.len + at) * row_words + w];
-  Word* y = reinterpret_cast<Word*>(static_cast<char*>(a.y) + static_cast<int64_t>(row) * a.y_row_bytes);
+  const int64_t y_at = a.y_block_rows > 1 ? static_cast<int64_t>(row / static_cast<Index>(a.y_block_rows)) * a.y_block_bytes +
+                                                static_cast<int64_t>(row % static_cast<Index>(a.y_block_rows)) * a.y_row_bytes
+                                          : static_cast<int64_t>(row) * a.y_row_bytes;
+  Word* y = reinterpret_cast<Word*>(static_cast<char*>(a.y) + y_at);
   if constexpr (sizeof(Word) == sizeof(float)) {
     if (a.add) v = __float_as_uint(__uint_as_float(v) + a.add[w]);
   } else if constexpr (sizeof(Word) == sizeof(float4)) {
@@ -526,12 +529,12 @@ void LaunchOnnxElementwiseBatch(const OnnxElementwiseArgs* args, int count, int6
 }
 
 bool GatherWords(const GatherArgs& a) {
-  return a.inner_bytes % 4 == 0 && a.y_row_bytes % 4 == 0 && reinterpret_cast<uintptr_t>(a.data) % 4 == 0 &&
-         reinterpret_cast<uintptr_t>(a.y) % 4 == 0;
+  return a.inner_bytes % 4 == 0 && a.y_row_bytes % 4 == 0 && a.y_block_bytes % 4 == 0 &&
+         reinterpret_cast<uintptr_t>(a.data) % 4 == 0 && reinterpret_cast<uintptr_t>(a.y) % 4 == 0;
 }
 
 int GatherWordBytes(const GatherArgs& a) {
-  const bool quads = a.inner_bytes % 16 == 0 && a.y_row_bytes % 16 == 0 &&
+  const bool quads = a.inner_bytes % 16 == 0 && a.y_row_bytes % 16 == 0 && a.y_block_bytes % 16 == 0 &&
                      reinterpret_cast<uintptr_t>(a.data) % 16 == 0 && reinterpret_cast<uintptr_t>(a.y) % 16 == 0 &&
                      reinterpret_cast<uintptr_t>(a.add) % 16 == 0;
   return quads ? 16 : GatherWords(a) ? 4 : 1;

@@ -70,7 +70,11 @@ void LaunchOnnxElementwiseBatch(const OnnxElementwiseArgs* args, int count, int6
 // `index` over `index_shape` (any int or float type, cast on load). An
 // index outside [-len, len) writes nothing and sets *bad. Output row r
 // (r = o * count + i) starts y_row_bytes after row r - 1 (inner_bytes for
-// a tensor of its own; more for a slot of a concatenate's output). With
+// a tensor of its own; more for a slot of a concatenate's output); with
+// y_block_rows above 1, rows come in blocks of that many, row r at
+// (r / y_block_rows) * y_block_bytes + (r % y_block_rows) * y_row_bytes
+// (a lookup of several ids a row, [B, n, D], into its slot of a
+// concatenate along n beside other parts: block b its slot of row b). With
 // `add` set (float32 rows, moved as words), y[r, :] = row + add[:]: the
 // bias row an exporter adds to each embedding.
 struct GatherArgs {
@@ -84,6 +88,7 @@ struct GatherArgs {
   int64_t y_row_bytes;
   const float* add;
   int32_t word_bytes;  // in a batch: the bytes its threads move at once (GatherWordBytes, set by the planner)
+  int64_t y_block_rows, y_block_bytes;  // 0: no blocks
 };
 void LaunchOnnxGather(const GatherArgs& args, cudaStream_t stream);
 // Whether the gather moves 4-byte words (rows and pointers aligned), not bytes.

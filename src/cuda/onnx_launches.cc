@@ -1108,11 +1108,14 @@ bool CudaExecutor::Impl::ConcatIntoGathers(const Op& op, const std::vector<Tenso
   };
   // Each part a waiting gather's whole result whose rows are the part's
   // blocks along `axis`: row r goes to row r of the output, at the part's
-  // column; or a row-major part, copied. (Parts their producers wrote in
-  // their slots already: skipped.)
+  // column; or a lookup of k ids an output row (FTTransformer's [B, n, D]
+  // beside its numeric columns' part): rows r k .. r k + k - 1 go to row r,
+  // one after another from the part's column (GatherArgs::y_block_rows);
+  // or a row-major part, copied. (Parts their producers wrote in their
+  // slots already: skipped.)
   std::vector<PendingGather*> members;
   std::vector<PendingGather> part_copies;
-  std::vector<int64_t> at, copy_at;
+  std::vector<int64_t> at, copy_at, blocks;
   int64_t column = 0;
   for (size_t index = 0; index < parts.size(); ++index) {
     const TensorId part = parts[index];
@@ -1132,13 +1135,15 @@ bool CudaExecutor::Impl::ConcatIntoGathers(const Op& op, const std::vector<Tenso
       column += ps[axis];
       continue;
     }
+    const int64_t part_row_bytes = Product(ps, axis, ps.size()) * esize;  // an output row's part
     if (std::find(members.begin(), members.end(), p) != members.end() || l.offset != 0 ||
-        Product(ps, axis, ps.size()) * esize != p->args.inner_bytes ||
+        p->args.inner_bytes == 0 || part_row_bytes % p->args.inner_bytes != 0 ||
         Product(ps, 0, ps.size()) * esize != p->args.outer * p->args.count * p->args.inner_bytes ||
         !OnlyReadBy(l.root, op)) {
       return false;
     }
     members.push_back(p);
+    blocks.push_back(part_row_bytes / p->args.inner_bytes);
     at.push_back(column);
     column += ps[axis];
   }
@@ -1156,20 +1161,26 @@ bool CudaExecutor::Impl::ConcatIntoGathers(const Op& op, const std::vector<Tenso
   // from when a batch moved one word size; each now moves its own).
   const bool adds = std::any_of(pending_gathers.begin(), pending_gathers.end(),
                                 [](const PendingGather& q) { return !q.add.empty(); });
-  auto place = [&](cuda::GatherArgs a, int64_t column_at) -> std::optional<cuda::GatherArgs> {
+  auto place = [&](cuda::GatherArgs a, int64_t column_at, int64_t block) -> std::optional<cuda::GatherArgs> {
     a.y = out + column_at * slot_bytes;
-    a.y_row_bytes = row_bytes;
+    if (block > 1) {
+      a.y_block_rows = block;
+      a.y_block_bytes = row_bytes;
+      a.y_row_bytes = a.inner_bytes;
+    } else {
+      a.y_row_bytes = row_bytes;
+    }
     if (adds && !cuda::GatherWords(a)) return std::nullopt;
     return a;
   };
   std::vector<cuda::GatherArgs> placed;
   for (size_t i = 0; i < members.size(); ++i) {
-    const std::optional<cuda::GatherArgs> a = place(members[i]->args, at[i]);
+    const std::optional<cuda::GatherArgs> a = place(members[i]->args, at[i], blocks[i]);
     if (!a) return false;
     placed.push_back(*a);
   }
   for (size_t i = 0; i < part_copies.size(); ++i) {
-    const std::optional<cuda::GatherArgs> a = place(part_copies[i].args, copy_at[i]);
+    const std::optional<cuda::GatherArgs> a = place(part_copies[i].args, copy_at[i], 1);
     if (!a) return false;
     part_copies[i].args = *a;
   }

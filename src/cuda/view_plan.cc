@@ -454,8 +454,8 @@ struct Planner {
         } else if (!WritesRows(g.op(w)) && !copies) {
           const Op& maker = g.op(w);
           const bool lookup = IsGroupGather(maker.type) || (maker.attrs.onnx && maker.attrs.onnx->op_type == "Gather");
-          why = lookup ? fmt::format("part '{}' is a lookup's, which writes the concatenate only where all its parts' "
-                                     "lookups wait in one batch", name)
+          why = lookup ? fmt::format("part '{}' is a lookup's, which writes its slot only where it still waits in "
+                                     "the lookups' batch when the concatenate runs", name)
                 : shared != kNone
                     ? fmt::format("part '{}' is a reshape of '{}', which other ops read too", name, g.tensor(shared).name)
                 : ViewKindOf(maker) != ViewKind::kNone

@@ -836,10 +836,10 @@ def float32_op_models():
     # FTTransformer's and SAINT's first concatenate: the categorical
     # columns' lookup [N, 3, 4] beside the numeric columns' region (x * w +
     # b, [N, 2, 4]), read by the first attention's projection and its
-    # residual Add. The region writes its slot; the lookup's part is
-    # copied (a lookup writes only a concatenate of lookups): the lookup,
-    # the region, the copy, the MatMul and the residual Add, 5 launches
-    # (measured so on an H100, 2026-12-05; 4 was planned).
+    # residual Add. The region writes its slot, the lookup its rows into
+    # its slot, three a row (GatherArgs::y_block_rows): the region, the
+    # lookup, the MatMul and the residual Add, 4 launches (5 with the
+    # lookup's part copied, before the eighteenth session).
     yield "lookup_beside_region", model("lbr", [
         helper.make_node("Gather", ["table", "ids"], ["e"]),
         helper.make_node("Unsqueeze", ["num", "ax2"], ["nu"]),
@@ -877,9 +877,9 @@ def float32_op_models():
     # AutoInt's (torch-rechub's): the dense features' embeddings, a stack
     # of GEMM outputs written in place, inside the stack of every field
     # beside the lookups' rows: the GEMMs write their rows into the outer
-    # stack (nested); the lookup's part is copied (a lookup writes only a
-    # concatenate of lookups): the GEMMs' group, the lookup, the copy, the
-    # MatMul, 4 launches (measured so on an H100, 2026-12-05; 3 was planned).
+    # stack (nested), the lookup its rows, three a row, into its slot: the
+    # GEMMs' group, the lookup, the MatMul, 3 launches (4 with the lookup's
+    # part copied, before the eighteenth session).
     yield "stack_in_stack", model("sis", [
         helper.make_node("Gemm", ["x", "w0"], ["d0"], transB=1),
         helper.make_node("Gemm", ["x", "w1"], ["d1"], transB=1),
@@ -982,15 +982,12 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # the MatMul, the residual Add; lookups_read_by_region: the lookups and the
 # dense concatenate each writing its slot of the MLP's input, the FM's
 # region, the GEMM; stack_in_stack: the GEMMs' group writing into the outer
-# stack, the lookup, the MatMul (planned so, 2026-12-05). Measured on an H100
-# the same day (thirteenth session): lookup_beside_region 5 and
-# stack_in_stack 4, one launch more than planned each, so the bounds are
-# the measured counts. Why (fourteenth session): the lookup's part is
-# copied, `plan_check --verbose` says so of each concatenate ("1 of 2 parts
-# in place, the others copied: part 'e' is a lookup's, which writes the
-# concatenate only where all its parts' lookups wait in one batch"): the
-# view plan puts a lookup's rows in a slot only of a concatenate made
-# wholly of lookups, and plan_check now counts 5 and 4 as the GPU did;
+# stack, the lookup, the MatMul. Until the eighteenth session the lookup's
+# part was copied (5 and 4 launches on an H100): the executor wrote a
+# lookup's rows into a concatenate only where each gathered row was a whole
+# output row's part; now a lookup of several ids a row writes them one
+# after another into its slot (plan_check, which does not batch the
+# lookups, still names the copy the view plan leaves to them);
 # nested_stack_pick_output: the GEMMs' group, the MLP input's copy, its GEMM,
 # the copied pick.
 EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_bias_concat": 6,
@@ -1003,8 +1000,8 @@ EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_
                    "stack_picked": 5, "gemv_group": 1, "attention_heads": 3,
                    "attention_heads_div": 3, "attention_heads_mul": 3, "gathernd_columns": 2,
                    "add_computed_zeros": 1, "elementwise_into_concat": 3, "residual_layernorm": 4,
-                   "layernorm_beside_input": 4, "lookup_beside_region": 5, "lookups_read_by_region": 4,
-                   "stack_in_stack": 4, "nested_stack_pick_output": 4}
+                   "layernorm_beside_input": 4, "lookup_beside_region": 4, "lookups_read_by_region": 4,
+                   "stack_in_stack": 3, "nested_stack_pick_output": 4}
 
 
 def check_gather_group_ids(work):
