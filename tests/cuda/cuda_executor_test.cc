@@ -456,6 +456,17 @@ TEST(GroupedSgemmTiles, ShortNarrowGroupsTakeTheTiledKernel) {
   EXPECT_EQ(cuda::SgemmTiles(members).kernel, cuda::SgemmKernel::kLegacy);
 }
 
+// DCNv2's cross layer's four experts of 32 (tanh) and four one-column
+// gates, all of K 429 reading one A (FakeAddress(0)), at m rows.
+std::vector<cuda::SgemmMember> ExpertsAndGates(int64_t m) {
+  std::vector<cuda::SgemmMember> g;
+  for (int e = 0; e < 4; ++e) {
+    g.push_back({FakeAddress(0), FakeAddress(10 + e), nullptr, nullptr, m, 32, 429, 429, 32, 2});
+    g.push_back({FakeAddress(0), FakeAddress(20 + e), nullptr, nullptr, m, 1, 429, 429, 1, -1});
+  }
+  return g;
+}
+
 // The rule for deep members (SgemmOptions::staged, off by default): a
 // group whose members are all wider than 16 with K of kSgemmStagedMinK or
 // more, on no more 64 x 64 tiles than the SMs, runs the sliced kernel,
@@ -466,28 +477,20 @@ TEST(GroupedSgemmTiles, ShortNarrowGroupsTakeTheTiledKernel) {
 // default), or with a wide member of short K, the kernel before.
 TEST(GroupedSgemmTiles, DeepGroupsOfFewTilesTakeTheSlicedKernel) {
   const float* x = FakeAddress(0);
-  const auto experts_and_gates = [&](int64_t m) {
-    std::vector<cuda::SgemmMember> g;
-    for (int e = 0; e < 4; ++e) {
-      g.push_back({x, FakeAddress(10 + e), nullptr, nullptr, m, 32, 429, 429, 32, 2});
-      g.push_back({x, FakeAddress(20 + e), nullptr, nullptr, m, 1, 429, 429, 1, -1});
-    }
-    return g;
-  };
   const auto staged = static_cast<int32_t>(cuda::SgemmConfig::kStaged64x64);
 
-  cuda::SgemmTiling t = cuda::SgemmTiles(experts_and_gates(2048), {.sms = 132, .staged = true});
+  cuda::SgemmTiling t = cuda::SgemmTiles(ExpertsAndGates(2048), {.sms = 132, .staged = true});
   EXPECT_EQ(t.kernel, cuda::SgemmKernel::kSliced);
   EXPECT_EQ(t.tiles.size(), 96u);
   for (const cuda::SgemmTile& tile : t.tiles) EXPECT_EQ(tile.config, staged);
   EXPECT_EQ(t.workspace_floats, 0);
-  EXPECT_EQ(cuda::SgemmTiles(experts_and_gates(2048), {.sms = 132}).kernel, cuda::SgemmKernel::kLegacy);  // off
-  EXPECT_EQ(cuda::SgemmTiles(experts_and_gates(2048), {.sms = 132, .staged = false}).kernel,
+  EXPECT_EQ(cuda::SgemmTiles(ExpertsAndGates(2048), {.sms = 132}).kernel, cuda::SgemmKernel::kLegacy);  // off
+  EXPECT_EQ(cuda::SgemmTiles(ExpertsAndGates(2048), {.sms = 132, .staged = false}).kernel,
             cuda::SgemmKernel::kLegacy);
-  EXPECT_EQ(cuda::SgemmTiles(experts_and_gates(2048), {.sms = 95, .staged = true}).kernel, cuda::SgemmKernel::kLegacy);
-  EXPECT_EQ(cuda::SgemmTiles(experts_and_gates(512), {.sms = 132, .staged = true}).kernel, cuda::SgemmKernel::kLegacy);
+  EXPECT_EQ(cuda::SgemmTiles(ExpertsAndGates(2048), {.sms = 95, .staged = true}).kernel, cuda::SgemmKernel::kLegacy);
+  EXPECT_EQ(cuda::SgemmTiles(ExpertsAndGates(512), {.sms = 132, .staged = true}).kernel, cuda::SgemmKernel::kLegacy);
 
-  std::vector<cuda::SgemmMember> first = experts_and_gates(2048);
+  std::vector<cuda::SgemmMember> first = ExpertsAndGates(2048);
   first.push_back({x, FakeAddress(30), nullptr, nullptr, 2048, 256, 429, 429, 256, 0});
   EXPECT_EQ(cuda::SgemmTiles(first, {.sms = 132, .staged = true}).kernel, cuda::SgemmKernel::kLegacy);
 
@@ -504,28 +507,20 @@ TEST(GroupedSgemmTiles, DeepGroupsOfFewTilesTakeTheSlicedKernel) {
 // with staged too, where the sliced rule holds, two slices a tile.
 TEST(GroupedSgemmTiles, DeepGroupsTakeTheTensorKernel) {
   const float* x = FakeAddress(0);
-  const auto experts_and_gates = [&](int64_t m) {
-    std::vector<cuda::SgemmMember> g;
-    for (int e = 0; e < 4; ++e) {
-      g.push_back({x, FakeAddress(10 + e), nullptr, nullptr, m, 32, 429, 429, 32, 2});
-      g.push_back({x, FakeAddress(20 + e), nullptr, nullptr, m, 1, 429, 429, 1, -1});
-    }
-    return g;
-  };
   const auto tensor = static_cast<int32_t>(cuda::SgemmConfig::kTensor64x64);
   const auto narrow = static_cast<int32_t>(cuda::SgemmConfig::kNarrow);
 
   // Merged at 2048: one member of 132 columns, 96 tiles.
-  cuda::SgemmTiling t = cuda::SgemmTiles(experts_and_gates(2048), {.sms = 132, .tensor = true});
+  cuda::SgemmTiling t = cuda::SgemmTiles(ExpertsAndGates(2048), {.sms = 132, .tensor = true});
   EXPECT_EQ(t.kernel, cuda::SgemmKernel::kTensor);
   EXPECT_EQ(t.tiles.size(), 96u);
   for (const cuda::SgemmTile& tile : t.tiles) EXPECT_EQ(tile.config, tensor);
-  EXPECT_EQ(cuda::SgemmTiles(experts_and_gates(2048), {.sms = 132, .staged = true, .tensor = true}).kernel,
+  EXPECT_EQ(cuda::SgemmTiles(ExpertsAndGates(2048), {.sms = 132, .staged = true, .tensor = true}).kernel,
             cuda::SgemmKernel::kTensorSliced);
-  EXPECT_EQ(cuda::SgemmTiles(experts_and_gates(2048), {.sms = 132}).kernel, cuda::SgemmKernel::kLegacy);  // off
+  EXPECT_EQ(cuda::SgemmTiles(ExpertsAndGates(2048), {.sms = 132}).kernel, cuda::SgemmKernel::kLegacy);  // off
 
   // Apart at 512: the experts' tiles on the tensor cores, the gates' narrow.
-  t = cuda::SgemmTiles(experts_and_gates(512), {.sms = 132, .tensor = true});
+  t = cuda::SgemmTiles(ExpertsAndGates(512), {.sms = 132, .tensor = true});
   EXPECT_EQ(t.kernel, cuda::SgemmKernel::kTensor);
   int tensor_tiles = 0, narrow_tiles = 0;
   for (const cuda::SgemmTile& tile : t.tiles) {
@@ -535,18 +530,18 @@ TEST(GroupedSgemmTiles, DeepGroupsTakeTheTensorKernel) {
   }
   EXPECT_EQ(tensor_tiles, 4 * 8);
   EXPECT_EQ(narrow_tiles, 4 * 512 / 8);
-  EXPECT_EQ(cuda::SgemmTiles(experts_and_gates(512), {.sms = 132, .staged = true, .tensor = true}).kernel,
+  EXPECT_EQ(cuda::SgemmTiles(ExpertsAndGates(512), {.sms = 132, .staged = true, .tensor = true}).kernel,
             cuda::SgemmKernel::kTensor);  // the gates are not deep: one slice
 
   // The first layer beside them: 224 tiles, more than the SMs: one slice.
-  std::vector<cuda::SgemmMember> first = experts_and_gates(2048);
+  std::vector<cuda::SgemmMember> first = ExpertsAndGates(2048);
   first.push_back({x, FakeAddress(30), nullptr, nullptr, 2048, 256, 429, 429, 256, 0});
   EXPECT_EQ(cuda::SgemmTiles(first, {.sms = 132, .staged = true, .tensor = true}).kernel,
             cuda::SgemmKernel::kTensor);
   // A wide member of short K, or gates alone, are not for the tensor cores.
   first.push_back({FakeAddress(40), FakeAddress(41), nullptr, nullptr, 64, 429, 32, 32, 429, -1});
   EXPECT_EQ(cuda::SgemmTiles(first, {.sms = 132, .tensor = true}).kernel, cuda::SgemmKernel::kLegacy);
-  std::vector<cuda::SgemmMember> gates(experts_and_gates(512));
+  std::vector<cuda::SgemmMember> gates(ExpertsAndGates(512));
   std::erase_if(gates, [](const cuda::SgemmMember& m) { return m.n != 1; });
   EXPECT_EQ(cuda::SgemmTiles(gates, {.sms = 132, .tensor = true}).kernel, cuda::SgemmKernel::kLegacy);
 }
