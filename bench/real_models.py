@@ -105,9 +105,9 @@ def main():
             if batch > args.check_up_to:
                 cmd.append("--no-check")
             try:
-                r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+                r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
             except subprocess.TimeoutExpired:
-                print(f"{spec} @ {batch}: hfuse bench did not finish in 120 s", flush=True)
+                print(f"{spec} @ {batch}: hfuse bench did not finish in 300 s", flush=True)
                 continue
             with open(os.path.join(args.out_dir, f"hfuse_{library}_{name}_{batch}.log"), "w") as f:
                 f.write(" ".join(cmd) + "\n" + r.stdout + r.stderr)

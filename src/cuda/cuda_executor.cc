@@ -106,6 +106,7 @@ CudaExecutor::Impl::Impl(const Graph& graph_in, const DimValues& d, CudaOptions 
   }
   FlushGathers();
   FlushChain();
+  tf32x3_scratch.Allocate(tf32x3_scratch_bytes);
   stats.folded_ops = folded.folded_ops;
   stats.view_ops = views.views;
 }
@@ -374,6 +375,21 @@ void CudaExecutor::SetFeeds(const TensorMap& feeds) {
     HFUSE_CUDA(cudaMemcpyAsync(impl_->BufferOf(id), it->second.bytes.data(), it->second.bytes.size(),
                                cudaMemcpyHostToDevice, impl_->stream));
     HFUSE_CUDA(cudaStreamSynchronize(impl_->stream));
+    ParamWritten(id);
+  }
+}
+
+void CudaExecutor::ParamWritten(TensorId id) {
+  for (Impl::Derived& d : impl_->derived) {
+    if (d.from == id) d.stale = true;
+  }
+}
+
+void CudaExecutor::Impl::MakeStaleDerived(cudaStream_t s) {
+  for (Derived& d : derived) {
+    if (!d.stale) continue;
+    d.make(s);
+    d.stale = false;
   }
 }
 
@@ -398,6 +414,7 @@ void CudaExecutor::RunGraph() {
 
 void CudaExecutor::Launch(bool use_graph, void* stream) {
   const cudaStream_t s = stream ? static_cast<cudaStream_t>(stream) : impl_->stream;
+  impl_->MakeStaleDerived(s);  // before the run's launches, on its stream (never in the CUDA graph)
   if (!use_graph) {
     for (auto& launch : impl_->launches) launch(s);
     return;
@@ -448,6 +465,7 @@ double CudaExecutor::MedianMicros(int warmup, int reps, bool use_graph) {
 
 std::vector<float> CudaExecutor::TimedRuns(int reps, bool use_graph) {
   if (use_graph && !impl_->graph_exec) RunGraph();  // captures the graph
+  impl_->MakeStaleDerived(impl_->stream);
   cudaEvent_t start, stop;
   HFUSE_CUDA(cudaEventCreate(&start));
   HFUSE_CUDA(cudaEventCreate(&stop));

@@ -259,6 +259,20 @@ struct CudaExecutor::Impl {
   // Whether `reader` is the one op that reads t (through views), t no graph output.
   bool OnlyReadBy(TensorId t, const Op& reader) const;
   const Op* current_op = nullptr;  // the op being planned
+  // What launches read that is made from a param's value, once after the
+  // param is written (CudaExecutor::ParamWritten), on the stream before
+  // the next run's launches: the 3xTF32 parts of a weight (PlanLtGemm).
+  struct Derived {
+    TensorId from = kNone;
+    std::function<void(cudaStream_t)> make;
+    bool stale = true;
+  };
+  std::vector<Derived> derived;
+  void MakeStaleDerived(cudaStream_t s);
+  // The 3xTF32 parts of A (PlanLtGemm), one buffer for every such GEMM (a
+  // run's launches go one after another), allocated once planned.
+  cuda::DeviceBuffer tf32x3_scratch;
+  int64_t tf32x3_scratch_bytes = 0;
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t graph_exec = nullptr;
   CudaRunStats stats;
@@ -382,6 +396,9 @@ struct CudaExecutor::Impl {
   // C's matrices are row-major (`transposed` unset), written.
   void PlanBatchedGemm(const MatrixOperand& a, const MatrixOperand& b, const MatrixOperand& c, int64_t m,
                        int64_t n, int64_t k, int64_t batch, DType dtype, float alpha, float beta);
+  void PlanBatchedTf32x3(const MatrixOperand& a, const MatrixOperand& b, const char* pa, const char* pb, char* pc,
+                         long long ea, long long eb, long long ec, int64_t m, int64_t n, int64_t k, int64_t batch,
+                         float alpha, float beta, int ldc);
   // Runs `op` through the CPU executor's ONNX operators (cpu::RunOnnxOp):
   // its inputs copied down to page-locked memory, a host function, its
   // outputs copied up, all on the stream (so a CUDA graph captures it).
@@ -422,6 +439,9 @@ struct CudaExecutor::Impl {
   static int64_t NumRows(const std::vector<int64_t>& shape);
   // One cuBLASLt call: one member, or members at constant strides (strided batched).
   void PlanLtGemm(const std::vector<cuda::DeviceGemm>& ms, DType dtype, float alpha, int act);
+  // The param that is a member's weight, where it is one (its own buffer,
+  // rows packed) of the op being planned; else kNone.
+  TensorId WeightParam(const cuda::DeviceGemm& m) const;
   // Members of one output column (N = 1), one epilogue: one launch of the
   // GEMV kernel (kernels.h), then the epilogue kernel for an activation
   // other than ReLU.

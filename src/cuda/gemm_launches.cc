@@ -151,6 +151,17 @@ void CudaExecutor::Impl::PlanGemm(const Op& op) {
   PlanGemmMembers(ms, dtype, alpha, group);
 }
 
+TensorId CudaExecutor::Impl::WeightParam(const cuda::DeviceGemm& m) const {
+  if (!current_op || !(IsGemm(current_op->type) || IsGroupGemm(current_op->type))) return kNone;
+  for (size_t i = 0; i < current_op->outputs.size(); ++i) {
+    const TensorId w = GemmMemberOf(*current_op, i).w;
+    if (g.tensor(w).role == Role::kParam && region[static_cast<size_t>(w)] == 'p' && PlaceOf(w).base == m.w) {
+      return w;
+    }
+  }
+  return kNone;
+}
+
 void CudaExecutor::Impl::PlanLtEach(const std::vector<cuda::DeviceGemm>& ms, DType dtype, float alpha) {
   std::vector<cuda::DeviceGemm> gemvs;
   for (const cuda::DeviceGemm& m : ms) {
@@ -491,8 +502,13 @@ void CudaExecutor::Impl::PlanLtGemm(const std::vector<cuda::DeviceGemm>& ms, DTy
     return;
   }
   const bool relu = act == static_cast<int>(EwFunc::kRelu);
+  // 3xTF32 (CudaOptions::tf32x3): one TF32 GEMM of depth 3 kp over the
+  // split operands, A's parts in the scratch buffer, W's derived once.
+  const TensorId w_param = batch == 1 && dtype == DType::kFloat32 ? WeightParam(m) : kNone;
+  const bool x3 = w_param != kNone && (options.tf32x3 > 0 || (options.tf32x3 < 0 && cuda::Tf32x3Pays(m.m, m.n, m.k)));
+  const int64_t kp = (m.k + 3) / 4 * 4, depth = x3 ? 3 * kp : m.k;
   cublasLtMatmulDesc_t desc;
-  HFUSE_CUBLAS(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  HFUSE_CUBLAS(cublasLtMatmulDescCreate(&desc, x3 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
   lt_descs.push_back(desc);
   const cublasOperation_t t = CUBLAS_OP_T, nt = CUBLAS_OP_N;
   HFUSE_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t)));
@@ -525,8 +541,10 @@ void CudaExecutor::Impl::PlanLtGemm(const std::vector<cuda::DeviceGemm>& ms, DTy
   auto stride_of = [&](auto member_ptr) -> int64_t {
     return batch > 1 ? (ms[1].*member_ptr - m.*member_ptr) / esize : 0;
   };
-  const cublasLtMatrixLayout_t lw = layout(static_cast<uint64_t>(m.k), static_cast<uint64_t>(m.n), m.k, stride_of(&cuda::DeviceGemm::w));
-  const cublasLtMatrixLayout_t la = layout(static_cast<uint64_t>(m.k), static_cast<uint64_t>(m.m), m.lda, stride_of(&cuda::DeviceGemm::a));
+  const cublasLtMatrixLayout_t lw =
+      layout(static_cast<uint64_t>(depth), static_cast<uint64_t>(m.n), depth, stride_of(&cuda::DeviceGemm::w));
+  const cublasLtMatrixLayout_t la = layout(static_cast<uint64_t>(depth), static_cast<uint64_t>(m.m),
+                                           x3 ? depth : m.lda, stride_of(&cuda::DeviceGemm::a));
   const cublasLtMatrixLayout_t ly = layout(static_cast<uint64_t>(m.n), static_cast<uint64_t>(m.m), m.ldy, stride_of(&cuda::DeviceGemm::y));
   cublasLtMatmulPreference_t pref;
   HFUSE_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
@@ -541,8 +559,9 @@ void CudaExecutor::Impl::PlanLtGemm(const std::vector<cuda::DeviceGemm>& ms, DTy
     }
     return a;
   };
-  const uint32_t align_w = alignment(&cuda::DeviceGemm::w), align_a = alignment(&cuda::DeviceGemm::a),
-                 align_y = alignment(&cuda::DeviceGemm::y);
+  // The split parts: 256-byte aligned buffers, rows of 3 kp floats (16 bytes a 4).
+  const uint32_t align_w = x3 ? 16 : alignment(&cuda::DeviceGemm::w),
+                 align_a = x3 ? 16 : alignment(&cuda::DeviceGemm::a), align_y = alignment(&cuda::DeviceGemm::y);
   HFUSE_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_w, sizeof(align_w)));
   HFUSE_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_a, sizeof(align_a)));
   HFUSE_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_y, sizeof(align_y)));
@@ -559,16 +578,44 @@ void CudaExecutor::Impl::PlanLtGemm(const std::vector<cuda::DeviceGemm>& ms, DTy
   void* wsp = workspace_ptr;
   const float beta = 0.0f;
   cublasLtHandle_t handle = lt;
-  // The strides and alignments the heuristic saw, in the label (a profile
-  // that finds a call slow can then tell its operands' placement apart).
-  const std::string label =
-      batch > 1 ? fmt::format("cublasLt strided batched, {} of {} x {} x {}, strides A {} W {} Y {}, aligned A {} W {} Y {}",
-                              batch, m.m, m.n, m.k, stride_of(&cuda::DeviceGemm::a), stride_of(&cuda::DeviceGemm::w),
-                              stride_of(&cuda::DeviceGemm::y), align_a, align_w, align_y)
-                : "cublasLt";
-  Add(label, [=](cudaStream_t s) {
-    HFUSE_CUBLAS(cublasLtMatmul(handle, desc, &alpha, w, lw, a, la, &beta, y, ly, y, ly, &algo, wsp, ws, s));
-  });
+  if (x3) {
+    // W's parts, made again whenever the param is written.
+    descriptors.push_back(std::make_unique<cuda::DeviceBuffer>());
+    descriptors.back()->Allocate(m.n * 3 * kp * static_cast<int64_t>(sizeof(float)));
+    float* w3 = static_cast<float*>(descriptors.back()->ptr);
+    const cuda::Tf32Split ws_split{.x = reinterpret_cast<const float*>(m.w), .rows = m.n, .cols = m.k, .ld = m.k,
+                                   .k_along_rows = false, .w_order = true};
+    derived.push_back({w_param, [=](cudaStream_t s) {
+                         cuda::LaunchSplitTf32(ws_split, w3, s);
+                         HFUSE_LAUNCHED();
+                       }});
+    w = w3;
+    // A's, each run, into the scratch buffer (allocated once planned).
+    const cuda::Tf32Split as_split{.x = reinterpret_cast<const float*>(m.a), .rows = m.m, .cols = m.k, .ld = m.lda,
+                                   .k_along_rows = false, .w_order = false};
+    tf32x3_scratch_bytes = std::max(tf32x3_scratch_bytes, as_split.OutFloats() * static_cast<int64_t>(sizeof(float)));
+    const cuda::DeviceBuffer* scratch = &tf32x3_scratch;
+    Add(fmt::format("3xTF32 split kernel, A's TF32 parts, {} x {}", m.m, m.k), [=](cudaStream_t s) {
+      cuda::LaunchSplitTf32(as_split, static_cast<float*>(scratch->ptr), s);
+      HFUSE_LAUNCHED();
+    });
+    Add(fmt::format("cublasLt 3xTF32 on the tensor cores, {} x {} x {}", m.m, m.n, m.k), [=](cudaStream_t s) {
+      HFUSE_CUBLAS(cublasLtMatmul(handle, desc, &alpha, w, lw, scratch->ptr, la, &beta, y, ly, y, ly, &algo, wsp,
+                                  ws, s));
+    });
+  } else {
+    // The strides and alignments the heuristic saw, in the label (a profile
+    // that finds a call slow can then tell its operands' placement apart).
+    const std::string label =
+        batch > 1
+            ? fmt::format("cublasLt strided batched, {} of {} x {} x {}, strides A {} W {} Y {}, aligned A {} W {} Y {}",
+                          batch, m.m, m.n, m.k, stride_of(&cuda::DeviceGemm::a), stride_of(&cuda::DeviceGemm::w),
+                          stride_of(&cuda::DeviceGemm::y), align_a, align_w, align_y)
+            : "cublasLt";
+    Add(label, [=](cudaStream_t s) {
+      HFUSE_CUBLAS(cublasLtMatmul(handle, desc, &alpha, w, lw, a, la, &beta, y, ly, y, ly, &algo, wsp, ws, s));
+    });
+  }
   if (act != cuda::kNoActivation && !relu) {  // cuBLASLt's only activation epilogue is relu
     std::vector<cuda::DeviceGemm> no_bias = ms;
     for (auto& mm : no_bias) mm.bias = nullptr;

@@ -73,4 +73,22 @@ bool IsStridedBatch(const std::vector<DeviceGemm>& members);
 // member writes its own output, so the order is free); nothing when neither.
 std::optional<std::vector<DeviceGemm>> StridedBatchOrder(const std::vector<DeviceGemm>& members);
 
+// A float32 product of one library call (a single GEMM's cuBLASLt call,
+// a batched MatMul's strided cuBLAS call: `batch` products of m x n x k)
+// runs in 3xTF32 (CudaOptions::tf32x3, grouped_sgemm.h's LaunchSplitTf32)
+// where its products are many and deep: then the TF32 GEMM of three
+// times the depth outruns cuBLAS's float32 one (the tensor cores' TF32
+// rate is several times the CUDA cores' float32 rate), the split launches
+// and their traffic (16 bytes an element of each split operand) included.
+// SAINT's intersample layers (2048 x 1248 x 1248 to 2048 x 4992 x 1248)
+// and attention (4 heads of 2048 x 2048 x 312) take it; a ranking model's
+// towers (AITM's 512 x 256 x 429) do not. An estimate until measured:
+// `hfuse bench --gemm-paths` times "3xTF32 for no single float32 GEMM"
+// and "for every one".
+constexpr int64_t kTf32x3MinMacs = int64_t{1} << 28;
+constexpr int64_t kTf32x3MinK = 256;
+inline bool Tf32x3Pays(int64_t m, int64_t n, int64_t k, int64_t batch = 1) {
+  return k >= kTf32x3MinK && n >= 64 && m >= 64 && batch <= 65535 && batch * m * n * k >= kTf32x3MinMacs;
+}
+
 }  // namespace hfuse::cuda

@@ -997,4 +997,44 @@ void LaunchGroupedSgemm(SgemmKernel kernel, const SgemmMember* members, const Sg
   }
 }
 
+namespace {
+
+// Each output row (a block row of threads) of one matrix's parts
+// (grouped_sgemm.h, LaunchSplitTf32): `outer` rows of `inner` elements
+// read ld apart, element (o, i) valid where its K index is below k, its
+// parts at o * so + part * sp + i.
+__global__ void SplitTf32Kernel(const float* __restrict__ x, int64_t batch_stride, int64_t outer, int64_t inner,
+                                int64_t ld, int64_t k, bool k_along_rows, bool w_order, int64_t so, int64_t sp,
+                                int64_t out_stride, float* __restrict__ out) {
+  const int64_t o = blockIdx.x * static_cast<int64_t>(blockDim.y) + threadIdx.y;
+  if (o >= outer) return;
+  const float* xr = x + blockIdx.y * batch_stride + o * ld;
+  float* row = out + blockIdx.y * out_stride + o * so;
+  for (int64_t i = threadIdx.x; i < inner; i += blockDim.x) {
+    uint32_t big = 0, small = 0;
+    if ((k_along_rows ? o : i) < k) SplitTf32(xr[i], big, small);
+    const float b = __uint_as_float(big), s = __uint_as_float(small);
+    row[i] = b;
+    row[sp + i] = w_order ? b : s;
+    row[2 * sp + i] = w_order ? s : b;
+  }
+}
+
+}  // namespace
+
+void LaunchSplitTf32(const Tf32Split& p, float* out, cudaStream_t stream) {
+  const int64_t kp = p.Kp();
+  // K along the columns: a row of kp a block row, parts kp apart; along
+  // the rows: kp rows of `cols` (zeros past K), parts kp rows apart.
+  const int64_t outer = p.k_along_rows ? kp : p.rows, inner = p.k_along_rows ? p.cols : kp;
+  const int64_t so = p.k_along_rows ? p.cols : 3 * kp, sp = p.k_along_rows ? kp * p.cols : kp;
+  const int64_t k = p.k_along_rows ? p.rows : p.cols;
+  if (outer <= 0 || inner <= 0 || p.batch <= 0) return;
+  // A warp along a row, 8 rows a block: rows of hundreds to thousands.
+  const dim3 block(32, 8);
+  const dim3 grid(static_cast<unsigned>((outer + block.y - 1) / block.y), static_cast<unsigned>(p.batch));
+  SplitTf32Kernel<<<grid, block, 0, stream>>>(p.x, p.batch_stride, outer, inner, p.ld, k, p.k_along_rows, p.w_order,
+                                              so, sp, 3 * kp * (p.k_along_rows ? p.cols : p.rows), out);
+}
+
 }  // namespace hfuse::cuda

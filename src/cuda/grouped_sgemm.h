@@ -211,4 +211,27 @@ SgemmTiling SgemmTiles(const std::vector<SgemmMember>& members, const SgemmOptio
 void LaunchGroupedSgemm(SgemmKernel kernel, const SgemmMember* members, const SgemmTile* tiles, int num_tiles,
                         float alpha, void* workspace, int64_t workspace_floats, cudaStream_t stream);
 
+// 3xTF32 through a library's TF32 GEMM (the CUDA executor's large single
+// float32 GEMMs and batched MatMuls, CudaOptions::tf32x3): a product a . w
+// taken as a_big w_big + a_small w_big + a_big w_small, where big is x
+// rounded to nearest TF32 and small the rest so rounded (SplitTf32), is
+// one TF32 GEMM of depth 3 kp over operands split along K so: A's K as
+// [big | small | big], W's (the other operand's) as [big | big | small],
+// every part kp = K rounded up to 4 long (zeros after K, so rows stay
+// 16-byte aligned). Its inputs are TF32 values already, so the library's
+// TF32 conversion loses nothing, and its float32 sums give float32's
+// error, not TF32's.
+struct Tf32Split {
+  const float* x;      // the operand: `batch` matrices `batch_stride` floats apart
+  int64_t batch = 1, batch_stride = 0;
+  int64_t rows, cols, ld;  // each matrix: rows x cols, rows ld floats apart
+  bool k_along_rows;       // K is the rows (a [K, N] operand), else the columns
+  bool w_order;            // W's order of parts, else A's
+  // The parts go to `out`, each matrix packed: [rows, 3 kp] (K along the
+  // columns) or [3 kp, cols] (along the rows), one after another.
+  int64_t Kp() const { return ((k_along_rows ? rows : cols) + 3) / 4 * 4; }
+  int64_t OutFloats() const { return batch * 3 * Kp() * (k_along_rows ? cols : rows); }
+};
+void LaunchSplitTf32(const Tf32Split& split, float* out, cudaStream_t stream);
+
 }  // namespace hfuse::cuda

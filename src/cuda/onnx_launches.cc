@@ -29,6 +29,7 @@
 #include "cpu_onnx_ops.h"
 #include "cuda_executor_impl.h"
 #include "fused_elementwise.h"
+#include "grouped_sgemm.h"
 #include "hfuse/ir/op_members.h"
 #include "hfuse/support/error.h"
 #include "kernels.h"
@@ -1545,6 +1546,11 @@ void CudaExecutor::Impl::PlanBatchedGemm(const MatrixOperand& a, const MatrixOpe
     const char* pb = b.base + b.batch_offsets[0];
     char* pc = cbase + c.batch_offsets[0];
     const long long ea = *sa / esize, eb = *sb / esize, ec = *sc / esize;
+    if (dtype == DType::kFloat32 &&
+        (options.tf32x3 > 0 || (options.tf32x3 < 0 && cuda::Tf32x3Pays(m, n, k, batch))) && batch <= 65535) {
+      PlanBatchedTf32x3(a, b, pa, pb, pc, ea, eb, ec, m, n, k, batch, alpha, beta, ldci);
+      return;
+    }
     Add("cublasGemmStridedBatchedEx", [=](cudaStream_t s) {
       HFUSE_CUBLAS(cublasSetStream(handle, s));
       HFUSE_CUBLAS(cublasGemmStridedBatchedEx(handle, op_b, op_a, ni, mi, ki, &alpha, pb, t, ldb, eb, pa, t, lda,
@@ -1570,6 +1576,53 @@ void CudaExecutor::Impl::PlanBatchedGemm(const MatrixOperand& a, const MatrixOpe
     HFUSE_CUBLAS(cublasGemmBatchedEx(handle, op_b, op_a, ni, mi, ki, &alpha, db, t, ldb, da, t, lda, &beta, dc, t,
                                      ldci, count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   });
+}
+
+// PlanBatchedGemm's strided float32 call in 3xTF32 (CudaOptions::tf32x3,
+// grouped_sgemm.h's LaunchSplitTf32): each run splits A and B along K into
+// the scratch buffer (a broadcast operand once, not once a matrix), then
+// one TF32 strided batched call of depth 3 kp. SAINT's intersample
+// attention: 4 heads of 2048 x 2048 x 312 and 2048 x 312 x 2048.
+void CudaExecutor::Impl::PlanBatchedTf32x3(const MatrixOperand& a, const MatrixOperand& b, const char* pa,
+                                           const char* pb, char* pc, long long ea, long long eb, long long ec,
+                                           int64_t m, int64_t n, int64_t k, int64_t batch, float alpha, float beta,
+                                           int ldc) {
+  // A [m, k] (stored [k, m] where transposed); B [k, n] (stored [n, k] where transposed).
+  const cuda::Tf32Split as{.x = reinterpret_cast<const float*>(pa), .batch = ea == 0 ? 1 : batch,
+                           .batch_stride = ea, .rows = a.transposed ? k : m, .cols = a.transposed ? m : k,
+                           .ld = a.ld, .k_along_rows = a.transposed, .w_order = false};
+  const cuda::Tf32Split bs{.x = reinterpret_cast<const float*>(pb), .batch = eb == 0 ? 1 : batch,
+                           .batch_stride = eb, .rows = b.transposed ? n : k, .cols = b.transposed ? k : n,
+                           .ld = b.ld, .k_along_rows = !b.transposed, .w_order = true};
+  const int64_t kp = as.Kp(), depth = 3 * kp;
+  const int64_t a_bytes = as.OutFloats() * static_cast<int64_t>(sizeof(float));
+  const int64_t b_at = (a_bytes + 255) / 256 * 256;
+  tf32x3_scratch_bytes = std::max(tf32x3_scratch_bytes, b_at + bs.OutFloats() * static_cast<int64_t>(sizeof(float)));
+  const cuda::DeviceBuffer* scratch = &tf32x3_scratch;
+  Add(fmt::format("3xTF32 split kernel, A's TF32 parts, {} of {} x {}", as.batch, m, k), [=](cudaStream_t s) {
+    cuda::LaunchSplitTf32(as, static_cast<float*>(scratch->ptr), s);
+    HFUSE_LAUNCHED();
+  });
+  Add(fmt::format("3xTF32 split kernel, B's TF32 parts, {} of {} x {}", bs.batch, k, n), [=](cudaStream_t s) {
+    cuda::LaunchSplitTf32(bs, reinterpret_cast<float*>(static_cast<char*>(scratch->ptr) + b_at), s);
+    HFUSE_LAUNCHED();
+  });
+  // Row-major C = A B is column-major C^T = B^T A^T: B first.
+  const cublasOperation_t op_b = b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_a = a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int lda = static_cast<int>(a.transposed ? m : depth), ldb = static_cast<int>(b.transposed ? depth : n);
+  const long long sa = ea == 0 ? 0 : depth * m, sb = eb == 0 ? 0 : depth * n;
+  const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(depth);
+  const int count = static_cast<int>(batch);
+  cublasHandle_t handle = blas;
+  Add(fmt::format("cublasGemmStridedBatchedEx 3xTF32 on the tensor cores, {} of {} x {} x {}", batch, m, n, k),
+      [=](cudaStream_t s) {
+        const char* base = static_cast<const char*>(scratch->ptr);
+        HFUSE_CUBLAS(cublasSetStream(handle, s));
+        HFUSE_CUBLAS(cublasGemmStridedBatchedEx(handle, op_b, op_a, ni, mi, ki, &alpha, base + b_at, CUDA_R_32F, ldb,
+                                                sb, base, CUDA_R_32F, lda, sa, &beta, pc, CUDA_R_32F, ldc, ec, count,
+                                                CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
+      });
 }
 
 // numpy's matmul of operands of rank >= 2: the batch dims broadcast, each

@@ -458,6 +458,7 @@ TensorMap Session::Run(const TensorMap& feeds, const std::vector<std::string>& o
       }
       Impl::Check(cudaMemcpyAsync(into, t.bytes.data(), t.bytes.size(), cudaMemcpyHostToDevice, stream),
                   "copying a feed to the device");
+      gpu.ParamWritten(impl_->feedable.at(name));  // what the plan made of a param's value is made again
     }
     impl_->Execute(plan);
     all = gpu.Outputs();
@@ -523,6 +524,7 @@ DeviceTensorMap Session::RunDevice(const DeviceTensorMap& feeds, void* stream,
                       "it): it cannot be fed on the device",
                       name);
     }
+    gpu.ParamWritten(impl_->feedable.at(name));  // what the plan made of a param's value is made again
     if (to == t.data) continue;  // filled in place: nothing to copy
     const int64_t bytes = bytes_of(t);
     Impl::Check(cudaMemcpyAsync(to, t.data, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, s),

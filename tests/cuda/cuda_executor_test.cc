@@ -393,6 +393,60 @@ TEST_F(CudaTest, Float32GroupRuleRunsFewGemvsOrLargeMembersACallEach) {
   }
 }
 
+// A large single float32 GEMM runs as one TF32 GEMM of three times its
+// depth over its operands split in TF32 parts (3xTF32, CudaOptions::
+// tf32x3): float32's error (1e-5 against the CPU, where one TF32
+// product would miss by 1e-3), K off the parts' width of 4 (1030), bias
+// and ReLU in cuBLASLt's epilogue, GELU after it; W's parts follow its
+// value when it is fed again (SetFeeds) or written in place
+// (ParamWritten); forced off, one float32 cuBLASLt call.
+TEST_F(CudaTest, LargeFloat32GemmRunsIn3xTf32) {
+  for (OpType type : {OpType::kGemmRcrBiasRelu, OpType::kGemmRcr}) {
+    test::GraphBuilder b;
+    const std::string y = b.Fc("fc", b.Input("x", {600, 1030}, DType::kFloat32), 520, {.type = type});
+    b.Outputs({type == OpType::kGemmRcr ? b.Elementwise("gelu", "gelu", {y}) : y});
+    const Graph g = b.Build();
+    const std::string what(OpTypeName(type));
+    const std::vector<std::string> labels = LaunchLabels(g);
+    EXPECT_TRUE(AnyLabelHas(labels, "3xTF32 split kernel, A's TF32 parts, 600 x 1030")) << fmt::format("{}", fmt::join(labels, "; "));
+    EXPECT_TRUE(AnyLabelHas(labels, "cublasLt 3xTF32 on the tensor cores, 600 x 520 x 1030"));
+    const std::vector<std::string> off = LaunchLabels(g, {.tf32x3 = 0});
+    EXPECT_FALSE(AnyLabelHas(off, "3xTF32")) << fmt::format("{}", fmt::join(off, "; "));
+    ExpectGpuMatchesCpu(g, 41, what + " 3xTF32");
+    ExpectGpuMatchesCpu(g, 41, what + " float32 cuBLASLt", {.tf32x3 = 0});
+
+    // New weights, fed again and written in place.
+    const DimValues dims = BindDims(g);
+    CudaExecutor gpu(g, dims);
+    gpu.SetFeeds(RandomFeeds(g, dims, 1));
+    gpu.RunGraph();
+    const TensorMap feeds2 = RandomFeeds(g, dims, 2);
+    gpu.SetFeeds(feeds2);
+    gpu.Poison();
+    gpu.RunGraph();
+    for (const OutputComparison& c : CompareOutputs(RunOnCpu(g, feeds2, dims), gpu.Outputs())) {
+      EXPECT_LE(c.normalized, 1e-5) << what << " after SetFeeds " << c.problem;
+    }
+    TensorMap feeds3 = feeds2;
+    const TensorMap other = RandomFeeds(g, dims, 3);
+    feeds3.at("w_fc") = other.at("w_fc");
+    TensorId w = kNone;
+    for (TensorId t = 0; t < g.num_tensor_ids(); ++t) {
+      if (g.tensor(t).alive && g.tensor(t).name == "w_fc") w = t;
+    }
+    ASSERT_NE(w, kNone);
+    const HostTensor& wv = feeds3.at("w_fc");
+    ASSERT_EQ(cudaMemcpy(gpu.TensorAddress(w), wv.bytes.data(), wv.bytes.size(), cudaMemcpyHostToDevice),
+              cudaSuccess);
+    gpu.ParamWritten(w);
+    gpu.Poison();
+    gpu.RunGraph();
+    for (const OutputComparison& c : CompareOutputs(RunOnCpu(g, feeds3, dims), gpu.Outputs())) {
+      EXPECT_LE(c.normalized, 1e-5) << what << " after ParamWritten " << c.problem;
+    }
+  }
+}
+
 // A float32 group (no CUTLASS kernel here takes float32) runs as one launch
 // of the grouped float32 kernel (grouped_sgemm.h), of any size: members
 // with M, N and K off its 64 x 64 tile and its depth of 16 (M 70, N 1 to
@@ -1091,6 +1145,37 @@ TEST_F(CudaTest, AnAttentionChainIsOneLaunch) {
     EXPECT_EQ(gpu.stats().launches, 1) << text;
     ExpectGpuMatchesCpu(g, 9, text);
   }
+}
+
+// Batched MatMuls in 3xTF32 (CudaOptions::tf32x3; SAINT's intersample
+// attention): B read transposed through a Transpose view (q k^T), B one
+// for every batch matrix (a rank-2 weight: split once), A and B both of
+// K off the parts' width of 4 (322, 261), against the CPU at float32's
+// tolerance; by the rule these products are too few (150M multiply-adds)
+// and run in float32 on cuBLAS.
+TEST_F(CudaTest, BatchedMatMulsRunIn3xTf32) {
+  const std::string text = R"(input q: float32[2, 3, 300, 322]
+input k: float32[2, 3, 261, 322]
+input v: float32[2, 3, 261, 70]
+param w: float32[322, 90]
+tensor kt: float32[2, 3, 322, 261]
+kt = opaque(k) {onnx = Transpose, perm = [0, 1, 3, 2]}  # kt
+tensor s: float32[2, 3, 300, 261]
+s = opaque(q, kt) {onnx = MatMul}  # scores
+tensor y: float32[2, 3, 300, 70]
+y = opaque(s, v) {onnx = MatMul}  # mix
+tensor z: float32[2, 3, 300, 90]
+z = opaque(q, w) {onnx = MatMul}  # project
+output s, y, z
+)";
+  const Graph g = ParseGraphText(text, "batched matmuls");
+  const std::vector<std::string> labels = LaunchLabels(g, {.tf32x3 = 1});
+  const std::string all = fmt::format("{}", fmt::join(labels, "; "));
+  EXPECT_TRUE(AnyLabelHas(labels, "cublasGemmStridedBatchedEx 3xTF32 on the tensor cores, 6 of 300 x 261 x 322")) << all;
+  EXPECT_TRUE(AnyLabelHas(labels, "cublasGemmStridedBatchedEx 3xTF32 on the tensor cores, 6 of 300 x 70 x 261")) << all;
+  EXPECT_TRUE(AnyLabelHas(labels, "3xTF32 split kernel, B's TF32 parts, 1 of 322 x 90")) << all;
+  ExpectGpuMatchesCpu(g, 43, "3xTF32 batched", {.tf32x3 = 1});
+  EXPECT_FALSE(AnyLabelHas(LaunchLabels(g), "3xTF32")) << "the rule";
 }
 
 // An op that falls back to the host (a BatchNormalization whose statistics

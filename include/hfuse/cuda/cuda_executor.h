@@ -116,6 +116,14 @@ struct CudaOptions {
   // pipelined; 112 at 512, 162.7 against 156.1); 1 wherever it can,
   // 0 never (the GEMM launches alone and the region reads its outputs).
   int region_gemms = -1;
+  // A float32 GEMM of one cuBLASLt call (one member, its weight a param)
+  // runs as one TF32 GEMM of three times its depth over its operands split
+  // in TF32 parts (3xTF32: float32's error, not TF32's; grouped_sgemm.h,
+  // LaunchSplitTf32): the weight's parts made once after its value is set
+  // (SetFeeds, ParamWritten), A's each run by one more launch. -1 by the
+  // rule (gemm_launches.cc, Tf32x3Pays: large products), 1 for every such
+  // GEMM, 0 never.
+  int tf32x3 = -1;
 };
 
 class CudaExecutor {
@@ -156,6 +164,11 @@ class CudaExecutor {
   // read outputs in place (the session's device path). Run and RunGraph read
   // and write these buffers on Stream().
   void* TensorAddress(TensorId id) const;
+  // A param's buffer was written (a feed copied into TensorAddress): what
+  // the executor derives from it (the 3xTF32 parts of a weight,
+  // CudaOptions::tf32x3) is made again before the next launch. SetFeeds
+  // does this for every param it writes.
+  void ParamWritten(TensorId id);
   void* Stream() const;  // the cudaStream_t launches go on
 
   // Median microseconds of `reps` runs after `warmup` runs, timed with CUDA
