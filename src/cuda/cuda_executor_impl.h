@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "byte_span.h"
@@ -273,6 +274,10 @@ struct CudaExecutor::Impl {
   // run's launches go one after another), allocated once planned.
   cuda::DeviceBuffer tf32x3_scratch;
   int64_t tf32x3_scratch_bytes = 0;
+  // The A whose parts the last 3xTF32 GEMM's launch left in the scratch
+  // buffer (address, rows, K, row stride), and the launches then.
+  std::tuple<const char*, int64_t, int64_t, int64_t> tf32x3_last_split{};
+  size_t tf32x3_last_end = 0;
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t graph_exec = nullptr;
   CudaRunStats stats;

@@ -505,7 +505,7 @@ void CudaExecutor::Impl::PlanLtGemm(const std::vector<cuda::DeviceGemm>& ms, DTy
   // 3xTF32 (CudaOptions::tf32x3): one TF32 GEMM of depth 3 kp over the
   // split operands, A's parts in the scratch buffer, W's derived once.
   const TensorId w_param = batch == 1 && dtype == DType::kFloat32 ? WeightParam(m) : kNone;
-  const bool x3 = w_param != kNone && (options.tf32x3 > 0 || (options.tf32x3 < 0 && cuda::Tf32x3Pays(m.m, m.n, m.k)));
+  const bool x3 = w_param != kNone && (options.tf32x3 > 0 || (options.tf32x3 < 0 && cuda::Tf32x3Pays(m.m, m.n, m.k, 1, m.m * m.k, 1)));
   const int64_t kp = (m.k + 3) / 4 * 4, depth = x3 ? 3 * kp : m.k;
   cublasLtMatmulDesc_t desc;
   HFUSE_CUBLAS(cublasLtMatmulDescCreate(&desc, x3 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -595,14 +595,21 @@ void CudaExecutor::Impl::PlanLtGemm(const std::vector<cuda::DeviceGemm>& ms, DTy
                                    .k_along_rows = false, .w_order = false};
     tf32x3_scratch_bytes = std::max(tf32x3_scratch_bytes, as_split.OutFloats() * static_cast<int64_t>(sizeof(float)));
     const cuda::DeviceBuffer* scratch = &tf32x3_scratch;
-    Add(fmt::format("3xTF32 split kernel, A's TF32 parts, {} x {}", m.m, m.k), [=](cudaStream_t s) {
-      cuda::LaunchSplitTf32(as_split, static_cast<float*>(scratch->ptr), s);
-      HFUSE_LAUNCHED();
-    });
+    // A group's members that read one A (SAINT's K and V projections), one
+    // after another: the parts the one before split are still there.
+    const std::tuple<const char*, int64_t, int64_t, int64_t> key{m.a, m.m, m.k, m.lda};
+    if (key != tf32x3_last_split || launches.size() != tf32x3_last_end) {
+      Add(fmt::format("3xTF32 split kernel, A's TF32 parts, {} x {}", m.m, m.k), [=](cudaStream_t s) {
+        cuda::LaunchSplitTf32(as_split, static_cast<float*>(scratch->ptr), s);
+        HFUSE_LAUNCHED();
+      });
+    }
     Add(fmt::format("cublasLt 3xTF32 on the tensor cores, {} x {} x {}", m.m, m.n, m.k), [=](cudaStream_t s) {
       HFUSE_CUBLAS(cublasLtMatmul(handle, desc, &alpha, w, lw, scratch->ptr, la, &beta, y, ly, y, ly, &algo, wsp,
                                   ws, s));
     });
+    tf32x3_last_split = key;
+    tf32x3_last_end = launches.size();
   } else {
     // The strides and alignments the heuristic saw, in the label (a profile
     // that finds a call slow can then tell its operands' placement apart).

@@ -76,19 +76,30 @@ std::optional<std::vector<DeviceGemm>> StridedBatchOrder(const std::vector<Devic
 // A float32 product of one library call (a single GEMM's cuBLASLt call,
 // a batched MatMul's strided cuBLAS call: `batch` products of m x n x k)
 // runs in 3xTF32 (CudaOptions::tf32x3, grouped_sgemm.h's LaunchSplitTf32)
-// where its products are many and deep: then the TF32 GEMM of three
-// times the depth outruns cuBLAS's float32 one (the tensor cores' TF32
-// rate is several times the CUDA cores' float32 rate), the split launches
-// and their traffic (16 bytes an element of each split operand) included.
-// SAINT's intersample layers (2048 x 1248 x 1248 to 2048 x 4992 x 1248)
-// and attention (4 heads of 2048 x 2048 x 312) take it; a ranking model's
-// towers (AITM's 512 x 256 x 429) do not. An estimate until measured:
-// `hfuse bench --gemm-paths` times "3xTF32 for no single float32 GEMM"
-// and "for every one".
-constexpr int64_t kTf32x3MinMacs = int64_t{1} << 28;
-constexpr int64_t kTf32x3MinK = 256;
-inline bool Tf32x3Pays(int64_t m, int64_t n, int64_t k, int64_t batch = 1) {
-  return k >= kTf32x3MinK && n >= 64 && m >= 64 && batch <= 65535 && batch * m * n * k >= kTf32x3MinMacs;
+// where that is estimated 15% faster, by the rates measured on an H100
+// (bench/RESULTS.md, 2026-12-06, SAINT at batch 2048, each launch alone):
+// cuBLAS's float32 GEMMs 36-45 TFLOP/s, its TF32 GEMMs of the split
+// operands 172-362 (three times the FLOPs), the split kernel 2.3 TB/s
+// (`split_elements` the elements of the operands split each run, 4 bytes
+// read and 12 written each; a weight's parts are made once), 3 us a split
+// launch. There, the intersample layers (2048 x 1248 x 1248 to
+// 2048 x 1248 x 4992) and the scores q k^T (4 of 2048 x 2048 x 312) take
+// it, 1.5-2.5x faster each; the mix p v (4 of 2048 x 312 x 2048) does not:
+// splitting p (4 x 2048 x 2048) took 117 us, more than the 35 us saved
+// (319 against 284 us). Nor do FiBiNet's 2048 x 256 x 10400 (its output
+// is 32 tiles; A's split, 148 us, outweighs the GEMM: 1153 against 1025
+// us a run) and the 128- to 256-wide layers of AutoInt, FTTransformer
+// and SAINT's head (a GEMM of 15-33 us, against the split's 18 alone).
+constexpr double kFloat32Flops = 40e12, kTf32Flops = 250e12, kSplitBytesPerSecond = 2.3e12;
+constexpr double kSplitLaunchSeconds = 3e-6, kTf32x3Margin = 1.15;
+inline bool Tf32x3Pays(int64_t m, int64_t n, int64_t k, int64_t batch, int64_t split_elements, int splits) {
+  if (m <= 0 || n <= 0 || k <= 0 || batch <= 0 || batch > 65535) return false;
+  const double flops = 2.0 * static_cast<double>(batch) * static_cast<double>(m) * static_cast<double>(n) *
+                       static_cast<double>(k);
+  const double float32 = flops / kFloat32Flops;
+  const double tf32x3 = 3 * flops / kTf32Flops + 16.0 * static_cast<double>(split_elements) / kSplitBytesPerSecond +
+                        splits * kSplitLaunchSeconds;
+  return float32 > kTf32x3Margin * tf32x3;
 }
 
 }  // namespace hfuse::cuda

@@ -1014,9 +1014,9 @@ __global__ void SplitTf32Kernel(const float* __restrict__ x, int64_t batch_strid
     uint32_t big = 0, small = 0;
     if ((k_along_rows ? o : i) < k) SplitTf32(xr[i], big, small);
     const float b = __uint_as_float(big), s = __uint_as_float(small);
-    row[i] = b;
-    row[sp + i] = w_order ? b : s;
-    row[2 * sp + i] = w_order ? s : b;
+    row[i] = w_order ? b : s;
+    row[sp + i] = w_order ? s : b;
+    row[2 * sp + i] = b;
   }
 }
 

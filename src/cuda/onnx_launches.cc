@@ -1546,8 +1546,10 @@ void CudaExecutor::Impl::PlanBatchedGemm(const MatrixOperand& a, const MatrixOpe
     const char* pb = b.base + b.batch_offsets[0];
     char* pc = cbase + c.batch_offsets[0];
     const long long ea = *sa / esize, eb = *sb / esize, ec = *sc / esize;
-    if (dtype == DType::kFloat32 &&
-        (options.tf32x3 > 0 || (options.tf32x3 < 0 && cuda::Tf32x3Pays(m, n, k, batch))) && batch <= 65535) {
+    // Each run splits A and B (a broadcast one once, not once a matrix).
+    const int64_t split = (ea == 0 ? 1 : batch) * m * k + (eb == 0 ? 1 : batch) * k * n;
+    if (dtype == DType::kFloat32 && batch <= 65535 &&
+        (options.tf32x3 > 0 || (options.tf32x3 < 0 && cuda::Tf32x3Pays(m, n, k, batch, split, 2)))) {
       PlanBatchedTf32x3(a, b, pa, pb, pc, ea, eb, ec, m, n, k, batch, alpha, beta, ldci);
       return;
     }

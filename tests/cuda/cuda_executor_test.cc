@@ -393,13 +393,14 @@ TEST_F(CudaTest, Float32GroupRuleRunsFewGemvsOrLargeMembersACallEach) {
   }
 }
 
-// A large single float32 GEMM runs as one TF32 GEMM of three times its
-// depth over its operands split in TF32 parts (3xTF32, CudaOptions::
-// tf32x3): float32's error (1e-5 against the CPU, where one TF32
-// product would miss by 1e-3), K off the parts' width of 4 (1030), bias
-// and ReLU in cuBLASLt's epilogue, GELU after it; W's parts follow its
-// value when it is fed again (SetFeeds) or written in place
-// (ParamWritten); forced off, one float32 cuBLASLt call.
+// A single float32 GEMM in 3xTF32 (forced: CudaOptions::tf32x3 = 1; the
+// rule, gemm_plan.h's Tf32x3Pays, takes larger ones) is one TF32 GEMM of
+// three times its depth over its operands split in TF32 parts: float32's
+// error (1e-5 against the CPU, where one TF32 product would miss by
+// 1e-3), K off the parts' width of 4 (1030), bias and ReLU in cuBLASLt's
+// epilogue, GELU after it; W's parts follow its value when it is fed
+// again (SetFeeds) or written in place (ParamWritten); off, one float32
+// cuBLASLt call.
 TEST_F(CudaTest, LargeFloat32GemmRunsIn3xTf32) {
   for (OpType type : {OpType::kGemmRcrBiasRelu, OpType::kGemmRcr}) {
     test::GraphBuilder b;
@@ -407,17 +408,27 @@ TEST_F(CudaTest, LargeFloat32GemmRunsIn3xTf32) {
     b.Outputs({type == OpType::kGemmRcr ? b.Elementwise("gelu", "gelu", {y}) : y});
     const Graph g = b.Build();
     const std::string what(OpTypeName(type));
-    const std::vector<std::string> labels = LaunchLabels(g);
+    const std::vector<std::string> labels = LaunchLabels(g, {.tf32x3 = 1});
     EXPECT_TRUE(AnyLabelHas(labels, "3xTF32 split kernel, A's TF32 parts, 600 x 1030")) << fmt::format("{}", fmt::join(labels, "; "));
     EXPECT_TRUE(AnyLabelHas(labels, "cublasLt 3xTF32 on the tensor cores, 600 x 520 x 1030"));
     const std::vector<std::string> off = LaunchLabels(g, {.tf32x3 = 0});
     EXPECT_FALSE(AnyLabelHas(off, "3xTF32")) << fmt::format("{}", fmt::join(off, "; "));
-    ExpectGpuMatchesCpu(g, 41, what + " 3xTF32");
+    ExpectGpuMatchesCpu(g, 41, what + " 3xTF32", {.tf32x3 = 1});
     ExpectGpuMatchesCpu(g, 41, what + " float32 cuBLASLt", {.tf32x3 = 0});
+    for (int x3 : {1, 0}) {  // the errors, for the record (bench/RESULTS.md)
+      const DimValues dims = BindDims(g);
+      const TensorMap feeds = RandomFeeds(g, dims, 41);
+      CudaExecutor gpu(g, dims, {.tf32x3 = x3});
+      gpu.SetFeeds(feeds);
+      gpu.Run();
+      for (const OutputComparison& c : CompareOutputs(RunOnCpu(g, feeds, dims), gpu.Outputs())) {
+        fmt::print("{} {}: normalized error against the CPU {:.3g}\n", what, x3 ? "3xTF32" : "float32", c.normalized);
+      }
+    }
 
     // New weights, fed again and written in place.
     const DimValues dims = BindDims(g);
-    CudaExecutor gpu(g, dims);
+    CudaExecutor gpu(g, dims, {.tf32x3 = 1});
     gpu.SetFeeds(RandomFeeds(g, dims, 1));
     gpu.RunGraph();
     const TensorMap feeds2 = RandomFeeds(g, dims, 2);

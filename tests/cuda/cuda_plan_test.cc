@@ -127,6 +127,30 @@ TEST(IsStridedBatch, NotBackwardsButReversed) {
 // Two parts' slots in one concatenate (rows of 48 bytes: 16 of one part,
 // 32 of the other) interleave without overlapping; a slot that reaches
 // into the other's, a plain span over both, or rows of another stride do.
+// The 3xTF32 rule (gemm_plan.h) on the products it was measured on (H100,
+// batch 2048 unless said): SAINT's intersample layers and scores take it,
+// at 512 too; its mix p v (p's split costs what the tensor cores save),
+// FiBiNet's 32-tile 2048 x 256 x 10400, AutoInt's and FTTransformer's
+// narrow layers and the scores at 512 do not. A broadcast operand is
+// split once (fewer elements), and 65536 matrices are too many (the split
+// kernel's grid).
+TEST(Tf32x3Rule, TakesLargeDeepProductsOnly) {
+  using cuda::Tf32x3Pays;
+  EXPECT_TRUE(Tf32x3Pays(2048, 1248, 1248, 1, 2048 * 1248, 1));
+  EXPECT_TRUE(Tf32x3Pays(2048, 4992, 1248, 1, 2048 * 1248, 1));
+  EXPECT_TRUE(Tf32x3Pays(2048, 1248, 4992, 1, 2048 * 4992, 1));
+  EXPECT_TRUE(Tf32x3Pays(512, 1248, 1248, 1, 512 * 1248, 1));
+  EXPECT_TRUE(Tf32x3Pays(2048, 2048, 312, 4, 2 * 4 * 2048 * 312, 2));
+  EXPECT_FALSE(Tf32x3Pays(2048, 312, 2048, 4, 4 * 2048 * 2048 + 4 * 2048 * 312, 2));
+  EXPECT_FALSE(Tf32x3Pays(2048, 256, 10400, 1, 2048 * 10400, 1));
+  EXPECT_FALSE(Tf32x3Pays(512, 256, 10400, 1, 512 * 10400, 1));
+  EXPECT_FALSE(Tf32x3Pays(2048, 256, 624, 1, 2048 * 624, 1));
+  EXPECT_FALSE(Tf32x3Pays(2048, 128, 1248, 1, 2048 * 1248, 1));
+  EXPECT_FALSE(Tf32x3Pays(512, 512, 312, 4, 2 * 4 * 512 * 312, 2));
+  EXPECT_FALSE(Tf32x3Pays(2048, 2048, 312, 65536, 2 * 2048 * 312, 2));
+  EXPECT_FALSE(Tf32x3Pays(0, 2048, 312, 1, 0, 1));
+}
+
 TEST(ByteSpan, InterleavedSlotsDoNotOverlap) {
   std::vector<char> buf(48 * 10);
   const char* b = buf.data();
