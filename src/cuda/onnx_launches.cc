@@ -1548,7 +1548,7 @@ void CudaExecutor::Impl::PlanBatchedGemm(const MatrixOperand& a, const MatrixOpe
     const long long ea = *sa / esize, eb = *sb / esize, ec = *sc / esize;
     // Each run splits A and B (a broadcast one once, not once a matrix).
     const int64_t split = (ea == 0 ? 1 : batch) * m * k + (eb == 0 ? 1 : batch) * k * n;
-    if (dtype == DType::kFloat32 && batch <= 65535 &&
+    if (dtype == DType::kFloat32 && batch <= 65535 && options.tf32x3_batched &&
         (options.tf32x3 > 0 || (options.tf32x3 < 0 && cuda::Tf32x3Pays(m, n, k, batch, split, 2)))) {
       PlanBatchedTf32x3(a, b, pa, pb, pc, ea, eb, ec, m, n, k, batch, alpha, beta, ldci);
       return;

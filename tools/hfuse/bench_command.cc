@@ -180,8 +180,9 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
       variants.push_back({name + ", activations apart from their GEMMs", fused, {.gemm_activations = false}});
       variants.push_back({name + ", GEMMs apart from the regions reading them", fused, {.region_gemms = 0}});
       variants.push_back({name + ", GEMMs in every region reading them", fused, {.region_gemms = 1}});
-      variants.push_back({name + ", 3xTF32 for no single float32 GEMM", fused, {.tf32x3 = 0}});
-      variants.push_back({name + ", 3xTF32 for every single float32 GEMM", fused, {.tf32x3 = 1}});
+      variants.push_back({name + ", 3xTF32 nowhere", fused, {.tf32x3 = 0}});
+      variants.push_back({name + ", 3xTF32 wherever it can run", fused, {.tf32x3 = 1}});
+      variants.push_back({name + ", 3xTF32 by the rule, single GEMMs only", fused, {.tf32x3_batched = false}});
     }
   }
   fmt::print("{}: {}; median of {} runs after {} warm-up, the variants timed in {} turns each\n", path, summary,

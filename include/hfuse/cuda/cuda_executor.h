@@ -124,6 +124,9 @@ struct CudaOptions {
   // rule (gemm_launches.cc, Tf32x3Pays: large products), 1 for every such
   // GEMM, 0 never.
   int tf32x3 = -1;
+  // With tf32x3, batched MatMuls too (attention's scores and mix); off,
+  // single GEMMs only, for measuring.
+  bool tf32x3_batched = true;
 };
 
 class CudaExecutor {
