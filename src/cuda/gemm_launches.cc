@@ -423,6 +423,7 @@ void CudaExecutor::Impl::PlanGroupedSgemm(const std::vector<cuda::DeviceGemm>& m
   const int count = static_cast<int>(tiling.tiles.size());
   const cuda::SgemmKernel kernel = tiling.kernel;
   const int64_t workspace_floats = tiling.workspace_floats;
+  if (kernel == cuda::SgemmKernel::kTensor || kernel == cuda::SgemmKernel::kTensorSliced) ++stats.tf32x3_launches;
   Add(fmt::format("grouped float32 GEMM, {} members{}, {} tiles{}{}{}", members.size(),
                   merged.empty() ? "" : fmt::format(" ({} as one{}, reading one A)", merged, merges > 1 ? " each" : ""),
                   count, TilesText(kernel),
@@ -610,6 +611,7 @@ void CudaExecutor::Impl::PlanLtGemm(const std::vector<cuda::DeviceGemm>& ms, DTy
     });
     tf32x3_last_split = key;
     tf32x3_last_end = launches.size();
+    ++stats.tf32x3_launches;
   } else {
     // The strides and alignments the heuristic saw, in the label (a profile
     // that finds a call slow can then tell its operands' placement apart).

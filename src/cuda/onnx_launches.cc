@@ -1625,6 +1625,7 @@ void CudaExecutor::Impl::PlanBatchedTf32x3(const MatrixOperand& a, const MatrixO
                                                 sb, base, CUDA_R_32F, lda, sa, &beta, pc, CUDA_R_32F, ldc, ec, count,
                                                 CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
       });
+  ++stats.tf32x3_launches;
 }
 
 // numpy's matmul of operands of rank >= 2: the batch dims broadcast, each

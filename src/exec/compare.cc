@@ -5,9 +5,9 @@
 
 namespace hfuse {
 
-double Tolerance(DType dtype) {
+double Tolerance(DType dtype, bool tf32x3) {
   switch (dtype) {
-    case DType::kFloat32: return 1e-5;
+    case DType::kFloat32: return tf32x3 ? 3e-5 : 1e-5;
     case DType::kFloat16: return 1e-2;
     case DType::kBFloat16: return 2e-2;
     case DType::kInt64:
@@ -17,7 +17,7 @@ double Tolerance(DType dtype) {
   return 0;
 }
 
-std::vector<OutputComparison> CompareOutputs(const TensorMap& reference, const TensorMap& actual) {
+std::vector<OutputComparison> CompareOutputs(const TensorMap& reference, const TensorMap& actual, bool tf32x3) {
   std::vector<OutputComparison> out;
   for (const auto& [name, ref] : reference) {
     OutputComparison c;
@@ -42,7 +42,7 @@ std::vector<OutputComparison> CompareOutputs(const TensorMap& reference, const T
       }
       c.normalized = c.max_abs / std::max(ref_max, 1e-30);
       if (bad) c.problem = "non-finite values differ";
-      c.pass = !bad && (c.bitwise_equal || c.normalized <= Tolerance(ref.dtype));
+      c.pass = !bad && (c.bitwise_equal || c.normalized <= Tolerance(ref.dtype, tf32x3));
     }
     out.push_back(std::move(c));
   }

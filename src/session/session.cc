@@ -639,6 +639,7 @@ Session::PlanSummary Session::Plan(const DimValues& dims) {
   summary.host_launches = stats.host_launches;
   summary.folded_ops = stats.folded_ops;
   summary.view_ops = stats.view_ops;
+  summary.tf32x3_launches = stats.tf32x3_launches;
   summary.host_ops = stats.host_ops;
 #else
   (void)dims;

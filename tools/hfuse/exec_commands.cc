@@ -54,10 +54,11 @@ std::string Summary(const Session& s) {
                      r.groups.size(), r.groups.size() == 1 ? "" : "s", RuleSetName(s.rules()));
 }
 
-// One line per output; true when every output passes.
-bool PrintComparisons(const TensorMap& want, const TensorMap& got) {
+// One line per output; true when every output passes. `tf32x3`: the run
+// summed float32 products on the tensor cores (compare.h's tolerance).
+bool PrintComparisons(const TensorMap& want, const TensorMap& got, bool tf32x3 = false) {
   bool pass = true;
-  for (const OutputComparison& c : CompareOutputs(want, got)) {
+  for (const OutputComparison& c : CompareOutputs(want, got, tf32x3)) {
     pass = pass && c.pass;
     if (!c.problem.empty()) {
       fmt::print("  {}: {} FAIL\n", c.name, c.problem);
@@ -65,20 +66,25 @@ bool PrintComparisons(const TensorMap& want, const TensorMap& got) {
     }
     fmt::print("  {}: {} [{}] max_abs={:.3g} rel={:.3g} tol={:.0e}{} {}\n", c.name,
                DTypeName(c.dtype), fmt::join(c.shape, ", "), c.max_abs, c.normalized,
-               Tolerance(c.dtype), c.bitwise_equal ? " bitwise-equal" : "",
+               Tolerance(c.dtype, tf32x3), c.bitwise_equal ? " bitwise-equal" : "",
                c.pass ? "PASS" : "FAIL");
   }
   fmt::print("verify: {}\n", pass ? "PASS" : "FAIL");
   return pass;
 }
 
-// A CUDA session's plan in one line, then each op it runs on the host.
-void PrintPlan(Session& session, const DimValues& dims) {
-  if (session.options().device != Device::kCuda) return;
+// A CUDA session's plan in one line, then each op it runs on the host;
+// true when some launch sums float32 products on the tensor cores (3xTF32).
+bool PrintPlan(Session& session, const DimValues& dims) {
+  if (session.options().device != Device::kCuda) return false;
   const Session::PlanSummary p = session.Plan(dims);
-  fmt::print("cuda plan: {} launches, {} on the host; {} ops computed at plan time, {} views\n", p.launches,
-             p.host_launches, p.folded_ops, p.view_ops);
+  fmt::print("cuda plan: {} launches, {} on the host; {} ops computed at plan time, {} views{}\n", p.launches,
+             p.host_launches, p.folded_ops, p.view_ops,
+             p.tf32x3_launches > 0 ? fmt::format("; {} sum float32 products on the tensor cores (3xTF32)",
+                                                 p.tf32x3_launches)
+                                   : "");
   for (const std::string& op : p.host_ops) fmt::print("  on the host: {}\n", op);
+  return p.tf32x3_launches > 0;
 }
 
 // Random feeds, with the arrays of `npz` (if any) in place of theirs.
@@ -275,8 +281,8 @@ int VerifyCommand(const std::string& path, const VerifyOptions& options) {
     // Printed once both have run: a failure on the way prints nothing.
     fmt::print("{}: {} on {}, against the CPU reference of {}\n", model, Summary(session),
                DeviceName(session_options.device), path);
-    if (session_options.device == Device::kCuda) PrintPlan(session, BindDims(session.graph(), options.dims));
-    return PrintComparisons(want, got) ? 0 : 1;
+    const bool tf32x3 = PrintPlan(session, BindDims(session.graph(), options.dims));
+    return PrintComparisons(want, got, tf32x3) ? 0 : 1;
   });
 }
 

@@ -47,6 +47,10 @@ struct CudaRunStats {
   int64_t arena_bytes = 0;    // intermediates' arena
   int64_t tensor_bytes = 0;   // what the intermediates would take unshared
   int64_t constant_bytes = 0; // the plan's constants on the device
+  // Launches that sum float32 products on the tensor cores in 3xTF32 (the
+  // grouped float32 kernel's tensor tiles, CudaOptions::tf32x3's calls):
+  // float32's error, but measured 2-3x the CUDA cores' (compare.h).
+  int64_t tf32x3_launches = 0;
   // Each op run on the host, "name (ONNX op_type): why", in plan order.
   std::vector<std::string> host_ops;
 };

@@ -212,6 +212,7 @@ class Session {
   // each op that runs on the host, named with why ("name (ONNX Op): why").
   struct PlanSummary {
     int64_t launches = 0, host_launches = 0, folded_ops = 0, view_ops = 0;
+    int64_t tf32x3_launches = 0;  // CudaRunStats::tf32x3_launches
     std::vector<std::string> host_ops;
   };
   PlanSummary Plan(const DimValues& dims);
