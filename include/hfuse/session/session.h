@@ -182,7 +182,9 @@ class Session {
   DeviceTensorMap RunDevice(const DeviceTensorMap& feeds, void* stream, const DeviceTensorMap& into);
   // The session's device buffers of the inputs and outputs for these feed
   // shapes (plans them if needed): fill the inputs in place and RunDevice
-  // on them to run with no copies at all.
+  // on them to run with no copies at all. A param's buffer filled in place
+  // takes effect in a run whose feeds name it (what the plan made of its
+  // value, such as a weight's 3xTF32 parts, is made again then).
   DeviceTensorMap InputBuffers(const std::map<std::string, std::vector<int64_t>>& shapes);
   // Plans a run whose input buffers are the caller's device memory in
   // `feeds` (every graph input, each pointer 256-byte aligned, as CUDA
