@@ -146,7 +146,7 @@ def warm_caches(args, variants):
     t0 = time.monotonic()
     for p in procs:
         try:
-            out, _ = p.communicate(timeout=max(1.0, args.budget - (time.monotonic() - t0)))
+            out, _ = p.communicate(timeout=max(1.0, min(args.budget, args.warm_budget) - (time.monotonic() - t0)))
         except subprocess.TimeoutExpired:
             p.kill()
             out, _ = p.communicate()
@@ -164,6 +164,8 @@ def main():
     ap.add_argument("--reps", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--warm-jobs", type=int, default=0, help="compile first in this many processes (see above)")
+    ap.add_argument("--warm-budget", type=float, default=1e9,
+                    help="seconds for the warm-up processes (the rest of --budget is the timed runs')")
     ap.add_argument("--warm-only", action="store_true", help="compile and call each variant once, time nothing")
     ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     args = ap.parse_args()
