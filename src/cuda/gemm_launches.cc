@@ -506,7 +506,8 @@ void CudaExecutor::Impl::PlanLtGemm(const std::vector<cuda::DeviceGemm>& ms, DTy
   // 3xTF32 (CudaOptions::tf32x3): one TF32 GEMM of depth 3 kp over the
   // split operands, A's parts in the scratch buffer, W's derived once.
   const TensorId w_param = batch == 1 && dtype == DType::kFloat32 ? WeightParam(m) : kNone;
-  const bool x3 = w_param != kNone && (options.tf32x3 > 0 || (options.tf32x3 < 0 && cuda::Tf32x3Pays(m.m, m.n, m.k, 1, m.m * m.k, 1)));
+  const bool x3 = w_param != kNone && (options.tf32x3 > 0 ||
+                                       (options.tf32x3 < 0 && cuda::Tf32x3Pays(m.m, m.n, m.k, 1, m.m * m.k, 1)));
   const int64_t kp = (m.k + 3) / 4 * 4, depth = x3 ? 3 * kp : m.k;
   cublasLtMatmulDesc_t desc;
   HFUSE_CUBLAS(cublasLtMatmulDescCreate(&desc, x3 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
