@@ -226,9 +226,12 @@ struct CudaExecutor::Impl {
   // that make its parts, and by gathers that copy its other row-major parts
   // (PartCopyGather) in the same batch.
   bool ConcatIntoGathers(const Op& op, const std::vector<TensorId>& parts, TensorId y, size_t axis);
-  // A waiting gather that copies `part` ([outer, inner] row-major) as a
-  // lookup of id 0 a row; its output placed by the caller.
-  PendingGather PartCopyGather(const std::string& name, TensorId part, int64_t outer, int64_t inner);
+  // A waiting gather that copies `part` ([outer, inner]: row-major, a
+  // lookup of id 0 a row; or each row's inner elements lying together at
+  // a wider row stride, a lookup of its columns 0..inner-1), its output
+  // placed by the caller (blocks of `count` rows an output row); nothing
+  // for another layout.
+  std::optional<PendingGather> PartCopyGather(const std::string& name, TensorId part, int64_t outer, int64_t inner);
   // A chain of float32 elementwise ops planned and not yet launched
   // (PlanElementwiseTo): while the next op planned is elementwise, reads
   // the chain's result element for element and is its only reader, it

