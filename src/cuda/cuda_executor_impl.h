@@ -43,6 +43,9 @@ namespace hfuse {
 namespace cpu {
 struct AxisView;  // src/exec/cpu_onnx_ops.h
 }  // namespace cpu
+namespace cuda {
+struct Tf32Split;  // grouped_sgemm.h
+}  // namespace cuda
 
 // Throw CudaError naming the call, file and line when a call failed.
 void CheckCuda(cudaError_t e, const char* what, const char* file, int line);
@@ -273,10 +276,14 @@ struct CudaExecutor::Impl {
   };
   std::vector<Derived> derived;
   void MakeStaleDerived(cudaStream_t s);
-  // The 3xTF32 parts of A (PlanLtGemm), one buffer for every such GEMM (a
-  // run's launches go one after another), allocated once planned.
+  // The 3xTF32 parts of A (PlanLtGemm; A and B in PlanBatchedTf32x3), one
+  // buffer for every such GEMM (a run's launches go one after another),
+  // allocated once planned.
   cuda::DeviceBuffer tf32x3_scratch;
   int64_t tf32x3_scratch_bytes = 0;
+  // A launch, each run, of the split kernel writing `split`'s parts into
+  // the scratch buffer from byte `at` (which grows to hold them).
+  void AddTf32Split(const cuda::Tf32Split& split, int64_t at, std::string label);
   // The A whose parts the last 3xTF32 GEMM's launch left in the scratch
   // buffer (address, rows, K, row stride), and the launches then.
   std::tuple<const char*, int64_t, int64_t, int64_t> tf32x3_last_split{};

@@ -595,16 +595,12 @@ void CudaExecutor::Impl::PlanLtGemm(const std::vector<cuda::DeviceGemm>& ms, DTy
     // A's, each run, into the scratch buffer (allocated once planned).
     const cuda::Tf32Split as_split{.x = reinterpret_cast<const float*>(m.a), .rows = m.m, .cols = m.k, .ld = m.lda,
                                    .k_along_rows = false, .w_order = false};
-    tf32x3_scratch_bytes = std::max(tf32x3_scratch_bytes, as_split.OutFloats() * static_cast<int64_t>(sizeof(float)));
     const cuda::DeviceBuffer* scratch = &tf32x3_scratch;
     // A group's members that read one A (SAINT's K and V projections), one
     // after another: the parts the one before split are still there.
     const std::tuple<const char*, int64_t, int64_t, int64_t> key{m.a, m.m, m.k, m.lda};
     if (key != tf32x3_last_split || launches.size() != tf32x3_last_end) {
-      Add(fmt::format("3xTF32 split kernel, A's TF32 parts, {} x {}", m.m, m.k), [=](cudaStream_t s) {
-        cuda::LaunchSplitTf32(as_split, static_cast<float*>(scratch->ptr), s);
-        HFUSE_LAUNCHED();
-      });
+      AddTf32Split(as_split, 0, fmt::format("3xTF32 split kernel, A's TF32 parts, {} x {}", m.m, m.k));
     }
     Add(fmt::format("cublasLt 3xTF32 on the tensor cores, {} x {} x {}", m.m, m.n, m.k), [=](cudaStream_t s) {
       HFUSE_CUBLAS(cublasLtMatmul(handle, desc, &alpha, w, lw, scratch->ptr, la, &beta, y, ly, y, ly, &algo, wsp,

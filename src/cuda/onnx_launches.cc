@@ -1617,6 +1617,15 @@ void CudaExecutor::Impl::PlanBatchedGemm(const MatrixOperand& a, const MatrixOpe
   });
 }
 
+void CudaExecutor::Impl::AddTf32Split(const cuda::Tf32Split& split, int64_t at, std::string label) {
+  tf32x3_scratch_bytes = std::max(tf32x3_scratch_bytes, at + split.OutFloats() * static_cast<int64_t>(sizeof(float)));
+  const cuda::DeviceBuffer* scratch = &tf32x3_scratch;
+  Add(std::move(label), [=](cudaStream_t s) {
+    cuda::LaunchSplitTf32(split, reinterpret_cast<float*>(static_cast<char*>(scratch->ptr) + at), s);
+    HFUSE_LAUNCHED();
+  });
+}
+
 // PlanBatchedGemm's strided float32 call in 3xTF32 (CudaOptions::tf32x3,
 // grouped_sgemm.h's LaunchSplitTf32): each run splits A and B along K into
 // the scratch buffer (a broadcast operand once, not once a matrix), then
@@ -1636,16 +1645,9 @@ void CudaExecutor::Impl::PlanBatchedTf32x3(const MatrixOperand& a, const MatrixO
   const int64_t kp = as.Kp(), depth = 3 * kp;
   const int64_t a_bytes = as.OutFloats() * static_cast<int64_t>(sizeof(float));
   const int64_t b_at = (a_bytes + 255) / 256 * 256;
-  tf32x3_scratch_bytes = std::max(tf32x3_scratch_bytes, b_at + bs.OutFloats() * static_cast<int64_t>(sizeof(float)));
   const cuda::DeviceBuffer* scratch = &tf32x3_scratch;
-  Add(fmt::format("3xTF32 split kernel, A's TF32 parts, {} of {} x {}", as.batch, m, k), [=](cudaStream_t s) {
-    cuda::LaunchSplitTf32(as, static_cast<float*>(scratch->ptr), s);
-    HFUSE_LAUNCHED();
-  });
-  Add(fmt::format("3xTF32 split kernel, B's TF32 parts, {} of {} x {}", bs.batch, k, n), [=](cudaStream_t s) {
-    cuda::LaunchSplitTf32(bs, reinterpret_cast<float*>(static_cast<char*>(scratch->ptr) + b_at), s);
-    HFUSE_LAUNCHED();
-  });
+  AddTf32Split(as, 0, fmt::format("3xTF32 split kernel, A's TF32 parts, {} of {} x {}", as.batch, m, k));
+  AddTf32Split(bs, b_at, fmt::format("3xTF32 split kernel, B's TF32 parts, {} of {} x {}", bs.batch, k, n));
   // Row-major C = A B is column-major C^T = B^T A^T: B first.
   const cublasOperation_t op_b = b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_a = a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
