@@ -469,24 +469,24 @@ bool CudaExecutor::Impl::PlanCutlassGemm(const std::vector<cuda::DeviceGemm>& ms
   return true;
 }
 
+// The activation (a tower's sigmoid: AITM's and ESMM's heads) in the same
+// launch, as the epilogue kernel would apply it after.
 void CudaExecutor::Impl::PlanGemv(const std::vector<cuda::DeviceGemm>& ms, DType dtype, float alpha, int act) {
-  const bool relu = act == static_cast<int>(EwFunc::kRelu);
   std::vector<cuda::GemvMember> members;
   for (const cuda::DeviceGemm& m : ms) {
     if (m.m > 0) members.push_back({m.a, m.w, m.bias, m.y, m.lda, m.ldy, m.m, m.k});
   }
   if (members.empty()) return;
   const int type = cuda::KernelType(dtype);
-  Add(members.size() == 1 ? std::string("GEMV kernel (N = 1)") : fmt::format("GEMV kernel (N = 1, {} members)", members.size()),
+  const std::string in_it = act == cuda::kNoActivation
+                                ? ""
+                                : fmt::format(", {} in it", EwFuncName(static_cast<EwFunc>(act)));
+  Add(members.size() == 1 ? fmt::format("GEMV kernel (N = 1{})", in_it)
+                          : fmt::format("GEMV kernel (N = 1, {} members{})", members.size(), in_it),
       [=](cudaStream_t s) {
-        cuda::LaunchGemv(type, members.data(), static_cast<int>(members.size()), alpha, relu, s);
+        cuda::LaunchGemv(type, members.data(), static_cast<int>(members.size()), alpha, act, s);
         HFUSE_LAUNCHED();
       });
-  if (act != cuda::kNoActivation && !relu) {
-    std::vector<cuda::DeviceGemm> outputs;
-    for (const cuda::DeviceGemm& m : ms) outputs.push_back({m.a, m.w, nullptr, m.y, m.m, m.n, m.k, m.lda, m.ldy});
-    PlanEpilogue(outputs, dtype, act, false);
-  }
 }
 
 void CudaExecutor::Impl::PlanLtGemm(const std::vector<cuda::DeviceGemm>& ms, DType dtype, float alpha, int act) {

@@ -331,7 +331,7 @@ struct GemvBatch {
 };
 
 template <typename T>
-__global__ void GemvKernel(GemvBatch batch, float alpha, bool relu) {
+__global__ void GemvKernel(GemvBatch batch, float alpha, int act) {
   const GemvMember& g = batch.member[blockIdx.y];
   const T* a = static_cast<const T*>(g.a);
   const T* w = static_cast<const T*>(g.w);
@@ -346,7 +346,7 @@ __global__ void GemvKernel(GemvBatch batch, float alpha, bool relu) {
     acc = RowSum(acc, 32);
     if (lane == 0) {
       float v = alpha * acc + (bias ? ToFloat(bias[0]) : 0.0f);
-      if (relu) v = fmaxf(v, 0.0f);
+      if (act != kNoActivation) v = ApplyFunc(act, v, 0.0f, true);
       y[r * g.ldy] = FromFloat<T>(v);
     }
   }
@@ -549,7 +549,7 @@ void LaunchReduce(int dtype, const ReduceArgs& args, cudaStream_t stream) {
   if (dtype == 2) ReduceKernel<float><<<grid, 128, 0, stream>>>(args);
 }
 
-void LaunchGemv(int dtype, const GemvMember* members, int count, float alpha, bool relu, cudaStream_t stream) {
+void LaunchGemv(int dtype, const GemvMember* members, int count, float alpha, int act, cudaStream_t stream) {
   for (int first = 0; first < count; first += kMaxGemvMembers) {
     GemvBatch batch{};
     const int n = count - first < kMaxGemvMembers ? count - first : kMaxGemvMembers;
@@ -560,9 +560,9 @@ void LaunchGemv(int dtype, const GemvMember* members, int count, float alpha, bo
     }
     if (rows == 0) continue;
     const dim3 grid(GridFor(rows * 32, 256), static_cast<unsigned>(n));
-    if (dtype == 0) GemvKernel<__half><<<grid, 256, 0, stream>>>(batch, alpha, relu);
-    if (dtype == 1) GemvKernel<__nv_bfloat16><<<grid, 256, 0, stream>>>(batch, alpha, relu);
-    if (dtype == 2) GemvKernel<float><<<grid, 256, 0, stream>>>(batch, alpha, relu);
+    if (dtype == 0) GemvKernel<__half><<<grid, 256, 0, stream>>>(batch, alpha, act);
+    if (dtype == 1) GemvKernel<__nv_bfloat16><<<grid, 256, 0, stream>>>(batch, alpha, act);
+    if (dtype == 2) GemvKernel<float><<<grid, 256, 0, stream>>>(batch, alpha, act);
   }
 }
 

@@ -101,7 +101,8 @@ void LaunchReduce(int dtype, const ReduceArgs& args, cudaStream_t stream);
 
 // GEMMs of one output column (N = 1: DCN's vector cross layers, the last
 // layer of a tower or of an attention unit): y[r] = alpha * dot(a[r, :k],
-// w[:k]) (+ bias[0], then ReLU if relu), a row stride lda, y's ldy; fp32
+// w[:k]) (+ bias[0], then the activation `act`: an EwFunc as the epilogue
+// kernel's, or kNoActivation), a row stride lda, y's ldy; fp32
 // accumulation; dtype as above. Up to kMaxGemvMembers of them (a group's
 // members: DIN's two attention units' last layers) in one launch, a warp a
 // row, a grid row a member. cuBLASLt took 11 us for [2048, 429] x [429, 1]
@@ -114,7 +115,7 @@ struct GemvMember {
   int64_t lda, ldy, m, k;
 };
 inline constexpr int kMaxGemvMembers = 16;
-void LaunchGemv(int dtype, const GemvMember* members, int count, float alpha, bool relu, cudaStream_t stream);
+void LaunchGemv(int dtype, const GemvMember* members, int count, float alpha, int act, cudaStream_t stream);
 // ONNX Softmax (or LogSoftmax) over `len` of x seen as [outer, len, inner],
 // in fp32 (cpu::SoftmaxView gives the view); dtype as above.
 void LaunchSoftmax(int dtype, const void* x, void* y, int64_t outer, int64_t len, int64_t inner,
