@@ -104,6 +104,7 @@ CudaExecutor::Impl::Impl(const Graph& graph_in, const DimValues& d, CudaOptions 
       PlanRegion(fusion.regions[static_cast<size_t>(r)]);
     }
   }
+  FlushRegions();
   FlushGathers();
   FlushChain();
   tf32x3_scratch.Allocate(tf32x3_scratch_bytes);

@@ -160,6 +160,7 @@ struct CudaExecutor::Impl {
   std::string current;              // the op being planned
   double current_bytes = 0;
   void Add(const std::string& what, std::function<void(cudaStream_t)> f) {
+    FlushRegions();
     if (!LaunchMayPassGathers()) FlushGathers();
     FlushChain();
     AddLaunch(fmt::format("{} ({})", current, what), current_bytes, std::move(f));
@@ -235,6 +236,30 @@ struct CudaExecutor::Impl {
   // placed by the caller (blocks of `count` rows an output row); nothing
   // for another layout.
   std::optional<PendingGather> PartCopyGather(const std::string& name, TensorId part, int64_t outer, int64_t inner);
+  // Fused regions planned and not yet launched (PlanRegion,
+  // CudaOptions::region_batches): regions of one kernel source, one after
+  // another in the order, none of which reads or writes what another
+  // writes (each tensor's own elements: the slots of one concatenate lie
+  // apart), go out as one launch of the source's group kernel
+  // (FusedRegionGroupSource), as the lookups' batch does. Every other
+  // launch sends them out first: the lookups' batch (FlushGathers), a
+  // chain's launch (FlushChain), Add, an attention or product region.
+  struct PendingRegion {
+    std::string label, first, last;  // its launch's label alone; its first and last ops
+    double bytes;
+    std::vector<const void*> pointers;  // its operands', then its outputs' addresses
+    std::vector<Span> reads, writes;
+  };
+  struct PendingRegions {
+    std::string source;
+    const cuda::FusionRegion* region;
+    std::vector<std::vector<int64_t>> strides;
+    int64_t rows, cols;
+    int lanes, rows_per_thread;
+    std::vector<PendingRegion> members;
+  };
+  std::optional<PendingRegions> pending_regions;
+  void FlushRegions();
   // A chain of float32 elementwise ops planned and not yet launched
   // (PlanElementwiseTo): while the next op planned is elementwise, reads
   // the chain's result element for element and is its only reader, it

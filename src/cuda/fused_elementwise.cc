@@ -381,26 +381,26 @@ std::string QuadRegionSource(const FusionRegion& r, const std::vector<std::vecto
     auto store = [&](int64_t j) { return StoreText(out.dtype, fmt::format("v{}[{}]", t, j)); };
     if (quad_out[o] && out.dtype != DType::kFloat32) {
       s += fmt::format(
-          "    {{ unsigned short* const p = out{} + {} + {};\n"
+          "    {{ unsigned short* const p = out{} + {};\n"
           "      const unsigned short h0 = {}, h1 = {}, h2 = {}, h3 = {};\n"
           "      if (out{}_aligned) *reinterpret_cast<uint2*>(p) = make_uint2(h0 | (static_cast<unsigned>(h1) << 16), "
           "h2 | (static_cast<unsigned>(h3) << 16));\n"
           "      else {{ p[0] = h0; p[1] = h1; p[2] = h2; p[3] = h3; }} }}\n",
-          o, out.offset, OffsetExpression(out.shape, out.strides, out.cols, false, "r"), store(0), store(1), store(2),
+          o, OffsetExpression(out.shape, out.strides, out.cols, false, "r"), store(0), store(1), store(2),
           store(3), o);
       continue;
     }
     if (quad_out[o]) {
       s += fmt::format(
-          "    {{ float* const p = out{} + {} + {};\n"
+          "    {{ float* const p = out{} + {};\n"
           "      if (out{}_aligned) *reinterpret_cast<float4*>(p) = make_float4(v{}[0], v{}[1], v{}[2], v{}[3]);\n"
           "      else {{ p[0] = v{}[0]; p[1] = v{}[1]; p[2] = v{}[2]; p[3] = v{}[3]; }} }}\n",
-          o, out.offset, OffsetExpression(out.shape, out.strides, out.cols, false, "r"), o, t, t, t, t, t, t, t, t);
+          o, OffsetExpression(out.shape, out.strides, out.cols, false, "r"), o, t, t, t, t, t, t, t, t);
       continue;
     }
     for (int64_t j = 0; j < 4; ++j) {
-      s += fmt::format("    out{}[{} + {}] = {};\n", o, out.offset,
-                       OffsetExpression(out.shape, out.strides, out.cols, false, row(j)), store(j));
+      s += fmt::format("    out{}[{}] = {};\n", o, OffsetExpression(out.shape, out.strides, out.cols, false, row(j)),
+                       store(j));
     }
   }
   return s + "  }\n}\n";
@@ -678,7 +678,7 @@ std::string RowProgram(const FusionRegion& r, const std::vector<std::vector<int6
   for (size_t o = 0; o < r.outputs.size(); ++o) {
     const RegionOutput& out = r.outputs[o];
     const int32_t t = out.step;
-    const std::string row = fmt::format("{} + {}", out.offset, OffsetExpression(out.shape, out.strides, out.cols, false, "r"));
+    const std::string row = OffsetExpression(out.shape, out.strides, out.cols, false, "r");
     if (r.steps[static_cast<size_t>(t)].per_row) {
       s += fmt::format("      if (lane == 0) out{}[{}] = {};\n", o, row, StoreText(out.dtype, fmt::format("w{}", t)));
       continue;
@@ -858,6 +858,43 @@ void LaunchProductRegion(cudaKernel_t kernel, int64_t m, int64_t n, const std::v
   const dim3 grid(static_cast<unsigned>((n + 31) / 32), static_cast<unsigned>((m + 63) / 64));
   CheckRuntime(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, dim3(256), params.data(), 0, stream),
                "cudaLaunchKernel (a fused region with products)");
+}
+
+std::string FusedRegionGroupSource(const FusionRegion& r, const std::vector<std::vector<int64_t>>& strides) {
+  if (!r.products.empty()) throw CudaError("a region that computes products has no group kernel");
+  std::string s = FusedRegionSource(r, strides);
+  static const std::string kHead = "extern \"C\" __global__ void __launch_bounds__(256) hfuse_region(";
+  const size_t at = s.find(kHead);
+  if (at == std::string::npos) throw CudaError("a region's source has no hfuse_region");
+  s.replace(at, kHead.size(), "static __device__ __forceinline__ void hfuse_region_body(");
+  const size_t n = r.operands.size() + r.outputs.size();
+  std::string args;
+  for (size_t k = 0; k < r.operands.size(); ++k) {
+    args += fmt::format("static_cast<const {}*>(p[{}]), ", ElementText(r.operands[k].dtype), k);
+  }
+  for (size_t o = 0; o < r.outputs.size(); ++o) {
+    args += fmt::format("static_cast<{}*>(const_cast<void*>(p[{}])){}", ElementText(r.outputs[o].dtype),
+                        r.operands.size() + o, o + 1 < r.outputs.size() ? ", " : "");
+  }
+  return s + fmt::format(
+                 "extern \"C\" __global__ void __launch_bounds__(256) hfuse_region_group(const void* const* "
+                 "__restrict__ table) {{\n"
+                 "  const void* const* p = table + static_cast<unsigned long long>(blockIdx.y) * {}ull;\n"
+                 "  hfuse_region_body({});\n"
+                 "}}\n",
+                 n, args);
+}
+
+void LaunchFusedRegionGroup(cudaKernel_t kernel, int64_t rows, int lanes, int rows_per_thread,
+                            const void* const* table, int count, cudaStream_t stream) {
+  if (rows == 0 || count == 0) return;
+  const int64_t per_block = 256 * rows_per_thread / lanes;
+  const int64_t blocks = std::min<int64_t>((rows + per_block - 1) / per_block, 65536);
+  void* params[] = {&table};
+  CheckRuntime(cudaLaunchKernel(reinterpret_cast<const void*>(kernel),
+                                dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(count)), dim3(256), params,
+                                0, stream),
+               "cudaLaunchKernel (fused regions alike)");
 }
 
 void LaunchFusedRegion(cudaKernel_t kernel, int64_t rows, int lanes, int rows_per_thread,

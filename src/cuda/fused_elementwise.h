@@ -66,14 +66,23 @@ void LaunchFusedElementwise(cudaKernel_t kernel, const FusedElementwiseArgs& arg
 
 // A fused region's kernel (fusion_regions.h), `hfuse_region(in0, ...,
 // out0, ...)`: operand k read at in_k + its offset, from `strides[k]` (in
-// elements, one per dim of the operand's `over` shape, any sign), each
-// output written contiguous. A group of LanesOf(region).lanes threads takes
+// elements, one per dim of the operand's `over` shape, any sign), output o
+// written through its strides from out_o, the address of its first element
+// (its place's plus RegionOutput::offset: the caller adds it, so regions
+// that differ only in where they lie have one source, and one kernel for a
+// batch of them: FusedRegionGroupSource). A group of LanesOf(region).lanes threads takes
 // a row: each lane holds per_lane of its columns in registers; reductions
 // are shuffles within the group; a region of one column takes
 // RegionRowsPerThread rows a thread instead. Sizes, strides and the
 // program are constants of the source; adjacent dims whose strides run on
 // are one index term.
 std::string FusedRegionSource(const FusionRegion& region, const std::vector<std::vector<int64_t>>& strides);
+
+// The kernel `hfuse_region_group(table)` of regions alike (one
+// FusedRegionSource, no products): grid row y runs region r's program on
+// the addresses table[y * P .. y * P + P - 1] (P: r's operands, then its
+// outputs), as hfuse_region would on them.
+std::string FusedRegionGroupSource(const FusionRegion& region, const std::vector<std::vector<int64_t>>& strides);
 
 // The kernel `name` of `source`, compiled by NVRTC for the current device
 // once per source (cached for the process).
@@ -92,6 +101,11 @@ int RegionRowsPerThread(const FusionRegion& region);
 // outputs' and products' addresses, in that order.
 void LaunchProductRegion(cudaKernel_t kernel, int64_t m, int64_t n, const std::vector<const void*>& pointers,
                          cudaStream_t stream);
+
+// Launches a group kernel (FusedRegionGroupSource) over `count` regions
+// of `rows` rows each, `table` the device array of their addresses.
+void LaunchFusedRegionGroup(cudaKernel_t kernel, int64_t rows, int lanes, int rows_per_thread,
+                            const void* const* table, int count, cudaStream_t stream);
 
 // Launches a region's kernel on its operands' and outputs' addresses.
 void LaunchFusedRegion(cudaKernel_t kernel, int64_t rows, int lanes, int rows_per_thread,

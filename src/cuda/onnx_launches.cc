@@ -379,6 +379,7 @@ bool CudaExecutor::Impl::ChainElementwise(const cuda::OnnxElementwiseArgs& a, Te
 
 void CudaExecutor::Impl::FlushChain() {
   if (!chain) return;
+  FlushRegions();  // planned before the chain's ops
   PendingChain c = std::move(*chain);
   chain.reset();
   const std::string now = current;
@@ -729,8 +730,11 @@ void CudaExecutor::Impl::PlanRegion(const cuda::FusionRegion& r) {
     }
   }
   std::vector<void*> outputs;
+  std::vector<Span> write_spans;
   for (const cuda::RegionOutput& o : r.outputs) {
-    outputs.push_back(PlaceOf(o.place).base);
+    const int64_t esize = DTypeBytes(o.dtype);
+    outputs.push_back(PlaceOf(o.place).base + o.offset * esize);  // its first element (FusedRegionSource)
+    write_spans.push_back(cuda::ElementsSpan(static_cast<const char*>(outputs.back()), o.shape, o.strides, esize));
     writes.push_back(o.place);
     touched.push_back(o.place);
   }
@@ -747,20 +751,48 @@ void CudaExecutor::Impl::PlanRegion(const cuda::FusionRegion& r) {
   touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
   current_bytes = 0;
   for (TensorId t : touched) current_bytes += static_cast<double>(Bytes(t));
-  const cudaKernel_t kernel = cuda::CompiledKernel(cuda::FusedRegionSource(r, strides), "hfuse_region");
+  const std::string source = cuda::FusedRegionSource(r, strides);
   if (!LaunchMayPassGathers(reads, writes)) FlushGathers();
-  FlushChain();
+  if (chain) FlushChain();  // (which sends the waiting regions out first)
   const int64_t rows = r.rows;
   const int lanes = cuda::LanesOf(r).lanes;
   const int rows_per_thread = cuda::RegionRowsPerThread(r);
   std::string label = fmt::format("{} (fused region kernel, {} ops: {} to {}, {} rows of {}{}", first.name, r.ops.size(),
                                   first.name, g.op(r.ops.back()).name, rows, r.cols, r.one_lane ? ", a row a thread" : "");
   if (r.products.empty()) {
-    AddLaunch(label + ")", current_bytes, [=](cudaStream_t s) {
-      cuda::LaunchFusedRegion(kernel, rows, lanes, rows_per_thread, operands, outputs, s);
-    });
+    PendingRegion p{label + ")", first.name, g.op(r.ops.back()).name, current_bytes, operands, {},
+                    std::move(write_spans)};
+    p.pointers.insert(p.pointers.end(), outputs.begin(), outputs.end());
+    for (TensorId t : reads) {
+      const cuda::Layout& l = views.layout[static_cast<size_t>(t)];
+      p.reads.push_back(cuda::ElementsSpan(PlaceOf(t).base, views.shape[static_cast<size_t>(t)], l.strides,
+                                     DTypeBytes(l.root_dtype)));
+    }
+    // Into the waiting batch where it is of the same kernel and touches
+    // nothing a member writes, nor writes what one reads.
+    bool joins = pending_regions && options.region_batches && pending_regions->source == source &&
+                 pending_regions->rows == rows && pending_regions->lanes == lanes &&
+                 pending_regions->rows_per_thread == rows_per_thread &&
+                 pending_regions->members.size() < kMaxGatherBatch;
+    for (size_t i = 0; joins && i < pending_regions->members.size(); ++i) {
+      const PendingRegion& q = pending_regions->members[i];
+      for (const Span& w : p.writes) {
+        for (const Span& x : q.reads) joins = joins && !w.Overlaps(x);
+        for (const Span& x : q.writes) joins = joins && !w.Overlaps(x);
+      }
+      for (const Span& x : p.reads) {
+        for (const Span& w : q.writes) joins = joins && !x.Overlaps(w);
+      }
+    }
+    if (!joins) FlushRegions();
+    if (!pending_regions) pending_regions = PendingRegions{source, &r, strides, rows, r.cols, lanes, rows_per_thread, {}};
+    pending_regions->members.push_back(std::move(p));
     return;
   }
+  FlushRegions();
+  if (!LaunchMayPassGathers(reads, writes)) FlushGathers();
+  FlushChain();
+  const cudaKernel_t kernel = cuda::CompiledKernel(source, "hfuse_region");
   // The GEMMs it computes, whose outputs are never written.
   const cuda::RegionProduct& q = r.products.front();
   std::vector<std::string> gemms;
@@ -777,6 +809,42 @@ void CudaExecutor::Impl::PlanRegion(const cuda::FusionRegion& r) {
             [=](cudaStream_t s) { cuda::LaunchProductRegion(kernel, m, n, pointers, s); });
 }
 
+void CudaExecutor::Impl::FlushRegions() {
+  if (!pending_regions) return;
+  PendingRegions batch = std::move(*pending_regions);
+  pending_regions.reset();
+  const int64_t rows = batch.rows;
+  const int lanes = batch.lanes, rows_per_thread = batch.rows_per_thread;
+  if (batch.members.size() == 1) {
+    PendingRegion& p = batch.members.front();
+    const cudaKernel_t kernel = cuda::CompiledKernel(batch.source, "hfuse_region");
+    const size_t num_operands = batch.region->operands.size();
+    const std::vector<const void*> operands(p.pointers.begin(), p.pointers.begin() + static_cast<ptrdiff_t>(num_operands));
+    std::vector<void*> outputs;
+    for (size_t i = num_operands; i < p.pointers.size(); ++i) outputs.push_back(const_cast<void*>(p.pointers[i]));
+    AddLaunch(std::move(p.label), p.bytes, [=](cudaStream_t s) {
+      cuda::LaunchFusedRegion(kernel, rows, lanes, rows_per_thread, operands, outputs, s);
+    });
+    return;
+  }
+  const cudaKernel_t kernel =
+      cuda::CompiledKernel(cuda::FusedRegionGroupSource(*batch.region, batch.strides), "hfuse_region_group");
+  std::vector<const void*> table;
+  double bytes = 0;
+  for (const PendingRegion& p : batch.members) {
+    table.insert(table.end(), p.pointers.begin(), p.pointers.end());
+    bytes += p.bytes;
+  }
+  const void* const* d_table = Device(table);
+  const int count = static_cast<int>(batch.members.size());
+  AddLaunch(fmt::format("{} (fused region kernel, {} regions alike in one launch, {} ops: {} to {}, {} rows of {} each)",
+                        batch.members.front().first, count, batch.region->ops.size(), batch.members.front().first,
+                        batch.members.back().last, rows, batch.cols),
+            bytes, [=](cudaStream_t s) {
+              cuda::LaunchFusedRegionGroup(kernel, rows, lanes, rows_per_thread, d_table, count, s);
+            });
+}
+
 // An attention region (fusion_regions.h): one launch of the attention
 // kernel, each operand and O through its layout.
 void CudaExecutor::Impl::PlanAttention(const cuda::FusionRegion& r) {
@@ -790,6 +858,7 @@ void CudaExecutor::Impl::PlanAttention(const cuda::FusionRegion& r) {
   std::vector<TensorId> reads = {t.q, t.kt, t.v}, writes = {views.layout[static_cast<size_t>(t.o)].root};
   current_bytes = 0;
   for (TensorId x : {t.q, t.kt, t.v, t.o}) current_bytes += static_cast<double>(Bytes(x));
+  FlushRegions();
   if (!LaunchMayPassGathers(reads, writes)) FlushGathers();
   FlushChain();
   const Op& first = g.op(r.ops.front());
@@ -929,6 +998,9 @@ bool CudaExecutor::Impl::ClashesWithWaiting(const PendingGather& p) const {
 
 void CudaExecutor::Impl::FlushGathers() {
   if (pending_gathers.empty()) return;
+  // Waiting regions first: a lookup queued after them may read their
+  // outputs, and one queued before them touches nothing they touch.
+  FlushRegions();
   std::vector<PendingGather> batch = std::move(pending_gathers);
   pending_gathers.clear();
   // What the batch took in, for its label: "+ 26 adds, into node_cat".

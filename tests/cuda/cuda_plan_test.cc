@@ -169,6 +169,40 @@ TEST(ByteSpan, InterleavedSlotsDoNotOverlap) {
   EXPECT_TRUE(first.Overlaps(ByteSpan{b + 48, b + 48 * 9 + 16, 48, 16}));
 }
 
+// The bytes of a tensor through its layout: two parts' slots of one
+// concatenate ([9, 4] and [9, 8] float32 of a [9, 12] output, as [9, 1, 4]
+// too) are rows that do not overlap; a contiguous tensor and a transposed
+// view are their range; an empty one nothing.
+TEST(ByteSpan, ElementsSpanOfSlotsAndViews) {
+  std::vector<char> buf(9 * 12 * 4);
+  const char* b = buf.data();
+  const ByteSpan left = ElementsSpan(b, {9, 4}, {12, 1}, 4);
+  EXPECT_EQ(left.begin, b);
+  EXPECT_EQ(left.end, b + (8 * 12 + 4) * 4);
+  EXPECT_EQ(left.stride, 48);
+  EXPECT_EQ(left.width, 16);
+  const ByteSpan right = ElementsSpan(b + 16, {9, 1, 8}, {12, 8, 1}, 4);
+  EXPECT_EQ(right.stride, 48);
+  EXPECT_EQ(right.width, 32);
+  EXPECT_FALSE(left.Overlaps(right));
+  EXPECT_TRUE(left.Overlaps(ElementsSpan(b + 12, {9, 2}, {12, 1}, 4)));  // columns 3 and 4
+  // Rows of two dims at one run of strides ([3, 3, 4] in the [9, 12] rows).
+  const ByteSpan nested = ElementsSpan(b + 16, {3, 3, 4}, {36, 12, 1}, 4);
+  EXPECT_EQ(nested.stride, 48);
+  EXPECT_FALSE(nested.Overlaps(left));
+  const ByteSpan whole = ElementsSpan(b, {9, 12}, {12, 1}, 4);
+  EXPECT_EQ(whole.stride, 0);
+  EXPECT_EQ(whole.end - whole.begin, 9 * 12 * 4);
+  const ByteSpan transposed = ElementsSpan(b, {12, 9}, {1, 12}, 4);
+  EXPECT_EQ(transposed.stride, 0);
+  EXPECT_EQ(transposed.end - transposed.begin, 9 * 12 * 4);
+  const ByteSpan reversed = ElementsSpan(b + 11 * 4, {9, 12}, {12, -1}, 4);
+  EXPECT_EQ(reversed.begin, b);
+  EXPECT_EQ(reversed.end, b + 9 * 12 * 4);
+  const ByteSpan empty = ElementsSpan(b, {0, 12}, {12, 1}, 4);
+  EXPECT_EQ(empty.begin, empty.end);
+}
+
 // A mixed group's members by epilogue (bias or not, activation): lists in
 // the order of their first member, members in order within each.
 TEST(SplitByEpilogue, OneListPerEpilogueInFirstMemberOrder) {

@@ -134,6 +134,7 @@ TEST(FusedRegionTest, SelectOfAStackComputesTheWeightedSumAndCompiles) {
   EXPECT_NE(source.find("const float b3 = in3["), std::string::npos) << source;
   EXPECT_NE(source.find("(lane + 0u) == 2u ? b2"), std::string::npos) << source;
   EXPECT_FALSE(CompileFusedSource(source, "sm_90").empty());
+  EXPECT_FALSE(CompileFusedSource(FusedRegionGroupSource(r, strides), "sm_90").empty());  // a grid row a region
 }
 
 // A GELU between two FFN GEMMs over [8, 6, 16] (one column, 768 rows):
@@ -141,7 +142,8 @@ TEST(FusedRegionTest, SelectOfAStackComputesTheWeightedSumAndCompiles) {
 // itself) read as a float4 behind an alignment test; a bias over the last
 // dim a float4 at r % 16; a scale per [8, 6] row row by row; a scalar read
 // once; the output in a [8, 6, 20] concatenate's slot at offset 2 (not a
-// multiple of 4) written row by row.
+// multiple of 4) written row by row (the offset in the address the
+// launch passes, not in the source).
 TEST(FusedRegionTest, AOneColumnRegionTakesFourRowsAThread) {
   const std::vector<int64_t> over = {8, 6, 16};
   const std::vector<bool> cols = {false, false, false};
@@ -184,7 +186,7 @@ TEST(FusedRegionTest, AOneColumnRegionTakesFourRowsAThread) {
       << source;
   EXPECT_EQ(source.find("in3_aligned"), std::string::npos) << source;
   EXPECT_EQ(source.find("out0_aligned"), std::string::npos) << source;  // offset 2: row by row
-  EXPECT_NE(source.find("out0[2 + 0 + static_cast<long long>(((r + 1u) % 16u)) * 1 + "
+  EXPECT_NE(source.find("out0[0 + static_cast<long long>(((r + 1u) % 16u)) * 1 + "
                         "static_cast<long long>(((r + 1u) / 16u)) * 20] = v3[1];"),
             std::string::npos)
       << source;
@@ -192,6 +194,20 @@ TEST(FusedRegionTest, AOneColumnRegionTakesFourRowsAThread) {
             std::string::npos)
       << source;
   EXPECT_FALSE(CompileFusedSource(source, "sm_90").empty());
+  // Regions alike in one launch: the program a device function, each grid
+  // row's addresses from the table.
+  const std::string group = FusedRegionGroupSource(r, strides);
+  EXPECT_EQ(group.find("hfuse_region("), std::string::npos) << group;
+  EXPECT_NE(group.find("hfuse_region_group(const void* const* __restrict__ table)"), std::string::npos) << group;
+  EXPECT_NE(group.find("const void* const* p = table + static_cast<unsigned long long>(blockIdx.y) * 6ull;"),
+            std::string::npos)
+      << group;
+  EXPECT_NE(group.find("hfuse_region_body(static_cast<const float*>(p[0]), static_cast<const float*>(p[1]), "
+                       "static_cast<const float*>(p[2]), static_cast<const float*>(p[3]), "
+                       "static_cast<float*>(const_cast<void*>(p[4])), static_cast<float*>(const_cast<void*>(p[5])));"),
+            std::string::npos)
+      << group;
+  EXPECT_FALSE(CompileFusedSource(group, "sm_90").empty());
   // rows not a multiple of 4, or a reduction: a row a thread
   r.rows = 766;
   EXPECT_EQ(RegionRowsPerThread(r), 1);

@@ -513,6 +513,14 @@ def float32_op_models():
         [ints("cont", [3, 4, 5], dims=[3, 1]), floats("p0", [40, 8], 0.2), floats("p1", [30, 4], 0.3, 0.1),
          floats("bn_s", [3], 0.3, 1.0), floats("bn_b", [3], 0.1), floats("bn_m", [3], 0.2),
          floats("bn_v", [3], 0.05, 1.0), floats("w", [4, 15], 0.2), floats("b", [4], 0.1)])
+    # FiBiNet's bilinear products: independent Muls, 16 operands (a
+    # region's most) for every 8, each written into its slot of one
+    # concatenate: three regions of one kernel source (alike but for the
+    # addresses), one launch of the group kernel.
+    yield "regions_alike", model("ra", [
+        helper.make_node("Mul", [f"a{i}", f"b{i}"], [f"m{i}"]) for i in range(24)
+    ] + [helper.make_node("Concat", [f"m{i}" for i in range(24)], ["y"], axis=1)],
+        [(f"{x}{i}", F, [N, 16]) for i in range(24) for x in "ab"], [("y", F, [N, 384])])
     yield "gather_read_between", model("gr", [
         helper.make_node("Gather", ["p0", "ids"], ["g0"]),
         helper.make_node("Relu", ["g0"], ["r"]),
@@ -990,7 +998,7 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # lookups with the dense features' copies, the GEMM; columns_beside_lookups:
 # the lookups with the copy of the input's columns, the GEMM;
 # batchnorm_beside_lookups: the BatchNormalization writing its slot, the
-# lookups, the GEMM.
+# lookups, the GEMM; regions_alike: the three regions in one launch.
 # region_*: one launch a region (region_gate_weighted_sum: the gate's
 # softmax is planned inside its weighted sum's region, one launch; 2, the
 # softmax and the sum, were measured before that rule and stay allowed;
@@ -1032,7 +1040,7 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # the copied pick.
 EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_bias_concat": 6,
                    "gather_f16_concat": 1, "gather_past_launch": 2, "dense_beside_lookups": 2,
-                   "columns_beside_lookups": 2, "batchnorm_beside_lookups": 3, "region_dice": 1,
+                   "columns_beside_lookups": 2, "batchnorm_beside_lookups": 3, "regions_alike": 1, "region_dice": 1,
                    "region_scaled_softmax": 1, "region_scaled_logsoftmax": 1, "region_gate_weighted_sum": 2,
                    "region_long_rows": 1, "region_rows_2048": 2, "region_quad_rows": 2, "gemm_activation_epilogue": 3,
                    "group_activation_region": 3,

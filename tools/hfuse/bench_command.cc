@@ -154,7 +154,8 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
     if (rules == RuleSet::kHfuse) {  // what the launch-level fusions buy
       variants.push_back(
           {name + ", a launch an op", fused,
-           {.gather_batches = false, .elementwise_chains = false, .gemm_activations = false}, false});
+           {.gather_batches = false, .elementwise_chains = false, .region_batches = false, .gemm_activations = false},
+           false});
     }
     if (options.grouped_too) {
       variants.push_back({name + ", grouped GEMM only", fused, {.strided_batched = false}});
@@ -181,6 +182,7 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
       variants.push_back({name + ", GEMMs apart from the regions reading them", fused, {.region_gemms = 0}});
       variants.push_back({name + ", GEMMs in every region reading them", fused, {.region_gemms = 1}});
       variants.push_back({name + ", 3xTF32 nowhere", fused, {.tf32x3 = 0}});
+      variants.push_back({name + ", a launch a region", fused, {.region_batches = false}});
       variants.push_back({name + ", 3xTF32 wherever it can run", fused, {.tf32x3 = 1}});
       variants.push_back({name + ", 3xTF32 by the rule, single GEMMs only", fused, {.tf32x3_batched = false}});
     }

@@ -435,8 +435,8 @@ int Main(int argc, char** argv) {
                   "also time the hfuse-rules graph with each group GEMM path forced (cuBLAS "
                   "grouped, CUTLASS 128x128 tiles, CUTLASS 128x64 tiles, the grouped float32 "
                   "kernel, cuBLASLt a member; the float32 kernel's tiles with K split in 1, 2 "
-                  "or 4, its members reading one A apart) and with activations apart from "
-                  "their GEMMs");
+                  "or 4, its members reading one A apart), with activations apart from "
+                  "their GEMMs, 3xTF32 forced either way, and a launch a fused region");
 #endif
 
   std::string print_input, print_format;

@@ -105,6 +105,12 @@ struct CudaOptions {
   // elementwise ops each read only by the next run as one kernel each;
   // off, one launch an op.
   bool elementwise_chains = true;
+  // Fused regions of one kernel source (alike but for where their operands
+  // and outputs lie), one after another in the order and touching nothing
+  // another writes, run as one launch, a grid row a region (FiBiNet's
+  // bilinear products: 83 regions of 8 in a few launches); off, a launch
+  // a region.
+  bool region_batches = true;
   // A float32 GEMM, or a group's members, whose outputs only a GELU, tanh
   // or SiLU reads (through views) take it into the epilogue: one launch of
   // the grouped float32 kernel, the GEMM's output never written (a
