@@ -502,7 +502,7 @@ struct Planner {
           stride *= rs[d];
         }
         if (inner) {
-          std::optional<std::pair<std::vector<Layout>, std::vector<Layout>>> nested = Nest(*inner, l);
+          std::optional<std::pair<std::vector<Layout>, std::vector<Layout>>> nested = Nest(*inner, l, outside);
           if (!nested) {
             if (copied.empty()) {
               copied = fmt::format("part '{}' is a concatenate written in place whose parts cannot lie in this one", name);
@@ -576,10 +576,15 @@ struct Planner {
   // each producer's (a reshape of its part's), or nothing where a
   // producer is no GEMM or LayerNorm writing rows at one stride there
   // (AutoInt's dense features' stack of GEMM outputs inside the stack of
-  // all its fields). Not an elementwise op's or a region's: a region that
-  // reads the outer buffer could then not also write it, and would split
-  // (the pooled sums of DIN's attention beside the target embeddings).
-  std::optional<std::pair<std::vector<Layout>, std::vector<Layout>>> Nest(size_t k, const Layout& at) const {
+  // all its fields), nor an elementwise op or a region writing any
+  // strides into an outer concatenate they may write (`outside`: read as
+  // rows by GEMMs or LayerNorms, or, told which ops regions run, one no
+  // region takes in). (A region that read the outer buffer could not
+  // also write it, and would split: the pooled sums of DIN's attention
+  // beside the target embeddings; the plan told of regions is kept only
+  // where its regions run every op it was told of.)
+  std::optional<std::pair<std::vector<Layout>, std::vector<Layout>>> Nest(size_t k, const Layout& at,
+                                                                        bool outside) const {
     const InPlace& in = in_place[k];
     // (Not one with a concatenate nested in it: those producers' slots are
     // in its buffer, which would then be none.)
@@ -599,8 +604,14 @@ struct Planner {
         rest /= ys[d];
       }
       std::optional<Layout> slot = ReshapeLayout(part, Shape(p), Shape(r));
+      // A GEMM's or LayerNorm's rows at one stride; an elementwise op's or
+      // a fused region's output through any strides, where the outer
+      // concatenate is one they may write (`outside`, as for its own parts:
+      // FiBiNet's two concatenates of bilinear products, each written by
+      // its regions, inside the MLP's input).
       const OpId w = g.tensor(r).producer;
-      if (!slot || !WritesRows(g.op(w)) || !RowStride(*slot, Shape(r))) return std::nullopt;
+      const bool any_strides = outside && (WritesAnyStrides(g.op(w)) || InRegion(w));
+      if (!slot || !(any_strides || (WritesRows(g.op(w)) && RowStride(*slot, Shape(r))))) return std::nullopt;
       out.first.push_back(std::move(part));
       out.second.push_back(std::move(*slot));
     }

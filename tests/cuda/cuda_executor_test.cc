@@ -372,13 +372,13 @@ TEST_F(CudaTest, OneColumnGemmRunsTheGemvKernel) {
 // The float32 group rule (gemm_launches.cc): at most four members, all
 // GEMVs or one of 2^25 multiply-adds or more, run a call each: two
 // 512 x 256 x 429 towers on cuBLASLt; two GEMVs are one launch of the GEMV
-// kernel (a grid row a member).
+// kernel (a grid row a member, their ReLU in it).
 TEST_F(CudaTest, Float32GroupRuleRunsFewGemvsOrLargeMembersACallEach) {
   struct Case {
     int64_t rows, k, n;
     const char* label;
   };
-  for (const Case& c : {Case{300, 416, 1, "GEMV kernel (N = 1, 2 members)"}, Case{512, 429, 256, "(cublasLt)"}}) {
+  for (const Case& c : {Case{300, 416, 1, "GEMV kernel (N = 1, 2 members, relu in it)"}, Case{512, 429, 256, "(cublasLt)"}}) {
     test::GraphBuilder b;
     b.Outputs({b.Fc("fc0", b.Input("x0", {c.rows, c.k}, DType::kFloat32), c.n, {.type = OpType::kGemmRcrBiasRelu}),
                b.Fc("fc1", b.Input("x1", {c.rows, c.k - 3}, DType::kFloat32), c.n,
