@@ -462,8 +462,9 @@ struct CudaExecutor::Impl {
   // with its whole region (all of it such activations of this op's
   // members). None where another launch lies between them in the order,
   // where an output does not lie in rows as the GEMM's would or lies on
-  // the GEMM's input, or where the members would run on cuBLASLt at K
-  // above kAbsorbMaxK.
+  // the GEMM's input, or where the members would run on cuBLASLt
+  // (FewCallsPay, or a strided batched call) at K above kAbsorbMaxK, or
+  // as a single GEMM at any K.
   std::vector<const Op*> AbsorbActivations(const Op& op, std::vector<cuda::DeviceGemm>& ms);
   struct Absorbable {
     OpId act_id;

@@ -39,16 +39,16 @@ constexpr int64_t kLtMemberMinFmas = int64_t{1} << 25;
 // The same for a mixed group (its members of several epilogues), whose
 // grouped launch is the less likely to pay.
 constexpr int64_t kLtMixedMemberMinFmas = int64_t{1} << 24;
-// A float32 GEMM or group takes its members' activations into the grouped
+
+// A float32 group takes its members' activations into the grouped
 // float32 kernel (AbsorbActivations; DCNv2's tanh after its experts' down-
 // and middle projections) unless FewCallsPay or a strided batched call
 // would give it cuBLASLt with K above this: there the GEMM's arithmetic,
-// which cuBLAS runs at two to four times the grouped kernel's rate (10-20 TFLOP/s on DCNv2's layers,
-// bench/RESULTS.md), outweighs the activation's launch (SAINT's
-// intersample FFN, 2048 x 1248 x 4992: about 600 us on cuBLAS); at small K
-// (transformer FFNs of embeddings of 32) the GEMM is mostly its output's
-// write either way. An estimate, not yet measured: `bench --gemm-paths`
-// has the variant "activations apart from their GEMMs".
+// which cuBLAS runs at two to four times the grouped kernel's rate
+// (10-20 TFLOP/s on DCNv2's layers, bench/RESULTS.md), outweighs the
+// activation's launch (SAINT's intersample FFN, 2048 x 1248 x 4992: about
+// 600 us on cuBLAS); at small K (a group of transformer FFNs of
+// embeddings of 32) the GEMM is mostly its output's write either way.
 constexpr int64_t kAbsorbMaxK = 128;
 
 // The rule for a float32 group: one call a member where there are a few
@@ -231,14 +231,19 @@ std::optional<CudaExecutor::Impl::Absorbable> CudaExecutor::Impl::FindActivation
 
 std::vector<const Op*> CudaExecutor::Impl::AbsorbActivations(const Op& op, std::vector<cuda::DeviceGemm>& ms) {
   if (!options.gemm_activations || options.gemm_kernel != GemmKernelChoice::kRule || !GroupedSgemmFor()) return {};
-  // Where the members would run on cuBLASLt (a few large ones, or one
-  // strided batched call), the GEMMs' arithmetic outweighs the
-  // activation's launch unless K is small (kAbsorbMaxK).
+  // Not where the members would run on cuBLASLt (a few large ones, or one
+  // strided batched call) and K is above kAbsorbMaxK: the GEMMs'
+  // arithmetic outweighs the activation's launch there. Nor a single GEMM
+  // cuBLASLt would run (FewCallsPay), at any K: its call and the
+  // activation's launch outran the grouped kernel with the activation
+  // (TabTransformer's FFN, 13312 x 128 x 32 with its GELU at batch 512:
+  // the model 160.4 against 167.8 us with the activations apart, 379.0
+  // against 398.3 at 2048, bench/RESULTS.md).
   int64_t max_k = 0;
   for (const cuda::DeviceGemm& m : ms) max_k = std::max(max_k, m.k);
   const bool mixed = cuda::SplitByEpilogue(ms).size() > 1;
   const bool strided = ms.size() > 1 && options.strided_batched && cuda::StridedBatchOrder(ms);
-  if (max_k > kAbsorbMaxK && (FewCallsPay(ms, mixed) || strided)) return {};
+  if ((max_k > kAbsorbMaxK || ms.size() == 1) && (FewCallsPay(ms, mixed) || strided)) return {};
   std::vector<std::optional<Absorbable>> found(ms.size());
   std::set<OpId> acts;
   for (size_t i = 0; i < ms.size(); ++i) {
