@@ -416,6 +416,21 @@ struct Planner {
       int64_t at = 0;
       const std::vector<TensorId>& parts = concat->parts;
       std::string copied;  // why the first part the concatenate copies is not in its slot
+      // Whether each part (and what it reshapes) is read by this
+      // concatenate alone: then a concatenate of elementwise or region
+      // outputs may nest in it (Nest), as no region reads another part
+      // where it would write (DIN's target embeddings, read by the
+      // attention region, beside its pooled sums: nested, the region
+      // would split).
+      const bool private_parts = std::all_of(parts.begin(), parts.end(), [&](TensorId p) {
+        for (TensorId t = p; t != kNone;) {
+          if (g.tensor(t).users.size() != 1 || g.IsGraphOutput(t)) return false;  // any reader: picks, regions too
+          const OpId v = g.tensor(t).producer;
+          if (v == kNone || ViewKindOf(g.op(v)) != ViewKind::kReshape || g.op(v).outputs.size() != 1) break;
+          t = g.op(v).type == OpType::kReshape ? g.op(v).inputs[0] : NodeInput(g.op(v), 0);
+        }
+        return true;
+      });
       for (size_t index = 0; index < parts.size(); ++index) {
         const TensorId p = parts[index];
         if (p == kNone || Shape(p).size() != ys.size()) {
@@ -502,7 +517,7 @@ struct Planner {
           stride *= rs[d];
         }
         if (inner) {
-          std::optional<std::pair<std::vector<Layout>, std::vector<Layout>>> nested = Nest(*inner, l, outside);
+          std::optional<std::pair<std::vector<Layout>, std::vector<Layout>>> nested = Nest(*inner, l, outside && private_parts);
           if (!nested) {
             if (copied.empty()) {
               copied = fmt::format("part '{}' is a concatenate written in place whose parts cannot lie in this one", name);
@@ -579,10 +594,9 @@ struct Planner {
   // all its fields), nor an elementwise op or a region writing any
   // strides into an outer concatenate they may write (`outside`: read as
   // rows by GEMMs or LayerNorms, or, told which ops regions run, one no
-  // region takes in). (A region that read the outer buffer could not
-  // also write it, and would split: the pooled sums of DIN's attention
-  // beside the target embeddings; the plan told of regions is kept only
-  // where its regions run every op it was told of.)
+  // region takes in, and whose parts only it reads: a region that read
+  // the outer buffer could not also write it, and would split, as the
+  // pooled sums of DIN's attention beside the target embeddings would).
   std::optional<std::pair<std::vector<Layout>, std::vector<Layout>>> Nest(size_t k, const Layout& at,
                                                                         bool outside) const {
     const InPlace& in = in_place[k];
