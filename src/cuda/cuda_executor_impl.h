@@ -259,6 +259,8 @@ struct CudaExecutor::Impl {
     std::vector<PendingRegion> members;
   };
   std::optional<PendingRegions> pending_regions;
+  // The group kernel runs a region per grid row (gridDim.y).
+  static constexpr size_t kMaxRegionBatch = 65535;
   void FlushRegions();
   // A chain of float32 elementwise ops planned and not yet launched
   // (PlanElementwiseTo): while the next op planned is elementwise, reads

@@ -773,7 +773,7 @@ void CudaExecutor::Impl::PlanRegion(const cuda::FusionRegion& r) {
     bool joins = pending_regions && options.region_batches && pending_regions->source == source &&
                  pending_regions->rows == rows && pending_regions->lanes == lanes &&
                  pending_regions->rows_per_thread == rows_per_thread &&
-                 pending_regions->members.size() < kMaxGatherBatch;
+                 pending_regions->members.size() < kMaxRegionBatch;
     for (size_t i = 0; joins && i < pending_regions->members.size(); ++i) {
       const PendingRegion& q = pending_regions->members[i];
       for (const Span& w : p.writes) {
@@ -1546,9 +1546,7 @@ bool CudaExecutor::Impl::PlanOnnxLayerNorm(const Op& op, std::string& why) {
   const TensorId x = NodeInput(op, 0), scale = NodeInput(op, 1), bias = NodeInput(op, 2);
   const TensorId y = op.outputs[0];
   const DType dtype = g.tensor(y).dtype;
-  const bool stats_used = node.output_slots.size() > 1 &&
-                          std::any_of(node.output_slots.begin() + 1, node.output_slots.end(),
-                                      [](int32_t s) { return s != kNone; });
+  const bool stats_used = cuda::ExtraOutputsUsed(node);
   if (x == kNone || scale == kNone || stats_used || !IsFloat(dtype) || g.tensor(x).dtype != dtype ||
       g.tensor(scale).dtype != dtype || (bias != kNone && g.tensor(bias).dtype != dtype)) {
     why = "its mean or deviation output is used, or its operands' types differ";
@@ -1590,9 +1588,7 @@ bool CudaExecutor::Impl::PlanOnnxLayerNorm(const Op& op, std::string& why) {
 bool CudaExecutor::Impl::PlanOnnxBatchNorm(const Op& op, std::string& why) {
   const OnnxNode& node = *op.attrs.onnx;
   const TensorId x = NodeInput(op, 0), y = op.outputs[0];
-  const bool stats_used = node.output_slots.size() > 1 &&
-                          std::any_of(node.output_slots.begin() + 1, node.output_slots.end(),
-                                      [](int32_t s) { return s != kNone; });
+  const bool stats_used = cuda::ExtraOutputsUsed(node);
   std::optional<std::vector<float>> stats[4];
   for (size_t k = 0; k < 4; ++k) stats[k] = KnownFloats(op, k + 1);
   const std::vector<int64_t>& ys = views.shape[static_cast<size_t>(y)];

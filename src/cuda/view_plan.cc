@@ -231,10 +231,7 @@ struct Planner {
     }
     if (const OnnxOpInfo* info = OnnxInfo(op); info && info->cuda == "BatchNorm") {
       const OnnxNode& node = *op.attrs.onnx;
-      const bool stats_used = node.output_slots.size() > 1 &&
-                              std::any_of(node.output_slots.begin() + 1, node.output_slots.end(),
-                                          [](int32_t s) { return s != kNone; });
-      if (stats_used || Shape(op.outputs[0]).size() < 2) return false;
+      if (ExtraOutputsUsed(node) || Shape(op.outputs[0]).size() < 2) return false;
       for (size_t slot = 1; slot <= 4; ++slot) {  // scale, B, mean, var: inline constants or known values
         const int32_t s = node.input_slots.empty() ? static_cast<int32_t>(slot)
                           : slot < node.input_slots.size() ? node.input_slots[slot]
@@ -1024,6 +1021,11 @@ Reads ReadsOf(const Op& op, size_t input) {
   // statistics are known at plan time).
   if (info->cuda == "BatchNorm") return slot == 0 ? Reads::kAny : Reads::kContiguous;
   return Reads::kContiguous;
+}
+
+bool ExtraOutputsUsed(const OnnxNode& node) {
+  return node.output_slots.size() > 1 &&
+         std::any_of(node.output_slots.begin() + 1, node.output_slots.end(), [](int32_t s) { return s != kNone; });
 }
 
 std::optional<size_t> ConcatAxisOf(const Op& op, size_t rank) {

@@ -144,6 +144,11 @@ struct ViewPlan {
 ViewPlan PlanViews(const Graph& graph, const DimValues& dims, const PlanConstants& constants,
                    const std::vector<bool>* region_members = nullptr);
 
+// Whether an ONNX node's outputs after the first are used (a
+// LayerNormalization's mean and deviation, a BatchNormalization's
+// training statistics): the kernels compute only the first.
+bool ExtraOutputsUsed(const OnnxNode& node);
+
 // The axis of a concatenate (the IR's `dim`, or ONNX Concat's `axis`) of
 // an output of rank `rank`, counted from 0; nothing where it lacks one or
 // it is out of range.
