@@ -187,6 +187,9 @@ std::optional<CudaExecutor::Impl::Absorbable> CudaExecutor::Impl::FindActivation
       &t);
   if (act_id == kNone) return std::nullopt;
   const Op* act = &g.op(act_id);
+  // A member of K 0 runs on the epilogue kernel (PlanGroupedSgemm), which
+  // has the EwFunc activations only.
+  if (m.k == 0 && cuda::EpilogueActivationOf(*act).act == cuda::kLeakyReluActivation) return std::nullopt;
   // The activation reads the GEMM's elements in their order: a reshape of
   // them, not a permutation (a Transpose or a reversing Slice is a view
   // too, and the activation reads any strides).
@@ -291,7 +294,9 @@ std::vector<const Op*> CudaExecutor::Impl::AbsorbActivations(const Op& op, std::
     ms[i].y = found[i]->y;
     ms[i].ldy = found[i]->ldy;
     const Op& act = g.op(found[i]->act_id);
-    ms[i].act = static_cast<int>(act.attrs.func);
+    const cuda::EpilogueActivation e = cuda::EpilogueActivationOf(act);
+    ms[i].act = e.act;
+    ms[i].act_alpha = e.alpha;
     absorbed[static_cast<size_t>(found[i]->act_id)] = true;
     taken.push_back(&act);
   }
@@ -307,7 +312,7 @@ bool CudaExecutor::Impl::GroupedSgemmFor() const {
 std::string CudaExecutor::Impl::EpilogueName(const cuda::DeviceGemm& m) {
   std::string epi = m.bias ? "bias" : "";
   if (m.act != cuda::kNoActivation) {
-    epi += std::string(epi.empty() ? "" : "+") + std::string(EwFuncName(static_cast<EwFunc>(m.act)));
+    epi += std::string(epi.empty() ? "" : "+") + cuda::ActivationName(m.act, m.act_alpha);
   }
   return epi.empty() ? "none" : epi;
 }
@@ -400,8 +405,9 @@ void CudaExecutor::Impl::PlanGroupedSgemm(const std::vector<cuda::DeviceGemm>& m
   for (const cuda::DeviceGemm& m : split.products) {  // each member with its own epilogue
     members.push_back({reinterpret_cast<const float*>(m.a), reinterpret_cast<const float*>(m.w),
                        reinterpret_cast<const float*>(m.bias), reinterpret_cast<float*>(m.y), m.m, m.n, m.k, m.lda,
-                       m.ldy, m.act});
-    mixed = mixed || m.act != split.products[0].act || !m.bias != !split.products[0].bias;
+                       m.ldy, m.act, m.act_alpha});
+    mixed = mixed || m.act != split.products[0].act || m.act_alpha != split.products[0].act_alpha ||
+            !m.bias != !split.products[0].bias;
   }
   const cuda::SgemmTiling tiling =
       cuda::SgemmTiles(members, {.config = options.sgemm_config,

@@ -4,7 +4,38 @@
 #include <algorithm>
 #include <cstddef>
 
+#include <fmt/format.h>
+
 namespace hfuse::cuda {
+
+namespace {
+
+bool IsLeakyRelu(const Op& op) {
+  return op.type == OpType::kOpaque && op.attrs.onnx && op.attrs.onnx->domain.empty() &&
+         op.attrs.onnx->op_type == "LeakyRelu";
+}
+
+}  // namespace
+
+bool IsEpilogueActivation(const Op& op) {
+  if (op.inputs.size() != 1 || op.outputs.size() != 1 || op.elided) return false;
+  if (op.type == OpType::kElementwise) {
+    return op.attrs.func == EwFunc::kGelu || op.attrs.func == EwFunc::kTanh || op.attrs.func == EwFunc::kSilu;
+  }
+  return IsLeakyRelu(op);
+}
+
+EpilogueActivation EpilogueActivationOf(const Op& op) {
+  if (!IsLeakyRelu(op)) return {static_cast<int>(op.attrs.func)};
+  const auto& floats = op.attrs.onnx->floats;
+  const auto it = floats.find("alpha");
+  return {kLeakyReluActivation, static_cast<float>(it == floats.end() || it->second.empty() ? 0.01 : it->second[0])};
+}
+
+std::string ActivationName(int act, float alpha) {
+  if (act == kLeakyReluActivation) return fmt::format("leaky_relu({})", alpha);
+  return std::string(EwFuncName(static_cast<EwFunc>(act)));
+}
 
 GemmMemberSplit SplitGemmMembers(const std::vector<DeviceGemm>& members) {
   GemmMemberSplit split;
@@ -34,7 +65,7 @@ std::vector<std::vector<DeviceGemm>> SplitByEpilogue(const std::vector<DeviceGem
   std::vector<std::vector<DeviceGemm>> lists;
   for (const DeviceGemm& m : members) {
     auto same = [&](const std::vector<DeviceGemm>& l) {
-      return (l[0].bias != nullptr) == (m.bias != nullptr) && l[0].act == m.act;
+      return (l[0].bias != nullptr) == (m.bias != nullptr) && l[0].act == m.act && l[0].act_alpha == m.act_alpha;
     };
     auto it = std::find_if(lists.begin(), lists.end(), same);
     if (it == lists.end()) {

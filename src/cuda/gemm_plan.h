@@ -9,20 +9,31 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "hfuse/ir/graph.h"
+#include "kernel_codes.h"
 
 namespace hfuse::cuda {
 
 // An activation the grouped float32 kernel may apply in a member's
-// epilogue (its codes are EwFunc's): the IR's one-input GELU, tanh or
-// SiLU. What gemm_launches.cc takes in (AbsorbActivations) and what the
-// memory plan keeps a GEMM's inputs alive for.
-inline bool IsEpilogueActivation(const Op& op) {
-  return op.type == OpType::kElementwise && op.inputs.size() == 1 && op.outputs.size() == 1 && !op.elided &&
-         (op.attrs.func == EwFunc::kGelu || op.attrs.func == EwFunc::kTanh || op.attrs.func == EwFunc::kSilu);
-}
+// epilogue: the IR's one-input GELU, tanh or SiLU (its codes are EwFunc's),
+// or ONNX LeakyRelu (kLeakyReluActivation) on float32. What
+// gemm_launches.cc takes in (AbsorbActivations) and what the memory plan
+// keeps a GEMM's inputs alive for.
+bool IsEpilogueActivation(const Op& op);
+
+// Such an activation as the kernel's member takes it: its code and slope
+// (SgemmMember::act, act_alpha).
+struct EpilogueActivation {
+  int act;
+  float alpha = 0.0f;
+};
+EpilogueActivation EpilogueActivationOf(const Op& op);
+
+// Its name in a launch's label ("gelu", "leaky_relu(0.01)").
+std::string ActivationName(int act, float alpha);
 
 // The epilogue activation that alone reads t (no graph output), through
 // ops `passes` lets it pass (views, each of one output reading t first)
@@ -45,6 +56,7 @@ struct DeviceGemm {
   // it and in their bias; the paths that take one epilogue a launch get
   // members of one (SplitByEpilogue).
   int act = -1;
+  float act_alpha = 0.0f;  // LeakyRelu's slope (act kLeakyReluActivation)
 };
 
 // The members of a group by what they need. A member whose output is empty

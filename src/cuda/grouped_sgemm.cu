@@ -15,8 +15,9 @@ constexpr int kThreads = 256, kDepth = 16;
 constexpr int kStages = 4, kStagedLd = kDepth + 4;
 constexpr int kStagedSmemFloats = kStages * 2 * 64 * kStagedLd;
 
-__device__ __forceinline__ float Activation(int act, float v) {
+__device__ __forceinline__ float Activation(int act, float slope, float v) {
   switch (act) {
+    case kLeakyReluActivation: return v < 0.0f ? v * slope : v;
     case 0: return fmaxf(v, 0.0f);
     case 1: return 1.0f / (1.0f + expf(-v));
     case 2: return tanhf(v);
@@ -42,14 +43,15 @@ struct OutColumn {
   int64_t ldy;
   const float* bias;   // its bias, or null
   int32_t act;
+  float slope;         // LeakyRelu's (kLeakyReluActivation)
 };
 __device__ __forceinline__ OutColumn OutputColumn(const SgemmMember* members, const SgemmMember& g, int64_t c) {
-  if (g.count == 0) return {g.y + c, g.ldy, g.bias ? g.bias + c : nullptr, g.act};
+  if (g.count == 0) return {g.y + c, g.ldy, g.bias ? g.bias + c : nullptr, g.act, g.act_alpha};
   int s = g.first + g.count - 1;
   while (c < members[s].n0) --s;
   const SgemmMember& p = members[s];
   const int64_t j = c - p.n0;
-  return {p.y + j, p.ldy, p.bias ? p.bias + j : nullptr, p.act};
+  return {p.y + j, p.ldy, p.bias ? p.bias + j : nullptr, p.act, p.act_alpha};
 }
 
 // The epilogue of a 64 x 64 tile whose thread (ty, tx) holds rows
@@ -69,7 +71,7 @@ __device__ __forceinline__ void StoreTile64(const SgemmMember* members, const Sg
       if (r >= g.m) continue;
       float v = alpha * acc[i][j];
       if (o.bias) v += *o.bias;
-      o.y[r * o.ldy] = Activation(o.act, v);
+      o.y[r * o.ldy] = Activation(o.act, o.slope, v);
     }
   }
 }
@@ -109,7 +111,7 @@ __device__ __forceinline__ void NarrowRow(const SgemmMember& g, int64_t m0, floa
   if (lane < g.n) {
     float v = alpha * mine;
     if (g.bias) v += g.bias[lane];
-    g.y[r * g.ldy + lane] = Activation(g.act, v);
+    g.y[r * g.ldy + lane] = Activation(g.act, g.act_alpha, v);
   }
 }
 
@@ -397,10 +399,10 @@ __device__ __forceinline__ void TiledTile(const SgemmMember* members, const Sgem
         float4 b = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (g.bias) b = __ldg(reinterpret_cast<const float4*>(g.bias + c));
         float4 v;
-        v.x = Activation(g.act, alpha * acc[i][4 * q] + b.x);
-        v.y = Activation(g.act, alpha * acc[i][4 * q + 1] + b.y);
-        v.z = Activation(g.act, alpha * acc[i][4 * q + 2] + b.z);
-        v.w = Activation(g.act, alpha * acc[i][4 * q + 3] + b.w);
+        v.x = Activation(g.act, g.act_alpha, alpha * acc[i][4 * q] + b.x);
+        v.y = Activation(g.act, g.act_alpha, alpha * acc[i][4 * q + 1] + b.y);
+        v.z = Activation(g.act, g.act_alpha, alpha * acc[i][4 * q + 2] + b.z);
+        v.w = Activation(g.act, g.act_alpha, alpha * acc[i][4 * q + 3] + b.w);
         *reinterpret_cast<float4*>(g.y + r * g.ldy + c) = v;  // vec_y: no merged member
         continue;
       }
@@ -410,7 +412,7 @@ __device__ __forceinline__ void TiledTile(const SgemmMember* members, const Sgem
         float v = alpha * acc[i][4 * q + j];
         const OutColumn o = OutputColumn(members, g, c + j);
         if (o.bias) v += *o.bias;
-        o.y[r * o.ldy] = Activation(o.act, v);
+        o.y[r * o.ldy] = Activation(o.act, o.slope, v);
       }
     }
   }
@@ -534,7 +536,7 @@ __device__ __forceinline__ void StoreTensorTile(const SgemmMember* members, cons
         if (r >= g.m) continue;
         float y = alpha * acc[j][2 * v + h];
         if (o.bias) y += *o.bias;
-        o.y[r * o.ldy] = Activation(o.act, y);
+        o.y[r * o.ldy] = Activation(o.act, o.slope, y);
       }
     }
   }

@@ -112,7 +112,8 @@ struct SgemmMember {
   const float* bias;  // [n], or null
   float* y;           // [m, n], row stride ldy
   int64_t m, n, k, lda, ldy;
-  int32_t act;        // an EwFunc code (kernels.h), or kNoActivation
+  int32_t act;        // an EwFunc code (kernels.h), kLeakyReluActivation or kNoActivation
+  float act_alpha = 0.0f;  // LeakyRelu's slope below 0 (act kLeakyReluActivation)
   // Set by SgemmTiles only (SgemmOptions::merge). A merged member (count >
   // 0) is the members first .. first + count - 1 of the launch's table side
   // by side: their one A, n the sum of theirs, and w, bias, y, ldy, act

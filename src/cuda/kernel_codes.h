@@ -23,6 +23,12 @@ enum OnnxFunc : int32_t {
   kRsqrtAdd,  // 1 / sqrt(u + alpha): a LayerNorm's scale from its variance (alpha its epsilon), in fused regions
 };
 
+// A GEMM epilogue's activation beyond the EwFunc codes (kernels.h's
+// kNoActivation): ONNX LeakyRelu, which only the grouped float32 kernel
+// applies (grouped_sgemm.h, its slope SgemmMember::act_alpha; the IR's
+// EwFunc has no LeakyRelu, and cuBLASLt's epilogues none either).
+inline constexpr int32_t kLeakyReluActivation = 32;
+
 // ONNX ReduceSum / Mean / Max / Min / Prod / L1 / L2 / SumSquare.
 enum ReduceKind : int32_t {
   kReduceSum, kReduceMean, kReduceMax, kReduceMin, kReduceProd, kReduceL1, kReduceL2, kReduceSumSquare

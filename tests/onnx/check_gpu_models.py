@@ -615,6 +615,18 @@ def float32_op_models():
          floats("one", [], 0.0, 1.0), floats("half", [], 0.0, 0.5), floats("w2", [16, 8], 0.2),
          floats("b2", [8], 0.1), floats("w3", [20, 12], 0.3), floats("b3", [20], 0.1),
          ints("shape", [-1, 2, 10])])
+    # TabResnet's blocks: a LeakyRelu after a GEMM (slope 0.2, and ONNX's
+    # default 0.01), one after a group member whose peer has none: each in
+    # its GEMM's epilogue in the grouped float32 kernel, 2 launches.
+    yield "gemm_leaky_relu_epilogue", model("gl", [
+        helper.make_node("Gemm", ["x", "w1", "b1"], ["h1"], transB=1),
+        helper.make_node("Gemm", ["x", "w3", "b3"], ["h3"], transB=1),
+        helper.make_node("LeakyRelu", ["h1"], ["a1"], alpha=0.2),
+        helper.make_node("Gemm", ["a1", "w2", "b2"], ["h2"], transB=1),
+        helper.make_node("LeakyRelu", ["h2"], ["y"]),
+    ], [("x", F, [N, 24])], [("y", F, [N, 20]), ("h3", F, [N, 12])],
+        [floats("w1", [20, 24], 0.3), floats("b1", [20], 0.2, -0.1), floats("w2", [20, 20], 0.3),
+         floats("b2", [20], 0.1, -0.2), floats("w3", [12, 24], 0.2), floats("b3", [12], 0.1)])
     # DCNv2's experts: four GEMMs of one input, each read by a tanh (the
     # four tanh one fused region), each tanh by a GEMM of its own, the four
     # summed. The group takes the region's tanh into its members'
@@ -1020,6 +1032,8 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # gemm_activation_epilogue: the FFN's two GEMMs (the GELU in the first's epilogue), the GEMM with its tanh;
 # group_activation_region: the two groups (the first with the four tanh in
 # its epilogue), the sum;
+# gemm_leaky_relu_epilogue: the group (its first member's LeakyRelu in its
+# epilogue), the second GEMM with its LeakyRelu;
 # gemm_activation_refused: each op a launch but the Transpose view (the
 # second tanh taken into its Gemm where its buffer is not B's: 6);
 # chain_before_dense_copies: the GEMMs, the Clip, the copies, the Add;
@@ -1043,7 +1057,7 @@ EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_
                    "columns_beside_lookups": 2, "batchnorm_beside_lookups": 3, "regions_alike": 1, "region_dice": 1,
                    "region_scaled_softmax": 1, "region_scaled_logsoftmax": 1, "region_gate_weighted_sum": 2,
                    "region_long_rows": 1, "region_rows_2048": 2, "region_quad_rows": 2, "gemm_activation_epilogue": 3,
-                   "group_activation_region": 3,
+                   "group_activation_region": 3, "gemm_leaky_relu_epilogue": 2,
                    "gemm_activation_refused": 7, "chain_before_dense_copies": 5, "layernorm_two_dims_beside_input": 3, "region_concat_parts": 1, "concat_in_place": 2, "region_cross_wait": 3,
                    "gather_group_odd_widths": 1, "gather_group_f16_bf16": 1, "gather_group_500": 1,
                    "stack_picked": 5, "gemv_group": 1, "attention_heads": 3,
