@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -159,17 +160,25 @@ struct CudaExecutor::Impl {
   std::vector<double> op_bytes;     // per launch: its op's inputs and outputs, once each
   std::string current;              // the op being planned
   double current_bytes = 0;
-  void Add(const std::string& what, std::function<void(cudaStream_t)> f) {
+  // `apart`: why the launch only moves data or runs elementwise ops alone
+  // (CudaRunStats::apart), or empty.
+  void Add(const std::string& what, std::function<void(cudaStream_t)> f, const std::string& apart = "") {
     FlushRegions();
     if (!LaunchMayPassGathers()) FlushGathers();
     FlushChain();
-    AddLaunch(fmt::format("{} ({})", current, what), current_bytes, std::move(f));
+    AddLaunch(fmt::format("{} ({})", current, what), current_bytes, std::move(f), apart);
   }
-  void AddLaunch(std::string label, double bytes, std::function<void(cudaStream_t)> f) {
+  void AddLaunch(std::string label, double bytes, std::function<void(cudaStream_t)> f, const std::string& apart = "") {
+    if (!apart.empty()) stats.apart.push_back(fmt::format("{}: {}", label, apart));
     launches.push_back(std::move(f));
     labels.push_back(std::move(label));
     op_bytes.push_back(bytes);
   }
+  // Why elementwise op `first` (and the chain it starts, writing y) runs
+  // in a launch of its own: the reason AbsorbActivations recorded for it
+  // (kept_apart), or its neighbours, which take no elementwise op.
+  std::map<OpId, std::string> kept_apart;
+  std::string ApartWhy(OpId first, TensorId y) const;
   // Gathers planned and not yet launched (PlanOnnxGather): independent
   // gathers next to each other in the order (a model's embedding lookups,
   // one table each) go out as one launch, as TorchRec's table-batched
@@ -196,6 +205,7 @@ struct CudaExecutor::Impl {
     Span write;
     TensorId y = kNone;       // the tensor it writes; kNone once it writes a concatenate's slot
     std::string add, into;    // the Add and the Concat it took in, if any
+    bool copy = false;        // a part's copy (PartCopyGather), no lookup
   };
   std::vector<PendingGather> pending_gathers;
   // The batch kernel runs a gather per grid row (gridDim.y).
@@ -249,6 +259,7 @@ struct CudaExecutor::Impl {
     double bytes;
     std::vector<const void*> pointers;  // its operands', then its outputs' addresses
     std::vector<Span> reads, writes;
+    std::string apart;  // an activation kept apart from its GEMM (kept_apart), or empty
   };
   struct PendingRegions {
     std::string source;
@@ -276,6 +287,7 @@ struct CudaExecutor::Impl {
     TensorId y = kNone;  // the last step's output
     std::vector<std::string> ops;
     double bytes = 0;
+    OpId first_op = kNone;
   };
   std::optional<PendingChain> chain;
   // false: `a` (a float32 op writing y) cannot be chained; plan it alone.
@@ -379,13 +391,17 @@ struct CudaExecutor::Impl {
                                             const std::vector<int64_t>& shape);
   // Independent elementwise ops (copies of the parts of one op) in one
   // launch; `note` ends its label ("...; not in place: why").
-  void PlanBatch(std::vector<cuda::OnnxElementwiseArgs> ops, const std::string& what, const std::string& note = "");
+  // `apart`: CudaRunStats::apart's reason (every copy has one).
+  void PlanBatch(std::vector<cuda::OnnxElementwiseArgs> ops, const std::string& what, const std::string& note = "",
+                 const std::string& apart = "");
   // One elementwise op (func and inputs set) writing tensor y, row-major in
   // its own buffer: the output, shape and count filled in, then planned.
   void PlanElementwiseTo(cuda::OnnxElementwiseArgs a, TensorId y, const std::string& what);
+  // `why`: why the copy (CudaRunStats::apart).
   void PlanStridedCopy(const cuda::StridedOperand& src, void* dst, const std::vector<int64_t>& dst_strides,
-                       DType dst_type, const std::vector<int64_t>& shape, const std::string& what) {
-    PlanBatch({CopyArgs(src, dst, dst_strides, dst_type, shape)}, what);
+                       DType dst_type, const std::vector<int64_t>& shape, const std::string& what,
+                       const std::string& why) {
+    PlanBatch({CopyArgs(src, dst, dst_strides, dst_type, shape)}, what, "", "moves data: " + why);
   }
   // Concatenates `parts` into `whole` along `axis` (or splits `whole` into
   // them): every part's copy in one launch; none where the parts are

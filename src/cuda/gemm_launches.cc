@@ -246,7 +246,21 @@ std::vector<const Op*> CudaExecutor::Impl::AbsorbActivations(const Op& op, std::
   for (const cuda::DeviceGemm& m : ms) max_k = std::max(max_k, m.k);
   const bool mixed = cuda::SplitByEpilogue(ms).size() > 1;
   const bool strided = ms.size() > 1 && options.strided_batched && cuda::StridedBatchOrder(ms);
-  if ((max_k > kAbsorbMaxK || ms.size() == 1) && (FewCallsPay(ms, mixed) || strided)) return {};
+  if ((max_k > kAbsorbMaxK || ms.size() == 1) && (FewCallsPay(ms, mixed) || strided)) {
+    // Kept apart by the rule: the profile says so (ApartWhy).
+    const std::string where = strided ? "one strided batched cuBLASLt call"
+                                      : "cuBLASLt (a few large members: FewCallsPay)";
+    for (TensorId y : op.outputs) {
+      const OpId act = cuda::ActivationReading(g, y, [&](OpId u) { return views.view_op[static_cast<size_t>(u)]; });
+      if (act == kNone) continue;
+      kept_apart[act] = fmt::format(
+          "kept apart from GEMM '{}' by the rule: it runs on {}, whose epilogue lacks the activation, and that "
+          "with the activation's own launch measured faster than the grouped float32 kernel with it in "
+          "(gemm_launches.cc, kAbsorbMaxK)",
+          op.name, where);
+    }
+    return {};
+  }
   std::vector<std::optional<Absorbable>> found(ms.size());
   std::set<OpId> acts;
   for (size_t i = 0; i < ms.size(); ++i) {

@@ -181,7 +181,7 @@ cuda::OnnxElementwiseArgs CudaExecutor::Impl::CopyArgs(const cuda::StridedOperan
 }
 
 void CudaExecutor::Impl::PlanBatch(std::vector<cuda::OnnxElementwiseArgs> ops, const std::string& what,
-                                   const std::string& note) {
+                                   const std::string& note, const std::string& apart) {
   const std::string tail = note.empty() ? "" : "; " + note;
   std::erase_if(ops, [](const cuda::OnnxElementwiseArgs& a) { return a.numel == 0; });
   if (ops.empty()) return;
@@ -191,7 +191,7 @@ void CudaExecutor::Impl::PlanBatch(std::vector<cuda::OnnxElementwiseArgs> ops, c
     Add(what + tail, [a](cudaStream_t s) {
       cuda::LaunchOnnxElementwise(a, s);
       HFUSE_LAUNCHED();
-    });
+    }, apart);
     return;
   }
   int64_t max_numel = 0;
@@ -205,7 +205,7 @@ void CudaExecutor::Impl::PlanBatch(std::vector<cuda::OnnxElementwiseArgs> ops, c
   Add(fmt::format("{}, {} parts{}", what, count, tail), [=](cudaStream_t s) {
     cuda::LaunchOnnxElementwiseBatch(args, count, max_numel, narrow, s);
     HFUSE_LAUNCHED();
-  });
+  }, apart);
 }
 
 void CudaExecutor::Impl::PlanElementwiseTo(cuda::OnnxElementwiseArgs a, TensorId y, const std::string& what) {
@@ -225,7 +225,7 @@ void CudaExecutor::Impl::PlanElementwiseTo(cuda::OnnxElementwiseArgs a, TensorId
     a.numel *= ys[d];
   }
   if (ChainElementwise(a, y, what)) return;
-  PlanBatch({a}, what);
+  PlanBatch({a}, what, "", "elementwise alone: " + ApartWhy(g.tensor(y).producer, y));
 }
 
 namespace {
@@ -356,6 +356,7 @@ bool CudaExecutor::Impl::ChainElementwise(const cuda::OnnxElementwiseArgs& a, Te
   c.first_what = what;
   c.y = y;
   c.ops = {current};
+  c.first_op = g.tensor(y).producer;
   c.bytes = current_bytes;
   cuda::FusedElementwiseArgs& f = c.fused;
   f = cuda::FusedElementwiseArgs{};
@@ -386,14 +387,15 @@ void CudaExecutor::Impl::FlushChain() {
   const double now_bytes = current_bytes;
   current = c.ops.front();
   current_bytes = c.bytes;
+  const std::string apart = "elementwise alone: " + ApartWhy(c.first_op, c.y);
   if (c.fused.num_steps == 1) {
-    PlanBatch({c.first}, c.first_what);
+    PlanBatch({c.first}, c.first_what, "", apart);
   } else {
     const cuda::FusedElementwiseArgs f = c.fused;
     const cudaKernel_t kernel = cuda::FusedElementwiseKernel(f);  // NVRTC, once per chain source
     AddLaunch(fmt::format("{} (fused elementwise kernel, {} ops: {} to {})", c.ops.front(), c.ops.size(),
                           c.ops.front(), c.ops.back()),
-              c.bytes, [kernel, f](cudaStream_t s) { cuda::LaunchFusedElementwise(kernel, f, s); });
+              c.bytes, [kernel, f](cudaStream_t s) { cuda::LaunchFusedElementwise(kernel, f, s); }, apart);
   }
   current = now;
   current_bytes = now_bytes;
@@ -436,7 +438,9 @@ void CudaExecutor::Impl::PlanPartCopies(const std::vector<TensorId>& parts, Tens
   PlanBatch(std::move(ops), what,
             why.empty()       ? ""
             : in_slot == 0 ? "not in place: " + why
-                           : fmt::format("{} of {} parts in place, the others copied: {}", in_slot, parts.size(), why));
+                           : fmt::format("{} of {} parts in place, the others copied: {}", in_slot, parts.size(), why),
+            split ? "moves data: a Split's parts its readers could not read in place"
+                  : "moves data: a concatenate's parts, copied" + (why.empty() ? std::string() : " (" + why + ")"));
 }
 
 // A view op its readers could not read in place: each output's view, copied.
@@ -458,7 +462,7 @@ void CudaExecutor::Impl::PlanViewCopy(const Op& op) {
       copies.push_back(CopyArgs(Operand(in, from), dst, cuda::RowMajorStrides(from), g.tensor(out).dtype, from));
     }
   }
-  PlanBatch(std::move(copies), "copy kernel");
+  PlanBatch(std::move(copies), "copy kernel", "", "moves data: a view its readers could not read in place");
 }
 
 bool CudaExecutor::Impl::PlanOnnxView(const Op& op, std::string& why) {
@@ -511,7 +515,8 @@ bool CudaExecutor::Impl::PlanOnnxCopy(const Op& op, std::string& why) {
       src.strides[2 * d] = 0;
       src.strides[2 * d + 1] = in.strides[d];
     }
-    PlanStridedCopy(src, PlaceOf(y).base, cuda::RowMajorStrides(shape), g.tensor(y).dtype, shape, "tile kernel");
+    PlanStridedCopy(src, PlaceOf(y).base, cuda::RowMajorStrides(shape), g.tensor(y).dtype, shape, "tile kernel",
+                    "a Tile its readers could not read as a view");
     return true;
   }
   if (type == "Concat") {
@@ -761,7 +766,11 @@ void CudaExecutor::Impl::PlanRegion(const cuda::FusionRegion& r) {
                                   first.name, g.op(r.ops.back()).name, rows, r.cols, r.one_lane ? ", a row a thread" : "");
   if (r.products.empty()) {
     PendingRegion p{label + ")", first.name, g.op(r.ops.back()).name, current_bytes, operands, {},
-                    std::move(write_spans)};
+                    std::move(write_spans), {}};
+    for (OpId id : r.ops) {
+      const auto it = kept_apart.find(id);
+      if (it != kept_apart.end() && p.apart.empty()) p.apart = "elementwise alone: " + it->second;
+    }
     p.pointers.insert(p.pointers.end(), outputs.begin(), outputs.end());
     for (TensorId t : reads) {
       const cuda::Layout& l = views.layout[static_cast<size_t>(t)];
@@ -824,7 +833,7 @@ void CudaExecutor::Impl::FlushRegions() {
     for (size_t i = num_operands; i < p.pointers.size(); ++i) outputs.push_back(const_cast<void*>(p.pointers[i]));
     AddLaunch(std::move(p.label), p.bytes, [=](cudaStream_t s) {
       cuda::LaunchFusedRegion(kernel, rows, lanes, rows_per_thread, operands, outputs, s);
-    });
+    }, p.apart);
     return;
   }
   const cudaKernel_t kernel =
@@ -837,12 +846,16 @@ void CudaExecutor::Impl::FlushRegions() {
   }
   const void* const* d_table = Device(table);
   const int count = static_cast<int>(batch.members.size());
+  std::string apart;
+  for (const PendingRegion& p : batch.members) {
+    if (apart.empty()) apart = p.apart;
+  }
   AddLaunch(fmt::format("{} (fused region kernel, {} regions alike in one launch, {} ops: {} to {}, {} rows of {} each)",
                         batch.members.front().first, count, batch.region->ops.size(), batch.members.front().first,
                         batch.members.back().last, rows, batch.cols),
             bytes, [=](cudaStream_t s) {
               cuda::LaunchFusedRegionGroup(kernel, rows, lanes, rows_per_thread, d_table, count, s);
-            });
+            }, apart);
 }
 
 // An attention region (fusion_regions.h): one launch of the attention
@@ -1016,13 +1029,19 @@ void CudaExecutor::Impl::FlushGathers() {
   }
   std::string also = adds == 0 ? "" : adds == 1 ? fmt::format(" + {}", an_add) : fmt::format(" + {} adds", adds);
   if (!into.empty()) also += fmt::format(", into {}", fmt::join(into, ", "));
+  // A batch of copies alone (PartCopyGather) only moves data.
+  const bool copies = std::all_of(batch.begin(), batch.end(), [](const PendingGather& p) { return p.copy; });
+  const std::string apart =
+      copies ? "moves data: parts in buffers no launch writes, copied into their concatenate's slots; no lookup "
+               "waits beside them to take the copy into its launch"
+             : "";
   if (batch.size() == 1) {
     const cuda::GatherArgs a = batch[0].args;
     HFUSE_CHECK(a.add == nullptr || cuda::GatherWords(a));
     AddLaunch(fmt::format("{} (gather kernel{})", batch[0].op, also), batch[0].bytes, [a](cudaStream_t s) {
       cuda::LaunchOnnxGather(a, s);
       HFUSE_LAUNCHED();
-    });
+    }, apart);
     return;
   }
   std::vector<cuda::GatherArgs> args;
@@ -1042,7 +1061,7 @@ void CudaExecutor::Impl::FlushGathers() {
             bytes, [=](cudaStream_t s) {
               cuda::LaunchOnnxGatherBatch(device_args, count, max_words, s);
               HFUSE_LAUNCHED();
-            });
+            }, apart);
 }
 
 CudaExecutor::Impl::PendingGather* CudaExecutor::Impl::WaitingGatherOf(TensorId t) {
@@ -1326,6 +1345,7 @@ std::optional<CudaExecutor::Impl::PendingGather> CudaExecutor::Impl::PartCopyGat
   a.y_row_bytes = a.inner_bytes;
   a.bad = never_bad;  // ids below len by construction: never out of range
   PendingGather p{a, name, 0.0, {}, {}, kNone, {}, {}};
+  p.copy = true;
   const char* from = static_cast<const char*>(a.data);
   const int64_t read = outer == 0 ? 0 : row_major ? outer * inner * esize : ((outer - 1) * a.len + inner) * esize;
   p.reads.push_back({from, from + read});
@@ -1691,7 +1711,7 @@ void CudaExecutor::Impl::AddTf32Split(const cuda::Tf32Split& split, int64_t at, 
   Add(std::move(label), [=](cudaStream_t s) {
     cuda::LaunchSplitTf32(split, reinterpret_cast<float*>(static_cast<char*>(scratch->ptr) + at), s);
     HFUSE_LAUNCHED();
-  });
+  }, "moves data: cuBLAS's TF32 GEMM reads the operand's high and low TF32 parts from memory (3xTF32)");
 }
 
 // PlanBatchedGemm's strided float32 call in 3xTF32 (CudaOptions::tf32x3,
@@ -1833,7 +1853,8 @@ bool CudaExecutor::Impl::PlanOnnxGemm(const Op& op, std::string& why) {
       why = "C of rank above 2";
       return false;
     }
-    PlanStridedCopy(Operand(tc, ys), PlaceOf(y).base, cuda::RowMajorStrides(ys), dtype, ys, "gemm C kernel");
+    PlanStridedCopy(Operand(tc, ys), PlaceOf(y).base, cuda::RowMajorStrides(ys), dtype, ys, "gemm C kernel",
+                    "Gemm's C, copied into Y for the GEMM to add to");
     beta = AttrFloat(node, "beta", 1.0);
   }
   MatrixOperand a{PlaceOf(ta).base, {0}, trans_a, as[1]};
@@ -1964,7 +1985,7 @@ void CudaExecutor::Impl::PlanOnHost(const Op& op, const std::string& why) {
       descriptors.push_back(std::make_unique<cuda::DeviceBuffer>());
       descriptors.back()->Allocate(Bytes(t));
       PlanStridedCopy(Operand(t, shape), descriptors.back()->ptr, cuda::RowMajorStrides(shape), g.tensor(t).dtype, shape,
-                      "copy kernel (a view for the host)");
+                      "copy kernel (a view for the host)", "a view copied for an op run on the host");
       from = descriptors.back()->ptr;
     }
     gathered.push_back(from);
@@ -2010,6 +2031,47 @@ void CudaExecutor::Impl::CheckHostOps() {
       ThrowInputError("{}", error);
     }
   }
+}
+
+std::string CudaExecutor::Impl::ApartWhy(OpId first, TensorId y) const {
+  if (first == kNone) return "no neighbour's kernel took it";
+  if (const auto it = kept_apart.find(first); it != kept_apart.end()) return it->second;
+  const auto name = [&](const Op& op) {
+    return op.attrs.onnx ? op.attrs.onnx->op_type : std::string(OpTypeName(op.type));
+  };
+  const auto is_gemm = [&](const Op& op) { return IsGemm(op.type) || IsGroupGemm(op.type); };
+  // The op that made its first computed input, back through views.
+  std::string before = "graph inputs or constants";
+  for (TensorId in : g.op(first).inputs) {
+    OpId p = in == kNone ? kNone : g.tensor(in).producer;
+    while (p != kNone && views.view_op[static_cast<size_t>(p)] && !g.op(p).inputs.empty() &&
+           g.op(p).inputs[0] != kNone) {
+      p = g.tensor(g.op(p).inputs[0]).producer;
+    }
+    if (p == kNone) continue;
+    const Op& q = g.op(p);
+    if (is_gemm(q)) {
+      return fmt::format("after GEMM '{}', whose kernel's epilogue takes no {}", q.name, name(g.op(first)));
+    }
+    before = fmt::format("'{}' ({})", q.name, name(q));
+    break;
+  }
+  // What reads y, forward through views.
+  std::string after = "the graph's output";
+  TensorId t = y;
+  while (!g.IsGraphOutput(t) && !g.tensor(t).users.empty()) {
+    const Op& u = g.op(g.tensor(t).users[0]);
+    if (views.view_op[static_cast<size_t>(g.tensor(t).users[0])] && u.outputs.size() == 1 &&
+        g.tensor(t).users.size() == 1) {
+      t = u.outputs[0];
+      continue;
+    }
+    if (is_gemm(u)) return fmt::format("before GEMM '{}', which reads its operands from memory (after {})", u.name, before);
+    after = fmt::format("'{}' ({})", u.name, name(u));
+    break;
+  }
+  return fmt::format("after {}, before {}: neither kernel takes an elementwise op in, and no fused region took it",
+                     before, after);
 }
 
 }  // namespace hfuse

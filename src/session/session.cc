@@ -641,6 +641,7 @@ Session::PlanSummary Session::Plan(const DimValues& dims) {
   summary.view_ops = stats.view_ops;
   summary.tf32x3_launches = stats.tf32x3_launches;
   summary.host_ops = stats.host_ops;
+  summary.apart = stats.apart;
 #else
   (void)dims;
 #endif

@@ -1111,9 +1111,22 @@ def plan_of(stdout):
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
-def verify(path, label, *args, most_launches=None):
+# The launches that only move data or run elementwise ops alone, as verify
+# prints them ("  apart: LABEL: why"): for these models, one apart line for
+# each string, in order, holding it, and no other. batchnorm_beside_lookups:
+# the BatchNormalization's kernel; gemm_leaky_relu_epilogue, regions_alike,
+# columns_beside_lookups: none.
+EXPECT_APART = {"batchnorm_beside_lookups": ["(batchnorm kernel): elementwise alone: "],
+                "gemm_leaky_relu_epilogue": [], "regions_alike": [], "columns_beside_lookups": []}
+
+
+def verify(path, label, *args, most_launches=None, apart=None):
     r = hfuse("verify", path, "--device", "cuda", *args)
     plan = plan_of(r.stdout)
+    if apart is not None:
+        lines = [l.strip() for l in r.stdout.splitlines() if l.startswith("  apart: ")]
+        check(len(lines) == len(apart) and all(s in l for s, l in zip(apart, lines)),
+              f"{label}: apart launches {lines}, expected one holding each of {apart}")
     if most_launches is not None:
         check(plan is not None and plan[0] <= most_launches,
               f"{label}: {plan[0] if plan else '?'} launches, at most {most_launches} expected")
@@ -1152,7 +1165,8 @@ def main():
             path = os.path.join(work, f"{name}.onnx")
             onnx.save(m, path)
             dims = ["--dim", "N=37"] if dynamic_dim(path) else []
-            verify(path, name, *dims, most_launches=EXPECT_LAUNCHES.get(float32_name(name)))
+            verify(path, name, *dims, most_launches=EXPECT_LAUNCHES.get(float32_name(name)),
+                   apart=EXPECT_APART.get(name))
         check_gather_group_ids(work)
         if ops_only:
             dirs = []

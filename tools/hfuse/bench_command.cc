@@ -248,10 +248,12 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
     std::string by_kind;
     for (const auto& [kind, count] : kinds) by_kind += fmt::format("{}{} {}", by_kind.empty() ? "" : ", ", count, kind);
     fmt::print("    launches by kind: {}\n", by_kind);
+    // The launches that only move data or run elementwise ops alone, each with why.
+    for (const std::string& launch : stats.apart) fmt::print("    apart: {}\n", launch);
     report["variants"].push_back({{"name", v.name}, {"plain_us", plain}, {"cudagraph_us", graph},
                                   {"floor_us", floor.micros()}, {"flops", floor.flops},
                                   {"bytes", floor.bytes}, {"launches", stats.launches},
-                                  {"host_launches", stats.host_launches}, {"host_ops", stats.host_ops},
+                                  {"host_launches", stats.host_launches}, {"host_ops", stats.host_ops}, {"apart", stats.apart},
                                   {"folded_ops", stats.folded_ops}, {"view_ops", stats.view_ops},
                                   {"arena_bytes", stats.arena_bytes}, {"launch_kinds", kinds}, {"max_err", err}});
     if (options.profile && v.name != "unfused" && v.profiled) {

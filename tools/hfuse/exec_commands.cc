@@ -73,7 +73,8 @@ bool PrintComparisons(const TensorMap& want, const TensorMap& got, bool tf32x3 =
   return pass;
 }
 
-// A CUDA session's plan in one line, then each op it runs on the host;
+// A CUDA session's plan in one line, then each op it runs on the host and
+// each launch that only moves data or runs elementwise ops alone, with why;
 // true when some launch sums float32 products on the tensor cores (3xTF32).
 bool PrintPlan(Session& session, const DimValues& dims) {
   if (session.options().device != Device::kCuda) return false;
@@ -84,6 +85,7 @@ bool PrintPlan(Session& session, const DimValues& dims) {
                                                  p.tf32x3_launches)
                                    : "");
   for (const std::string& op : p.host_ops) fmt::print("  on the host: {}\n", op);
+  for (const std::string& launch : p.apart) fmt::print("  apart: {}\n", launch);
   return p.tf32x3_launches > 0;
 }
 

@@ -53,6 +53,11 @@ struct CudaRunStats {
   int64_t tf32x3_launches = 0;
   // Each op run on the host, "name (ONNX op_type): why", in plan order.
   std::vector<std::string> host_ops;
+  // Each launch that only moves data (a copy: a concatenate's or a view's
+  // parts, the 3xTF32 split) or runs elementwise ops that no neighbour's
+  // kernel took in, "label: why", in plan order: the exceptions the profile
+  // names (`hfuse bench`, `hfuse verify --device cuda`).
+  std::vector<std::string> apart;
 };
 
 // The CUTLASS grouped GEMM's CTA tile: the plan-time rule, or forced (for

@@ -216,6 +216,7 @@ class Session {
     int64_t launches = 0, host_launches = 0, folded_ops = 0, view_ops = 0;
     int64_t tf32x3_launches = 0;  // CudaRunStats::tf32x3_launches
     std::vector<std::string> host_ops;
+    std::vector<std::string> apart;  // CudaRunStats::apart
   };
   PlanSummary Plan(const DimValues& dims);
 
