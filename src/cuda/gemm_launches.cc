@@ -237,19 +237,21 @@ std::vector<const Op*> CudaExecutor::Impl::AbsorbActivations(const Op& op, std::
   // Not where the members would run on cuBLASLt (a few large ones, or one
   // strided batched call) and K is above kAbsorbMaxK: the GEMMs'
   // arithmetic outweighs the activation's launch there. Nor a single GEMM
-  // cuBLASLt would run (FewCallsPay), at any K: its call and the
-  // activation's launch outran the grouped kernel with the activation
+  // (which runs on cuBLASLt, PlanGemmMembers), at any size: its call and
+  // the activation's launch outran the grouped kernel with the activation
   // (TabTransformer's FFN, 13312 x 128 x 32 with its GELU at batch 512:
   // the model 160.4 against 167.8 us with the activations apart, 379.0
-  // against 398.3 at 2048, bench/RESULTS.md).
+  // against 398.3 at 2048; TabResnet's 512 x 128 x 128 with its LeakyRelu:
+  // 58.7 against 64.6 us at 512, bench/RESULTS.md).
   int64_t max_k = 0;
   for (const cuda::DeviceGemm& m : ms) max_k = std::max(max_k, m.k);
   const bool mixed = cuda::SplitByEpilogue(ms).size() > 1;
   const bool strided = ms.size() > 1 && options.strided_batched && cuda::StridedBatchOrder(ms);
-  if ((max_k > kAbsorbMaxK || ms.size() == 1) && (FewCallsPay(ms, mixed) || strided)) {
+  if (ms.size() == 1 || (max_k > kAbsorbMaxK && (FewCallsPay(ms, mixed) || strided))) {
     // Kept apart by the rule: the profile says so (ApartWhy).
-    const std::string where = strided ? "one strided batched cuBLASLt call"
-                                      : "cuBLASLt (a few large members: FewCallsPay)";
+    const std::string where = ms.size() == 1 ? "cuBLASLt (a single GEMM)"
+                              : strided      ? "one strided batched cuBLASLt call"
+                                             : "cuBLASLt (a few large members: FewCallsPay)";
     for (TensorId y : op.outputs) {
       const OpId act = cuda::ActivationReading(g, y, [&](OpId u) { return views.view_op[static_cast<size_t>(u)]; });
       if (act == kNone) continue;

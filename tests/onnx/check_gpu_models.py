@@ -615,9 +615,10 @@ def float32_op_models():
          floats("one", [], 0.0, 1.0), floats("half", [], 0.0, 0.5), floats("w2", [16, 8], 0.2),
          floats("b2", [8], 0.1), floats("w3", [20, 12], 0.3), floats("b3", [20], 0.1),
          ints("shape", [-1, 2, 10])])
-    # TabResnet's blocks: a LeakyRelu after a GEMM (slope 0.2, and ONNX's
-    # default 0.01), one after a group member whose peer has none: each in
-    # its GEMM's epilogue in the grouped float32 kernel, 2 launches.
+    # TabResnet's blocks: a LeakyRelu (slope 0.2) after a group member
+    # whose peer has none, in its epilogue in the grouped float32 kernel;
+    # one (ONNX's default slope, 0.01) after a single GEMM, which keeps
+    # cuBLASLt and its LeakyRelu apart: 3 launches.
     yield "gemm_leaky_relu_epilogue", model("gl", [
         helper.make_node("Gemm", ["x", "w1", "b1"], ["h1"], transB=1),
         helper.make_node("Gemm", ["x", "w3", "b3"], ["h3"], transB=1),
@@ -1056,8 +1057,8 @@ EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_
                    "gather_f16_concat": 1, "gather_past_launch": 2, "dense_beside_lookups": 2,
                    "columns_beside_lookups": 2, "batchnorm_beside_lookups": 3, "regions_alike": 1, "region_dice": 1,
                    "region_scaled_softmax": 1, "region_scaled_logsoftmax": 1, "region_gate_weighted_sum": 2,
-                   "region_long_rows": 1, "region_rows_2048": 2, "region_quad_rows": 2, "gemm_activation_epilogue": 3,
-                   "group_activation_region": 3, "gemm_leaky_relu_epilogue": 2,
+                   "region_long_rows": 1, "region_rows_2048": 2, "region_quad_rows": 2, "gemm_activation_epilogue": 5,
+                   "group_activation_region": 3, "gemm_leaky_relu_epilogue": 3,
                    "gemm_activation_refused": 7, "chain_before_dense_copies": 5, "layernorm_two_dims_beside_input": 3, "region_concat_parts": 1, "concat_in_place": 2, "region_cross_wait": 3,
                    "gather_group_odd_widths": 1, "gather_group_f16_bf16": 1, "gather_group_500": 1,
                    "stack_picked": 5, "gemv_group": 1, "attention_heads": 3,
@@ -1114,10 +1115,11 @@ def plan_of(stdout):
 # The launches that only move data or run elementwise ops alone, as verify
 # prints them ("  apart: LABEL: why"): for these models, one apart line for
 # each string, in order, holding it, and no other. batchnorm_beside_lookups:
-# the BatchNormalization's kernel; gemm_leaky_relu_epilogue, regions_alike,
-# columns_beside_lookups: none.
+# the BatchNormalization's kernel; gemm_leaky_relu_epilogue: the single
+# GEMM's LeakyRelu, by the rule; regions_alike, columns_beside_lookups: none.
 EXPECT_APART = {"batchnorm_beside_lookups": ["(batchnorm kernel): elementwise alone: "],
-                "gemm_leaky_relu_epilogue": [], "regions_alike": [], "columns_beside_lookups": []}
+                "gemm_leaky_relu_epilogue": ["(LeakyRelu kernel): elementwise alone: kept apart from GEMM"],
+                "regions_alike": [], "columns_beside_lookups": []}
 
 
 def verify(path, label, *args, most_launches=None, apart=None):
