@@ -20,7 +20,8 @@ bool IsLeakyRelu(const Op& op) {
 bool IsEpilogueActivation(const Op& op) {
   if (op.inputs.size() != 1 || op.outputs.size() != 1 || op.elided) return false;
   if (op.type == OpType::kElementwise) {
-    return op.attrs.func == EwFunc::kGelu || op.attrs.func == EwFunc::kTanh || op.attrs.func == EwFunc::kSilu;
+    return op.attrs.func == EwFunc::kRelu || op.attrs.func == EwFunc::kGelu || op.attrs.func == EwFunc::kTanh ||
+           op.attrs.func == EwFunc::kSilu;
   }
   return IsLeakyRelu(op);
 }

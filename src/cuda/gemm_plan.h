@@ -18,7 +18,8 @@
 namespace hfuse::cuda {
 
 // An activation the grouped float32 kernel may apply in a member's
-// epilogue: the IR's one-input GELU, tanh or SiLU (its codes are EwFunc's),
+// epilogue: the IR's one-input ReLU (after a GEMM of no bias, whose kind
+// has no ReLU: FiBiNet's SENET layers), GELU, tanh or SiLU (its codes are EwFunc's),
 // or ONNX LeakyRelu (kLeakyReluActivation) on float32. What
 // gemm_launches.cc takes in (AbsorbActivations) and what the memory plan
 // keeps a GEMM's inputs alive for.

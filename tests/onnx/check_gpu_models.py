@@ -615,6 +615,16 @@ def float32_op_models():
          floats("one", [], 0.0, 1.0), floats("half", [], 0.0, 0.5), floats("w2", [16, 8], 0.2),
          floats("b2", [8], 0.1), floats("w3", [20, 12], 0.3), floats("b3", [20], 0.1),
          ints("shape", [-1, 2, 10])])
+    # FiBiNet's SENET layers: Linears of no bias (no GEMM kind with a ReLU
+    # and no bias), each a Relu after: the group takes both Relus into its
+    # members' epilogues, 1 launch.
+    yield "group_relu_epilogue", model("grl", [
+        helper.make_node("MatMul", ["x", "w1"], ["h1"]),
+        helper.make_node("MatMul", ["x", "w2"], ["h2"]),
+        helper.make_node("Relu", ["h1"], ["y1"]),
+        helper.make_node("Relu", ["h2"], ["y2"]),
+    ], [("x", F, [N, 26])], [("y1", F, [N, 8]), ("y2", F, [N, 6])],
+        [floats("w1", [26, 8], 0.3, -0.05), floats("w2", [26, 6], 0.2, 0.05)])
     # TabResnet's blocks: a LeakyRelu (slope 0.2) after a group member
     # whose peer has none, in its epilogue in the grouped float32 kernel;
     # one (ONNX's default slope, 0.01) after a single GEMM, which keeps
@@ -1033,6 +1043,7 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # gemm_activation_epilogue: the FFN's two GEMMs (the GELU in the first's epilogue), the GEMM with its tanh;
 # group_activation_region: the two groups (the first with the four tanh in
 # its epilogue), the sum;
+# group_relu_epilogue: the group with both Relus in it;
 # gemm_leaky_relu_epilogue: the group (its first member's LeakyRelu in its
 # epilogue), the second GEMM with its LeakyRelu;
 # gemm_activation_refused: each op a launch but the Transpose view (the
@@ -1058,7 +1069,7 @@ EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_
                    "columns_beside_lookups": 2, "batchnorm_beside_lookups": 3, "regions_alike": 1, "region_dice": 1,
                    "region_scaled_softmax": 1, "region_scaled_logsoftmax": 1, "region_gate_weighted_sum": 2,
                    "region_long_rows": 1, "region_rows_2048": 2, "region_quad_rows": 2, "gemm_activation_epilogue": 5,
-                   "group_activation_region": 3, "gemm_leaky_relu_epilogue": 3,
+                   "group_activation_region": 3, "gemm_leaky_relu_epilogue": 3, "group_relu_epilogue": 1,
                    "gemm_activation_refused": 7, "chain_before_dense_copies": 5, "layernorm_two_dims_beside_input": 3, "region_concat_parts": 1, "concat_in_place": 2, "region_cross_wait": 3,
                    "gather_group_odd_widths": 1, "gather_group_f16_bf16": 1, "gather_group_500": 1,
                    "stack_picked": 5, "gemv_group": 1, "attention_heads": 3,
@@ -1116,10 +1127,11 @@ def plan_of(stdout):
 # prints them ("  apart: LABEL: why"): for these models, one apart line for
 # each string, in order, holding it, and no other. batchnorm_beside_lookups:
 # the BatchNormalization's kernel; gemm_leaky_relu_epilogue: the single
-# GEMM's LeakyRelu, by the rule; regions_alike, columns_beside_lookups: none.
+# GEMM's LeakyRelu, by the rule; group_relu_epilogue, regions_alike,
+# columns_beside_lookups: none.
 EXPECT_APART = {"batchnorm_beside_lookups": ["(batchnorm kernel): elementwise alone: "],
                 "gemm_leaky_relu_epilogue": ["(LeakyRelu kernel): elementwise alone: kept apart from GEMM"],
-                "regions_alike": [], "columns_beside_lookups": []}
+                "group_relu_epilogue": [], "regions_alike": [], "columns_beside_lookups": []}
 
 
 def verify(path, label, *args, most_launches=None, apart=None):
