@@ -378,6 +378,22 @@ void CudaExecutor::Impl::PlanGemmMembers(const std::vector<cuda::DeviceGemm>& ms
   }
   std::string why = !options.cutlass ? "CUTLASS off" : alpha != 1.0f ? "alpha is not 1" : "";
   if (why.empty() && PlanCutlassGemm(ms, dtype, act, why)) return;
+  // float16/bfloat16: the members CUTLASS can take stay one CUTLASS launch
+  // where only some cannot (FiBiNet's SENET layer, K 26, grouped with its
+  // 325 bilinear products of K 16: 326 cuBLASLt calls before); the others
+  // are planned as a group of their own (below: a cuBLASLt call each).
+  if (dtype != DType::kFloat32 && options.cutlass && alpha == 1.0f && options.gemm_kernel == GemmKernelChoice::kRule) {
+    std::vector<cuda::DeviceGemm> takes, rest;
+    for (const cuda::DeviceGemm& m : ms) {
+      const cuda::GroupedGemmMember one{m.a, m.w, m.bias, m.y, m.m, m.n, m.k, m.lda, m.ldy};
+      (cuda::CutlassCannotTake(cuda::KernelType(dtype), {one}, act).empty() ? takes : rest).push_back(m);
+    }
+    std::string unused;
+    if (takes.size() > 1 && !rest.empty() && PlanCutlassGemm(takes, dtype, act, unused)) {
+      PlanGemmMembers(rest, dtype, alpha, rest.size() > 1);
+      return;
+    }
+  }
   // A few members CUTLASS cannot take (rows not 16-byte aligned) run one cuBLASLt call
   // each where its epilogue does all (bias, ReLU; a sigmoid would cost a
   // kernel a member): cublasGemmGroupedBatchedEx plus

@@ -625,6 +625,19 @@ def float32_op_models():
         helper.make_node("Relu", ["h2"], ["y2"]),
     ], [("x", F, [N, 26])], [("y1", F, [N, 8]), ("y2", F, [N, 6])],
         [floats("w1", [26, 8], 0.3, -0.05), floats("w2", [26, 6], 0.2, 0.05)])
+    # FiBiNet in bfloat16: a group of GEMMs one of which CUTLASS cannot
+    # take (K 26: rows not 16 bytes), grouped with three it can: the three
+    # one CUTLASS launch, the other a cuBLASLt call, 2 launches (a cuBLASLt
+    # call each before).
+    yield "group_bf16_misaligned_member", to_bfloat16(model("gbm", [
+        helper.make_node("MatMul", ["x", "w1"], ["y1"]),
+        helper.make_node("MatMul", ["x", "w2"], ["y2"]),
+        helper.make_node("MatMul", ["x", "w3"], ["y3"]),
+        helper.make_node("MatMul", ["m", "w4"], ["y4"]),
+    ], [("x", F, [N, 16]), ("m", F, [N, 26])],
+        [("y1", F, [N, 16]), ("y2", F, [N, 16]), ("y3", F, [N, 16]), ("y4", F, [N, 8])],
+        [floats("w1", [16, 16], 0.3), floats("w2", [16, 16], 0.2, 0.05), floats("w3", [16, 16], 0.25, -0.05),
+         floats("w4", [26, 8], 0.2)]))
     # TabResnet's blocks: a LeakyRelu (slope 0.2) after a group member
     # whose peer has none, in its epilogue in the grouped float32 kernel;
     # one (ONNX's default slope, 0.01) after a single GEMM, which keeps
@@ -1044,6 +1057,7 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # group_activation_region: the two groups (the first with the four tanh in
 # its epilogue), the sum;
 # group_relu_epilogue: the group with both Relus in it;
+# group_bf16_misaligned_member: the CUTLASS group of three, the cuBLASLt call;
 # gemm_leaky_relu_epilogue: the group (its first member's LeakyRelu in its
 # epilogue), the second GEMM with its LeakyRelu;
 # gemm_activation_refused: each op a launch but the Transpose view (the
@@ -1069,7 +1083,7 @@ EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_
                    "columns_beside_lookups": 2, "batchnorm_beside_lookups": 3, "regions_alike": 1, "region_dice": 1,
                    "region_scaled_softmax": 1, "region_scaled_logsoftmax": 1, "region_gate_weighted_sum": 2,
                    "region_long_rows": 1, "region_rows_2048": 2, "region_quad_rows": 2, "gemm_activation_epilogue": 5,
-                   "group_activation_region": 3, "gemm_leaky_relu_epilogue": 3, "group_relu_epilogue": 1,
+                   "group_activation_region": 3, "gemm_leaky_relu_epilogue": 3, "group_relu_epilogue": 1, "group_bf16_misaligned_member": 2,
                    "gemm_activation_refused": 7, "chain_before_dense_copies": 5, "layernorm_two_dims_beside_input": 3, "region_concat_parts": 1, "concat_in_place": 2, "region_cross_wait": 3,
                    "gather_group_odd_widths": 1, "gather_group_f16_bf16": 1, "gather_group_500": 1,
                    "stack_picked": 5, "gemv_group": 1, "attention_heads": 3,
