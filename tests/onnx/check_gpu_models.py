@@ -1060,8 +1060,9 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # group_bf16_misaligned_member: the CUTLASS group of three, the cuBLASLt call;
 # gemm_leaky_relu_epilogue: the group (its first member's LeakyRelu in its
 # epilogue), the second GEMM with its LeakyRelu;
-# gemm_activation_refused: each op a launch but the Transpose view (the
-# second tanh taken into its Gemm where its buffer is not B's: 6);
+# gemm_activation_refused: each op a launch but the Transpose view (until
+# 2026-12-06 the second tanh was taken into its Gemm where its buffer was
+# not B's, 6; a single GEMM now keeps its activation apart);
 # chain_before_dense_copies: the GEMMs, the Clip, the copies, the Add;
 # layernorm_two_dims_beside_input: the LayerNorm, the concatenate, the GEMM;
 # layernorm_beside_input: a GEMM, the region writing its slot, the
