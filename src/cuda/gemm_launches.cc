@@ -258,7 +258,7 @@ std::vector<const Op*> CudaExecutor::Impl::AbsorbActivations(const Op& op, std::
       kept_apart[act] = fmt::format(
           "kept apart from GEMM '{}' by the rule: it runs on {}, whose epilogue lacks the activation, and that "
           "with the activation's own launch measured faster than the grouped float32 kernel with it in "
-          "(gemm_launches.cc, kAbsorbMaxK)",
+          "(gemm_launches.cc, AbsorbActivations)",
           op.name, where);
     }
     return {};
