@@ -70,6 +70,11 @@ bool FewCallsPay(const std::vector<cuda::DeviceGemm>& ms, bool mixed) {
   }
   return largest >= (mixed ? kLtMixedMemberMinFmas : kLtMemberMinFmas) || gemvs;
 }
+
+// A member as the CUTLASS grouped GEMM takes it.
+cuda::GroupedGemmMember CutlassMember(const cuda::DeviceGemm& m) {
+  return {m.a, m.w, m.bias, m.y, m.m, m.n, m.k, m.lda, m.ldy};
+}
 }  // namespace
 
 void CudaExecutor::Impl::PlanGemm(const Op& op) {
@@ -385,8 +390,7 @@ void CudaExecutor::Impl::PlanGemmMembers(const std::vector<cuda::DeviceGemm>& ms
   if (dtype != DType::kFloat32 && options.cutlass && alpha == 1.0f && options.gemm_kernel == GemmKernelChoice::kRule) {
     std::vector<cuda::DeviceGemm> takes, rest;
     for (const cuda::DeviceGemm& m : ms) {
-      const cuda::GroupedGemmMember one{m.a, m.w, m.bias, m.y, m.m, m.n, m.k, m.lda, m.ldy};
-      (cuda::CutlassCannotTake(cuda::KernelType(dtype), {one}, act).empty() ? takes : rest).push_back(m);
+      (cuda::CutlassCannotTake(cuda::KernelType(dtype), {CutlassMember(m)}, act).empty() ? takes : rest).push_back(m);
     }
     std::string unused;
     if (takes.size() > 1 && !rest.empty() && PlanCutlassGemm(takes, dtype, act, unused)) {
@@ -486,9 +490,7 @@ int64_t CudaExecutor::Impl::NumRows(const std::vector<int64_t>& shape) {
 bool CudaExecutor::Impl::PlanCutlassGemm(const std::vector<cuda::DeviceGemm>& ms, DType dtype, int act, std::string& why) {
   const cuda::GemmMemberSplit split = cuda::SplitGemmMembers(ms);
   std::vector<cuda::GroupedGemmMember> members;
-  for (const cuda::DeviceGemm& m : split.products) {
-    members.push_back({m.a, m.w, m.bias, m.y, m.m, m.n, m.k, m.lda, m.ldy});
-  }
+  for (const cuda::DeviceGemm& m : split.products) members.push_back(CutlassMember(m));
   const int type = cuda::KernelType(dtype);
   why = cuda::CutlassCannotTake(type, members, act);
   if (!why.empty()) return false;
