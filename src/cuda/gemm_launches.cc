@@ -39,6 +39,13 @@ constexpr int64_t kLtMemberMinFmas = int64_t{1} << 25;
 // The same for a mixed group (its members of several epilogues), whose
 // grouped launch is the less likely to pay.
 constexpr int64_t kLtMixedMemberMinFmas = int64_t{1} << 24;
+// The same for a group of two, which saves one launch only by grouping:
+// TabTransformer's query and key-value projections at batch 512 (13312 x
+// 32 x 32 and 13312 x 64 x 32, two such pairs) ran the model in 154.9 us
+// on four cuBLASLt calls against 164.5 grouped (H100, bench/RESULTS.md,
+// 2026-12-06); pairs of 2^24 (TabResnet's 512 x 128 x 256) the same either
+// way (59.2 against 59.0 us).
+constexpr int64_t kLtPairMemberMinFmas = int64_t{3} << 23;
 
 // A float32 group takes its members' activations into the grouped
 // float32 kernel (AbsorbActivations; DCNv2's tanh after its experts' down-
@@ -68,7 +75,9 @@ bool FewCallsPay(const std::vector<cuda::DeviceGemm>& ms, bool mixed) {
     largest = std::max(largest, m.m * m.n * m.k);
     gemvs = gemvs && m.n == 1;
   }
-  return largest >= (mixed ? kLtMixedMemberMinFmas : kLtMemberMinFmas) || gemvs;
+  int64_t bar = mixed ? kLtMixedMemberMinFmas : kLtMemberMinFmas;
+  if (ms.size() == 2) bar = std::min(bar, kLtPairMemberMinFmas);
+  return largest >= bar || gemvs;
 }
 
 // A member as the CUTLASS grouped GEMM takes it.

@@ -682,6 +682,29 @@ def float32_op_models():
         helper.make_node("MatMul", ["g2", "w2"], ["y2"]),
     ], [("x", F, [N, 16]), ("v", F, [24, 40])], [("y", F, [40, N]), ("y2", F, [N, 5])],
         [floats("w", [16, 40], 0.3), floats("w2", [24, 5], 0.2)])
+    # The same refusals in a group (the grouped float32 kernel's epilogue,
+    # where the activations are taken in): four GEMMs of one group, the
+    # first read by a tanh through a Transpose, the last two of computed B
+    # (Relu(v), Relu(u)) each read by a tanh. A member whose activation
+    # the epilogue must not take keeps its region's other tanh out too (a
+    # region goes whole or not at all): verify's comparison with the CPU
+    # fails if any is taken in wrongly. The Relus' region, the group, and
+    # the two tanh regions: 4 launches at most.
+    yield "group_activation_refused", model("gar2", [
+        helper.make_node("MatMul", ["x", "w1"], ["h1"]),
+        helper.make_node("MatMul", ["x", "w2"], ["h2"]),
+        helper.make_node("Transpose", ["h1"], ["ht"], perm=[1, 0]),
+        helper.make_node("Tanh", ["ht"], ["y1"]),
+        helper.make_node("Tanh", ["h2"], ["y2"]),
+        helper.make_node("Relu", ["v"], ["vr"]),
+        helper.make_node("Relu", ["u"], ["ur"]),
+        helper.make_node("Gemm", ["z", "vr"], ["g"], transB=1),
+        helper.make_node("Gemm", ["z", "ur"], ["g2"], transB=1),
+        helper.make_node("Tanh", ["g"], ["y3"]),
+        helper.make_node("Tanh", ["g2"], ["y4"]),
+    ], [("x", F, [N, 16]), ("z", F, [N, 40]), ("v", F, [24, 40]), ("u", F, [24, 40])],
+        [("y1", F, [40, N]), ("y2", F, [N, 40]), ("y3", F, [N, 24]), ("y4", F, [N, 24])],
+        [floats("w1", [16, 40], 0.3), floats("w2", [16, 40], 0.2, 0.05)])
     # A chain waiting (the Clip, which no region takes, reads the GEMM's h,
     # dead after it) when a concatenate of graph inputs becomes copies in a
     # gather batch (whose output may take h's buffer), then an Add of both:
@@ -1063,6 +1086,8 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # gemm_activation_refused: each op a launch but the Transpose view (until
 # 2026-12-06 the second tanh was taken into its Gemm where its buffer was
 # not B's, 6; a single GEMM now keeps its activation apart);
+# group_activation_refused: the Relus' region, the group, the two tanh
+# regions (none taken into the group: each has a member refused, or may);
 # chain_before_dense_copies: the GEMMs, the Clip, the copies, the Add;
 # layernorm_two_dims_beside_input: the LayerNorm, the concatenate, the GEMM;
 # layernorm_beside_input: a GEMM, the region writing its slot, the
@@ -1085,7 +1110,7 @@ EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_
                    "region_scaled_softmax": 1, "region_scaled_logsoftmax": 1, "region_gate_weighted_sum": 2,
                    "region_long_rows": 1, "region_rows_2048": 2, "region_quad_rows": 2, "gemm_activation_epilogue": 5,
                    "group_activation_region": 3, "gemm_leaky_relu_epilogue": 3, "group_relu_epilogue": 1, "group_bf16_misaligned_member": 2,
-                   "gemm_activation_refused": 7, "chain_before_dense_copies": 5, "layernorm_two_dims_beside_input": 3, "region_concat_parts": 1, "concat_in_place": 2, "region_cross_wait": 3,
+                   "gemm_activation_refused": 7, "group_activation_refused": 4, "chain_before_dense_copies": 5, "layernorm_two_dims_beside_input": 3, "region_concat_parts": 1, "concat_in_place": 2, "region_cross_wait": 3,
                    "gather_group_odd_widths": 1, "gather_group_f16_bf16": 1, "gather_group_500": 1,
                    "stack_picked": 5, "gemv_group": 1, "attention_heads": 3,
                    "attention_heads_div": 3, "attention_heads_mul": 3, "gathernd_columns": 2,
