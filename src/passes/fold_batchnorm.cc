@@ -39,6 +39,37 @@ bool IsInferenceBatchNorm(const Op& op) {
          op.outputs.size() == 1;
 }
 
+// s = scale / sqrt(var + epsilon) and t = beta - mean · s of an inference
+// BatchNormalization of `n` channels (y = x · s + t), or nothing where its
+// statistics are not float32 params of n values.
+struct Affine {
+  std::vector<float> scale, beta, mean, s;
+  float eps;
+};
+std::optional<Affine> AffineOf(const Graph& g, const Op& bn, int64_t n) {
+  auto scale = Values(g, bn.inputs[1], n), beta = Values(g, bn.inputs[2], n), mean = Values(g, bn.inputs[3], n),
+       var = Values(g, bn.inputs[4], n);
+  if (!scale || !beta || !mean || !var) return std::nullopt;
+  double eps = 1e-5;
+  if (auto it = bn.attrs.onnx->floats.find("epsilon"); it != bn.attrs.onnx->floats.end() && !it->second.empty()) {
+    eps = it->second[0];
+  }
+  Affine a{std::move(*scale), std::move(*beta), std::move(*mean), std::vector<float>(static_cast<size_t>(n)),
+           static_cast<float>(eps)};
+  for (size_t j = 0; j < a.s.size(); ++j) a.s[j] = a.scale[j] / std::sqrt((*var)[j] + a.eps);
+  return a;
+}
+
+// Erases the params in `dropped` that nothing reads any more.
+void DropUnread(Graph& g, std::vector<TensorId> dropped) {
+  std::sort(dropped.begin(), dropped.end());
+  dropped.erase(std::unique(dropped.begin(), dropped.end()), dropped.end());
+  for (TensorId t : dropped) {
+    const Tensor& tt = g.tensor(t);
+    if (tt.alive && tt.role == Role::kParam && tt.users.empty() && !g.IsGraphOutput(t)) g.EraseTensor(t);
+  }
+}
+
 bool Fold(Graph& g, OpId bn_id) {
   const Op& bn = g.op(bn_id);
   const TensorId y = bn.inputs[0];
@@ -57,19 +88,13 @@ bool Fold(Graph& g, OpId bn_id) {
   std::optional<std::vector<float>> b = gemm.type == OpType::kGemmRcrBias
                                              ? Values(g, gemm.inputs[2], n)
                                              : std::vector<float>(static_cast<size_t>(n), 0.0f);
-  auto scale = Values(g, bn.inputs[1], n), beta = Values(g, bn.inputs[2], n),
-       mean = Values(g, bn.inputs[3], n), var = Values(g, bn.inputs[4], n);
-  if (!w || !b || !scale || !beta || !mean || !var) return false;
-  double eps = 1e-5;
-  if (auto it = bn.attrs.onnx->floats.find("epsilon");
-      it != bn.attrs.onnx->floats.end() && !it->second.empty()) {
-    eps = it->second[0];
-  }
+  const std::optional<Affine> bn_affine = AffineOf(g, bn, n);
+  if (!w || !b || !bn_affine) return false;
   for (int64_t j = 0; j < n; ++j) {
     const auto jj = static_cast<size_t>(j);
-    const float s = (*scale)[jj] / std::sqrt((*var)[jj] + static_cast<float>(eps));
+    const float s = bn_affine->s[jj];
     for (int64_t p = 0; p < k; ++p) (*w)[static_cast<size_t>(j * k + p)] *= s;
-    (*b)[jj] = ((*b)[jj] - (*mean)[jj]) * s + (*beta)[jj];
+    (*b)[jj] = ((*b)[jj] - bn_affine->mean[jj]) * s + bn_affine->beta[jj];
   }
   const std::string base = g.op(bn_id).name;
   const TensorId w2 = NewParam(g, base + "/folded_weight", wt.shape, *w);
@@ -90,14 +115,91 @@ bool Fold(Graph& g, OpId bn_id) {
   op.type = OpType::kGemmRcrBias;
   op.attrs.onnx = nullptr;  // no longer the node it was imported from
   // Params nobody reads any more (the unfolded weight, the statistics).
-  std::sort(dropped.begin(), dropped.end());
-  dropped.erase(std::unique(dropped.begin(), dropped.end()), dropped.end());
-  for (TensorId t : dropped) {
-    const Tensor& tt = g.tensor(t);
-    if (tt.alive && tt.role == Role::kParam && tt.users.empty() && !g.IsGraphOutput(t)) {
-      g.EraseTensor(t);
-    }
+  DropUnread(g, std::move(dropped));
+  return true;
+}
+
+// The before form: z = BatchNormalization(x) [M, C], read by a GEMM as
+// A's columns [c0, c0 + C): as A itself, or as a part of A's concatenate
+// along the last dim (TabMlp's continuous columns beside its embeddings).
+bool FoldBefore(Graph& g, OpId bn_id) {
+  const Op& bn = g.op(bn_id);
+  const TensorId x = bn.inputs[0], z = bn.outputs[0];
+  const Tensor& zt = g.tensor(z);
+  if (g.IsGraphOutput(z) || zt.users.size() != 1 || zt.dtype != DType::kFloat32 || zt.shape.size() != 2 ||
+      !zt.shape[1].is_static() || g.tensor(x).dtype != DType::kFloat32) {
+    return false;
   }
+  const int64_t c = zt.shape[1].value;
+  OpId reader = zt.users[0];  // the op that reads z: the concatenate or the GEMM
+  TensorId a = z;
+  int64_t c0 = 0;
+  if (g.op(reader).type == OpType::kConcatenate) {
+    const Op& cat = g.op(reader);
+    const TensorId out = cat.outputs[0];
+    if (std::count(cat.inputs.begin(), cat.inputs.end(), z) != 1 || g.IsGraphOutput(out) ||
+        g.tensor(out).users.size() != 1 || g.tensor(out).shape.size() != 2 || (cat.attrs.dim != 1 && cat.attrs.dim != -1)) {
+      return false;
+    }
+    for (TensorId part : cat.inputs) {
+      if (part == z) break;
+      const Shape& ps = g.tensor(part).shape;
+      if (ps.size() != 2 || !ps[1].is_static()) return false;
+      c0 += ps[1].value;
+    }
+    a = out;
+  }
+  const OpId gemm_id = g.tensor(a).users[0];
+  const Op& gemm = g.op(gemm_id);
+  if ((gemm.type != OpType::kGemmRcr && gemm.type != OpType::kGemmRcrBias) || gemm.inputs[0] != a ||
+      std::count(gemm.inputs.begin(), gemm.inputs.end(), a) != 1) {
+    return false;
+  }
+  const Tensor& wt = g.tensor(gemm.inputs[1]);
+  if (wt.shape.size() != 2 || !wt.shape[0].is_static() || !wt.shape[1].is_static()) return false;
+  const int64_t n = wt.shape[0].value, k = wt.shape[1].value;
+  if (c0 + c > k) return false;
+  auto w = Values(g, gemm.inputs[1], n * k);
+  std::optional<std::vector<float>> b = gemm.type == OpType::kGemmRcrBias
+                                             ? Values(g, gemm.inputs[2], n)
+                                             : std::vector<float>(static_cast<size_t>(n), 0.0f);
+  const std::optional<Affine> bn_affine = AffineOf(g, bn, c);
+  if (!w || !b || !bn_affine) return false;
+  // y = alpha · (x · s + t) W^T + b = alpha · x (W diag(s))^T + (b + alpha · W t).
+  const double alpha = gemm.attrs.Alpha();
+  for (int64_t r = 0; r < n; ++r) {
+    double shift = 0.0;
+    for (int64_t j = 0; j < c; ++j) {
+      const auto jj = static_cast<size_t>(j);
+      float& wv = (*w)[static_cast<size_t>(r * k + c0 + j)];
+      shift += static_cast<double>(wv) *
+               (static_cast<double>(bn_affine->beta[jj]) - static_cast<double>(bn_affine->mean[jj]) * bn_affine->s[jj]);
+      wv *= bn_affine->s[jj];
+    }
+    (*b)[static_cast<size_t>(r)] += static_cast<float>(alpha * shift);
+  }
+  const std::string base = bn.name;
+  const TensorId w2 = NewParam(g, base + "/folded_weight", wt.shape, *w);
+  const TensorId b2 = NewParam(g, base + "/folded_bias", {Dim::Static(n)}, *b);
+  std::vector<TensorId> dropped = bn.inputs;
+  dropped.erase(dropped.begin());  // x stays
+  for (size_t i = 1; i < gemm.inputs.size(); ++i) dropped.push_back(gemm.inputs[i]);
+  // The reader takes x where it took z; the BatchNormalization and z go.
+  const Op& r = g.op(reader);
+  const size_t slot = static_cast<size_t>(std::find(r.inputs.begin(), r.inputs.end(), z) - r.inputs.begin());
+  g.SetOperand(reader, slot, x);
+  g.EraseOp(bn_id);
+  const bool had_bias = g.op(gemm_id).inputs.size() == 3;
+  g.SetOperand(gemm_id, 1, w2);
+  if (had_bias) {
+    g.SetOperand(gemm_id, 2, b2);
+  } else {
+    g.AddOperand(gemm_id, b2);
+  }
+  Op& op = g.mutable_op(gemm_id);
+  op.type = OpType::kGemmRcrBias;
+  op.attrs.onnx = nullptr;  // no longer the node it was imported from
+  DropUnread(g, std::move(dropped));
   return true;
 }
 
@@ -106,7 +208,9 @@ bool Fold(Graph& g, OpId bn_id) {
 int64_t FoldBatchNorm(Graph& graph) {
   int64_t folded = 0;
   for (OpId id : graph.LiveOps()) {
-    if (graph.op(id).alive && IsInferenceBatchNorm(graph.op(id)) && Fold(graph, id)) ++folded;
+    if (graph.op(id).alive && IsInferenceBatchNorm(graph.op(id)) && (Fold(graph, id) || FoldBefore(graph, id))) {
+      ++folded;
+    }
   }
   return folded;
 }

@@ -496,9 +496,11 @@ def float32_op_models():
         [ints("cont", [3, 4, 5], dims=[3, 1]), floats("p0", [40, 8], 0.2), floats("p1", [30, 4], 0.3, 0.1),
          floats("w", [4, 15], 0.2), floats("b", [4], 0.1)])
     # TabMlp's: the continuous columns through an inference
-    # BatchNormalization first, whose kernel writes them into their slot of
-    # the MLP's input: 3 launches, the BatchNormalization, the batch, the
-    # GEMM (the concatenate copied the BatchNormalization's output).
+    # BatchNormalization first, which fold-batchnorm folds into the GEMM
+    # (its columns' weights and the bias): the batch copies the columns
+    # into their slot beside the lookups', then the GEMM, 2 launches (3
+    # before the fold, the BatchNormalization's kernel alone writing its
+    # slot: H100, 2026-12-06).
     yield "batchnorm_beside_lookups", model("bl", [
         helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0]),
         helper.make_node("GatherND", ["xt", "cont"], ["xct"]),
@@ -1056,8 +1058,8 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # lookups with their Concat, and the dense Add; dense_beside_lookups: the
 # lookups with the dense features' copies, the GEMM; columns_beside_lookups:
 # the lookups with the copy of the input's columns, the GEMM;
-# batchnorm_beside_lookups: the BatchNormalization writing its slot, the
-# lookups, the GEMM; regions_alike: the three regions in one launch.
+# batchnorm_beside_lookups: the lookups and the columns' copy, the GEMM;
+# regions_alike: the three regions in one launch.
 # region_*: one launch a region (region_gate_weighted_sum: the gate's
 # softmax is planned inside its weighted sum's region, one launch; 2, the
 # softmax and the sum, were measured before that rule and stay allowed;
@@ -1106,7 +1108,7 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # the copied pick.
 EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_bias_concat": 6,
                    "gather_f16_concat": 1, "gather_past_launch": 2, "dense_beside_lookups": 2,
-                   "columns_beside_lookups": 2, "batchnorm_beside_lookups": 3, "regions_alike": 1, "region_dice": 1,
+                   "columns_beside_lookups": 2, "batchnorm_beside_lookups": 2, "regions_alike": 1, "region_dice": 1,
                    "region_scaled_softmax": 1, "region_scaled_logsoftmax": 1, "region_gate_weighted_sum": 2,
                    "region_long_rows": 1, "region_rows_2048": 2, "region_quad_rows": 2, "gemm_activation_epilogue": 5,
                    "group_activation_region": 3, "gemm_leaky_relu_epilogue": 3, "group_relu_epilogue": 1, "group_bf16_misaligned_member": 2,
@@ -1165,11 +1167,11 @@ def plan_of(stdout):
 
 # The launches that only move data or run elementwise ops alone, as verify
 # prints them ("  apart: LABEL: why"): for these models, one apart line for
-# each string, in order, holding it, and no other. batchnorm_beside_lookups:
-# the BatchNormalization's kernel; gemm_leaky_relu_epilogue: the single
-# GEMM's LeakyRelu, by the rule; group_relu_epilogue, regions_alike,
-# columns_beside_lookups: none.
-EXPECT_APART = {"batchnorm_beside_lookups": ["(batchnorm kernel): elementwise alone: "],
+# each string, in order, holding it, and no other. gemm_leaky_relu_epilogue:
+# the single GEMM's LeakyRelu, by the rule; batchnorm_beside_lookups (its
+# BatchNormalization folded into the GEMM), group_relu_epilogue,
+# regions_alike, columns_beside_lookups: none.
+EXPECT_APART = {"batchnorm_beside_lookups": [],
                 "gemm_leaky_relu_epilogue": ["(LeakyRelu kernel): elementwise alone: kept apart from GEMM"],
                 "group_relu_epilogue": [], "regions_alike": [], "columns_beside_lookups": []}
 

@@ -28,6 +28,7 @@
 #include "hfuse/onnx/onnx_export.h"
 #include "hfuse/passes/canonical_gemms.h"
 #include "hfuse/passes/flatten_gemm.h"
+#include "hfuse/passes/fold_batchnorm.h"
 #include "hfuse/passes/fuse_group_ops.h"
 #include "hfuse/passes/fuse_mm_elementwise.h"
 #include "hfuse/support/error.h"
@@ -901,6 +902,56 @@ void ExpectSameOutputs(const Graph& before, const Graph& after,
   const TensorMap want = RunOnCpu(before, feeds, BindDims(before, bound));
   const TensorMap got = RunOnCpu(after, feeds, BindDims(after, bound));
   for (const std::string& y : outputs) EXPECT_LE(MaxDiff(want, got, y), 1e-5f) << y;
+}
+
+// fold-batchnorm's before form (TabMlp's continuous columns): an inference
+// BatchNormalization whose output is a part of a GEMM's A through a
+// concatenate along the last dim (a Gemm of alpha 0.5), or A itself (a
+// MatMul, no bias: it gains one), folds into the GEMM's weight and bias.
+// Not where its output or the concatenate's is also a graph output.
+TEST(FoldBatchNormTest, BeforeAGemmAsAOrThroughItsConcatenate) {
+  ModelBuilder m;
+  const DimOrName n = std::string("N");
+  m.Input("x", {n, int64_t{3}});
+  m.Input("e", {n, int64_t{4}});
+  m.Input("v", {n, int64_t{3}});
+  m.Init("s", {3}, {0.8f, 1.3f, -0.6f});
+  m.Init("bb", {3}, {0.1f, -0.2f, 0.3f});
+  m.Init("mu", {3}, {0.05f, -0.4f, 0.2f});
+  m.Init("var", {3}, {0.5f, 2.0f, 0.09f});
+  m.Init("W", {5, 7});
+  m.Init("b", {5});
+  m.Init("Wm", {3, 2});
+  m.Init("W3", {2, 7});
+  const auto bn = [&](const std::string& name, const std::string& in, const std::string& out) {
+    ModelBuilder::Float(m.Node("BatchNormalization", name, {in, "s", "bb", "mu", "var"}, {out}), "epsilon", 1e-3f);
+  };
+  bn("bn1", "x", "z1");
+  ModelBuilder::Int(m.Node("Concat", "cat1", {"e", "z1"}, {"c1"}), "axis", 1);
+  auto* fc = m.Node("Gemm", "fc", {"c1", "W", "b"}, {"y1"});
+  ModelBuilder::Int(fc, "transB", 1);
+  ModelBuilder::Float(fc, "alpha", 0.5f);
+  bn("bn2", "x", "z2");
+  m.Node("MatMul", "mm", {"z2", "Wm"}, {"y2"});
+  bn("bn3", "v", "z3");  // its concatenate is a graph output too
+  ModelBuilder::Int(m.Node("Concat", "cat3", {"z3", "e"}, {"c3"}), "axis", 1);
+  ModelBuilder::Int(m.Node("Gemm", "fc3", {"c3", "W3"}, {"y3"}), "transB", 1);
+  bn("bn4", "v", "z4");  // a graph output itself
+  m.Node("MatMul", "mm4", {"z4", "Wm"}, {"y4"});
+  for (const auto& [y, w] : std::vector<std::pair<std::string, int64_t>>{
+           {"y1", 5}, {"y2", 2}, {"c3", 7}, {"y3", 2}, {"z4", 3}, {"y4", 2}}) {
+    m.Output(y, {n, w});
+  }
+  OnnxModel model = m.Import();
+  const Graph before = model.graph;
+  EXPECT_EQ(FoldBatchNorm(model.graph), 2);
+  VerifyGraph(model.graph);
+  for (const char* gone : {"bn1", "bn2"}) EXPECT_FALSE(model.graph.FindOp(gone).has_value()) << gone;
+  for (const char* kept : {"bn3", "bn4"}) EXPECT_TRUE(model.graph.FindOp(kept).has_value()) << kept;
+  EXPECT_EQ(OpNamed(model.graph, "fc").type, OpType::kGemmRcrBias);
+  EXPECT_EQ(OpNamed(model.graph, "mm").type, OpType::kGemmRcrBias);
+  EXPECT_EQ(model.graph.tensor(OpNamed(model.graph, "cat1").inputs[1]).name, "x");
+  ExpectSameOutputs(before, model.graph, {"y1", "y2", "c3", "y3", "z4", "y4"}, 37);
 }
 
 // tensordot(x, W, dims=([-1], [0])) as PyTorch exports it (after the shape
