@@ -23,30 +23,6 @@
 
 namespace hfuse {
 namespace {
-// Up to this many members CUTLASS cannot take (rows not 16-byte aligned;
-// float16/bfloat16: however many): one cuBLASLt call each (PlanGemm);
-// above, one cublasGemmGroupedBatchedEx. float32 groups take the grouped float32
-// kernel (grouped_sgemm.h): cublasGemmGroupedBatchedEx took 104 us for
-// DCNv2's eight float32 members at batch 2048 (bench/RESULTS.md, issue
-// 19), several times what eight cuBLASLt calls of those shapes take in a
-// CUDA graph, and those eight calls several times the one grouped launch
-// (bench/RESULTS.md, issue 20). `hfuse bench --gemm-paths` measures each path.
-constexpr size_t kLtMembersMax = 4;
-// A float32 group of at most kLtMembersMax members one of which takes this
-// many multiply-adds (m * n * k), or all of them one column wide, runs one
-// call a member.
-constexpr int64_t kLtMemberMinFmas = int64_t{1} << 25;
-// The same for a mixed group (its members of several epilogues), whose
-// grouped launch is the less likely to pay.
-constexpr int64_t kLtMixedMemberMinFmas = int64_t{1} << 24;
-// The same for a group of two, which saves one launch only by grouping:
-// TabTransformer's query and key-value projections at batch 512 (13312 x
-// 32 x 32 and 13312 x 64 x 32, two such pairs) ran the model in 154.9 us
-// on four cuBLASLt calls against 164.5 grouped (H100, bench/RESULTS.md,
-// 2026-12-06); pairs of 2^24 (TabResnet's 512 x 128 x 256) the same either
-// way (59.2 against 59.0 us).
-constexpr int64_t kLtPairMemberMinFmas = int64_t{3} << 23;
-
 // A float32 group takes its members' activations into the grouped
 // float32 kernel (AbsorbActivations; DCNv2's tanh after its experts' down-
 // and middle projections) unless FewCallsPay or a strided batched call
@@ -57,28 +33,6 @@ constexpr int64_t kLtPairMemberMinFmas = int64_t{3} << 23;
 // 600 us on cuBLAS); at small K (a group of transformer FFNs of
 // embeddings of 32) the GEMM is mostly its output's write either way.
 constexpr int64_t kAbsorbMaxK = 128;
-
-// The rule for a float32 group: one call a member where there are a few
-// large members, whose cuBLAS kernels outrun the grouped one by more than
-// the launches saved (bench/RESULTS.md, 2026-12-04: AITM's three 256 x 429
-// towers, 117 against 138 us a run at batch 512; in a mixed group, DCN's
-// cross-layer GEMV beside a 512 x 128 x 256 DNN layer, 2^24 multiply-adds,
-// 53.3 against 61.2 us), or a few GEMVs, each then on the GEMV kernel
-// (DeepFM's two: 43.7 against 45.7 us). Uniform groups of members of 2^24
-// (PLE's and MMoE's 2048 x 64 x 128 towers, DCNv2's 2048 x 429 x 32
-// up-projections) measured the same either way, in fewer launches grouped.
-bool FewCallsPay(const std::vector<cuda::DeviceGemm>& ms, bool mixed) {
-  if (ms.size() > kLtMembersMax) return false;
-  int64_t largest = 0;
-  bool gemvs = true;
-  for (const cuda::DeviceGemm& m : ms) {
-    largest = std::max(largest, m.m * m.n * m.k);
-    gemvs = gemvs && m.n == 1;
-  }
-  int64_t bar = mixed ? kLtMixedMemberMinFmas : kLtMemberMinFmas;
-  if (ms.size() == 2) bar = std::min(bar, kLtPairMemberMinFmas);
-  return largest >= bar || gemvs;
-}
 
 // A member as the CUTLASS grouped GEMM takes it.
 cuda::GroupedGemmMember CutlassMember(const cuda::DeviceGemm& m) {
@@ -132,7 +86,7 @@ void CudaExecutor::Impl::PlanGemm(const Op& op) {
   // planned as a group of their own, the labels saying so.
   const std::vector<std::vector<cuda::DeviceGemm>> by_epilogue = cuda::SplitByEpilogue(ms);
   if (by_epilogue.size() > 1) {
-    if (dtype == DType::kFloat32 && options.gemm_kernel == GemmKernelChoice::kRule && FewCallsPay(ms, true)) {
+    if (dtype == DType::kFloat32 && options.gemm_kernel == GemmKernelChoice::kRule && cuda::FewCallsPay(ms, true)) {
       PlanLtEach(ms, dtype, alpha);
       return;
     }
@@ -261,7 +215,7 @@ std::vector<const Op*> CudaExecutor::Impl::AbsorbActivations(const Op& op, std::
   for (const cuda::DeviceGemm& m : ms) max_k = std::max(max_k, m.k);
   const bool mixed = cuda::SplitByEpilogue(ms).size() > 1;
   const bool strided = ms.size() > 1 && options.strided_batched && cuda::StridedBatchOrder(ms);
-  if (ms.size() == 1 || (max_k > kAbsorbMaxK && (FewCallsPay(ms, mixed) || strided))) {
+  if (ms.size() == 1 || (max_k > kAbsorbMaxK && (cuda::FewCallsPay(ms, mixed) || strided))) {
     // Kept apart by the rule: the profile says so (ApartWhy).
     const std::string where = ms.size() == 1 ? "cuBLASLt (a single GEMM)"
                               : strided      ? "one strided batched cuBLASLt call"
@@ -372,7 +326,7 @@ void CudaExecutor::Impl::PlanGemmMembers(const std::vector<cuda::DeviceGemm>& ms
   }
   // float32 groups: the grouped float32 kernel, one launch, unless one
   // call a member is asked for or the rule picks it (FewCallsPay).
-  if (dtype == DType::kFloat32 && options.gemm_kernel == GemmKernelChoice::kRule && FewCallsPay(ms, false)) {
+  if (dtype == DType::kFloat32 && options.gemm_kernel == GemmKernelChoice::kRule && cuda::FewCallsPay(ms, false)) {
     // GEMVs all: one launch of the GEMV kernel for the lot.
     const bool gemvs = std::all_of(ms.begin(), ms.end(), [](const cuda::DeviceGemm& m) { return m.n == 1; });
     if (gemvs) {
@@ -418,7 +372,7 @@ void CudaExecutor::Impl::PlanGemmMembers(const std::vector<cuda::DeviceGemm>& ms
   // members of K 429 (four 2048 x 32, four GEMVs) at batch 2048, and the
   // model 434 us fused against 387 unfused (bench/RESULTS.md, 2026-12-05).
   if (options.cutlass && options.gemm_kernel == GemmKernelChoice::kRule &&
-      (ms.size() <= kLtMembersMax || dtype != DType::kFloat32) && lt_takes_act) {
+      (ms.size() <= cuda::kLtMembersMax || dtype != DType::kFloat32) && lt_takes_act) {
     PlanLtEach(ms, dtype, alpha);
     return;
   }

@@ -102,4 +102,17 @@ std::optional<std::vector<DeviceGemm>> StridedBatchOrder(const std::vector<Devic
   return std::nullopt;
 }
 
+bool FewCallsPay(const std::vector<DeviceGemm>& members, bool mixed) {
+  if (members.size() > kLtMembersMax) return false;
+  int64_t largest = 0;
+  bool gemvs = true;
+  for (const DeviceGemm& m : members) {
+    largest = std::max(largest, m.m * m.n * m.k);
+    gemvs = gemvs && m.n == 1;
+  }
+  int64_t bar = mixed ? kLtMixedMemberMinFmas : kLtMemberMinFmas;
+  if (members.size() == 2) bar = std::min(bar, kLtPairMemberMinFmas);
+  return largest >= bar || gemvs;
+}
+
 }  // namespace hfuse::cuda

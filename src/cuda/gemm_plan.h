@@ -6,6 +6,7 @@
 // grouped).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -114,5 +115,41 @@ inline bool Tf32x3Pays(int64_t m, int64_t n, int64_t k, int64_t batch, int64_t s
                         splits * kSplitLaunchSeconds;
   return float32 > kTf32x3Margin * tf32x3;
 }
+
+// Up to this many members CUTLASS cannot take (rows not 16-byte aligned;
+// float16/bfloat16: however many): one cuBLASLt call each (gemm_launches.cc,
+// PlanGemm); above, one cublasGemmGroupedBatchedEx. float32 groups take the
+// grouped float32 kernel (grouped_sgemm.h): cublasGemmGroupedBatchedEx took
+// 104 us for DCNv2's eight float32 members at batch 2048 (bench/RESULTS.md,
+// issue 19), several times what eight cuBLASLt calls of those shapes take in
+// a CUDA graph, and those eight calls several times the one grouped launch
+// (bench/RESULTS.md, issue 20). `hfuse bench --gemm-paths` measures each path.
+inline constexpr size_t kLtMembersMax = 4;
+// A float32 group of at most kLtMembersMax members one of which takes this
+// many multiply-adds (m * n * k), or all of them one column wide, runs one
+// call a member (FewCallsPay).
+inline constexpr int64_t kLtMemberMinFmas = int64_t{1} << 25;
+// The same for a mixed group (its members of several epilogues), whose
+// grouped launch is the less likely to pay.
+inline constexpr int64_t kLtMixedMemberMinFmas = int64_t{1} << 24;
+// The same for a group of two, which saves one launch only by grouping:
+// TabTransformer's query and key-value projections at batch 512 (13312 x
+// 32 x 32 and 13312 x 64 x 32, two such pairs) ran the model in 152.9 and
+// 154.9 us on four cuBLASLt calls against 162.5 and 164.5 grouped (H100,
+// bench/RESULTS.md, 2026-12-06, two calls); pairs of 2^24 (TabResnet's 512
+// x 128 x 256) the same either way (59.2 against 59.0 us).
+inline constexpr int64_t kLtPairMemberMinFmas = int64_t{3} << 23;
+
+// The rule for a float32 group: one call a member where there are a few
+// large members, whose cuBLAS kernels outrun the grouped one by more than
+// the launches saved (bench/RESULTS.md, 2026-12-04: AITM's three 256 x 429
+// towers, 117 against 138 us a run at batch 512; in a mixed group, DCN's
+// cross-layer GEMV beside a 512 x 128 x 256 DNN layer, 2^24 multiply-adds,
+// 53.3 against 61.2 us), or a few GEMVs, each then on the GEMV kernel
+// (DeepFM's two: 43.7 against 45.7 us). Uniform groups of members of 2^24
+// (PLE's and MMoE's 2048 x 64 x 128 towers, DCNv2's 2048 x 429 x 32
+// up-projections) measured the same either way, in fewer launches grouped.
+// `mixed`: the members are of several epilogues.
+bool FewCallsPay(const std::vector<DeviceGemm>& members, bool mixed);
 
 }  // namespace hfuse::cuda

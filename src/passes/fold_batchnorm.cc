@@ -70,6 +70,42 @@ void DropUnread(Graph& g, std::vector<TensorId> dropped) {
   }
 }
 
+// A GEMM's weight [n, k] and bias (zeros for a gemm_rcr), or nothing where
+// they are not float32 params with values.
+struct WeightBias {
+  std::vector<float> w, b;
+};
+std::optional<WeightBias> WeightBiasOf(const Graph& g, const Op& gemm, int64_t n, int64_t k) {
+  auto w = Values(g, gemm.inputs[1], n * k);
+  auto b = gemm.type == OpType::kGemmRcrBias ? Values(g, gemm.inputs[2], n)
+                                             : std::vector<float>(static_cast<size_t>(n), 0.0f);
+  if (!w || !b) return std::nullopt;
+  return WeightBias{std::move(*w), std::move(*b)};
+}
+
+// The GEMM reads `wb` as new params named after `base` (its weight of
+// `w_shape`), a gemm_rcr_bias no longer the node it was imported from;
+// the params it read before go where nothing else reads them, with those
+// of `dropped` (the BatchNormalization's statistics).
+void SetWeightBias(Graph& g, OpId gemm_id, const std::string& base, Shape w_shape, const WeightBias& wb,
+                   std::vector<TensorId> dropped) {
+  const auto n = static_cast<int64_t>(wb.b.size());
+  const TensorId w2 = NewParam(g, base + "/folded_weight", std::move(w_shape), wb.w);
+  const TensorId b2 = NewParam(g, base + "/folded_bias", {Dim::Static(n)}, wb.b);
+  const std::vector<TensorId> ins = g.op(gemm_id).inputs;
+  dropped.insert(dropped.end(), ins.begin() + 1, ins.end());
+  g.SetOperand(gemm_id, 1, w2);
+  if (ins.size() == 3) {
+    g.SetOperand(gemm_id, 2, b2);
+  } else {
+    g.AddOperand(gemm_id, b2);
+  }
+  Op& op = g.mutable_op(gemm_id);
+  op.type = OpType::kGemmRcrBias;
+  op.attrs.onnx = nullptr;
+  DropUnread(g, std::move(dropped));
+}
+
 bool Fold(Graph& g, OpId bn_id) {
   const Op& bn = g.op(bn_id);
   const TensorId y = bn.inputs[0];
@@ -84,38 +120,22 @@ bool Fold(Graph& g, OpId bn_id) {
     return false;
   }
   const int64_t n = yt.shape[1].value, k = wt.shape[1].value;
-  auto w = Values(g, gemm.inputs[1], n * k);
-  std::optional<std::vector<float>> b = gemm.type == OpType::kGemmRcrBias
-                                             ? Values(g, gemm.inputs[2], n)
-                                             : std::vector<float>(static_cast<size_t>(n), 0.0f);
+  std::optional<WeightBias> wb = WeightBiasOf(g, gemm, n, k);
   const std::optional<Affine> bn_affine = AffineOf(g, bn, n);
-  if (!w || !b || !bn_affine) return false;
+  if (!wb || !bn_affine) return false;
   for (int64_t j = 0; j < n; ++j) {
     const auto jj = static_cast<size_t>(j);
     const float s = bn_affine->s[jj];
-    for (int64_t p = 0; p < k; ++p) (*w)[static_cast<size_t>(j * k + p)] *= s;
-    (*b)[jj] = ((*b)[jj] - bn_affine->mean[jj]) * s + bn_affine->beta[jj];
+    for (int64_t p = 0; p < k; ++p) wb->w[static_cast<size_t>(j * k + p)] *= s;
+    wb->b[jj] = (wb->b[jj] - bn_affine->mean[jj]) * s + bn_affine->beta[jj];
   }
-  const std::string base = g.op(bn_id).name;
-  const TensorId w2 = NewParam(g, base + "/folded_weight", wt.shape, *w);
-  const TensorId b2 = NewParam(g, base + "/folded_bias", {Dim::Static(n)}, *b);
-  std::vector<TensorId> dropped = g.op(bn_id).inputs;
-  for (size_t i = 1; i < g.op(gemm_id).inputs.size(); ++i) dropped.push_back(g.op(gemm_id).inputs[i]);
-  // The GEMM reads the folded params and takes over z; y goes.
-  const bool had_bias = g.op(gemm_id).inputs.size() == 3;
-  g.SetOperand(gemm_id, 1, w2);
-  if (had_bias) {
-    g.SetOperand(gemm_id, 2, b2);
-  } else {
-    g.AddOperand(gemm_id, b2);
-  }
-  g.TakeOverOutputs(gemm_id, bn_id);  // the BatchNorm is detached; y has no producer
+  const std::string base = bn.name;
+  std::vector<TensorId> dropped = bn.inputs;
+  const Shape w_shape = wt.shape;
+  // The GEMM takes over z (the BatchNorm is detached; y has no producer) and reads the folded params.
+  g.TakeOverOutputs(gemm_id, bn_id);
   g.EraseTensor(y);
-  Op& op = g.mutable_op(gemm_id);
-  op.type = OpType::kGemmRcrBias;
-  op.attrs.onnx = nullptr;  // no longer the node it was imported from
-  // Params nobody reads any more (the unfolded weight, the statistics).
-  DropUnread(g, std::move(dropped));
+  SetWeightBias(g, gemm_id, base, w_shape, *wb, std::move(dropped));
   return true;
 }
 
@@ -159,47 +179,31 @@ bool FoldBefore(Graph& g, OpId bn_id) {
   if (wt.shape.size() != 2 || !wt.shape[0].is_static() || !wt.shape[1].is_static()) return false;
   const int64_t n = wt.shape[0].value, k = wt.shape[1].value;
   if (c0 + c > k) return false;
-  auto w = Values(g, gemm.inputs[1], n * k);
-  std::optional<std::vector<float>> b = gemm.type == OpType::kGemmRcrBias
-                                             ? Values(g, gemm.inputs[2], n)
-                                             : std::vector<float>(static_cast<size_t>(n), 0.0f);
+  std::optional<WeightBias> wb = WeightBiasOf(g, gemm, n, k);
   const std::optional<Affine> bn_affine = AffineOf(g, bn, c);
-  if (!w || !b || !bn_affine) return false;
+  if (!wb || !bn_affine) return false;
   // y = alpha · (x · s + t) W^T + b = alpha · x (W diag(s))^T + (b + alpha · W t).
   const double alpha = gemm.attrs.Alpha();
   for (int64_t r = 0; r < n; ++r) {
     double shift = 0.0;
     for (int64_t j = 0; j < c; ++j) {
       const auto jj = static_cast<size_t>(j);
-      float& wv = (*w)[static_cast<size_t>(r * k + c0 + j)];
+      float& wv = wb->w[static_cast<size_t>(r * k + c0 + j)];
       shift += static_cast<double>(wv) *
                (static_cast<double>(bn_affine->beta[jj]) - static_cast<double>(bn_affine->mean[jj]) * bn_affine->s[jj]);
       wv *= bn_affine->s[jj];
     }
-    (*b)[static_cast<size_t>(r)] += static_cast<float>(alpha * shift);
+    wb->b[static_cast<size_t>(r)] += static_cast<float>(alpha * shift);
   }
   const std::string base = bn.name;
-  const TensorId w2 = NewParam(g, base + "/folded_weight", wt.shape, *w);
-  const TensorId b2 = NewParam(g, base + "/folded_bias", {Dim::Static(n)}, *b);
-  std::vector<TensorId> dropped = bn.inputs;
-  dropped.erase(dropped.begin());  // x stays
-  for (size_t i = 1; i < gemm.inputs.size(); ++i) dropped.push_back(gemm.inputs[i]);
+  std::vector<TensorId> dropped(bn.inputs.begin() + 1, bn.inputs.end());  // x stays
+  const Shape w_shape = wt.shape;
   // The reader takes x where it took z; the BatchNormalization and z go.
   const Op& r = g.op(reader);
   const size_t slot = static_cast<size_t>(std::find(r.inputs.begin(), r.inputs.end(), z) - r.inputs.begin());
   g.SetOperand(reader, slot, x);
   g.EraseOp(bn_id);
-  const bool had_bias = g.op(gemm_id).inputs.size() == 3;
-  g.SetOperand(gemm_id, 1, w2);
-  if (had_bias) {
-    g.SetOperand(gemm_id, 2, b2);
-  } else {
-    g.AddOperand(gemm_id, b2);
-  }
-  Op& op = g.mutable_op(gemm_id);
-  op.type = OpType::kGemmRcrBias;
-  op.attrs.onnx = nullptr;  // no longer the node it was imported from
-  DropUnread(g, std::move(dropped));
+  SetWeightBias(g, gemm_id, base, w_shape, *wb, std::move(dropped));
   return true;
 }
 

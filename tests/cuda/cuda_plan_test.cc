@@ -151,6 +151,33 @@ TEST(Tf32x3Rule, TakesLargeDeepProductsOnly) {
   EXPECT_FALSE(Tf32x3Pays(0, 2048, 312, 1, 0, 1));
 }
 
+// The rule for one cuBLASLt call a member (gemm_plan.h FewCallsPay) on
+// the groups it was measured on (bench/RESULTS.md): AITM's three towers at
+// 512 (2^25.7 multiply-adds) and TabTransformer's pairs of projections at
+// 512 (13312 x 64 x 32: 2^24.7, a pair's bar) take it; TabResnet's and
+// ESMM's pairs of 2^24, PLE's and MMoE's three towers of 2^24 and DCNv2's
+// four up-projections at 2048 (2^24.7, four members) do not; a mixed
+// group from 2^24 (DCN's cross layer beside its DNN layer), GEMVs at any
+// size; never more than four members.
+TEST(FewCallsRule, AFewLargeMembersOrAPairOrGemvs) {
+  const auto members = [](size_t count, int64_t m, int64_t n, int64_t k) {
+    DeviceGemm g{nullptr, nullptr, nullptr, nullptr, m, n, k, k, n};
+    return std::vector<DeviceGemm>(count, g);
+  };
+  EXPECT_TRUE(FewCallsPay(members(3, 512, 256, 429), false));
+  std::vector<DeviceGemm> pair = members(1, 13312, 64, 32);
+  pair.push_back(members(1, 13312, 32, 32)[0]);
+  EXPECT_TRUE(FewCallsPay(pair, false));
+  EXPECT_FALSE(FewCallsPay(members(2, 512, 128, 256), false));
+  EXPECT_FALSE(FewCallsPay(members(3, 2048, 64, 128), false));
+  EXPECT_FALSE(FewCallsPay(members(4, 2048, 429, 32), false));
+  EXPECT_TRUE(FewCallsPay(members(2, 512, 128, 256), true));
+  EXPECT_FALSE(FewCallsPay(members(2, 512, 64, 256), true));
+  EXPECT_TRUE(FewCallsPay(members(3, 512, 1, 64), false));
+  EXPECT_FALSE(FewCallsPay(members(5, 512, 1, 64), false));
+  EXPECT_FALSE(FewCallsPay(members(5, 2048, 256, 429), false));
+}
+
 TEST(ByteSpan, InterleavedSlotsDoNotOverlap) {
   std::vector<char> buf(48 * 10);
   const char* b = buf.data();
