@@ -39,12 +39,11 @@ bool IsInferenceBatchNorm(const Op& op) {
          op.outputs.size() == 1;
 }
 
-// s = scale / sqrt(var + epsilon) and t = beta - mean · s of an inference
-// BatchNormalization of `n` channels (y = x · s + t), or nothing where its
-// statistics are not float32 params of n values.
+// An inference BatchNormalization of `n` channels as y = (x - mean) · s +
+// beta, s = scale / sqrt(var + epsilon), or nothing where its statistics
+// are not float32 params of n values.
 struct Affine {
-  std::vector<float> scale, beta, mean, s;
-  float eps;
+  std::vector<float> mean, beta, s;
 };
 std::optional<Affine> AffineOf(const Graph& g, const Op& bn, int64_t n) {
   auto scale = Values(g, bn.inputs[1], n), beta = Values(g, bn.inputs[2], n), mean = Values(g, bn.inputs[3], n),
@@ -54,9 +53,8 @@ std::optional<Affine> AffineOf(const Graph& g, const Op& bn, int64_t n) {
   if (auto it = bn.attrs.onnx->floats.find("epsilon"); it != bn.attrs.onnx->floats.end() && !it->second.empty()) {
     eps = it->second[0];
   }
-  Affine a{std::move(*scale), std::move(*beta), std::move(*mean), std::vector<float>(static_cast<size_t>(n)),
-           static_cast<float>(eps)};
-  for (size_t j = 0; j < a.s.size(); ++j) a.s[j] = a.scale[j] / std::sqrt((*var)[j] + a.eps);
+  Affine a{std::move(*mean), std::move(*beta), std::move(*scale)};
+  for (size_t j = 0; j < a.s.size(); ++j) a.s[j] /= std::sqrt((*var)[j] + static_cast<float>(eps));
   return a;
 }
 
@@ -106,7 +104,8 @@ void SetWeightBias(Graph& g, OpId gemm_id, const std::string& base, Shape w_shap
   DropUnread(g, std::move(dropped));
 }
 
-bool Fold(Graph& g, OpId bn_id) {
+// The after form (fold_batchnorm.h).
+bool FoldAfter(Graph& g, OpId bn_id) {
   const Op& bn = g.op(bn_id);
   const TensorId y = bn.inputs[0];
   const OpId gemm_id = g.tensor(y).producer;
@@ -189,8 +188,8 @@ bool FoldBefore(Graph& g, OpId bn_id) {
     for (int64_t j = 0; j < c; ++j) {
       const auto jj = static_cast<size_t>(j);
       float& wv = wb->w[static_cast<size_t>(r * k + c0 + j)];
-      shift += static_cast<double>(wv) *
-               (static_cast<double>(bn_affine->beta[jj]) - static_cast<double>(bn_affine->mean[jj]) * bn_affine->s[jj]);
+      const double t = static_cast<double>(bn_affine->beta[jj]) - static_cast<double>(bn_affine->mean[jj]) * bn_affine->s[jj];
+      shift += static_cast<double>(wv) * t;
       wv *= bn_affine->s[jj];
     }
     wb->b[static_cast<size_t>(r)] += static_cast<float>(alpha * shift);
@@ -212,7 +211,7 @@ bool FoldBefore(Graph& g, OpId bn_id) {
 int64_t FoldBatchNorm(Graph& graph) {
   int64_t folded = 0;
   for (OpId id : graph.LiveOps()) {
-    if (graph.op(id).alive && IsInferenceBatchNorm(graph.op(id)) && (Fold(graph, id) || FoldBefore(graph, id))) {
+    if (graph.op(id).alive && IsInferenceBatchNorm(graph.op(id)) && (FoldAfter(graph, id) || FoldBefore(graph, id))) {
       ++folded;
     }
   }
