@@ -183,16 +183,19 @@ bool FoldBefore(Graph& g, OpId bn_id) {
   if (!wb || !bn_affine) return false;
   // y = alpha · (x · s + t) W^T + b = alpha · x (W diag(s))^T + (b + alpha · W t).
   const double alpha = gemm.attrs.Alpha();
-  for (int64_t r = 0; r < n; ++r) {
+  std::vector<double> t(static_cast<size_t>(c));
+  for (size_t j = 0; j < t.size(); ++j) {
+    t[j] = static_cast<double>(bn_affine->beta[j]) - static_cast<double>(bn_affine->mean[j]) * bn_affine->s[j];
+  }
+  for (int64_t row = 0; row < n; ++row) {
     double shift = 0.0;
     for (int64_t j = 0; j < c; ++j) {
       const auto jj = static_cast<size_t>(j);
-      float& wv = wb->w[static_cast<size_t>(r * k + c0 + j)];
-      const double t = static_cast<double>(bn_affine->beta[jj]) - static_cast<double>(bn_affine->mean[jj]) * bn_affine->s[jj];
-      shift += static_cast<double>(wv) * t;
+      float& wv = wb->w[static_cast<size_t>(row * k + c0 + j)];
+      shift += static_cast<double>(wv) * t[jj];
       wv *= bn_affine->s[jj];
     }
-    wb->b[static_cast<size_t>(r)] += static_cast<float>(alpha * shift);
+    wb->b[static_cast<size_t>(row)] += static_cast<float>(alpha * shift);
   }
   const std::string base = bn.name;
   std::vector<TensorId> dropped(bn.inputs.begin() + 1, bn.inputs.end());  // x stays
