@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -490,7 +491,32 @@ struct CudaExecutor::Impl {
     int64_t ldy;
   };
   std::optional<Absorbable> FindActivation(const Op& op, size_t i, const cuda::DeviceGemm& m) const;
-  std::vector<bool> absorbed;  // per op id: its launch taken in by another's (AbsorbActivation)
+  // What both take in must hold (FindActivation, FindResidual): t, a view
+  // of GEMM output y, holds y's elements in their order; z holds an [m, n]
+  // product's rows as the GEMM writes them, of `dtype` (its row stride);
+  // z lies on none of op's inputs; between op and `later` in the order
+  // only views run (or ops `also_taken`).
+  bool InGemmOrder(TensorId y, TensorId t) const;
+  std::optional<int64_t> GemmRowsOf(TensorId z, const cuda::DeviceGemm& m, DType dtype) const;
+  bool OnGemmInputs(const Op& op, TensorId z) const;
+  bool NothingRunsBetween(const Op& op, OpId later, const std::set<OpId>& also_taken) const;
+  Span RootSpan(TensorId x) const;  // the whole buffer of x's root
+  // The residual Add (gemm_plan.h, ResidualAddReading) that a single GEMM
+  // `op` of no activation, run as one cuBLASLt call (m), may take in
+  // (CudaOptions::gemm_residuals): the Add's operands and output in rows
+  // as the GEMM's, its output on none of the GEMM's inputs nor on the
+  // tensor added, no launch between the two in the order, the Add in no
+  // fused region. None otherwise.
+  struct Residual {
+    OpId add_id;
+    TensorId other;      // the tensor added: C
+    const char* c;
+    int64_t ldc;
+    char* y;             // where the GEMM writes the Add's output: D
+    int64_t ldy;
+  };
+  std::optional<Residual> FindResidual(const Op& op, const cuda::DeviceGemm& m) const;
+  std::vector<bool> absorbed;  // per op id: its launch taken in by another's (AbsorbActivations, FindResidual)
   // Members of one epilogue (ms[i].act, bias or not): a group or one GEMM.
   void PlanGemmMembers(const std::vector<cuda::DeviceGemm>& ms, DType dtype, float alpha, bool group);
   bool GroupedSgemmFor() const;  // whether float32 groups take the grouped float32 kernel

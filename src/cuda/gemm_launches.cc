@@ -19,6 +19,7 @@
 #include "cuda_executor_impl.h"
 #include "grouped_sgemm.h"
 #include "hfuse/ir/op_members.h"
+#include "hfuse/support/error.h"
 #include "kernels.h"
 
 namespace hfuse {
@@ -75,6 +76,26 @@ void CudaExecutor::Impl::PlanGemm(const Op& op) {
                                  : fmt::format("{} + {} activations ({} to {})", op.name, acts.size(),
                                                acts.front()->name, acts.back()->name);
       PlanGroupedSgemm(ms, alpha);
+      current = name;
+      return;
+    }
+  }
+  // A single GEMM's residual Add, in its cuBLASLt call as C (FindResidual).
+  if (!group) {
+    if (const std::optional<Residual> r = FindResidual(op, ms[0])) {
+      const Op& add = g.op(r->add_id);
+      std::vector<TensorId> reads = op.inputs;
+      reads.push_back(r->other);
+      if (!LaunchMayPassGathers(reads, {op.outputs[0], add.outputs[0]})) FlushGathers();
+      ms[0].c = r->c;
+      ms[0].ldc = r->ldc;
+      ms[0].y = r->y;
+      ms[0].ldy = r->ldy;
+      absorbed[static_cast<size_t>(r->add_id)] = true;
+      const std::string name = current;
+      current = fmt::format("{} + {} (residual)", op.name, add.name);
+      current_bytes += static_cast<double>(Bytes(r->other));  // (the Add's output in place of the GEMM's)
+      PlanGemmMembers(ms, dtype, alpha, false);
       current = name;
       return;
     }
@@ -145,6 +166,59 @@ void CudaExecutor::Impl::PlanLtEach(const std::vector<cuda::DeviceGemm>& ms, DTy
   }
 }
 
+bool CudaExecutor::Impl::InGemmOrder(TensorId y, TensorId t) const {
+  // A reshape of the GEMM's elements, not a permutation (a Transpose or a
+  // reversing Slice is a view too, and its reader reads any strides).
+  const cuda::Layout &yl = views.layout[static_cast<size_t>(y)], &tl = views.layout[static_cast<size_t>(t)];
+  return yl.root != kNone && tl.root == yl.root && tl.offset == yl.offset &&
+         cuda::IsRowMajor(yl, views.shape[static_cast<size_t>(y)]) &&
+         cuda::IsRowMajor(tl, views.shape[static_cast<size_t>(t)]);
+}
+
+std::optional<int64_t> CudaExecutor::Impl::GemmRowsOf(TensorId z, const cuda::DeviceGemm& m, DType dtype) const {
+  if (g.tensor(z).dtype != dtype) return std::nullopt;
+  const std::vector<int64_t>& zs = views.shape[static_cast<size_t>(z)];
+  const cuda::Layout& zl = views.layout[static_cast<size_t>(z)];
+  if (zl.root == kNone || zl.root_dtype != dtype) return std::nullopt;
+  // Row-major (any shape of m * n elements), or in rows of n one after
+  // another as the GEMM's, at one stride.
+  int64_t numel = 1;
+  for (int64_t d : zs) numel *= d;
+  if (cuda::IsRowMajor(zl, zs) && numel == m.m * m.n) return m.n;
+  if (!zs.empty() && zs.back() == m.n && NumRows(zs) == m.m) return cuda::RowStride(zl, zs);
+  return std::nullopt;
+}
+
+CudaExecutor::Impl::Span CudaExecutor::Impl::RootSpan(TensorId x) const {
+  const TensorId root = views.layout[static_cast<size_t>(x)].root;
+  const char* b = BufferOf(root);
+  return Span{b, b + Bytes(root)};
+}
+
+bool CudaExecutor::Impl::OnGemmInputs(const Op& op, TensorId z) const {
+  // Each may be dead after the GEMM, so its buffer may be z's (A, or a
+  // computed B or bias; a group's members run at once).
+  for (size_t j = 0; j < NumMembers(op); ++j) {
+    const GemmMember member = GemmMemberOf(op, j);
+    for (TensorId in : {member.a, member.w, member.bias}) {
+      if (in != kNone && RootSpan(z).Overlaps(RootSpan(in))) return true;
+    }
+  }
+  return false;
+}
+
+bool CudaExecutor::Impl::NothingRunsBetween(const Op& op, OpId later, const std::set<OpId>& also_taken) const {
+  // The memory plan gives a taken-in op's output its buffer from that op
+  // on, which nothing else may use before.
+  const auto from = std::find(order.begin(), order.end(), g.tensor(op.outputs[0]).producer);
+  const auto to = std::find(order.begin(), order.end(), later);
+  bool clear = from != order.end() && to != order.end() && from < to;
+  for (auto it = from + 1; clear && it < to; ++it) {
+    clear = views.skip[static_cast<size_t>(*it)] || also_taken.count(*it);
+  }
+  return clear;
+}
+
 std::optional<CudaExecutor::Impl::Absorbable> CudaExecutor::Impl::FindActivation(const Op& op, size_t i,
                                                                                const cuda::DeviceGemm& m) const {
   // From member i's output through the views (none a region's) that alone read it.
@@ -158,46 +232,35 @@ std::optional<CudaExecutor::Impl::Absorbable> CudaExecutor::Impl::FindActivation
   // A member of K 0 runs on the epilogue kernel (PlanGroupedSgemm), which
   // has the EwFunc activations only.
   if (m.k == 0 && cuda::EpilogueActivationOf(*act).act == cuda::kLeakyReluActivation) return std::nullopt;
-  // The activation reads the GEMM's elements in their order: a reshape of
-  // them, not a permutation (a Transpose or a reversing Slice is a view
-  // too, and the activation reads any strides).
-  const TensorId y = op.outputs[i];
-  const cuda::Layout &yl = views.layout[static_cast<size_t>(y)], &tl = views.layout[static_cast<size_t>(t)];
-  if (yl.root == kNone || tl.root != yl.root || tl.offset != yl.offset ||
-      !cuda::IsRowMajor(yl, views.shape[static_cast<size_t>(y)]) || !cuda::IsRowMajor(tl, views.shape[static_cast<size_t>(t)])) {
+  if (!InGemmOrder(op.outputs[i], t)) return std::nullopt;
+  const TensorId z = act->outputs[0];
+  const std::optional<int64_t> rows = GemmRowsOf(z, m, DType::kFloat32);
+  if (!rows || OnGemmInputs(op, z)) return std::nullopt;
+  return Absorbable{act_id, PlaceOf(z).base, *rows};
+}
+
+std::optional<CudaExecutor::Impl::Residual> CudaExecutor::Impl::FindResidual(const Op& op,
+                                                                           const cuda::DeviceGemm& m) const {
+  if (!options.gemm_residuals || !IsGemm(op.type) || op.outputs.size() != 1 || m.act != cuda::kNoActivation ||
+      m.m == 0 || m.n <= 1 || m.k == 0) {
+    return std::nullopt;  // (a GEMV or a GEMM of K 0 runs on a kernel of its own, with no C)
+  }
+  TensorId t = kNone, other = kNone;
+  const OpId add_id = cuda::ResidualAddReading(
+      g, op.outputs[0],
+      [&](OpId u) { return views.view_op[static_cast<size_t>(u)] && fusion.region_of[static_cast<size_t>(u)] < 0; },
+      &t, &other);
+  if (add_id == kNone || fusion.region_of[static_cast<size_t>(add_id)] >= 0 || !InGemmOrder(op.outputs[0], t)) {
     return std::nullopt;
   }
-  // Its output row-major (any shape of m * n elements), or in rows of n
-  // one after another as the GEMM's, at one stride.
-  const TensorId z = act->outputs[0];
-  if (g.tensor(z).dtype != DType::kFloat32) return std::nullopt;
-  const std::vector<int64_t>& zs = views.shape[static_cast<size_t>(z)];
-  const cuda::Layout& zl = views.layout[static_cast<size_t>(z)];
-  if (zl.root == kNone || zl.root_dtype != DType::kFloat32) return std::nullopt;
-  std::optional<int64_t> rows;
-  int64_t numel = 1;
-  for (int64_t d : zs) numel *= d;
-  if (cuda::IsRowMajor(zl, zs) && numel == m.m * m.n) {
-    rows = m.n;
-  } else if (!zs.empty() && zs.back() == m.n && NumRows(zs) == m.m) {
-    rows = cuda::RowStride(zl, zs);
+  const DType dtype = g.tensor(op.outputs[0]).dtype;
+  const TensorId z = g.op(add_id).outputs[0];
+  const std::optional<int64_t> ldc = GemmRowsOf(other, m, dtype), ldy = GemmRowsOf(z, m, dtype);
+  if (!ldc || !ldy || OnGemmInputs(op, z) || RootSpan(z).Overlaps(RootSpan(other)) ||
+      !NothingRunsBetween(op, add_id, {})) {
+    return std::nullopt;
   }
-  if (!rows) return std::nullopt;
-  // Not on any member's inputs (each may be dead after the GEMM, so its
-  // buffer may be the activation's: A, or a computed B or bias; a group's
-  // members run at once).
-  const auto span = [&](TensorId x) {
-    const TensorId root = views.layout[static_cast<size_t>(x)].root;
-    const char* b = BufferOf(root);
-    return Span{b, b + Bytes(root)};
-  };
-  for (size_t j = 0; j < NumMembers(op); ++j) {
-    const GemmMember member = GemmMemberOf(op, j);
-    for (TensorId in : {member.a, member.w, member.bias}) {
-      if (in != kNone && span(z).Overlaps(span(in))) return std::nullopt;
-    }
-  }
-  return Absorbable{act_id, PlaceOf(z).base, *rows};
+  return Residual{add_id, other, PlaceOf(other).base, *ldc, PlaceOf(z).base, *ldy};
 }
 
 std::vector<const Op*> CudaExecutor::Impl::AbsorbActivations(const Op& op, std::vector<cuda::DeviceGemm>& ms) {
@@ -259,18 +322,9 @@ std::vector<const Op*> CudaExecutor::Impl::AbsorbActivations(const Op& op, std::
       }
     }
   }
-  // No other launch between the GEMM and its activations: the memory plan
-  // gives an activation's output its buffer from the activation on, which
-  // nothing else may use before.
-  const auto from = std::find(order.begin(), order.end(), g.tensor(op.outputs[0]).producer);
+  // No other launch between the GEMM and its activations.
   for (auto& f : found) {
-    if (!f) continue;
-    const auto to = std::find(order.begin(), order.end(), f->act_id);
-    bool clear = from != order.end() && to != order.end() && from < to;
-    for (auto it = from + 1; clear && it < to; ++it) {
-      clear = views.skip[static_cast<size_t>(*it)] || acts.count(*it);
-    }
-    if (!clear) return {};  // all or none: a region's activations go together
+    if (f && !NothingRunsBetween(op, f->act_id, acts)) return {};  // all or none: a region's activations go together
   }
   std::vector<const Op*> taken;
   for (size_t i = 0; i < ms.size(); ++i) {
@@ -571,14 +625,21 @@ void CudaExecutor::Impl::PlanLtGemm(const std::vector<cuda::DeviceGemm>& ms, DTy
   };
   // The split parts: 256-byte aligned buffers, rows of 3 kp floats (16 bytes a 4).
   const uint32_t align_w = x3 ? 16 : alignment(&cuda::DeviceGemm::w),
-                 align_a = x3 ? 16 : alignment(&cuda::DeviceGemm::a), align_y = alignment(&cuda::DeviceGemm::y);
+                 align_a = x3 ? 16 : alignment(&cuda::DeviceGemm::a), align_y = alignment(&cuda::DeviceGemm::y),
+                 align_c = m.c ? alignment(&cuda::DeviceGemm::c) : align_y;
   HFUSE_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_w, sizeof(align_w)));
   HFUSE_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_a, sizeof(align_a)));
-  HFUSE_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_y, sizeof(align_y)));
+  HFUSE_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof(align_c)));
   HFUSE_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_y, sizeof(align_y)));
+  // C: the residual taken in (a single GEMM's, FindResidual), added at
+  // beta 1; else C is D at beta 0 (not read).
+  HFUSE_CHECK(!m.c || batch == 1);
+  const cublasLtMatrixLayout_t lc = m.c ? layout(static_cast<uint64_t>(m.n), static_cast<uint64_t>(m.m), m.ldc, 0) : ly;
+  const void* c = m.c ? static_cast<const void*>(m.c) : static_cast<const void*>(m.y);
+  const float beta = m.c ? 1.0f : 0.0f;
   cublasLtMatmulHeuristicResult_t heur{};
   int found = 0;
-  const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(lt, desc, lw, la, ly, ly, pref, 1, &heur, &found);
+  const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(lt, desc, lw, la, lc, ly, pref, 1, &heur, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   HFUSE_CUBLAS(hs);
   if (found == 0) throw CudaError("cuBLASLt found no algorithm for a GEMM");
@@ -586,7 +647,6 @@ void CudaExecutor::Impl::PlanLtGemm(const std::vector<cuda::DeviceGemm>& ms, DTy
   const void *w = m.w, *a = m.a;
   void* y = m.y;
   void* wsp = workspace_ptr;
-  const float beta = 0.0f;
   cublasLtHandle_t handle = lt;
   if (x3) {
     // W's parts, made again whenever the param is written.
@@ -611,7 +671,7 @@ void CudaExecutor::Impl::PlanLtGemm(const std::vector<cuda::DeviceGemm>& ms, DTy
       AddTf32Split(as_split, 0, fmt::format("3xTF32 split kernel, A's TF32 parts, {} x {}", m.m, m.k));
     }
     Add(fmt::format("cublasLt 3xTF32 on the tensor cores, {} x {} x {}", m.m, m.n, m.k), [=](cudaStream_t s) {
-      HFUSE_CUBLAS(cublasLtMatmul(handle, desc, &alpha, w, lw, scratch->ptr, la, &beta, y, ly, y, ly, &algo, wsp,
+      HFUSE_CUBLAS(cublasLtMatmul(handle, desc, &alpha, w, lw, scratch->ptr, la, &beta, c, lc, y, ly, &algo, wsp,
                                   ws, s));
     });
     tf32x3_last_split = key;
@@ -627,7 +687,7 @@ void CudaExecutor::Impl::PlanLtGemm(const std::vector<cuda::DeviceGemm>& ms, DTy
                           stride_of(&cuda::DeviceGemm::y), align_a, align_w, align_y)
             : "cublasLt";
     Add(label, [=](cudaStream_t s) {
-      HFUSE_CUBLAS(cublasLtMatmul(handle, desc, &alpha, w, lw, a, la, &beta, y, ly, y, ly, &algo, wsp, ws, s));
+      HFUSE_CUBLAS(cublasLtMatmul(handle, desc, &alpha, w, lw, a, la, &beta, c, lc, y, ly, &algo, wsp, ws, s));
     });
   }
   if (act != cuda::kNoActivation && !relu) {  // cuBLASLt's only activation epilogue is relu

@@ -47,12 +47,17 @@ GemmMemberSplit SplitGemmMembers(const std::vector<DeviceGemm>& members) {
   return split;
 }
 
-OpId ActivationReading(const Graph& g, TensorId t, const std::function<bool(OpId)>& passes, TensorId* read) {
+namespace {
+
+// The op that alone reads t, through the ops `passes` lets it pass, for
+// which `wanted` holds (ActivationReading, ResidualAddReading).
+OpId ReaderThrough(const Graph& g, TensorId t, const std::function<bool(OpId)>& passes,
+                   const std::function<bool(const Op&, TensorId)>& wanted, TensorId* read) {
   while (!g.IsGraphOutput(t) && g.tensor(t).users.size() == 1) {
     const OpId u = g.tensor(t).users[0];
     const Op& reader = g.op(u);
     if (reader.elided) break;
-    if (IsEpilogueActivation(reader)) {
+    if (wanted(reader, t)) {
       if (read) *read = t;
       return u;
     }
@@ -60,6 +65,30 @@ OpId ActivationReading(const Graph& g, TensorId t, const std::function<bool(OpId
     t = reader.outputs[0];
   }
   return kNone;
+}
+
+}  // namespace
+
+OpId ActivationReading(const Graph& g, TensorId t, const std::function<bool(OpId)>& passes, TensorId* read) {
+  return ReaderThrough(g, t, passes, [](const Op& op, TensorId) { return IsEpilogueActivation(op); }, read);
+}
+
+OpId ResidualAddReading(const Graph& g, TensorId t, const std::function<bool(OpId)>& passes, TensorId* read,
+                        TensorId* other) {
+  TensorId added = kNone;
+  const auto residual = [&](const Op& op, TensorId x) {
+    if (op.type != OpType::kElementwise || op.attrs.func != EwFunc::kAdd || op.inputs.size() != 2 ||
+        op.outputs.size() != 1) {
+      return false;
+    }
+    added = op.inputs[0] == x ? op.inputs[1] : op.inputs[0];
+    const Tensor &tx = g.tensor(x), &ta = g.tensor(added), &tz = g.tensor(op.outputs[0]);
+    return added != x && ta.shape == tx.shape && tz.shape == tx.shape && ta.dtype == tx.dtype &&
+           tz.dtype == tx.dtype;
+  };
+  const OpId add = ReaderThrough(g, t, passes, residual, read);
+  if (add != kNone && other) *other = added;
+  return add;
 }
 
 std::vector<std::vector<DeviceGemm>> SplitByEpilogue(const std::vector<DeviceGemm>& members) {

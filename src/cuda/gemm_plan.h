@@ -44,6 +44,16 @@ std::string ActivationName(int act, float alpha);
 OpId ActivationReading(const Graph& g, TensorId t, const std::function<bool(OpId)>& passes,
                        TensorId* read = nullptr);
 
+// The elementwise Add that alone reads t (no graph output), through ops
+// `passes` lets it pass as ActivationReading's, and adds to it a tensor of
+// its shape and type (a residual: no broadcast), its output of that shape
+// too: what a single GEMM's cuBLASLt call adds in as its C operand
+// (gemm_launches.cc, FindResidual; FTTransformer's x + FFN(x)); kNone if
+// none. `read`: the tensor it reads (t, or the last view's output);
+// `other`: the tensor it adds.
+OpId ResidualAddReading(const Graph& g, TensorId t, const std::function<bool(OpId)>& passes,
+                        TensorId* read = nullptr, TensorId* other = nullptr);
+
 // One member GEMM as the device runs it, Y = A . W^T (+ bias): byte
 // addresses in the session's buffers (so that strides between members are
 // differences) and sizes in elements.
@@ -59,6 +69,10 @@ struct DeviceGemm {
   // members of one (SplitByEpilogue).
   int act = -1;
   float act_alpha = 0.0f;  // LeakyRelu's slope (act kLeakyReluActivation)
+  // [m, n], row stride ldc, added to the product (cuBLASLt's C at beta 1:
+  // a residual Add taken in, single GEMMs only), or null.
+  const char* c = nullptr;
+  int64_t ldc = 0;
 };
 
 // The members of a group by what they need. A member whose output is empty

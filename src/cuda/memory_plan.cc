@@ -101,19 +101,25 @@ MemoryPlan PlanDeviceMemory(const Graph& g, const DimValues& dims, const ViewPla
       last[s] = std::max(last[s], end[static_cast<size_t>(id)]);
     }
   }
-  // A float32 GEMM's inputs live on to the activations (GELU, tanh, SiLU)
-  // that alone read its outputs through views: the GEMM may take them
-  // into its epilogue (gemm_launches.cc, AbsorbActivations), writing their
-  // outputs while its members still read (DCNv2's tanh after its experts'
-  // middle projections, whose inputs are the tanh before).
+  // A GEMM's inputs live on to the activations (GELU, tanh, SiLU) and the
+  // residual Adds that alone read its outputs through views: the GEMM may
+  // take them in (gemm_launches.cc, AbsorbActivations and FindResidual),
+  // writing their outputs while its members still read (DCNv2's tanh after
+  // its experts' middle projections, whose inputs are the tanh before).
   if (views) {
+    const auto passes = [&](OpId u) { return views->view_op[static_cast<size_t>(u)]; };
     for (OpId id : order) {
       const Op& op = g.op(id);
       if (!runs(id) || !(IsGemm(op.type) || IsGroupGemm(op.type))) continue;
       int64_t until = -1;
       for (TensorId t : op.outputs) {
-        const OpId act = ActivationReading(g, t, [&](OpId u) { return views->view_op[static_cast<size_t>(u)]; });
+        const OpId act = ActivationReading(g, t, passes);
         if (act != kNone) until = std::max(until, end[static_cast<size_t>(act)]);
+        // (A residual Add goes in only where no fused region runs it.)
+        const OpId add = IsGemm(op.type) ? ResidualAddReading(g, t, passes) : kNone;
+        if (add != kNone && !(fusion && fusion->region_of[static_cast<size_t>(add)] >= 0)) {
+          until = std::max(until, end[static_cast<size_t>(add)]);
+        }
       }
       for (TensorId in : op.inputs) {
         if (until < 0 || root(in) == kNone) continue;

@@ -425,6 +425,42 @@ TEST(MemoryPlan, AGroupsInputsLiveToTheActivationsItMayTakeIn) {
   }
 }
 
+// A single GEMM's cuBLASLt call may take the Add of a residual that alone
+// reads its output (gemm_launches.cc, FindResidual: the tensor added as
+// its C operand), writing the Add's output while it still reads A: its A
+// (p, dead after it) lives on to the Add, so the Add's output does not lie
+// on it. An Add of a broadcast operand (a row of biases) is no residual.
+TEST(MemoryPlan, AGemmsInputsLiveToTheResidualAddItMayTakeIn) {
+  test::GraphBuilder b;
+  const std::string x = b.Input("x", {8, 16}, DType::kFloat32);
+  const std::string row = b.Input("row", {16}, DType::kFloat32);
+  const std::string p = b.Fc("p", x, 16);
+  const std::string h = b.Fc("q", p, 16);
+  const std::string y = b.Elementwise("res", "add", {h, x});
+  const std::string h2 = b.Fc("r", y, 16);
+  const std::string z = b.Elementwise("shift", "add", {h2, row});
+  b.Outputs({z});
+  const Graph g = b.Build();
+  const auto passes = [](OpId) { return false; };
+  TensorId read = kNone, other = kNone;
+  const OpId add = ResidualAddReading(g, test::TensorNamed(g, h), passes, &read, &other);
+  ASSERT_NE(add, kNone);
+  EXPECT_EQ(g.op(add).name, "res");
+  EXPECT_EQ(read, test::TensorNamed(g, h));
+  EXPECT_EQ(other, test::TensorNamed(g, x));
+  EXPECT_EQ(ResidualAddReading(g, test::TensorNamed(g, h2), passes), kNone);  // broadcast
+  EXPECT_EQ(ResidualAddReading(g, test::TensorNamed(g, p), passes), kNone);   // a GEMM reads it
+  const DimValues dims = BindDims(g);
+  const PlanConstants folded = FoldPlanConstants(g, dims);
+  const DevicePlan planned = PlanViewsAndRegions(g, dims, folded, true);
+  const MemoryPlan plan = PlanDeviceMemory(g, dims, &planned.views, &planned.fusion);
+  ExpectSound(g, dims, plan);
+  const int64_t bytes = 8 * 16 * 4;
+  const int64_t i = plan.offset[static_cast<size_t>(test::TensorNamed(g, p))];
+  const int64_t o = plan.offset[static_cast<size_t>(test::TensorNamed(g, y))];
+  EXPECT_TRUE(i + bytes <= o || o + bytes <= i) << "p at " << i << ", the Add's output at " << o;
+}
+
 TEST(MemoryPlan, SameGraphSamePlan) {
   test::GraphBuilder b;
   const std::string x = b.Input("x", {8, 16});

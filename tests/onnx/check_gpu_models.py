@@ -653,6 +653,33 @@ def float32_op_models():
     ], [("x", F, [N, 24])], [("y", F, [N, 20]), ("h3", F, [N, 12])],
         [floats("w1", [20, 24], 0.3), floats("b1", [20], 0.2, -0.1), floats("w2", [20, 20], 0.3),
          floats("b2", [20], 0.1, -0.2), floats("w3", [12, 24], 0.2), floats("b3", [12], 0.1)])
+    # FTTransformer's last residual before its MLP: x + (x W + b), then
+    # flattened into the next GEMM. The first GEMM's cuBLASLt call adds x
+    # in as its C operand and writes the Add's output: 2 launches, none
+    # apart (the Add launched alone after cuBLASLt until 2026-12-06).
+    yield "gemm_residual_add", model("gra", [
+        helper.make_node("MatMul", ["x", "w"], ["h"]),
+        helper.make_node("Add", ["h", "b"], ["hb"]),
+        helper.make_node("Add", ["x", "hb"], ["y"]),
+        helper.make_node("Reshape", ["y", "flat"], ["f"]),
+        helper.make_node("MatMul", ["f", "w2"], ["o"]),
+    ], [("x", F, [N, 3, 16])], [("o", F, [N, 5])],
+        [floats("w", [16, 16], 0.3), floats("b", [16], 0.2, -0.1), ints("flat", [-1, 48]),
+         floats("w2", [48, 5], 0.2)])
+    # Where the C operand must not take the Add: one reading the GEMM's
+    # output through a Transpose (not its rows), and one of a broadcast
+    # operand ([N, 1]: not a residual). Each op a launch but the first
+    # Transpose: 5 (the second copies: its output feeds a GEMM), verify's
+    # comparison failing if either Add is taken in.
+    yield "gemm_residual_refused", model("grr", [
+        helper.make_node("MatMul", ["x", "w"], ["h"]),
+        helper.make_node("Transpose", ["h"], ["ht"], perm=[1, 0]),
+        helper.make_node("Add", ["ht", "r"], ["y1"]),
+        helper.make_node("Transpose", ["y1"], ["y1t"], perm=[1, 0]),
+        helper.make_node("MatMul", ["y1t", "w3"], ["g"]),
+        helper.make_node("Add", ["g", "c"], ["y2"]),
+    ], [("x", F, [N, 16]), ("r", F, [16, N]), ("c", F, [N, 1])], [("y1", F, [16, N]), ("y2", F, [N, 12])],
+        [floats("w", [16, 16], 0.3), floats("w3", [16, 12], 0.2)])
     # DCNv2's experts: four GEMMs of one input, each read by a tanh (the
     # four tanh one fused region), each tanh by a GEMM of its own, the four
     # summed. The group takes the region's tanh into its members'
@@ -1085,6 +1112,8 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # group_bf16_misaligned_member: the CUTLASS group of three, the cuBLASLt call;
 # gemm_leaky_relu_epilogue: the group (its first member's LeakyRelu in its
 # epilogue), the second GEMM with its LeakyRelu;
+# gemm_residual_add: the GEMM with the residual in its C operand, the MLP's
+# GEMM; gemm_residual_refused: each op a launch but the first Transpose;
 # gemm_activation_refused: each op a launch but the Transpose view (until
 # 2026-12-06 the second tanh was taken into its Gemm where its buffer was
 # not B's, 6; a single GEMM now keeps its activation apart);
@@ -1112,7 +1141,7 @@ EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_
                    "region_scaled_softmax": 1, "region_scaled_logsoftmax": 1, "region_gate_weighted_sum": 2,
                    "region_long_rows": 1, "region_rows_2048": 2, "region_quad_rows": 2, "gemm_activation_epilogue": 5,
                    "group_activation_region": 3, "gemm_leaky_relu_epilogue": 3, "group_relu_epilogue": 1, "group_bf16_misaligned_member": 2,
-                   "gemm_activation_refused": 7, "group_activation_refused": 4, "chain_before_dense_copies": 5, "layernorm_two_dims_beside_input": 3, "region_concat_parts": 1, "concat_in_place": 2, "region_cross_wait": 3,
+                   "gemm_activation_refused": 7, "gemm_residual_add": 2, "gemm_residual_refused": 5, "group_activation_refused": 4, "chain_before_dense_copies": 5, "layernorm_two_dims_beside_input": 3, "region_concat_parts": 1, "concat_in_place": 2, "region_cross_wait": 3,
                    "gather_group_odd_widths": 1, "gather_group_f16_bf16": 1, "gather_group_500": 1,
                    "stack_picked": 5, "gemv_group": 1, "attention_heads": 3,
                    "attention_heads_div": 3, "attention_heads_mul": 3, "gathernd_columns": 2,
@@ -1170,8 +1199,8 @@ def plan_of(stdout):
 # each string, in order, holding it, and no other. gemm_leaky_relu_epilogue:
 # the single GEMM's LeakyRelu, by the rule; batchnorm_beside_lookups (its
 # BatchNormalization folded into the GEMM), group_relu_epilogue,
-# regions_alike, columns_beside_lookups: none.
-EXPECT_APART = {"batchnorm_beside_lookups": [],
+# regions_alike, columns_beside_lookups, gemm_residual_add: none.
+EXPECT_APART = {"batchnorm_beside_lookups": [], "gemm_residual_add": [],
                 "gemm_leaky_relu_epilogue": ["(LeakyRelu kernel): elementwise alone: kept apart from GEMM"],
                 "group_relu_epilogue": [], "regions_alike": [], "columns_beside_lookups": []}
 

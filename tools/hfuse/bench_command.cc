@@ -154,7 +154,11 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
     if (rules == RuleSet::kHfuse) {  // what the launch-level fusions buy
       variants.push_back(
           {name + ", a launch an op", fused,
-           {.gather_batches = false, .elementwise_chains = false, .region_batches = false, .gemm_activations = false},
+           {.gather_batches = false,
+            .elementwise_chains = false,
+            .region_batches = false,
+            .gemm_activations = false,
+            .gemm_residuals = false},
            false});
     }
     if (options.grouped_too) {
@@ -179,6 +183,7 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
       variants.push_back({name + ", float32 deep groups 3xTF32, sliced", fused, {.sgemm_staged = true}});
       variants.push_back({name + ", cuBLASLt a member", fused, {.gemm_kernel = GemmKernelChoice::kPerMember}});
       variants.push_back({name + ", activations apart from their GEMMs", fused, {.gemm_activations = false}});
+      variants.push_back({name + ", residual Adds apart from their GEMMs", fused, {.gemm_residuals = false}});
       variants.push_back({name + ", GEMMs apart from the regions reading them", fused, {.region_gemms = 0}});
       variants.push_back({name + ", GEMMs in every region reading them", fused, {.region_gemms = 1}});
       variants.push_back({name + ", 3xTF32 nowhere", fused, {.tf32x3 = 0}});

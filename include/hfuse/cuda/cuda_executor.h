@@ -121,6 +121,12 @@ struct CudaOptions {
   // the grouped float32 kernel, the GEMM's output never written (a
   // transformer's FFN; DCNv2's experts); off, the activations launch alone.
   bool gemm_activations = true;
+  // A single GEMM on cuBLASLt whose output only an Add of a tensor of its
+  // shape reads (through views: a residual, x + FFN(x)) adds that tensor
+  // in as its C operand at beta 1, writing the Add's output: one launch,
+  // the GEMM's output never written (FTTransformer's last residual before
+  // its MLP); off, the Add launches alone.
+  bool gemm_residuals = true;
   // A GEMM, or a group's members, of K at most 64 whose outputs only one
   // fused region reads, one value a row, runs inside the region's kernel,
   // the products never written (fusion_regions.h, RegionProduct; DCNv2's
