@@ -391,6 +391,26 @@ TEST(MemoryPlan, TowersAndAFusedGroup) {
   }
 }
 
+// The device memory plan as the executor makes it (views and fused
+// regions planned first), checked sound.
+MemoryPlan DevicePlanned(const Graph& g) {
+  const DimValues dims = BindDims(g);
+  const PlanConstants folded = FoldPlanConstants(g, dims);
+  const DevicePlan planned = PlanViewsAndRegions(g, dims, folded, true);
+  MemoryPlan plan = PlanDeviceMemory(g, dims, &planned.views, &planned.fusion);
+  ExpectSound(g, dims, plan);
+  return plan;
+}
+
+// Whether tensors a and b, of `bytes` each, lie on no common byte.
+::testing::AssertionResult LieApart(const MemoryPlan& plan, const Graph& g, const std::string& a,
+                                    const std::string& b, int64_t bytes) {
+  const int64_t i = plan.offset[static_cast<size_t>(test::TensorNamed(g, a))];
+  const int64_t o = plan.offset[static_cast<size_t>(test::TensorNamed(g, b))];
+  if (i + bytes <= o || o + bytes <= i) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << a << " at " << i << ", " << b << " at " << o;
+}
+
 // The grouped float32 kernel may take the tanh that alone reads each
 // member's output into its epilogue (gemm_launches.cc, AbsorbActivations),
 // writing each tanh's output while other members still read their A: the
@@ -410,18 +430,9 @@ TEST(MemoryPlan, AGroupsInputsLiveToTheActivationsItMayTakeIn) {
   b.Outputs(outs);
   Graph g = b.Build();
   ASSERT_EQ(test::FuseAndGetGroups(g).size(), 3u);  // p, q and r
-  const DimValues dims = BindDims(g);
-  const PlanConstants folded = FoldPlanConstants(g, dims);
-  const DevicePlan planned = PlanViewsAndRegions(g, dims, folded, true);
-  const MemoryPlan plan = PlanDeviceMemory(g, dims, &planned.views, &planned.fusion);
-  ExpectSound(g, dims, plan);
-  const int64_t bytes = 8 * 16 * 4;
+  const MemoryPlan plan = DevicePlanned(g);
   for (const std::string& in : a) {
-    for (const std::string& out : t) {
-      const int64_t i = plan.offset[static_cast<size_t>(test::TensorNamed(g, in))];
-      const int64_t o = plan.offset[static_cast<size_t>(test::TensorNamed(g, out))];
-      EXPECT_TRUE(i + bytes <= o || o + bytes <= i) << in << " at " << i << ", " << out << " at " << o;
-    }
+    for (const std::string& out : t) EXPECT_TRUE(LieApart(plan, g, in, out, 8 * 16 * 4));
   }
 }
 
@@ -450,15 +461,7 @@ TEST(MemoryPlan, AGemmsInputsLiveToTheResidualAddItMayTakeIn) {
   EXPECT_EQ(other, test::TensorNamed(g, x));
   EXPECT_EQ(ResidualAddReading(g, test::TensorNamed(g, h2), passes), kNone);  // broadcast
   EXPECT_EQ(ResidualAddReading(g, test::TensorNamed(g, p), passes), kNone);   // a GEMM reads it
-  const DimValues dims = BindDims(g);
-  const PlanConstants folded = FoldPlanConstants(g, dims);
-  const DevicePlan planned = PlanViewsAndRegions(g, dims, folded, true);
-  const MemoryPlan plan = PlanDeviceMemory(g, dims, &planned.views, &planned.fusion);
-  ExpectSound(g, dims, plan);
-  const int64_t bytes = 8 * 16 * 4;
-  const int64_t i = plan.offset[static_cast<size_t>(test::TensorNamed(g, p))];
-  const int64_t o = plan.offset[static_cast<size_t>(test::TensorNamed(g, y))];
-  EXPECT_TRUE(i + bytes <= o || o + bytes <= i) << "p at " << i << ", the Add's output at " << o;
+  EXPECT_TRUE(LieApart(DevicePlanned(g), g, p, y, 8 * 16 * 4));  // A and the Add's output
 }
 
 TEST(MemoryPlan, SameGraphSamePlan) {
