@@ -116,26 +116,28 @@ def gather_group_model(name, tables, concat=True, shared_ids=False):
     return model(name, nodes, inputs, outputs, inits)
 
 
-# Regions whose models come again in bfloat16 and in float16 (NAME_bf16,
-# NAME_f16: every float tensor rewritten by scripts/onnx_bfloat16.py): the
+# Op models that come again in bfloat16 and in float16 (NAME_bf16,
+# NAME_f16: every float tensor rewritten by scripts/onnx_bfloat16.py): a
 # region (an attention too) reads and writes each tensor in its 16-bit type
-# and computes in float32, as many launches as in float32 (EXPECT_LAUNCHES
-# and check_plans.py's PLAN_WORDS hold for them under the float32 name).
-REGIONS_16BIT = ("region_dice", "region_gate_weighted_sum", "region_rows_2048", "region_quad_rows",
-                 "attention_heads")
+# and computes in float32; a residual Add goes into its GEMM's cuBLASLt
+# call as C in the 16-bit type; as many launches as in float32
+# (EXPECT_LAUNCHES and check_plans.py's PLAN_WORDS hold for them under the
+# float32 name).
+MODELS_16BIT = ("region_dice", "region_gate_weighted_sum", "region_rows_2048", "region_quad_rows",
+                "attention_heads", "gemm_residual_add")
 
 
 def float32_name(name):
     """The float32 op model a 16-bit one was made from (itself otherwise)."""
     base, _, suffix = name.rpartition("_")
-    return base if suffix in ("bf16", "f16") and base in REGIONS_16BIT else name
+    return base if suffix in ("bf16", "f16") and base in MODELS_16BIT else name
 
 
 def op_models():
     """(name, model): one per kernel form, each with a dynamic N (bound to 37)."""
     for name, m in float32_op_models():
         yield name, m
-        if name in REGIONS_16BIT:
+        if name in MODELS_16BIT:
             for suffix, to in (("bf16", TensorProto.BFLOAT16), ("f16", TensorProto.FLOAT16)):
                 sixteen = onnx.ModelProto()
                 sixteen.CopyFrom(m)
@@ -666,6 +668,15 @@ def float32_op_models():
     ], [("x", F, [N, 3, 16])], [("o", F, [N, 5])],
         [floats("w", [16, 16], 0.3), floats("b", [16], 0.2, -0.1), ints("flat", [-1, 48]),
          floats("w2", [48, 5], 0.2)])
+    # The same on the 3xTF32 path (a GEMM large enough for Tf32x3Pays, its
+    # weight a param): A's TF32 parts split, then one cuBLASLt call adding
+    # x in as C: 2 launches, the split apart (it only moves data).
+    yield "gemm_residual_tf32x3", model("grt", [
+        helper.make_node("MatMul", ["x", "w"], ["h"]),
+        helper.make_node("Add", ["h", "b"], ["hb"]),
+        helper.make_node("Add", ["hb", "x"], ["y"]),
+    ], [("x", F, [768, 1024])], [("y", F, [768, 1024])],
+        [floats("w", [1024, 1024], 0.02), floats("b", [1024], 0.2, -0.1)])
     # Where the C operand must not take the Add: one reading the GEMM's
     # output through a Transpose (not its rows), and one of a broadcast
     # operand ([N, 1]: not a residual). Each op a launch but the first
@@ -1113,7 +1124,8 @@ PLAN = re.compile(r"cuda plan: (\d+) launches, (\d+) on the host")
 # gemm_leaky_relu_epilogue: the group (its first member's LeakyRelu in its
 # epilogue), the second GEMM with its LeakyRelu;
 # gemm_residual_add: the GEMM with the residual in its C operand, the MLP's
-# GEMM; gemm_residual_refused: each op a launch but the first Transpose;
+# GEMM; gemm_residual_tf32x3: the split, the cuBLASLt call with the
+# residual; gemm_residual_refused: each op a launch but the first Transpose;
 # gemm_activation_refused: each op a launch but the Transpose view (until
 # 2026-12-06 the second tanh was taken into its Gemm where its buffer was
 # not B's, 6; a single GEMM now keeps its activation apart);
@@ -1141,7 +1153,7 @@ EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_
                    "region_scaled_softmax": 1, "region_scaled_logsoftmax": 1, "region_gate_weighted_sum": 2,
                    "region_long_rows": 1, "region_rows_2048": 2, "region_quad_rows": 2, "gemm_activation_epilogue": 5,
                    "group_activation_region": 3, "gemm_leaky_relu_epilogue": 3, "group_relu_epilogue": 1, "group_bf16_misaligned_member": 2,
-                   "gemm_activation_refused": 7, "gemm_residual_add": 2, "gemm_residual_refused": 5, "group_activation_refused": 4, "chain_before_dense_copies": 5, "layernorm_two_dims_beside_input": 3, "region_concat_parts": 1, "concat_in_place": 2, "region_cross_wait": 3,
+                   "gemm_activation_refused": 7, "gemm_residual_add": 2, "gemm_residual_tf32x3": 2, "gemm_residual_refused": 5, "group_activation_refused": 4, "chain_before_dense_copies": 5, "layernorm_two_dims_beside_input": 3, "region_concat_parts": 1, "concat_in_place": 2, "region_cross_wait": 3,
                    "gather_group_odd_widths": 1, "gather_group_f16_bf16": 1, "gather_group_500": 1,
                    "stack_picked": 5, "gemv_group": 1, "attention_heads": 3,
                    "attention_heads_div": 3, "attention_heads_mul": 3, "gathernd_columns": 2,
@@ -1199,8 +1211,10 @@ def plan_of(stdout):
 # each string, in order, holding it, and no other. gemm_leaky_relu_epilogue:
 # the single GEMM's LeakyRelu, by the rule; batchnorm_beside_lookups (its
 # BatchNormalization folded into the GEMM), group_relu_epilogue,
-# regions_alike, columns_beside_lookups, gemm_residual_add: none.
+# regions_alike, columns_beside_lookups, gemm_residual_add: none;
+# gemm_residual_tf32x3: the split of A (3xTF32).
 EXPECT_APART = {"batchnorm_beside_lookups": [], "gemm_residual_add": [],
+                "gemm_residual_tf32x3": ["(3xTF32 split kernel, A's TF32 parts, 768 x 1024)"],
                 "gemm_leaky_relu_epilogue": ["(LeakyRelu kernel): elementwise alone: kept apart from GEMM"],
                 "group_relu_epilogue": [], "regions_alike": [], "columns_beside_lookups": []}
 
