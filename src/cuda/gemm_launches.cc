@@ -212,11 +212,8 @@ bool CudaExecutor::Impl::NothingRunsBetween(const Op& op, OpId later, const std:
   // on, which nothing else may use before.
   const auto from = std::find(order.begin(), order.end(), g.tensor(op.outputs[0]).producer);
   const auto to = std::find(order.begin(), order.end(), later);
-  bool clear = from != order.end() && to != order.end() && from < to;
-  for (auto it = from + 1; clear && it < to; ++it) {
-    clear = views.skip[static_cast<size_t>(*it)] || also_taken.count(*it);
-  }
-  return clear;
+  if (from == order.end() || to == order.end() || from >= to) return false;
+  return std::all_of(from + 1, to, [&](OpId id) { return views.skip[static_cast<size_t>(id)] || also_taken.count(id); });
 }
 
 std::optional<CudaExecutor::Impl::Absorbable> CudaExecutor::Impl::FindActivation(const Op& op, size_t i,
@@ -250,7 +247,9 @@ std::optional<CudaExecutor::Impl::Residual> CudaExecutor::Impl::FindResidual(con
       g, op.outputs[0],
       [&](OpId u) { return views.view_op[static_cast<size_t>(u)] && fusion.region_of[static_cast<size_t>(u)] < 0; },
       &t, &other);
-  if (add_id == kNone || fusion.region_of[static_cast<size_t>(add_id)] >= 0 || !InGemmOrder(op.outputs[0], t)) {
+  // (An Add the view plan made a view, x + zeros, runs nothing to take in.)
+  if (add_id == kNone || views.skip[static_cast<size_t>(add_id)] || fusion.region_of[static_cast<size_t>(add_id)] >= 0 ||
+      !InGemmOrder(op.outputs[0], t)) {
     return std::nullopt;
   }
   const DType dtype = g.tensor(op.outputs[0]).dtype;

@@ -115,9 +115,9 @@ MemoryPlan PlanDeviceMemory(const Graph& g, const DimValues& dims, const ViewPla
       for (TensorId t : op.outputs) {
         const OpId act = ActivationReading(g, t, passes);
         if (act != kNone) until = std::max(until, end[static_cast<size_t>(act)]);
-        // (A residual Add goes in only where no fused region runs it.)
+        // (A residual Add goes in only where it runs: no view, no fused region's.)
         const OpId add = IsGemm(op.type) ? ResidualAddReading(g, t, passes) : kNone;
-        if (add != kNone && !(fusion && fusion->region_of[static_cast<size_t>(add)] >= 0)) {
+        if (add != kNone && runs(add) && !(fusion && fusion->region_of[static_cast<size_t>(add)] >= 0)) {
           until = std::max(until, end[static_cast<size_t>(add)]);
         }
       }

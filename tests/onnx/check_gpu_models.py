@@ -340,6 +340,20 @@ def float32_op_models():
         helper.make_node("Add", ["zeros", "h"], ["y"]),
     ], [("x", F, [N, 4])], [("y", F, [N, 1])],
         [ints("zero", [0], dims=[]), ints("ax0", [0]), ints("one1", [1]), floats("w", [4, 1], 0.3)])
+    # The same zeros beside a GEMM of three columns, which a residual Add
+    # would take into its cuBLASLt call: the Add is a view (x + zeros),
+    # which runs nothing to take in (until 2026-12-06 its zeros, given no
+    # buffer, aborted the plan there): 1 launch.
+    yield "add_computed_zeros_wide", model("azw", [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "zero"], ["n"]),
+        helper.make_node("Unsqueeze", ["n", "ax0"], ["n1"]),
+        helper.make_node("Concat", ["n1", "three1"], ["shape"], axis=0),
+        helper.make_node("ConstantOfShape", ["shape"], ["zeros"], value=helper.make_tensor("v", F, [1], [0.0])),
+        helper.make_node("MatMul", ["x", "w"], ["h"]),
+        helper.make_node("Add", ["h", "zeros"], ["y"]),
+    ], [("x", F, [N, 4])], [("y", F, [N, 3])],
+        [ints("zero", [0], dims=[]), ints("ax0", [0]), ints("three1", [3]), floats("w", [4, 3], 0.3)])
     # DCN's and DCNv2's last cross layer (x0 * xw + b + x, elementwise) and
     # the deep part side by side in the concatenate the output layer
     # reads: the elementwise ops write their slot (through a fused region or
@@ -1157,7 +1171,7 @@ EXPECT_LAUNCHES = {"gather_tables_batched": 3, "elementwise_chains": 4, "gather_
                    "gather_group_odd_widths": 1, "gather_group_f16_bf16": 1, "gather_group_500": 1,
                    "stack_picked": 5, "gemv_group": 1, "attention_heads": 3,
                    "attention_heads_div": 3, "attention_heads_mul": 3, "gathernd_columns": 2,
-                   "add_computed_zeros": 1, "elementwise_into_concat": 3, "residual_layernorm": 4,
+                   "add_computed_zeros": 1, "add_computed_zeros_wide": 1, "elementwise_into_concat": 3, "residual_layernorm": 4,
                    "layernorm_beside_input": 4, "lookup_beside_region": 4, "lookups_read_by_region": 4,
                    "stack_in_stack": 3, "nested_stack_pick_output": 4}
 
