@@ -497,6 +497,8 @@ struct CudaExecutor::Impl {
   // z lies on none of op's inputs; between op and `later` in the order
   // only views run (or ops `also_taken`).
   bool InGemmOrder(TensorId y, TensorId t) const;
+  // The ops both walk through from the GEMM's output: views no fused region runs.
+  bool ViewOutsideRegions(OpId u) const;
   std::optional<int64_t> GemmRowsOf(TensorId z, const cuda::DeviceGemm& m, DType dtype) const;
   bool OnGemmInputs(const Op& op, TensorId z) const;
   bool NothingRunsBetween(const Op& op, OpId later, const std::set<OpId>& also_taken) const;

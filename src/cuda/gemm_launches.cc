@@ -166,6 +166,10 @@ void CudaExecutor::Impl::PlanLtEach(const std::vector<cuda::DeviceGemm>& ms, DTy
   }
 }
 
+bool CudaExecutor::Impl::ViewOutsideRegions(OpId u) const {
+  return views.view_op[static_cast<size_t>(u)] && fusion.region_of[static_cast<size_t>(u)] < 0;
+}
+
 bool CudaExecutor::Impl::InGemmOrder(TensorId y, TensorId t) const {
   // A reshape of the GEMM's elements, not a permutation (a Transpose or a
   // reversing Slice is a view too, and its reader reads any strides).
@@ -222,7 +226,7 @@ std::optional<CudaExecutor::Impl::Absorbable> CudaExecutor::Impl::FindActivation
   TensorId t = kNone;
   const OpId act_id = cuda::ActivationReading(
       g, op.outputs[i],
-      [&](OpId u) { return views.view_op[static_cast<size_t>(u)] && fusion.region_of[static_cast<size_t>(u)] < 0; },
+      [&](OpId u) { return ViewOutsideRegions(u); },
       &t);
   if (act_id == kNone) return std::nullopt;
   const Op* act = &g.op(act_id);
@@ -245,7 +249,7 @@ std::optional<CudaExecutor::Impl::Residual> CudaExecutor::Impl::FindResidual(con
   TensorId t = kNone, other = kNone;
   const OpId add_id = cuda::ResidualAddReading(
       g, op.outputs[0],
-      [&](OpId u) { return views.view_op[static_cast<size_t>(u)] && fusion.region_of[static_cast<size_t>(u)] < 0; },
+      [&](OpId u) { return ViewOutsideRegions(u); },
       &t, &other);
   // (An Add the view plan made a view, x + zeros, runs nothing to take in.)
   if (add_id == kNone || views.skip[static_cast<size_t>(add_id)] || fusion.region_of[static_cast<size_t>(add_id)] >= 0 ||
