@@ -47,6 +47,8 @@ struct AxisView;  // src/exec/cpu_onnx_ops.h
 }  // namespace cpu
 namespace cuda {
 struct Tf32Split;  // grouped_sgemm.h
+struct SgemmMember;
+struct SgemmTiling;
 }  // namespace cuda
 
 // Throw CudaError naming the call, file and line when a call failed.
@@ -545,6 +547,10 @@ struct CudaExecutor::Impl {
   // float32 members in one launch of the grouped float32 kernel
   // (grouped_sgemm.h), each with its own epilogue (ms[i].act, bias or not).
   void PlanGroupedSgemm(const std::vector<cuda::DeviceGemm>& ms, float alpha);
+  // The 3xTF32 parts (SgemmMember::w3, derived from the param) of each
+  // member's weight that `tiling`'s tensor tiles read, where the weight is
+  // a param; whether any were made (then tile again: the flags change).
+  bool MakeWeightParts(const cuda::SgemmTiling& tiling, std::vector<cuda::SgemmMember>& members);
   // Bias + activation over each member's output, in one launch. With
   // zero_first, the outputs are cleared first (GEMMs with K = 0).
   void PlanEpilogue(const std::vector<cuda::DeviceGemm>& ms, DType dtype, int act, bool zero_first);

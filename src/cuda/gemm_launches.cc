@@ -450,6 +450,38 @@ const char* TilesText(cuda::SgemmKernel kernel) {
 
 }  // namespace
 
+bool CudaExecutor::Impl::MakeWeightParts(const cuda::SgemmTiling& tiling, std::vector<cuda::SgemmMember>& members) {
+  if (tiling.kernel != cuda::SgemmKernel::kTensor && tiling.kernel != cuda::SgemmKernel::kTensorSliced) return false;
+  // The weights the tensor tiles read (a merged member's, its members').
+  std::set<const float*> tensor_w;
+  for (const cuda::SgemmTile& t : tiling.tiles) {
+    if (t.config != static_cast<int32_t>(cuda::SgemmConfig::kTensor64x64)) continue;
+    const cuda::SgemmMember& u = tiling.members[static_cast<size_t>(t.member)];
+    if (u.count == 0) tensor_w.insert(u.w);
+    for (int32_t i = 0; i < u.count; ++i) tensor_w.insert(tiling.members[static_cast<size_t>(u.first + i)].w);
+  }
+  bool any = false;
+  for (cuda::SgemmMember& m : members) {
+    if (!tensor_w.count(m.w)) continue;
+    cuda::DeviceGemm probe{};
+    probe.w = reinterpret_cast<const char*>(m.w);
+    const TensorId w_param = WeightParam(probe);
+    if (w_param == kNone) continue;  // (computed: the tile splits it)
+    const cuda::Tf32Split split{.x = m.w, .rows = m.n, .cols = m.k, .ld = m.k, .k_along_rows = false,
+                                .w_order = true};
+    descriptors.push_back(std::make_unique<cuda::DeviceBuffer>());
+    descriptors.back()->Allocate(split.OutFloats() * static_cast<int64_t>(sizeof(float)));
+    float* w3 = static_cast<float*>(descriptors.back()->ptr);
+    derived.push_back({w_param, [=](cudaStream_t s) {
+                         cuda::LaunchSplitTf32(split, w3, s);
+                         HFUSE_LAUNCHED();
+                       }});
+    m.w3 = w3;
+    any = true;
+  }
+  return any;
+}
+
 void CudaExecutor::Impl::PlanGroupedSgemm(const std::vector<cuda::DeviceGemm>& ms, float alpha) {
   const cuda::GemmMemberSplit split = cuda::SplitGemmMembers(ms);
   for (const std::vector<cuda::DeviceGemm>& same : cuda::SplitByEpilogue(split.bias_only)) {
@@ -465,14 +497,15 @@ void CudaExecutor::Impl::PlanGroupedSgemm(const std::vector<cuda::DeviceGemm>& m
     mixed = mixed || m.act != split.products[0].act || m.act_alpha != split.products[0].act_alpha ||
             !m.bias != !split.products[0].bias;
   }
-  const cuda::SgemmTiling tiling =
-      cuda::SgemmTiles(members, {.config = options.sgemm_config,
+  const cuda::SgemmOptions sgemm{.config = options.sgemm_config,
                                  .split = options.sgemm_split,
                                  .tiled = options.sgemm_tiled,
                                  .merge = options.sgemm_merge,
                                  .sms = cuda::NumSms(),
                                  .staged = options.sgemm_staged,
-                                 .tensor = options.sgemm_tensor});
+                                 .tensor = options.sgemm_tensor};
+  cuda::SgemmTiling tiling = cuda::SgemmTiles(members, sgemm);
+  if (options.sgemm_parts_w && MakeWeightParts(tiling, members)) tiling = cuda::SgemmTiles(members, sgemm);
   const cuda::SgemmMember* d_members = Device(tiling.members);
   // Merged members (SgemmOptions::merge): "(8 as one, reading one A)",
   // "(8 and 3 as one each, reading one A)".
@@ -491,9 +524,12 @@ void CudaExecutor::Impl::PlanGroupedSgemm(const std::vector<cuda::DeviceGemm>& m
   const cuda::SgemmKernel kernel = tiling.kernel;
   const int64_t workspace_floats = tiling.workspace_floats;
   if (kernel == cuda::SgemmKernel::kTensor || kernel == cuda::SgemmKernel::kTensorSliced) ++stats.tf32x3_launches;
-  Add(fmt::format("grouped float32 GEMM, {} members{}, {} tiles{}{}{}", members.size(),
+  const auto parts_w = std::count_if(tiling.tiles.begin(), tiling.tiles.end(),
+                                     [](const cuda::SgemmTile& t) { return (t.flags & cuda::kSgemmPartsW) != 0; });
+  Add(fmt::format("grouped float32 GEMM, {} members{}, {} tiles{}{}{}{}", members.size(),
                   merged.empty() ? "" : fmt::format(" ({} as one{}, reading one A)", merged, merges > 1 ? " each" : ""),
                   count, TilesText(kernel),
+                  parts_w == 0 ? "" : fmt::format(", W's parts made once ({} tiles)", parts_w),
                   tiling.counters > 0 ? ", split-K" : "", mixed ? ", an epilogue a member" : ""),
       [=](cudaStream_t s) {
     cuda::LaunchGroupedSgemm(kernel, d_members, d_tiles, count, alpha, workspace, workspace_floats, s);

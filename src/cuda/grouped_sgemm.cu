@@ -14,6 +14,8 @@ constexpr int kThreads = 256, kDepth = 16;
 // The staged tile (StagedTile): steps of K in flight, its rows' padded length.
 constexpr int kStages = 4, kStagedLd = kDepth + 4;
 constexpr int kStagedSmemFloats = kStages * 2 * 64 * kStagedLd;
+// The tensor tile's: W's big and small parts apart (SgemmMember::w3).
+constexpr int kTensorSmemFloats = kStages * 3 * 64 * kStagedLd;
 
 __device__ __forceinline__ float Activation(int act, float slope, float v) {
   switch (act) {
@@ -35,6 +37,18 @@ __device__ __forceinline__ const float* WeightRow(const SgemmMember* members, co
   int s = g.first + g.count - 1;
   while (row < members[s].n0) --s;
   return members[s].w + (row - members[s].n0) * g.k;
+}
+
+// The same row's 3xTF32 parts (SgemmMember::w3): its big part; the small
+// part is Kp(g.k) floats after it.
+__device__ __forceinline__ int64_t Kp(int64_t k) { return (k + 3) / 4 * 4; }
+__device__ __forceinline__ const float* WeightPartsRow(const SgemmMember* members, const SgemmMember& g,
+                                                       int64_t row) {
+  if (row >= g.n) return nullptr;
+  if (g.count == 0) return g.w3 + row * 3 * Kp(g.k);
+  int s = g.first + g.count - 1;
+  while (row < members[s].n0) --s;
+  return members[s].w3 + (row - members[s].n0) * 3 * Kp(g.k);
 }
 
 // Where column c of member g's output goes, and its epilogue.
@@ -494,10 +508,16 @@ __device__ __forceinline__ void MmaTf32(float (&d)[4], const uint32_t (&a)[4], u
 // TF32 products, the small ones first. The stage holds rows of A and of W
 // K-contiguous at a stride of kStagedLd (20) floats, so the lanes of a
 // fragment's load, 8 rows (g) by 4 k (q), fall in 32 distinct banks.
-__device__ __forceinline__ void TensorProducts(const float* sa, const float* sw, int tid, float (&acc)[4][4]) {
+// kPartsW: W's parts are in the stage already (sw big, sws small, as the
+// split would make them), so only A's floats are split here; four warps
+// read each float of W, so splitting W took two thirds of the splits.
+template <bool kPartsW>
+__device__ __forceinline__ void TensorProducts(const float* sa, const float* sw, const float* sws, int tid,
+                                               float (&acc)[4][4]) {
   const int warp = tid / 32, lane = tid % 32, g = lane / 4, q = lane % 4;
   sa += ((warp / 2) * 16 + g) * kStagedLd + q;
   sw += ((warp % 2) * 32 + g) * kStagedLd + q;
+  sws += ((warp % 2) * 32 + g) * kStagedLd + q;
 #pragma unroll
   for (int k8 = 0; k8 < kDepth; k8 += 8) {
     uint32_t a_big[4], a_small[4];
@@ -508,8 +528,15 @@ __device__ __forceinline__ void TensorProducts(const float* sa, const float* sw,
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       uint32_t b0_big, b0_small, b1_big, b1_small;
-      SplitTf32(sw[8 * j * kStagedLd + k8], b0_big, b0_small);
-      SplitTf32(sw[8 * j * kStagedLd + k8 + 4], b1_big, b1_small);
+      if constexpr (kPartsW) {
+        b0_big = __float_as_uint(sw[8 * j * kStagedLd + k8]);
+        b1_big = __float_as_uint(sw[8 * j * kStagedLd + k8 + 4]);
+        b0_small = __float_as_uint(sws[8 * j * kStagedLd + k8]);
+        b1_small = __float_as_uint(sws[8 * j * kStagedLd + k8 + 4]);
+      } else {
+        SplitTf32(sw[8 * j * kStagedLd + k8], b0_big, b0_small);
+        SplitTf32(sw[8 * j * kStagedLd + k8 + 4], b1_big, b1_small);
+      }
       MmaTf32(acc[j], a_small, b0_big, b1_big);
       MmaTf32(acc[j], a_big, b0_small, b1_small);
       MmaTf32(acc[j], a_big, b0_big, b1_big);
@@ -564,15 +591,19 @@ __device__ __forceinline__ void StoreTensorTile(const SgemmMember* members, cons
 // at batch 2048) one slice alone leaves its SM mostly waiting on memory.
 //
 // kTensor (SgemmConfig::kTensor64x64): the same loads, the products on
-// the tensor cores (TensorProducts) rather than the CUDA cores.
+// the tensor cores (TensorProducts) rather than the CUDA cores; with
+// kPartsW (the tile's flag kSgemmPartsW), W's parts are loaded, big and
+// small, 16 bytes at a time, rather than W.
 constexpr int kSlices = 2;
-template <int kSliceCount, bool kTensor>
+template <int kSliceCount, bool kTensor, bool kPartsW = false>
 __device__ __forceinline__ void StagedTile(const SgemmMember* members, const SgemmTile* tiles, float alpha,
                                            float* smem) {
   constexpr int kTile = 64, kStageFloats = kTile * kStagedLd;
+  constexpr int kSliceFloats = kTensor ? kTensorSmemFloats : kStagedSmemFloats;
   const int slice = kSliceCount == 1 ? 0 : static_cast<int>(threadIdx.x) / kThreads;
-  float* as = smem + slice * kStagedSmemFloats;  // [kStages][64][kStagedLd]
-  float* ws = as + kStages * kStageFloats;       // [kStages][64][kStagedLd]
+  float* as = smem + slice * kSliceFloats;   // [kStages][64][kStagedLd]
+  float* ws = as + kStages * kStageFloats;   // [kStages][64][kStagedLd]
+  float* wss = ws + kStages * kStageFloats;  // kTensor: [kStages][64][kStagedLd], W's small parts
   const SgemmTile& t = tiles[blockIdx.x];
   const SgemmMember& g = members[t.member];
   const int tid = static_cast<int>(threadIdx.x) % kThreads, warp = tid / 32, lane = tid % 32;
@@ -582,11 +613,26 @@ __device__ __forceinline__ void StagedTile(const SgemmMember* members, const Sge
   const float* a_rows[4];
   const float* w_rows[4];
   StageRows(tid, vec_a, [&](int row) { return t.m0 + row < g.m ? g.a + (t.m0 + row) * g.lda : nullptr; }, a_rows);
-  StageRows(tid, vec_w, [&](int row) { return WeightRow(members, g, t.n0 + row); }, w_rows);
+  const float* ws_rows[4] = {};  // kPartsW: the small parts' rows
+  if constexpr (kPartsW) {
+    StageRows(tid, true, [&](int row) { return WeightPartsRow(members, g, t.n0 + row); }, w_rows);
+    ws_rows[0] = w_rows[0] ? w_rows[0] + Kp(g.k) : nullptr;  // (16-byte copies: a thread copies one row)
+  } else {
+    StageRows(tid, vec_w, [&](int row) { return WeightRow(members, g, t.n0 + row); }, w_rows);
+  }
   const float* const any = g.a;
+  // (a 16-byte copy's address is 16-byte aligned, even where it reads nothing)
+  const float* const any_w = kPartsW ? (g.count > 0 ? members[g.first].w3 : g.w3) : any;
   const auto load = [&](int stage, int k0) {
     CopyStage(tid, as + stage * kStageFloats, a_rows, vec_a, k0, k_end, any);
-    CopyStage(tid, ws + stage * kStageFloats, w_rows, vec_w, k0, k_end, any);
+    if constexpr (kPartsW) {
+      // The parts' rows are kp long, zeros past K: a 16-byte copy that
+      // starts below K may read past it.
+      CopyStage(tid, ws + stage * kStageFloats, w_rows, true, k0, k_end, any_w);
+      CopyStage(tid, wss + stage * kStageFloats, ws_rows, true, k0, k_end, any_w);
+    } else {
+      CopyStage(tid, ws + stage * kStageFloats, w_rows, vec_w, k0, k_end, any);
+    }
   };
 
   float acc[4][4] = {};  // kTensor: acc[j] is the m16n8 tile j's fragment (TensorProducts)
@@ -608,7 +654,8 @@ __device__ __forceinline__ void StagedTile(const SgemmMember* members, const Sge
     if (next < steps) load(next % kStages, k_of(next));
     CommitAsync();
     if constexpr (kTensor) {
-      TensorProducts(as + (step % kStages) * kStageFloats, ws + (step % kStages) * kStageFloats, tid, acc);
+      TensorProducts<kPartsW>(as + (step % kStages) * kStageFloats, ws + (step % kStages) * kStageFloats,
+                              wss + (step % kStages) * kStageFloats, tid, acc);
       continue;
     }
     const float* sa = as + (step % kStages) * kStageFloats + ty * kStagedLd;
@@ -641,7 +688,7 @@ __device__ __forceinline__ void StagedTile(const SgemmMember* members, const Sge
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
 #pragma unroll
-        for (int j = 0; j < 4; ++j) smem[(slice - 1) * kStagedSmemFloats + (i * 4 + j) * kThreads + tid] = acc[i][j];
+        for (int j = 0; j < 4; ++j) smem[(slice - 1) * kSliceFloats + (i * 4 + j) * kThreads + tid] = acc[i][j];
       }
     }
     __syncthreads();
@@ -650,7 +697,7 @@ __device__ __forceinline__ void StagedTile(const SgemmMember* members, const Sge
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
 #pragma unroll
-        for (int j = 0; j < 4; ++j) acc[i][j] += smem[(p - 1) * kStagedSmemFloats + (i * 4 + j) * kThreads + tid];
+        for (int j = 0; j < 4; ++j) acc[i][j] += smem[(p - 1) * kSliceFloats + (i * 4 + j) * kThreads + tid];
       }
     }
   }
@@ -700,14 +747,22 @@ __global__ void __launch_bounds__(kThreads, 2)
     NarrowRow<2>(members[tiles[blockIdx.x].member], tiles[blockIdx.x].m0, alpha);
     return;
   }
-  StagedTile<1, true>(members, tiles, alpha, reinterpret_cast<float*>(dynamic_smem4));
+  if (tiles[blockIdx.x].flags & kSgemmPartsW) {
+    StagedTile<1, true, true>(members, tiles, alpha, reinterpret_cast<float*>(dynamic_smem4));
+  } else {
+    StagedTile<1, true, false>(members, tiles, alpha, reinterpret_cast<float*>(dynamic_smem4));
+  }
 }
 
 // Tensor tiles only, kSlices slices of 256 threads a tile (SgemmKernel::kTensorSliced).
 __global__ void __launch_bounds__(kThreads * kSlices, 1)
     SlicedTensorSgemmKernel(const SgemmMember* members, const SgemmTile* tiles, float alpha) {
   extern __shared__ float4 dynamic_smem4[];
-  StagedTile<kSlices, true>(members, tiles, alpha, reinterpret_cast<float*>(dynamic_smem4));
+  if (tiles[blockIdx.x].flags & kSgemmPartsW) {
+    StagedTile<kSlices, true, true>(members, tiles, alpha, reinterpret_cast<float*>(dynamic_smem4));
+  } else {
+    StagedTile<kSlices, true, false>(members, tiles, alpha, reinterpret_cast<float*>(dynamic_smem4));
+  }
 }
 
 // ---- the host: tile shapes, the rule, the layout --------------------------------------
@@ -774,6 +829,9 @@ int32_t FlagsOf(const std::vector<SgemmMember>& table, const SgemmMember& m) {
   for (int32_t s = 0; s < m.count; ++s) w = w && Aligned16(table[static_cast<size_t>(m.first + s)].w);
   if (w && (m.count > 0 || Aligned16(m.w))) f |= kSgemmVecW;
   if (m.count == 0 && m.ldy % 4 == 0 && Aligned16(m.y) && (!m.bias || Aligned16(m.bias))) f |= kSgemmVecY;
+  bool parts = m.count > 0 || m.w3;
+  for (int32_t s = 0; s < m.count; ++s) parts = parts && table[static_cast<size_t>(m.first + s)].w3;
+  if (parts) f |= kSgemmPartsW;
   return f;
 }
 
@@ -820,7 +878,7 @@ std::vector<size_t> Units(const std::vector<SgemmMember>& members, bool merge, i
         continue;
       }
       SgemmMember merged = members[same[b]];
-      merged.w = merged.bias = nullptr;
+      merged.w = merged.bias = merged.w3 = nullptr;
       merged.y = nullptr;
       merged.ldy = 0;
       merged.act = kNoActivation;
@@ -982,12 +1040,17 @@ void LaunchGroupedSgemm(SgemmKernel kernel, const SgemmMember* members, const Sg
       break;
     }
     case SgemmKernel::kTensor: {
-      constexpr int kBytes = kStagedSmemFloats * static_cast<int>(sizeof(float));
+      constexpr int kBytes = kTensorSmemFloats * static_cast<int>(sizeof(float));
+      static const bool ready = [] {
+        return cudaFuncSetAttribute(TensorSgemmKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes) ==
+               cudaSuccess;
+      }();
+      (void)ready;
       TensorSgemmKernel<<<num_tiles, kThreads, kBytes, stream>>>(members, tiles, alpha);
       break;
     }
     case SgemmKernel::kTensorSliced: {
-      constexpr int kBytes = kSlices * kStagedSmemFloats * static_cast<int>(sizeof(float));
+      constexpr int kBytes = kSlices * kTensorSmemFloats * static_cast<int>(sizeof(float));
       static const bool ready = [] {
         return cudaFuncSetAttribute(SlicedTensorSgemmKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes) ==
                cudaSuccess;

@@ -17,6 +17,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -611,6 +612,37 @@ TEST(GroupedSgemmTiles, DeepGroupsTakeTheTensorKernel) {
   EXPECT_EQ(cuda::SgemmTiles(gates, {.sms = 132, .tensor = true}).kernel, cuda::SgemmKernel::kLegacy);
 }
 
+// W's 3xTF32 parts (SgemmMember::w3): a tile loads them (kSgemmPartsW)
+// only where every row of W it reads has them; a merged member's rows are
+// its members', so one member without parts leaves the merged tiles
+// splitting W themselves. The tiles are the same either way.
+TEST(GroupedSgemmTiles, TilesLoadWsPartsWhereEveryRowHasThem) {
+  std::vector<cuda::SgemmMember> g = ExpertsAndGates(2048);
+  const cuda::SgemmTiling plain = cuda::SgemmTiles(g, {.sms = 132, .tensor = true});
+  for (const cuda::SgemmTile& tile : plain.tiles) EXPECT_EQ(tile.flags & cuda::kSgemmPartsW, 0);
+  for (size_t i = 0; i < g.size(); ++i) g[i].w3 = FakeAddress(200 + i);
+  const cuda::SgemmTiling parts = cuda::SgemmTiles(g, {.sms = 132, .tensor = true});
+  ASSERT_EQ(parts.tiles.size(), plain.tiles.size());
+  for (size_t i = 0; i < parts.tiles.size(); ++i) {
+    EXPECT_EQ(parts.tiles[i].flags, plain.tiles[i].flags | cuda::kSgemmPartsW);
+    EXPECT_EQ(parts.tiles[i].member, plain.tiles[i].member);
+  }
+  EXPECT_EQ(parts.members.back().count, 8);
+  EXPECT_EQ(parts.members.back().w3, nullptr);  // the merged member's rows are its members'
+  g[5].w3 = nullptr;  // a gate's W computed: no parts
+  for (const cuda::SgemmTile& tile : cuda::SgemmTiles(g, {.sms = 132, .tensor = true}).tiles) {
+    EXPECT_EQ(tile.flags & cuda::kSgemmPartsW, 0);
+  }
+  // Apart at 512: each expert's tiles by its own W.
+  std::vector<cuda::SgemmMember> apart = ExpertsAndGates(512);
+  for (size_t i = 0; i < apart.size(); i += 4) apart[i].w3 = FakeAddress(300 + i);  // experts 0 and 2
+  const cuda::SgemmTiling t = cuda::SgemmTiles(apart, {.sms = 132, .tensor = true});
+  for (const cuda::SgemmTile& tile : t.tiles) {
+    const cuda::SgemmMember& m = t.members[static_cast<size_t>(tile.member)];
+    EXPECT_EQ((tile.flags & cuda::kSgemmPartsW) != 0, m.w3 != nullptr);
+  }
+}
+
 // SgemmTiles alone (no GPU): for every config and split, each output
 // element of each member is in exactly one output tile, and that tile's
 // ranges of K cover 0 .. k once, in order; split-K tiles have workspace.
@@ -734,6 +766,8 @@ TEST(GroupedSgemmTiles, MembersReadingOneAMerge) {
 // run bitwise equal to the first. Then the same members all reading one A
 // (M 130, K 64 or 57), which merge (SgemmOptions::merge: one member 201
 // wide, each column with its own member's W, bias, activation and output).
+// The tensor tile runs again with W's 3xTF32 parts made beforehand
+// (SgemmMember::w3, kSgemmPartsW on every tensor tile): the same bits.
 TEST_F(CudaTest, GroupedSgemmEveryConfigSplitAndAlignment) {
   uint64_t state = 12345;
   auto uniform = [&] {
@@ -781,6 +815,17 @@ TEST_F(CudaTest, GroupedSgemmEveryConfigSplitAndAlignment) {
       offset += c.n;
       members.push_back({da[i] + shift, dw[i], c.bias ? db[i] : nullptr, dy + col[i], c.m, c.n, c.k, lda[i], ldy, c.act});
     }
+    // W's parts, as the CUDA executor makes them from a param.
+    std::vector<cuda::SgemmMember> parted = members;
+    std::vector<float*> dw3(count);
+    for (size_t i = 0; i < count; ++i) {
+      const cuda::Tf32Split split{.x = dw[i], .rows = cases[i].n, .cols = cases[i].k, .ld = cases[i].k,
+                                  .k_along_rows = false, .w_order = true};
+      ASSERT_EQ(cudaMalloc(&dw3[i], static_cast<size_t>(split.OutFloats()) * sizeof(float)), cudaSuccess);
+      cuda::LaunchSplitTf32(split, dw3[i], nullptr);
+      parted[i].w3 = dw3[i];
+    }
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     // The float64 reference.
     std::vector<std::vector<double>> want(count);
     for (size_t i = 0; i < count; ++i) {
@@ -804,11 +849,21 @@ TEST_F(CudaTest, GroupedSgemmEveryConfigSplitAndAlignment) {
     ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
     const size_t y_bytes = static_cast<size_t>(max_m * ldy) * sizeof(float);
     for (int config = -1; config < cuda::kSgemmConfigs; ++config) {
-      for (int split : {0, 1, 3}) {
-        const std::string what = fmt::format("{}{} A, config {}, split {}", aligned ? "aligned" : "unaligned",
+      const bool tensor_config = config == static_cast<int>(cuda::SgemmConfig::kTensor64x64);
+      std::array<std::vector<float>, 3> unparted;  // the tensor tiles' first run without W's parts, by split
+      for (int variant = 0; variant < (tensor_config ? 6 : 3); ++variant) {
+        const int split = std::array{0, 1, 3}[variant % 3];
+        const bool parts = variant >= 3;
+        const std::string what = fmt::format("{}{} A, config {}, split {}{}", aligned ? "aligned" : "unaligned",
                                              shared ? " shared" : "",
-                                             config < 0 ? "rule" : cuda::SgemmConfigName(static_cast<cuda::SgemmConfig>(config)), split);
-        const cuda::SgemmTiling tiling = cuda::SgemmTiles(members, {.config = config, .split = split});
+                                             config < 0 ? "rule" : cuda::SgemmConfigName(static_cast<cuda::SgemmConfig>(config)), split,
+                                             parts ? ", W's parts made" : "");
+        const cuda::SgemmTiling tiling = cuda::SgemmTiles(parts ? parted : members, {.config = config, .split = split});
+        for (const cuda::SgemmTile& t : tiling.tiles) {
+          if (t.config == static_cast<int32_t>(cuda::SgemmConfig::kTensor64x64)) {
+            EXPECT_EQ((t.flags & cuda::kSgemmPartsW) != 0, parts) << what;
+          }
+        }
         EXPECT_EQ(tiling.kernel == cuda::SgemmKernel::kSliced,
                   config == static_cast<int>(cuda::SgemmConfig::kStaged64x64)) << what;
         if (config == static_cast<int>(cuda::SgemmConfig::kTensor64x64)) {  // two slices a tile where split-K asks
@@ -852,6 +907,11 @@ TEST_F(CudaTest, GroupedSgemmEveryConfigSplitAndAlignment) {
           ASSERT_EQ(cudaMemcpy(got.data(), dy, y_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
           if (run == 0) {
             first = got;
+            if (tensor_config && !parts) unparted[variant % 3] = got;
+            if (parts) {
+              EXPECT_EQ(std::memcmp(unparted[variant % 3].data(), got.data(), y_bytes), 0)
+                  << what << ": not the bits of W split in the tile";
+            }
             for (size_t i = 0; i < count; ++i) {
               const SgemmCase& c = cases[i];
               double err = 0, scale = 0;
@@ -879,7 +939,7 @@ TEST_F(CudaTest, GroupedSgemmEveryConfigSplitAndAlignment) {
     cudaFree(dy);
     for (size_t i = 0; i < count; ++i) {
       if (!shared || i == 0) cudaFree(da[i]);
-      cudaFree(dw[i]), cudaFree(db[i]);
+      cudaFree(dw[i]), cudaFree(db[i]), cudaFree(dw3[i]);
     }
   }
 }

@@ -181,6 +181,7 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
       variants.push_back({name + ", float32 deep groups on the CUDA cores, sliced", fused,
                           {.sgemm_staged = true, .sgemm_tensor = false}});
       variants.push_back({name + ", float32 deep groups 3xTF32, sliced", fused, {.sgemm_staged = true}});
+      variants.push_back({name + ", float32 3xTF32 tiles splitting W", fused, {.sgemm_parts_w = false}});
       variants.push_back({name + ", cuBLASLt a member", fused, {.gemm_kernel = GemmKernelChoice::kPerMember}});
       variants.push_back({name + ", activations apart from their GEMMs", fused, {.gemm_activations = false}});
       variants.push_back({name + ", residual Adds apart from their GEMMs", fused, {.gemm_residuals = false}});

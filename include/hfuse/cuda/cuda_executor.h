@@ -102,6 +102,11 @@ struct CudaOptions {
   // against 222.4 us a run at batch 2048, PLE 298.3 against 302.6, MMOE
   // and AutoInt within 1%).
   bool sgemm_tensor = true;
+  // With sgemm_tensor: the 3xTF32 parts of the weights (params) its tensor
+  // tiles read are made once (after the weight is written), so the tiles
+  // load them rather than split W in every tile that reads it
+  // (grouped_sgemm.h, SgemmMember::w3; the same bits); off, for measuring.
+  bool sgemm_parts_w = true;
   // Independent Gathers next to each other in the order (a model's
   // embedding lookups) run as one launch; off, one launch each.
   bool gather_batches = true;
