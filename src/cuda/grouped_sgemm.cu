@@ -812,9 +812,12 @@ bool RuleSliced(const std::vector<SgemmMember>& members, int sms) {
 }
 
 // Whether the rule runs a group on the tensor kernel (SgemmOptions::tensor):
-// every member deep or narrow with a long K, at least one deep.
-bool RuleTensor(const std::vector<SgemmMember>& members) {
-  return std::all_of(members.begin(), members.end(), [](const SgemmMember& m) { return Deep(m) || NarrowLong(m); }) &&
+// every member deep or narrow with a long K, at least one deep; with
+// `short_too` (SgemmOptions::tensor_short), members wider than a narrow
+// tile of any K may be beside them.
+bool RuleTensor(const std::vector<SgemmMember>& members, bool short_too) {
+  return std::all_of(members.begin(), members.end(),
+                     [&](const SgemmMember& m) { return Deep(m) || NarrowLong(m) || (short_too && m.n > kSgemmNarrow); }) &&
          std::any_of(members.begin(), members.end(), Deep);
 }
 
@@ -934,7 +937,7 @@ SgemmTiling SgemmTiles(const std::vector<SgemmMember>& given, const SgemmOptions
   // runs two slices a tile where split-K asks for more than one range.
   const bool by_rule = options.config < 0 && !options.tiled;
   const bool tensor = options.config == static_cast<int>(SgemmConfig::kTensor64x64) ||
-                      (by_rule && options.tensor && RuleTensor(members));
+                      (by_rule && options.tensor && RuleTensor(members, options.tensor_short));
   const bool tensor_sliced = tensor && (options.config < 0 ? options.staged && RuleSliced(members, options.sms)
                                                            : options.split > 1);
   const bool sliced = !tensor && (options.config == static_cast<int>(SgemmConfig::kStaged64x64) ||

@@ -193,6 +193,12 @@ struct SgemmOptions {
   // TF32's. An infinite input gives NaN where float32 gives infinity
   // (inf - inf in the split).
   bool tensor = false;
+  // With tensor: a group may also have members wider than a narrow tile of
+  // short K (below kSgemmStagedMinK) beside its deep ones, their tiles on
+  // the tensor cores too (DCNv2's DNN layer of K 256 beside its experts'
+  // middle projections of K 32, which otherwise keep the whole group on
+  // the CUDA cores). Off by default: for measuring (CudaOptions::sgemm_tensor_short).
+  bool tensor_short = false;
 };
 
 struct SgemmTiling {

@@ -610,6 +610,23 @@ TEST(GroupedSgemmTiles, DeepGroupsTakeTheTensorKernel) {
   std::vector<cuda::SgemmMember> gates(ExpertsAndGates(512));
   std::erase_if(gates, [](const cuda::SgemmMember& m) { return m.n != 1; });
   EXPECT_EQ(cuda::SgemmTiles(gates, {.sms = 132, .tensor = true}).kernel, cuda::SgemmKernel::kLegacy);
+
+  // DCNv2's DNN layer of K 256 beside the experts' middle projections (K
+  // 32): the CUDA cores, unless short members may join (tensor_short);
+  // never with no deep member, nor with a member narrower than a tile of K 32.
+  std::vector<cuda::SgemmMember> second = {{FakeAddress(60), FakeAddress(61), nullptr, nullptr, 2048, 128, 256, 256, 128, 0}};
+  for (int e = 0; e < 4; ++e) {
+    second.push_back({FakeAddress(62 + e), FakeAddress(70 + e), nullptr, nullptr, 2048, 32, 32, 32, 32, 2});
+  }
+  EXPECT_EQ(cuda::SgemmTiles(second, {.sms = 132, .tensor = true}).kernel, cuda::SgemmKernel::kLegacy);
+  t = cuda::SgemmTiles(second, {.sms = 132, .tensor = true, .tensor_short = true});
+  EXPECT_EQ(t.kernel, cuda::SgemmKernel::kTensor);
+  for (const cuda::SgemmTile& tile : t.tiles) EXPECT_EQ(tile.config, tensor);
+  EXPECT_EQ(cuda::SgemmTiles(std::vector(second.begin() + 1, second.end()), {.sms = 132, .tensor = true, .tensor_short = true}).kernel,
+            cuda::SgemmKernel::kLegacy);
+  second.push_back({FakeAddress(80), FakeAddress(81), nullptr, nullptr, 2048, 8, 32, 32, 8, -1});
+  EXPECT_EQ(cuda::SgemmTiles(second, {.sms = 132, .tensor = true, .tensor_short = true}).kernel,
+            cuda::SgemmKernel::kLegacy);
 }
 
 // W's 3xTF32 parts (SgemmMember::w3): a tile loads them (kSgemmPartsW)

@@ -182,6 +182,9 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
                           {.sgemm_staged = true, .sgemm_tensor = false}});
       variants.push_back({name + ", float32 deep groups 3xTF32, sliced", fused, {.sgemm_staged = true}});
       variants.push_back({name + ", float32 3xTF32 tiles splitting W", fused, {.sgemm_parts_w = false}});
+      variants.push_back({name + ", float32 short members beside deep ones 3xTF32", fused, {.sgemm_tensor_short = true}});
+      variants.push_back({name + ", float32 short members beside deep ones 3xTF32, sliced", fused,
+                          {.sgemm_staged = true, .sgemm_tensor_short = true}});
       variants.push_back({name + ", cuBLASLt a member", fused, {.gemm_kernel = GemmKernelChoice::kPerMember}});
       variants.push_back({name + ", activations apart from their GEMMs", fused, {.gemm_activations = false}});
       variants.push_back({name + ", residual Adds apart from their GEMMs", fused, {.gemm_residuals = false}});

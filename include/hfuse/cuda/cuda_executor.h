@@ -107,6 +107,10 @@ struct CudaOptions {
   // load them rather than split W in every tile that reads it
   // (grouped_sgemm.h, SgemmMember::w3; the same bits); off, for measuring.
   bool sgemm_parts_w = true;
+  // With sgemm_tensor: members of short K beside deep ones on the tensor
+  // cores too (grouped_sgemm.h, SgemmOptions::tensor_short); off by
+  // default, for measuring.
+  bool sgemm_tensor_short = false;
   // Independent Gathers next to each other in the order (a model's
   // embedding lookups) run as one launch; off, one launch each.
   bool gather_batches = true;
