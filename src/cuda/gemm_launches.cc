@@ -504,7 +504,8 @@ void CudaExecutor::Impl::PlanGroupedSgemm(const std::vector<cuda::DeviceGemm>& m
                                  .sms = cuda::NumSms(),
                                  .staged = options.sgemm_staged,
                                  .tensor = options.sgemm_tensor,
-                                 .tensor_short = options.sgemm_tensor_short};
+                                 .tensor_short = options.sgemm_tensor_short,
+                                 .tensor_split = options.sgemm_tensor_split};
   cuda::SgemmTiling tiling = cuda::SgemmTiles(members, sgemm);
   if (options.sgemm_parts_w && MakeWeightParts(tiling, members)) tiling = cuda::SgemmTiles(members, sgemm);
   const cuda::SgemmMember* d_members = Device(tiling.members);

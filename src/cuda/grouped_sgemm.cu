@@ -597,7 +597,7 @@ __device__ __forceinline__ void StoreTensorTile(const SgemmMember* members, cons
 constexpr int kSlices = 2;
 template <int kSliceCount, bool kTensor, bool kPartsW = false>
 __device__ __forceinline__ void StagedTile(const SgemmMember* members, const SgemmTile* tiles, float alpha,
-                                           float* smem) {
+                                           float* smem, float* partials = nullptr, int32_t* counters = nullptr) {
   constexpr int kTile = 64, kStageFloats = kTile * kStagedLd;
   constexpr int kSliceFloats = kTensor ? kTensorSmemFloats : kStagedSmemFloats;
   const int slice = kSliceCount == 1 ? 0 : static_cast<int>(threadIdx.x) / kThreads;
@@ -701,6 +701,34 @@ __device__ __forceinline__ void StagedTile(const SgemmMember* members, const Sge
       }
     }
   }
+  if constexpr (kTensor && kSliceCount == 1) {
+    // Split-K (SgemmOptions::tensor_split): this range's sums, by thread;
+    // the last range to arrive adds them all in range order.
+    if (t.splits > 1) {
+      constexpr int kTileVec = 64 * 64 / 4;
+      float4* mine = reinterpret_cast<float4*>(partials + t.partial) + t.split * kTileVec;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) mine[j * kThreads + tid] = make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
+      __threadfence();  // the partial sums reach L2 before the counter says so
+      __syncthreads();
+      __shared__ int last;
+      if (tid == 0) last = atomicAdd(counters + t.counter, 1) == t.splits - 1;
+      __syncthreads();
+      if (!last) return;
+      __threadfence();
+      const float4* all = reinterpret_cast<const float4*>(partials + t.partial);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        float4 v = __ldcg(all + j * kThreads + tid);  // L2: the other blocks' writes
+        for (int p = 1; p < t.splits; ++p) {
+          const float4 u = __ldcg(all + p * kTileVec + j * kThreads + tid);
+          v.x += u.x, v.y += u.y, v.z += u.z, v.w += u.w;
+        }
+        acc[j][0] = v.x, acc[j][1] = v.y, acc[j][2] = v.z, acc[j][3] = v.w;
+      }
+      if (tid == 0) counters[t.counter] = 0;  // every range has arrived: ready for the next launch
+    }
+  }
   if constexpr (kTensor) {
     StoreTensorTile(members, g, t, tid, acc, alpha);
   } else {
@@ -741,16 +769,17 @@ __global__ void __launch_bounds__(kThreads * kSlices, 1)
 // Tensor tiles (SgemmKernel::kTensor), one slice of 256 threads a tile,
 // 2 blocks an SM, and narrow tiles (the same branch for the whole block).
 __global__ void __launch_bounds__(kThreads, 2)
-    TensorSgemmKernel(const SgemmMember* members, const SgemmTile* tiles, float alpha) {
+    TensorSgemmKernel(const SgemmMember* members, const SgemmTile* tiles, float alpha, float* partials,
+                      int32_t* counters) {
   extern __shared__ float4 dynamic_smem4[];
   if (tiles[blockIdx.x].config == static_cast<int32_t>(SgemmConfig::kNarrow)) {
     NarrowRow<2>(members[tiles[blockIdx.x].member], tiles[blockIdx.x].m0, alpha);
     return;
   }
   if (tiles[blockIdx.x].flags & kSgemmPartsW) {
-    StagedTile<1, true, true>(members, tiles, alpha, reinterpret_cast<float*>(dynamic_smem4));
+    StagedTile<1, true, true>(members, tiles, alpha, reinterpret_cast<float*>(dynamic_smem4), partials, counters);
   } else {
-    StagedTile<1, true, false>(members, tiles, alpha, reinterpret_cast<float*>(dynamic_smem4));
+    StagedTile<1, true, false>(members, tiles, alpha, reinterpret_cast<float*>(dynamic_smem4), partials, counters);
   }
 }
 
@@ -974,6 +1003,19 @@ SgemmTiling SgemmTiles(const std::vector<SgemmMember>& given, const SgemmOptions
       if (tiled(i)) splits[i] = std::min<int64_t>(options.split, CeilDiv(members[i].k, kDepth));
     }
   }
+  // The tensor tiles' split-K (SgemmOptions::tensor_split), where they are
+  // no more than the SMs.
+  if (tensor && !tensor_sliced && options.tensor_split > 1) {
+    int64_t tensor_tiles = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (configs[i] == SgemmConfig::kTensor64x64) tensor_tiles += CeilDiv(members[i].m, 64) * CeilDiv(members[i].n, 64);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (configs[i] == SgemmConfig::kTensor64x64 && (options.sms == 0 || tensor_tiles <= options.sms)) {
+        splits[i] = std::min<int64_t>(options.tensor_split, CeilDiv(members[i].k, kDepth));
+      }
+    }
+  }
 
   for (size_t i = 0; i < n; ++i) {
     const SgemmMember& m = members[i];
@@ -1049,7 +1091,7 @@ void LaunchGroupedSgemm(SgemmKernel kernel, const SgemmMember* members, const Sg
                cudaSuccess;
       }();
       (void)ready;
-      TensorSgemmKernel<<<num_tiles, kThreads, kBytes, stream>>>(members, tiles, alpha);
+      TensorSgemmKernel<<<num_tiles, kThreads, kBytes, stream>>>(members, tiles, alpha, partials, counters);
       break;
     }
     case SgemmKernel::kTensorSliced: {

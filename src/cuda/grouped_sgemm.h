@@ -199,6 +199,13 @@ struct SgemmOptions {
   // middle projections of K 32, which otherwise keep the whole group on
   // the CUDA cores). Off by default: for measuring (CudaOptions::sgemm_tensor_short).
   bool tensor_short = false;
+  // With the tensor kernel (one slice a tile): where its tensor tiles are
+  // no more than `sms` (0: any number), each takes K in this many ranges
+  // (split-K, as the tiled kernel's), so that the SMs the tiles left idle
+  // sum ranges too (DCNv2's merged experts and gates at batch 2048: 96
+  // tiles of K 429 on 132 SMs). 0 or 1: none (the default; for measuring,
+  // CudaOptions::sgemm_tensor_split).
+  int tensor_split = 0;
 };
 
 struct SgemmTiling {

@@ -670,10 +670,14 @@ TEST(GroupedSgemmTiles, CoverEveryOutputAndKOnce) {
     given.push_back({FakeAddress(i), FakeAddress(100 + i), nullptr, nullptr, c.m, c.n, c.k, c.k, c.n, -1});
   }
   for (int config = -1; config < cuda::kSgemmConfigs; ++config) {
-    for (int split : {0, 1, 3}) {
-      const cuda::SgemmTiling tiling = cuda::SgemmTiles(given, {.config = config, .split = split});
+    for (int split : {0, 1, 3, -3}) {  // -3: the tensor tiles' own split-K in 3 (SgemmOptions::tensor_split)
+      const cuda::SgemmTiling tiling =
+          cuda::SgemmTiles(given, {.config = config, .split = std::max(split, 0), .tensor_split = std::max(-split, 0)});
       const std::vector<cuda::SgemmMember>& members = tiling.members;
       const std::string what = fmt::format("config {} split {}", config, split);
+      if (split < 0) {
+        EXPECT_EQ(tiling.counters > 0, config == static_cast<int>(cuda::SgemmConfig::kTensor64x64)) << what;
+      }
       ASSERT_EQ(members.size(), given.size()) << what << ": each its own A, none merged";
       // the rule: these members are not all short and narrow, so the kernel before the tiled one
       EXPECT_EQ(tiling.kernel == cuda::SgemmKernel::kLegacy, config <= 0) << what;
@@ -867,15 +871,24 @@ TEST_F(CudaTest, GroupedSgemmEveryConfigSplitAndAlignment) {
     const size_t y_bytes = static_cast<size_t>(max_m * ldy) * sizeof(float);
     for (int config = -1; config < cuda::kSgemmConfigs; ++config) {
       const bool tensor_config = config == static_cast<int>(cuda::SgemmConfig::kTensor64x64);
-      std::array<std::vector<float>, 3> unparted;  // the tensor tiles' first run without W's parts, by split
-      for (int variant = 0; variant < (tensor_config ? 6 : 3); ++variant) {
-        const int split = std::array{0, 1, 3}[variant % 3];
-        const bool parts = variant >= 3;
-        const std::string what = fmt::format("{}{} A, config {}, split {}{}", aligned ? "aligned" : "unaligned",
+      // The tensor tiles' first run without W's parts, by split (then the
+      // tensor tiles' own split-K, SgemmOptions::tensor_split, in 3 ranges).
+      std::array<std::vector<float>, 4> unparted;
+      for (int variant = 0; variant < (tensor_config ? 8 : 3); ++variant) {
+        const int split = std::array{0, 1, 3, 0}[variant % 4];
+        const int tensor_split = variant % 4 == 3 ? 3 : 0;
+        const bool parts = variant >= 4;
+        if (!tensor_config && variant == 3) continue;
+        const std::string what = fmt::format("{}{} A, config {}, split {}{}{}", aligned ? "aligned" : "unaligned",
                                              shared ? " shared" : "",
                                              config < 0 ? "rule" : cuda::SgemmConfigName(static_cast<cuda::SgemmConfig>(config)), split,
-                                             parts ? ", W's parts made" : "");
-        const cuda::SgemmTiling tiling = cuda::SgemmTiles(parts ? parted : members, {.config = config, .split = split});
+                                             tensor_split ? ", tensor split-K 3" : "", parts ? ", W's parts made" : "");
+        const cuda::SgemmTiling tiling = cuda::SgemmTiles(parts ? parted : members,
+                                                          {.config = config, .split = split, .tensor_split = tensor_split});
+        if (tensor_split > 0) {
+          EXPECT_EQ(tiling.kernel, cuda::SgemmKernel::kTensor) << what;
+          EXPECT_GT(tiling.counters, 0) << what;  // (every case but K 1 and 16 has more than one range)
+        }
         for (const cuda::SgemmTile& t : tiling.tiles) {
           if (t.config == static_cast<int32_t>(cuda::SgemmConfig::kTensor64x64)) {
             EXPECT_EQ((t.flags & cuda::kSgemmPartsW) != 0, parts) << what;
@@ -924,9 +937,9 @@ TEST_F(CudaTest, GroupedSgemmEveryConfigSplitAndAlignment) {
           ASSERT_EQ(cudaMemcpy(got.data(), dy, y_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
           if (run == 0) {
             first = got;
-            if (tensor_config && !parts) unparted[variant % 3] = got;
+            if (tensor_config && !parts) unparted[variant % 4] = got;
             if (parts) {
-              EXPECT_EQ(std::memcmp(unparted[variant % 3].data(), got.data(), y_bytes), 0)
+              EXPECT_EQ(std::memcmp(unparted[variant % 4].data(), got.data(), y_bytes), 0)
                   << what << ": not the bits of W split in the tile";
             }
             for (size_t i = 0; i < count; ++i) {

@@ -111,6 +111,10 @@ struct CudaOptions {
   // cores too (grouped_sgemm.h, SgemmOptions::tensor_short); off by
   // default, for measuring.
   bool sgemm_tensor_short = false;
+  // With sgemm_tensor: tensor tiles no more than the SMs take K in this
+  // many ranges (grouped_sgemm.h, SgemmOptions::tensor_split); 0: none
+  // (the default), for measuring.
+  int sgemm_tensor_split = 0;
   // Independent Gathers next to each other in the order (a model's
   // embedding lookups) run as one launch; off, one launch each.
   bool gather_batches = true;
