@@ -291,7 +291,7 @@ int main(int argc, char** argv) {
         const int num_tiles = static_cast<int>(tiling.tiles.size());
         auto run = [&] {
           hfuse::cuda::LaunchGroupedSgemm(tiling.kernel, d_members, d_tiles, num_tiles, 1.0f, ws,
-                                          tiling.workspace_floats, stream);
+                                          tiling.workspace_floats, tiling.parts_w, stream);
         };
         // Poisoned (NaN) outputs: an element no block writes fails the check.
         CHECK_CUDA(cudaMemsetAsync(b.y, 0xFF, b.y_floats * sizeof(float), stream));

@@ -525,16 +525,18 @@ void CudaExecutor::Impl::PlanGroupedSgemm(const std::vector<cuda::DeviceGemm>& m
   const int count = static_cast<int>(tiling.tiles.size());
   const cuda::SgemmKernel kernel = tiling.kernel;
   const int64_t workspace_floats = tiling.workspace_floats;
+  const bool parts_w = tiling.parts_w;
   if (kernel == cuda::SgemmKernel::kTensor || kernel == cuda::SgemmKernel::kTensorSliced) ++stats.tf32x3_launches;
-  const auto parts_w = std::count_if(tiling.tiles.begin(), tiling.tiles.end(),
-                                     [](const cuda::SgemmTile& t) { return (t.flags & cuda::kSgemmPartsW) != 0; });
+  const auto parts_tiles = std::count_if(tiling.tiles.begin(), tiling.tiles.end(), [](const cuda::SgemmTile& t) {
+    return t.config == static_cast<int32_t>(cuda::SgemmConfig::kTensor64x64) && (t.flags & cuda::kSgemmPartsW) != 0;
+  });
   Add(fmt::format("grouped float32 GEMM, {} members{}, {} tiles{}{}{}{}", members.size(),
                   merged.empty() ? "" : fmt::format(" ({} as one{}, reading one A)", merged, merges > 1 ? " each" : ""),
                   count, TilesText(kernel),
-                  parts_w == 0 ? "" : fmt::format(", W's parts made once ({} tiles)", parts_w),
+                  parts_tiles == 0 ? "" : fmt::format(", W's parts made once ({} tiles)", parts_tiles),
                   tiling.counters > 0 ? ", split-K" : "", mixed ? ", an epilogue a member" : ""),
       [=](cudaStream_t s) {
-    cuda::LaunchGroupedSgemm(kernel, d_members, d_tiles, count, alpha, workspace, workspace_floats, s);
+    cuda::LaunchGroupedSgemm(kernel, d_members, d_tiles, count, alpha, workspace, workspace_floats, parts_w, s);
     HFUSE_LAUNCHED();
   });
 }

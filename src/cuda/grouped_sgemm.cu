@@ -16,6 +16,8 @@ constexpr int kStages = 4, kStagedLd = kDepth + 4;
 constexpr int kStagedSmemFloats = kStages * 2 * 64 * kStagedLd;
 // The tensor tile's: W's big and small parts apart (SgemmMember::w3).
 constexpr int kTensorSmemFloats = kStages * 3 * 64 * kStagedLd;
+template <bool kTensor, bool kPartsW>
+constexpr int kSliceFloats = kTensor && kPartsW ? kTensorSmemFloats : kStagedSmemFloats;
 
 __device__ __forceinline__ float Activation(int act, float slope, float v) {
   switch (act) {
@@ -599,11 +601,11 @@ template <int kSliceCount, bool kTensor, bool kPartsW = false>
 __device__ __forceinline__ void StagedTile(const SgemmMember* members, const SgemmTile* tiles, float alpha,
                                            float* smem, float* partials = nullptr, int32_t* counters = nullptr) {
   constexpr int kTile = 64, kStageFloats = kTile * kStagedLd;
-  constexpr int kSliceFloats = kTensor ? kTensorSmemFloats : kStagedSmemFloats;
+  constexpr int kSlice = kSliceFloats<kTensor, kPartsW>;
   const int slice = kSliceCount == 1 ? 0 : static_cast<int>(threadIdx.x) / kThreads;
-  float* as = smem + slice * kSliceFloats;   // [kStages][64][kStagedLd]
+  float* as = smem + slice * kSlice;         // [kStages][64][kStagedLd]
   float* ws = as + kStages * kStageFloats;   // [kStages][64][kStagedLd]
-  float* wss = ws + kStages * kStageFloats;  // kTensor: [kStages][64][kStagedLd], W's small parts
+  float* wss = ws + kStages * kStageFloats;  // kPartsW: [kStages][64][kStagedLd], W's small parts
   const SgemmTile& t = tiles[blockIdx.x];
   const SgemmMember& g = members[t.member];
   const int tid = static_cast<int>(threadIdx.x) % kThreads, warp = tid / 32, lane = tid % 32;
@@ -688,7 +690,7 @@ __device__ __forceinline__ void StagedTile(const SgemmMember* members, const Sge
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
 #pragma unroll
-        for (int j = 0; j < 4; ++j) smem[(slice - 1) * kSliceFloats + (i * 4 + j) * kThreads + tid] = acc[i][j];
+        for (int j = 0; j < 4; ++j) smem[(slice - 1) * kSlice + (i * 4 + j) * kThreads + tid] = acc[i][j];
       }
     }
     __syncthreads();
@@ -697,7 +699,7 @@ __device__ __forceinline__ void StagedTile(const SgemmMember* members, const Sge
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
 #pragma unroll
-        for (int j = 0; j < 4; ++j) acc[i][j] += smem[(p - 1) * kSliceFloats + (i * 4 + j) * kThreads + tid];
+        for (int j = 0; j < 4; ++j) acc[i][j] += smem[(p - 1) * kSlice + (i * 4 + j) * kThreads + tid];
       }
     }
   }
@@ -1050,6 +1052,9 @@ SgemmTiling SgemmTiles(const std::vector<SgemmMember>& given, const SgemmOptions
       }
     }
   }
+  out.parts_w = std::any_of(out.tiles.begin(), out.tiles.end(), [](const SgemmTile& t) {
+    return t.config == static_cast<int32_t>(SgemmConfig::kTensor64x64) && (t.flags & kSgemmPartsW) != 0;
+  });
   // The most work first, then by position: the long tiles start early and
   // the short ones fill in behind them.
   std::vector<int64_t> cost(out.tiles.size());
@@ -1065,7 +1070,7 @@ SgemmTiling SgemmTiles(const std::vector<SgemmMember>& given, const SgemmOptions
 }
 
 void LaunchGroupedSgemm(SgemmKernel kernel, const SgemmMember* members, const SgemmTile* tiles, int num_tiles,
-                        float alpha, void* workspace, int64_t workspace_floats, cudaStream_t stream) {
+                        float alpha, void* workspace, int64_t workspace_floats, bool parts_w, cudaStream_t stream) {
   if (num_tiles == 0) return;
   float* partials = static_cast<float*>(workspace);
   int32_t* counters = partials ? reinterpret_cast<int32_t*>(partials + workspace_floats) : nullptr;
@@ -1085,13 +1090,17 @@ void LaunchGroupedSgemm(SgemmKernel kernel, const SgemmMember* members, const Sg
       break;
     }
     case SgemmKernel::kTensor: {
-      constexpr int kBytes = kTensorSmemFloats * static_cast<int>(sizeof(float));
-      static const bool ready = [] {
-        return cudaFuncSetAttribute(TensorSgemmKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes) ==
-               cudaSuccess;
-      }();
-      (void)ready;
-      TensorSgemmKernel<<<num_tiles, kThreads, kBytes, stream>>>(members, tiles, alpha, partials, counters);
+      // W's small parts take a third buffer (over 48 KB: asked for once).
+      constexpr int kPartsBytes = kTensorSmemFloats * static_cast<int>(sizeof(float));
+      if (parts_w) {
+        static const bool ready = [] {
+          return cudaFuncSetAttribute(TensorSgemmKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kPartsBytes) ==
+                 cudaSuccess;
+        }();
+        (void)ready;
+      }
+      const int bytes = parts_w ? kPartsBytes : kStagedSmemFloats * static_cast<int>(sizeof(float));
+      TensorSgemmKernel<<<num_tiles, kThreads, bytes, stream>>>(members, tiles, alpha, partials, counters);
       break;
     }
     case SgemmKernel::kTensorSliced: {
@@ -1101,7 +1110,8 @@ void LaunchGroupedSgemm(SgemmKernel kernel, const SgemmMember* members, const Sg
                cudaSuccess;
       }();
       (void)ready;
-      SlicedTensorSgemmKernel<<<num_tiles, kThreads * kSlices, kBytes, stream>>>(members, tiles, alpha);
+      const int bytes = parts_w ? kBytes : kSlices * kStagedSmemFloats * static_cast<int>(sizeof(float));
+      SlicedTensorSgemmKernel<<<num_tiles, kThreads * kSlices, bytes, stream>>>(members, tiles, alpha);
       break;
     }
   }

@@ -217,6 +217,7 @@ struct SgemmTiling {
   SgemmKernel kernel = SgemmKernel::kTiled;
   int64_t workspace_floats = 0;  // split-K partial sums
   int32_t counters = 0;          // split-K output tiles
+  bool parts_w = false;          // some tile loads W's parts (kSgemmPartsW): more shared memory a tile
   // The workspace LaunchGroupedSgemm needs: partial sums, then counters
   // that start at 0 (allocate and clear once, at plan time).
   size_t WorkspaceBytes() const {
@@ -230,9 +231,10 @@ SgemmTiling SgemmTiles(const std::vector<SgemmMember>& members, const SgemmOptio
 
 // One launch over `num_tiles` tiles of `tiling.kernel`, `members` its table
 // (device arrays written at plan time: tiling.members and tiling.tiles); `workspace`: tiling.WorkspaceBytes() on the device,
-// counters cleared, used by one launch at a time (may be null if none).
+// counters cleared, used by one launch at a time (may be null if none);
+// `parts_w`: tiling.parts_w.
 void LaunchGroupedSgemm(SgemmKernel kernel, const SgemmMember* members, const SgemmTile* tiles, int num_tiles,
-                        float alpha, void* workspace, int64_t workspace_floats, cudaStream_t stream);
+                        float alpha, void* workspace, int64_t workspace_floats, bool parts_w, cudaStream_t stream);
 
 // 3xTF32 through a library's TF32 GEMM (the CUDA executor's large single
 // float32 GEMMs and batched MatMuls, CudaOptions::tf32x3): a product a . w

@@ -639,6 +639,8 @@ TEST(GroupedSgemmTiles, TilesLoadWsPartsWhereEveryRowHasThem) {
   for (const cuda::SgemmTile& tile : plain.tiles) EXPECT_EQ(tile.flags & cuda::kSgemmPartsW, 0);
   for (size_t i = 0; i < g.size(); ++i) g[i].w3 = FakeAddress(200 + i);
   const cuda::SgemmTiling parts = cuda::SgemmTiles(g, {.sms = 132, .tensor = true});
+  EXPECT_FALSE(plain.parts_w);
+  EXPECT_TRUE(parts.parts_w);  // (LaunchGroupedSgemm's larger shared memory)
   ASSERT_EQ(parts.tiles.size(), plain.tiles.size());
   for (size_t i = 0; i < parts.tiles.size(); ++i) {
     EXPECT_EQ(parts.tiles[i].flags, plain.tiles[i].flags | cuda::kSgemmPartsW);
@@ -885,6 +887,7 @@ TEST_F(CudaTest, GroupedSgemmEveryConfigSplitAndAlignment) {
                                              tensor_split ? ", tensor split-K 3" : "", parts ? ", W's parts made" : "");
         const cuda::SgemmTiling tiling = cuda::SgemmTiles(parts ? parted : members,
                                                           {.config = config, .split = split, .tensor_split = tensor_split});
+        EXPECT_EQ(tiling.parts_w, parts) << what;
         if (tensor_split > 0) {
           EXPECT_EQ(tiling.kernel, cuda::SgemmKernel::kTensor) << what;
           EXPECT_GT(tiling.counters, 0) << what;  // (every case but K 1 and 16 has more than one range)
@@ -917,7 +920,7 @@ TEST_F(CudaTest, GroupedSgemmEveryConfigSplitAndAlignment) {
         }
         auto launch = [&] {
           cuda::LaunchGroupedSgemm(tiling.kernel, d_members, d_tiles, static_cast<int>(tiling.tiles.size()), 1.0f,
-                                   ws, tiling.workspace_floats, stream);
+                                   ws, tiling.workspace_floats, tiling.parts_w, stream);
         };
         cudaGraph_t graph;
         ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);

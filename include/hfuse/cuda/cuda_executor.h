@@ -105,8 +105,10 @@ struct CudaOptions {
   // With sgemm_tensor: the 3xTF32 parts of the weights (params) its tensor
   // tiles read are made once (after the weight is written), so the tiles
   // load them rather than split W in every tile that reads it
-  // (grouped_sgemm.h, SgemmMember::w3; the same bits); off, for measuring.
-  bool sgemm_parts_w = true;
+  // (grouped_sgemm.h, SgemmMember::w3; the same bits). Off by default
+  // until run and measured on a GPU (written in the twenty-fourth session,
+  // which got no device time that ran it); bench --gemm-paths times it on.
+  bool sgemm_parts_w = false;
   // With sgemm_tensor: members of short K beside deep ones on the tensor
   // cores too (grouped_sgemm.h, SgemmOptions::tensor_short); off by
   // default, for measuring.
