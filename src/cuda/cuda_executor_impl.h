@@ -551,6 +551,8 @@ struct CudaExecutor::Impl {
   // member's weight that `tiling`'s tensor tiles read, where the weight is
   // a param; whether any were made (then tile again: the flags change).
   bool MakeWeightParts(const cuda::SgemmTiling& tiling, std::vector<cuda::SgemmMember>& members);
+  // The parts made so far, by weight (its address, rows and K).
+  std::map<std::tuple<const float*, int64_t, int64_t>, float*> weight_parts;
   // Bias + activation over each member's output, in one launch. With
   // zero_first, the outputs are cleared first (GEMMs with K = 0).
   void PlanEpilogue(const std::vector<cuda::DeviceGemm>& ms, DType dtype, int act, bool zero_first);

@@ -463,6 +463,13 @@ bool CudaExecutor::Impl::MakeWeightParts(const cuda::SgemmTiling& tiling, std::v
   bool any = false;
   for (cuda::SgemmMember& m : members) {
     if (!tensor_w.count(m.w)) continue;
+    // One weight's parts, once (members or groups that read one W).
+    const std::tuple<const float*, int64_t, int64_t> key{m.w, m.n, m.k};
+    if (const auto it = weight_parts.find(key); it != weight_parts.end()) {
+      m.w3 = it->second;
+      any = true;
+      continue;
+    }
     cuda::DeviceGemm probe{};
     probe.w = reinterpret_cast<const char*>(m.w);
     const TensorId w_param = WeightParam(probe);
@@ -477,6 +484,7 @@ bool CudaExecutor::Impl::MakeWeightParts(const cuda::SgemmTiling& tiling, std::v
                          HFUSE_LAUNCHED();
                        }});
     m.w3 = w3;
+    weight_parts[key] = w3;
     any = true;
   }
   return any;

@@ -863,8 +863,11 @@ int32_t FlagsOf(const std::vector<SgemmMember>& table, const SgemmMember& m) {
   for (int32_t s = 0; s < m.count; ++s) w = w && Aligned16(table[static_cast<size_t>(m.first + s)].w);
   if (w && (m.count > 0 || Aligned16(m.w))) f |= kSgemmVecW;
   if (m.count == 0 && m.ldy % 4 == 0 && Aligned16(m.y) && (!m.bias || Aligned16(m.bias))) f |= kSgemmVecY;
-  bool parts = m.count > 0 || m.w3;
-  for (int32_t s = 0; s < m.count; ++s) parts = parts && table[static_cast<size_t>(m.first + s)].w3;
+  bool parts = m.count > 0 || (m.w3 && Aligned16(m.w3));  // (16-byte copies)
+  for (int32_t s = 0; s < m.count; ++s) {
+    const float* w3 = table[static_cast<size_t>(m.first + s)].w3;
+    parts = parts && w3 && Aligned16(w3);
+  }
   if (parts) f |= kSgemmPartsW;
   return f;
 }

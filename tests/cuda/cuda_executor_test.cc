@@ -838,15 +838,20 @@ TEST_F(CudaTest, GroupedSgemmEveryConfigSplitAndAlignment) {
       offset += c.n;
       members.push_back({da[i] + shift, dw[i], c.bias ? db[i] : nullptr, dy + col[i], c.m, c.n, c.k, lda[i], ldy, c.act});
     }
-    // W's parts, as the CUDA executor makes them from a param.
+    // W's parts, as the CUDA executor makes them from a param; W itself
+    // NaN for these members (the forced tensor config's tiles are all
+    // tensor tiles), so a tile that read W rather than its parts fails.
     std::vector<cuda::SgemmMember> parted = members;
-    std::vector<float*> dw3(count);
+    std::vector<float*> dw3(count), dnan(count);
     for (size_t i = 0; i < count; ++i) {
       const cuda::Tf32Split split{.x = dw[i], .rows = cases[i].n, .cols = cases[i].k, .ld = cases[i].k,
                                   .k_along_rows = false, .w_order = true};
       ASSERT_EQ(cudaMalloc(&dw3[i], static_cast<size_t>(split.OutFloats()) * sizeof(float)), cudaSuccess);
       cuda::LaunchSplitTf32(split, dw3[i], nullptr);
       parted[i].w3 = dw3[i];
+      ASSERT_EQ(cudaMalloc(&dnan[i], hw[i].size() * sizeof(float)), cudaSuccess);
+      ASSERT_EQ(cudaMemset(dnan[i], 0xFF, hw[i].size() * sizeof(float)), cudaSuccess);
+      parted[i].w = dnan[i];
     }
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     // The float64 reference.
@@ -972,7 +977,7 @@ TEST_F(CudaTest, GroupedSgemmEveryConfigSplitAndAlignment) {
     cudaFree(dy);
     for (size_t i = 0; i < count; ++i) {
       if (!shared || i == 0) cudaFree(da[i]);
-      cudaFree(dw[i]), cudaFree(db[i]), cudaFree(dw3[i]);
+      cudaFree(dw[i]), cudaFree(db[i]), cudaFree(dw3[i]), cudaFree(dnan[i]);
     }
   }
 }
@@ -1022,6 +1027,73 @@ TEST_F(CudaTest, MixedEpilogueFloat32GroupIsOneLaunch) {
   for (int i = 0; i < 4; ++i) outs.push_back(b.Fc(fmt::format("fc{}", i), x, 24 + 8 * i, {.type = kGemmTypes[i]}));
   b.Outputs(outs);
   ExpectAllVariantsMatch(b.Build(), 43, "float32 mixed epilogues", {.rules = RuleSet::kHfuse});
+}
+
+// DCNv2's cross layer beside its DNN, as one float32 mixed group at batch
+// 2048: four experts of 32 and four gates of one column read x (K 429),
+// merged, and a DNN layer of K 256 and 48 columns of K 32 read others. On
+// the tensor cores with the weights' TF32 parts made once
+// (CudaOptions::sgemm_parts_w), and with the tensor tiles' split-K and
+// short members too: against the CPU, plain and in a CUDA graph; the parts
+// give the bits of the tiles that split W themselves; a weight written in
+// place (ParamWritten) makes its parts again.
+TEST_F(CudaTest, Float32TensorTilesLoadWeightPartsMadeOnce) {
+  test::GraphBuilder b;
+  const std::string x = b.Input("x", {2048, 429}, DType::kFloat32);
+  std::vector<std::string> outs;
+  for (int e = 0; e < 4; ++e) {
+    outs.push_back(b.Fc(fmt::format("v{}", e), x, 32, {.type = kGemmTypes[e]}));
+    outs.push_back(b.Fc(fmt::format("g{}", e), x, 1, {.type = kGemmTypes[(e + 1) % 4]}));  // (no two of one shape and epilogue)
+  }
+  outs.push_back(b.Fc("dnn", b.Input("h", {2048, 256}, DType::kFloat32), 128, {.type = OpType::kGemmRcrBiasRelu}));
+  outs.push_back(b.Fc("c", b.Input("t", {2048, 32}, DType::kFloat32), 48, {.type = OpType::kGemmRcrBias}));
+  b.Outputs(outs);
+  Graph fused = b.Build();
+  FuseGroupOps(fused, {.rules = RuleSet::kHfuse});
+  ASSERT_EQ(fused.NumLiveOps(), 1);
+  const CudaOptions parts{.sgemm_parts_w = true, .sgemm_tensor_short = true};
+  const std::vector<std::string> labels = LaunchLabels(fused, parts);
+  EXPECT_EQ(labels.size(), 1u) << fmt::format("{}", fmt::join(labels, "; "));
+  EXPECT_TRUE(AnyLabelHas(labels, "W's parts made once")) << fmt::format("{}", fmt::join(labels, "; "));
+  EXPECT_TRUE(AnyLabelHas(labels, "(8 as one, reading one A)")) << fmt::format("{}", fmt::join(labels, "; "));
+  // The K-32 member keeps the group off the tensor cores unless short members may join.
+  EXPECT_FALSE(AnyLabelHas(LaunchLabels(fused), "tensor cores"));
+  EXPECT_FALSE(AnyLabelHas(LaunchLabels(fused, {.sgemm_parts_w = true}), "W's parts"));
+  const CudaOptions all{.sgemm_parts_w = true, .sgemm_tensor_short = true, .sgemm_tensor_split = 2};
+  const std::vector<std::string> all_labels = LaunchLabels(fused, all);
+  EXPECT_TRUE(AnyLabelHas(all_labels, "on the tensor cores (3xTF32), W's parts made once")) << fmt::format("{}", fmt::join(all_labels, "; "));
+  ExpectGpuMatchesCpu(fused, 47, "DCNv2-like group, W's parts", parts);
+  ExpectGpuMatchesCpu(fused, 47, "DCNv2-like group, W's parts, short members, split-K 2", all);
+  ExpectGpuMatchesCpu(fused, 47, "DCNv2-like group, short members", {.sgemm_tensor_short = true});
+
+  const DimValues dims = BindDims(fused);
+  const TensorMap feeds = RandomFeeds(fused, dims, 48);
+  CudaExecutor split_in_tile(fused, dims, {.sgemm_tensor_short = true});
+  CudaExecutor with_parts(fused, dims, {.sgemm_parts_w = true, .sgemm_tensor_short = true});
+  split_in_tile.SetFeeds(feeds);
+  with_parts.SetFeeds(feeds);
+  split_in_tile.RunGraph();
+  with_parts.RunGraph();
+  const TensorMap a = split_in_tile.Outputs(), p = with_parts.Outputs();
+  for (const auto& [name, t] : a) EXPECT_EQ(t.bytes, p.at(name).bytes) << name << ": not the bits of W split in the tile";
+
+  TensorMap feeds2 = feeds;
+  const TensorMap other = RandomFeeds(fused, dims, 49);
+  TensorId w = kNone;
+  for (TensorId id = 0; id < fused.num_tensor_ids(); ++id) {
+    if (fused.tensor(id).alive && fused.tensor(id).name == "w_v2") w = id;
+  }
+  ASSERT_NE(w, kNone);
+  feeds2.at("w_v2") = other.at("w_v2");
+  const HostTensor& wv = feeds2.at("w_v2");
+  ASSERT_EQ(cudaMemcpy(with_parts.TensorAddress(w), wv.bytes.data(), wv.bytes.size(), cudaMemcpyHostToDevice),
+            cudaSuccess);
+  with_parts.ParamWritten(w);
+  with_parts.Poison();
+  with_parts.RunGraph();
+  for (const OutputComparison& c : CompareOutputs(RunOnCpu(fused, feeds2, dims), with_parts.Outputs())) {
+    EXPECT_TRUE(c.problem.empty()) << "after ParamWritten " << c.name << ": " << c.problem;
+  }
 }
 
 // A float16 or bfloat16 mixed group: the CUTLASS grouped GEMM takes one
