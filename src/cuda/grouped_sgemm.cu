@@ -288,6 +288,40 @@ __device__ __forceinline__ void StoreSlice(float* s, const float (&r)[CHUNKS * 4
   }
 }
 
+// Split-K's end of a tile (grouped_sgemm.h): this range's sums, kVecs
+// float4 a thread, into the workspace laid out by thread (coalesced, and
+// each thread later reads back exactly the elements it holds); then the
+// block that arrives last (an atomic counter a tile) adds every range's
+// sums in range order into v, resets the counter for the next launch and
+// returns true; the others return false.
+template <int kVecs>
+__device__ __forceinline__ bool AddRanges(const SgemmTile& t, float* partials, int32_t* counters, int tid,
+                                          float4 (&v)[kVecs]) {
+  constexpr int kTileVec = kVecs * kThreads;
+  float4* mine = reinterpret_cast<float4*>(partials + t.partial) + t.split * kTileVec;
+#pragma unroll
+  for (int i = 0; i < kVecs; ++i) mine[i * kThreads + tid] = v[i];
+  __threadfence();  // the partial sums reach L2 before the counter says so
+  __syncthreads();
+  __shared__ int last;
+  if (tid == 0) last = atomicAdd(counters + t.counter, 1) == t.splits - 1;
+  __syncthreads();
+  if (!last) return false;
+  __threadfence();
+  const float4* all = reinterpret_cast<const float4*>(partials + t.partial);
+#pragma unroll
+  for (int i = 0; i < kVecs; ++i) {
+    float4 s = __ldcg(all + i * kThreads + tid);  // L2: the other blocks' writes
+    for (int p = 1; p < t.splits; ++p) {
+      const float4 u = __ldcg(all + p * kTileVec + i * kThreads + tid);
+      s.x += u.x, s.y += u.y, s.z += u.z, s.w += u.w;
+    }
+    v[i] = s;
+  }
+  if (tid == 0) counters[t.counter] = 0;  // every range has arrived: ready for the next launch
+  return true;
+}
+
 // The tile and its member are read from global memory twice, for the
 // products and again for the epilogue, rather than kept in registers
 // across the loop: the 8 x 8 config needs all 128 it may have.
@@ -367,40 +401,23 @@ __device__ __forceinline__ void TiledTile(const SgemmMember* members, const Sgem
   const SgemmTile& t = tiles[blockIdx.x];
   const SgemmMember& g = members[t.member];
   if (t.splits > 1) {
-    // This range's partial sums, laid out by thread (coalesced, and each
-    // thread later reads back exactly the elements it holds).
-    constexpr int kTileVec = BM * BN / 4;
-    float4* mine = reinterpret_cast<float4*>(partials + t.partial) + t.split * kTileVec;
+    float4 v[TM * TN / 4];
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
 #pragma unroll
       for (int q = 0; q < TN / 4; ++q) {
-        mine[(i * (TN / 4) + q) * kThreads + tid] =
-            make_float4(acc[i][4 * q], acc[i][4 * q + 1], acc[i][4 * q + 2], acc[i][4 * q + 3]);
+        v[i * (TN / 4) + q] = make_float4(acc[i][4 * q], acc[i][4 * q + 1], acc[i][4 * q + 2], acc[i][4 * q + 3]);
       }
     }
-    __threadfence();  // the partial sums reach L2 before the counter says so
-    __syncthreads();
-    __shared__ int last;
-    if (tid == 0) last = atomicAdd(counters + t.counter, 1) == t.splits - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    const float4* all = reinterpret_cast<const float4*>(partials + t.partial);
+    if (!AddRanges(t, partials, counters, tid, v)) return;
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
 #pragma unroll
       for (int q = 0; q < TN / 4; ++q) {
-        const int idx = (i * (TN / 4) + q) * kThreads + tid;
-        float4 s = __ldcg(all + idx);  // L2: the other blocks' writes
-        for (int p = 1; p < t.splits; ++p) {
-          const float4 v = __ldcg(all + p * kTileVec + idx);
-          s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
-        }
+        const float4 s = v[i * (TN / 4) + q];
         acc[i][4 * q] = s.x, acc[i][4 * q + 1] = s.y, acc[i][4 * q + 2] = s.z, acc[i][4 * q + 3] = s.w;
       }
     }
-    if (tid == 0) counters[t.counter] = 0;  // every range has arrived: ready for the next launch
   }
 
   const bool vec_y = (t.flags & kSgemmVecY) != 0;
@@ -704,31 +721,15 @@ __device__ __forceinline__ void StagedTile(const SgemmMember* members, const Sge
     }
   }
   if constexpr (kTensor && kSliceCount == 1) {
-    // Split-K (SgemmOptions::tensor_split): this range's sums, by thread;
-    // the last range to arrive adds them all in range order.
+    // Split-K (SgemmOptions::tensor_split): the last range to arrive adds
+    // them all in range order.
     if (t.splits > 1) {
-      constexpr int kTileVec = 64 * 64 / 4;
-      float4* mine = reinterpret_cast<float4*>(partials + t.partial) + t.split * kTileVec;
+      float4 v[4];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) mine[j * kThreads + tid] = make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
-      __threadfence();  // the partial sums reach L2 before the counter says so
-      __syncthreads();
-      __shared__ int last;
-      if (tid == 0) last = atomicAdd(counters + t.counter, 1) == t.splits - 1;
-      __syncthreads();
-      if (!last) return;
-      __threadfence();
-      const float4* all = reinterpret_cast<const float4*>(partials + t.partial);
+      for (int j = 0; j < 4; ++j) v[j] = make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
+      if (!AddRanges(t, partials, counters, tid, v)) return;
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        float4 v = __ldcg(all + j * kThreads + tid);  // L2: the other blocks' writes
-        for (int p = 1; p < t.splits; ++p) {
-          const float4 u = __ldcg(all + p * kTileVec + j * kThreads + tid);
-          v.x += u.x, v.y += u.y, v.z += u.z, v.w += u.w;
-        }
-        acc[j][0] = v.x, acc[j][1] = v.y, acc[j][2] = v.z, acc[j][3] = v.w;
-      }
-      if (tid == 0) counters[t.counter] = 0;  // every range has arrived: ready for the next launch
+      for (int j = 0; j < 4; ++j) acc[j][0] = v[j].x, acc[j][1] = v[j].y, acc[j][2] = v[j].z, acc[j][3] = v[j].w;
     }
   }
   if constexpr (kTensor) {
