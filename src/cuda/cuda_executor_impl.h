@@ -551,7 +551,11 @@ struct CudaExecutor::Impl {
   // member's weight that `tiling`'s tensor tiles read, where the weight is
   // a param; whether any were made (then tile again: the flags change).
   bool MakeWeightParts(const cuda::SgemmTiling& tiling, std::vector<cuda::SgemmMember>& members);
-  // The parts made so far, by weight (its address, rows and K).
+  // The 3xTF32 parts of param w_param, the weight w ([n, k], packed) as it
+  // lies (LaunchSplitTf32's W order, rows of 3 kp), made after each write
+  // of the param (derived), once for every launch that reads them (a
+  // cuBLASLt 3xTF32 call's B, the grouped kernel's SgemmMember::w3).
+  float* WeightParts(TensorId w_param, const float* w, int64_t n, int64_t k);
   std::map<std::tuple<const float*, int64_t, int64_t>, float*> weight_parts;
   // Bias + activation over each member's output, in one launch. With
   // zero_first, the outputs are cleared first (GEMMs with K = 0).

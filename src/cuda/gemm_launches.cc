@@ -463,31 +463,29 @@ bool CudaExecutor::Impl::MakeWeightParts(const cuda::SgemmTiling& tiling, std::v
   bool any = false;
   for (cuda::SgemmMember& m : members) {
     if (!tensor_w.count(m.w)) continue;
-    // One weight's parts, once (members or groups that read one W).
-    const std::tuple<const float*, int64_t, int64_t> key{m.w, m.n, m.k};
-    if (const auto it = weight_parts.find(key); it != weight_parts.end()) {
-      m.w3 = it->second;
-      any = true;
-      continue;
-    }
     cuda::DeviceGemm probe{};
     probe.w = reinterpret_cast<const char*>(m.w);
     const TensorId w_param = WeightParam(probe);
     if (w_param == kNone) continue;  // (computed: the tile splits it)
-    const cuda::Tf32Split split{.x = m.w, .rows = m.n, .cols = m.k, .ld = m.k, .k_along_rows = false,
-                                .w_order = true};
-    descriptors.push_back(std::make_unique<cuda::DeviceBuffer>());
-    descriptors.back()->Allocate(split.OutFloats() * static_cast<int64_t>(sizeof(float)));
-    float* w3 = static_cast<float*>(descriptors.back()->ptr);
-    derived.push_back({w_param, [=](cudaStream_t s) {
-                         cuda::LaunchSplitTf32(split, w3, s);
-                         HFUSE_LAUNCHED();
-                       }});
-    m.w3 = w3;
-    weight_parts[key] = w3;
+    m.w3 = WeightParts(w_param, m.w, m.n, m.k);
     any = true;
   }
   return any;
+}
+
+float* CudaExecutor::Impl::WeightParts(TensorId w_param, const float* w, int64_t n, int64_t k) {
+  const std::tuple<const float*, int64_t, int64_t> key{w, n, k};
+  if (const auto it = weight_parts.find(key); it != weight_parts.end()) return it->second;
+  const cuda::Tf32Split split{.x = w, .rows = n, .cols = k, .ld = k, .k_along_rows = false, .w_order = true};
+  descriptors.push_back(std::make_unique<cuda::DeviceBuffer>());
+  descriptors.back()->Allocate(split.OutFloats() * static_cast<int64_t>(sizeof(float)));
+  float* w3 = static_cast<float*>(descriptors.back()->ptr);
+  derived.push_back({w_param, [=](cudaStream_t s) {
+                       cuda::LaunchSplitTf32(split, w3, s);
+                       HFUSE_LAUNCHED();
+                     }});
+  weight_parts[key] = w3;
+  return w3;
 }
 
 void CudaExecutor::Impl::PlanGroupedSgemm(const std::vector<cuda::DeviceGemm>& ms, float alpha) {
@@ -701,16 +699,7 @@ void CudaExecutor::Impl::PlanLtGemm(const std::vector<cuda::DeviceGemm>& ms, DTy
   cublasLtHandle_t handle = lt;
   if (x3) {
     // W's parts, made again whenever the param is written.
-    descriptors.push_back(std::make_unique<cuda::DeviceBuffer>());
-    descriptors.back()->Allocate(m.n * 3 * kp * static_cast<int64_t>(sizeof(float)));
-    float* w3 = static_cast<float*>(descriptors.back()->ptr);
-    const cuda::Tf32Split ws_split{.x = reinterpret_cast<const float*>(m.w), .rows = m.n, .cols = m.k, .ld = m.k,
-                                   .k_along_rows = false, .w_order = true};
-    derived.push_back({w_param, [=](cudaStream_t s) {
-                         cuda::LaunchSplitTf32(ws_split, w3, s);
-                         HFUSE_LAUNCHED();
-                       }});
-    w = w3;
+    w = WeightParts(w_param, reinterpret_cast<const float*>(m.w), m.n, m.k);
     // A's, each run, into the scratch buffer (allocated once planned).
     const cuda::Tf32Split as_split{.x = reinterpret_cast<const float*>(m.a), .rows = m.m, .cols = m.k, .ld = m.lda,
                                    .k_along_rows = false, .w_order = false};
