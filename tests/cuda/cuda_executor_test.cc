@@ -240,6 +240,16 @@ std::vector<std::string> LaunchLabels(const Graph& g, CudaOptions cuda = {}) {
   return labels;
 }
 
+// Writes `value` into param `name` where the executor keeps it, and says so
+// (CudaExecutor::ParamWritten): what derives from the param is made again.
+void WriteParamInPlace(const Graph& g, CudaExecutor& gpu, const std::string& name, const HostTensor& value) {
+  const std::optional<TensorId> w = g.FindTensor(name);
+  ASSERT_TRUE(w.has_value()) << name;
+  ASSERT_EQ(cudaMemcpy(gpu.TensorAddress(*w), value.bytes.data(), value.bytes.size(), cudaMemcpyHostToDevice),
+            cudaSuccess);
+  gpu.ParamWritten(*w);
+}
+
 bool AnyLabelHas(const std::vector<std::string>& labels, const std::string& what) {
   return std::any_of(labels.begin(), labels.end(),
                      [&](const std::string& l) { return l.find(what) != std::string::npos; });
@@ -442,15 +452,7 @@ TEST_F(CudaTest, LargeFloat32GemmRunsIn3xTf32) {
     TensorMap feeds3 = feeds2;
     const TensorMap other = RandomFeeds(g, dims, 3);
     feeds3.at("w_fc") = other.at("w_fc");
-    TensorId w = kNone;
-    for (TensorId t = 0; t < g.num_tensor_ids(); ++t) {
-      if (g.tensor(t).alive && g.tensor(t).name == "w_fc") w = t;
-    }
-    ASSERT_NE(w, kNone);
-    const HostTensor& wv = feeds3.at("w_fc");
-    ASSERT_EQ(cudaMemcpy(gpu.TensorAddress(w), wv.bytes.data(), wv.bytes.size(), cudaMemcpyHostToDevice),
-              cudaSuccess);
-    gpu.ParamWritten(w);
+    WriteParamInPlace(g, gpu, "w_fc", feeds3.at("w_fc"));
     gpu.Poison();
     gpu.RunGraph();
     for (const OutputComparison& c : CompareOutputs(RunOnCpu(g, feeds3, dims), gpu.Outputs())) {
@@ -1079,16 +1081,8 @@ TEST_F(CudaTest, Float32TensorTilesLoadWeightPartsMadeOnce) {
 
   TensorMap feeds2 = feeds;
   const TensorMap other = RandomFeeds(fused, dims, 49);
-  TensorId w = kNone;
-  for (TensorId id = 0; id < fused.num_tensor_ids(); ++id) {
-    if (fused.tensor(id).alive && fused.tensor(id).name == "w_v2") w = id;
-  }
-  ASSERT_NE(w, kNone);
   feeds2.at("w_v2") = other.at("w_v2");
-  const HostTensor& wv = feeds2.at("w_v2");
-  ASSERT_EQ(cudaMemcpy(with_parts.TensorAddress(w), wv.bytes.data(), wv.bytes.size(), cudaMemcpyHostToDevice),
-            cudaSuccess);
-  with_parts.ParamWritten(w);
+  WriteParamInPlace(fused, with_parts, "w_v2", feeds2.at("w_v2"));
   with_parts.Poison();
   with_parts.RunGraph();
   for (const OutputComparison& c : CompareOutputs(RunOnCpu(fused, feeds2, dims), with_parts.Outputs())) {
