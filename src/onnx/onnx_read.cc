@@ -125,6 +125,27 @@ void CheckTensorData(const TensorProto& t, const std::string& source, std::strin
   }
 }
 
+// An initializer saved without its values (by a tool that strips weights,
+// as scripts/onnx_skeleton.py does for the repo's real-model tests) gets this
+// error rather than the checker's "should contain one and only one value
+// field"; checked before the checker and without copying any data.
+void CheckInitializersHoldValues(const onnx::GraphProto& graph, const std::string& source) {
+  for (const TensorProto& t : graph.initializer()) {
+    if (t.data_location() == TensorProto::EXTERNAL || t.has_raw_data()) continue;
+    if (t.float_data_size() || t.double_data_size() || t.int32_data_size() || t.int64_data_size() ||
+        t.uint64_data_size() || t.string_data_size()) {
+      continue;
+    }
+    const std::optional<int64_t> numel = ElementCount(std::span<const int64_t>(t.dims().data(), t.dims().size()));
+    if (numel && *numel == 0) continue;
+    Fail(source, "initializer '{}' (dims [{}], {}) holds no values: the model was saved with its weights left out{}",
+         t.name(), fmt::join(t.dims(), ", "), ElemTypeName(t.data_type()),
+         t.doc_string().starts_with("hfuse-skeleton")
+             ? " (an hfuse skeleton: give it weights with scripts/onnx_skeleton.py refill)"
+             : "");
+  }
+}
+
 void CheckConstantData(const onnx::GraphProto& graph, const std::string& source, int depth = 0) {
   if (depth > 64) Fail(source, "subgraphs nest more than 64 deep");
   for (const TensorProto& t : graph.initializer()) CheckTensorData(t, source, "initializer");
@@ -388,6 +409,7 @@ ModelProto ReadModel(std::string_view bytes, const std::string& source,
          model.ir_version(), kMaxOnnxIrVersion);
   }
   LoadExternalData(model, source, model_dir);
+  CheckInitializersHoldValues(model.graph(), source);
   FoldConstantIfs(model, source);
   ForgetMadeUpDims(*model.mutable_graph());
   // What the model itself says of its values' types: inference after an If

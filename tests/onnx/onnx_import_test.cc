@@ -1277,6 +1277,29 @@ TEST(OnnxBadInputTest, MissingExternalData) {
   fs::remove_all(dir);
 }
 
+// A weight saved without its values (a skeleton of scripts/onnx_skeleton.py,
+// or any tool that strips weights) is named, not left to the checker's "one
+// and only one value field".
+TEST(OnnxBadInputTest, InitializerWithoutValues) {
+  ModelBuilder m = LinearRelu();
+  auto* w = m.model().mutable_graph()->mutable_initializer(0);
+  w->clear_float_data();
+  std::string error = ImportError(m.Bytes());
+  EXPECT_THAT(error, HasSubstr("initializer 'W' (dims [8, 16], float) holds no values"));
+  EXPECT_THAT(error, ::testing::Not(HasSubstr("onnx_skeleton")));
+  w->set_doc_string("hfuse-skeleton: weights left out, refill with scripts/onnx_skeleton.py");
+  error = ImportError(m.Bytes());
+  EXPECT_THAT(error, HasSubstr("holds no values"));
+  EXPECT_THAT(error, HasSubstr("scripts/onnx_skeleton.py refill"));
+  // An empty tensor needs no values.
+  ModelBuilder e = LinearRelu();
+  auto* z = e.model().mutable_graph()->add_initializer();
+  z->set_name("unused_empty");
+  z->set_data_type(onnx::TensorProto::FLOAT);
+  z->add_dims(0);
+  EXPECT_EQ(ImportError(e.Bytes()), "(no error)");
+}
+
 TEST(OnnxBadInputTest, CheckerMessageIsPassedOn) {
   ModelBuilder m;
   m.Input("x", {int64_t{2}});
