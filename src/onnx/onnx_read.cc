@@ -104,7 +104,9 @@ void LoadExternalData(ModelProto& model, const std::string& source, const std::s
 // value of a Constant node) with ParseData, which trusts their dims and
 // writes past its buffer when the data is shorter. So every constant tensor
 // in the model, subgraphs included, must hold exactly what its dims and
-// type say before shape inference sees it.
+// type say before anything reads it (checked once, before the checker: a
+// tensor saved without its values gets this error, not the checker's "one
+// and only one value field").
 void CheckTensorData(const TensorProto& t, const std::string& source, std::string_view where) {
   if (t.data_location() == TensorProto::EXTERNAL) return;  // read and sized by LoadExternalData
   const std::span<const int64_t> dims(t.dims().data(), t.dims().size());
@@ -112,6 +114,16 @@ void CheckTensorData(const TensorProto& t, const std::string& source, std::strin
   if (!numel) {
     Fail(source, "{} '{}' has dims [{}], which do not count in 64 bits", where, t.name(),
          fmt::join(dims, ", "));
+  }
+  const bool holds_values = t.has_raw_data() || t.float_data_size() || t.double_data_size() ||
+                            t.int32_data_size() || t.int64_data_size() || t.uint64_data_size() ||
+                            t.string_data_size();
+  if (*numel > 0 && !holds_values) {  // a weights-stripped export
+    Fail(source, "{} '{}' (dims [{}], {}) holds no values: the model was saved with its weights left out{}", where,
+         t.name(), fmt::join(dims, ", "), ElemTypeName(t.data_type()),
+         t.doc_string().starts_with("hfuse-skeleton")
+             ? " (an hfuse skeleton: give it weights with scripts/onnx_skeleton.py refill)"
+             : "");
   }
   bool fits = true;
   if (onnx_util::ElemTypeBytes(t.data_type()) > 0) {
@@ -122,27 +134,6 @@ void CheckTensorData(const TensorProto& t, const std::string& source, std::strin
   if (!fits) {
     Fail(source, "{} '{}' has data of the wrong size for its dims [{}] and type {}", where,
          t.name(), fmt::join(dims, ", "), ElemTypeName(t.data_type()));
-  }
-}
-
-// An initializer saved without its values (by a tool that strips weights,
-// as scripts/onnx_skeleton.py does for the repo's real-model tests) gets this
-// error rather than the checker's "should contain one and only one value
-// field"; checked before the checker and without copying any data.
-void CheckInitializersHoldValues(const onnx::GraphProto& graph, const std::string& source) {
-  for (const TensorProto& t : graph.initializer()) {
-    if (t.data_location() == TensorProto::EXTERNAL || t.has_raw_data()) continue;
-    if (t.float_data_size() || t.double_data_size() || t.int32_data_size() || t.int64_data_size() ||
-        t.uint64_data_size() || t.string_data_size()) {
-      continue;
-    }
-    const std::optional<int64_t> numel = ElementCount(std::span<const int64_t>(t.dims().data(), t.dims().size()));
-    if (numel && *numel == 0) continue;
-    Fail(source, "initializer '{}' (dims [{}], {}) holds no values: the model was saved with its weights left out{}",
-         t.name(), fmt::join(t.dims(), ", "), ElemTypeName(t.data_type()),
-         t.doc_string().starts_with("hfuse-skeleton")
-             ? " (an hfuse skeleton: give it weights with scripts/onnx_skeleton.py refill)"
-             : "");
   }
 }
 
@@ -363,7 +354,6 @@ void CheckAndInfer(ModelProto& model, int64_t opset, const std::string& source) 
          copy ? fmt::format(" (on the model read as opset {})", onnx_compat::kLinkedOpset) : "",
          onnx_util::OneLine(e.what()));
   }
-  CheckConstantData(checked.graph(), source);
   try {
     onnx::shape_inference::InferShapes(checked, onnx::OpSchemaRegistry::Instance(),
                                        onnx::ShapeInferenceOptions(true, 1, true));
@@ -409,7 +399,7 @@ ModelProto ReadModel(std::string_view bytes, const std::string& source,
          model.ir_version(), kMaxOnnxIrVersion);
   }
   LoadExternalData(model, source, model_dir);
-  CheckInitializersHoldValues(model.graph(), source);
+  CheckConstantData(model.graph(), source);
   FoldConstantIfs(model, source);
   ForgetMadeUpDims(*model.mutable_graph());
   // What the model itself says of its values' types: inference after an If
