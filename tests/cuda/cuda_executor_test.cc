@@ -1035,10 +1035,11 @@ TEST_F(CudaTest, MixedEpilogueFloat32GroupIsOneLaunch) {
 // 2048: four experts of 32 and four gates of one column read x (K 429),
 // merged, and a DNN layer of K 256 and 48 columns of K 32 read others. On
 // the tensor cores with the weights' TF32 parts made once
-// (CudaOptions::sgemm_parts_w), and with the tensor tiles' split-K and
-// short members too: against the CPU, plain and in a CUDA graph; the parts
-// give the bits of the tiles that split W themselves; a weight written in
-// place (ParamWritten) makes its parts again.
+// (CudaOptions::sgemm_parts_w, the default), and with the tensor tiles'
+// split-K and short members too: against the CPU, plain and in a CUDA
+// graph; the parts give the bits of the tiles that split W themselves
+// (sgemm_parts_w off); a weight written in place (ParamWritten) makes its
+// parts again.
 TEST_F(CudaTest, Float32TensorTilesLoadWeightPartsMadeOnce) {
   test::GraphBuilder b;
   const std::string x = b.Input("x", {2048, 429}, DType::kFloat32);
@@ -1053,15 +1054,16 @@ TEST_F(CudaTest, Float32TensorTilesLoadWeightPartsMadeOnce) {
   Graph fused = b.Build();
   FuseGroupOps(fused, {.rules = RuleSet::kHfuse});
   ASSERT_EQ(fused.NumLiveOps(), 1);
-  const CudaOptions parts{.sgemm_parts_w = true, .sgemm_tensor_short = true};
+  const CudaOptions parts{.sgemm_tensor_short = true};  // (W's parts: the default)
   const std::vector<std::string> labels = LaunchLabels(fused, parts);
   EXPECT_EQ(labels.size(), 1u) << fmt::format("{}", fmt::join(labels, "; "));
   EXPECT_TRUE(AnyLabelHas(labels, "W's parts made once")) << fmt::format("{}", fmt::join(labels, "; "));
   EXPECT_TRUE(AnyLabelHas(labels, "(8 as one, reading one A)")) << fmt::format("{}", fmt::join(labels, "; "));
   // The K-32 member keeps the group off the tensor cores unless short members may join.
   EXPECT_FALSE(AnyLabelHas(LaunchLabels(fused), "tensor cores"));
-  EXPECT_FALSE(AnyLabelHas(LaunchLabels(fused, {.sgemm_parts_w = true}), "W's parts"));
-  const CudaOptions all{.sgemm_parts_w = true, .sgemm_tensor_short = true, .sgemm_tensor_split = 2};
+  EXPECT_FALSE(AnyLabelHas(LaunchLabels(fused), "W's parts"));
+  EXPECT_FALSE(AnyLabelHas(LaunchLabels(fused, {.sgemm_parts_w = false, .sgemm_tensor_short = true}), "W's parts"));
+  const CudaOptions all{.sgemm_tensor_short = true, .sgemm_tensor_split = 2};
   const std::vector<std::string> all_labels = LaunchLabels(fused, all);
   EXPECT_TRUE(AnyLabelHas(all_labels, "on the tensor cores (3xTF32), W's parts made once")) << fmt::format("{}", fmt::join(all_labels, "; "));
   // 3xTF32 over K 429 against the CPU's float32: on the H100 (2026-12-07) the
@@ -1071,12 +1073,13 @@ TEST_F(CudaTest, Float32TensorTilesLoadWeightPartsMadeOnce) {
   const double tf32x3_sigmoid = 3e-5;
   ExpectGpuMatchesCpu(fused, 47, "DCNv2-like group, W's parts", parts, tf32x3_sigmoid);
   ExpectGpuMatchesCpu(fused, 47, "DCNv2-like group, W's parts, short members, split-K 2", all, tf32x3_sigmoid);
-  ExpectGpuMatchesCpu(fused, 47, "DCNv2-like group, short members", {.sgemm_tensor_short = true}, tf32x3_sigmoid);
+  ExpectGpuMatchesCpu(fused, 47, "DCNv2-like group, short members, W split in the tile",
+                      {.sgemm_parts_w = false, .sgemm_tensor_short = true}, tf32x3_sigmoid);
 
   const DimValues dims = BindDims(fused);
   const TensorMap feeds = RandomFeeds(fused, dims, 48);
-  CudaExecutor split_in_tile(fused, dims, {.sgemm_tensor_short = true});
-  CudaExecutor with_parts(fused, dims, {.sgemm_parts_w = true, .sgemm_tensor_short = true});
+  CudaExecutor split_in_tile(fused, dims, {.sgemm_parts_w = false, .sgemm_tensor_short = true});
+  CudaExecutor with_parts(fused, dims, parts);
   split_in_tile.SetFeeds(feeds);
   with_parts.SetFeeds(feeds);
   split_in_tile.RunGraph();

@@ -181,12 +181,12 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
       variants.push_back({name + ", float32 deep groups on the CUDA cores, sliced", fused,
                           {.sgemm_staged = true, .sgemm_tensor = false}});
       variants.push_back({name + ", float32 deep groups 3xTF32, sliced", fused, {.sgemm_staged = true}});
-      variants.push_back({name + ", float32 3xTF32 tiles loading W's parts", fused, {.sgemm_parts_w = true}});
+      variants.push_back({name + ", float32 3xTF32 tiles splitting W themselves", fused, {.sgemm_parts_w = false}});
       variants.push_back({name + ", float32 short members beside deep ones 3xTF32", fused, {.sgemm_tensor_short = true}});
       variants.push_back({name + ", float32 3xTF32 tiles of few, split-K 2", fused, {.sgemm_tensor_split = 2}});
       variants.push_back({name + ", float32 3xTF32 tiles of few, split-K 3", fused, {.sgemm_tensor_split = 3}});
-      variants.push_back({name + ", float32 3xTF32 W's parts, short members too, split-K 2", fused,
-                          {.sgemm_parts_w = true, .sgemm_tensor_short = true, .sgemm_tensor_split = 2}});
+      variants.push_back({name + ", float32 short members beside deep ones 3xTF32, split-K 2", fused,
+                          {.sgemm_tensor_short = true, .sgemm_tensor_split = 2}});
       variants.push_back({name + ", float32 short members beside deep ones 3xTF32, sliced", fused,
                           {.sgemm_staged = true, .sgemm_tensor_short = true}});
       variants.push_back({name + ", cuBLASLt a member", fused, {.gemm_kernel = GemmKernelChoice::kPerMember}});

@@ -105,10 +105,11 @@ struct CudaOptions {
   // With sgemm_tensor: the 3xTF32 parts of the weights (params) its tensor
   // tiles read are made once (after the weight is written), so the tiles
   // load them rather than split W in every tile that reads it
-  // (grouped_sgemm.h, SgemmMember::w3; the same bits). Off by default
-  // until run and measured on a GPU (written in the twenty-fourth session,
-  // which got no device time that ran it); bench --gemm-paths times it on.
-  bool sgemm_parts_w = false;
+  // (grouped_sgemm.h, SgemmMember::w3; the same bits). On by default:
+  // measured on an H100 (bench/RESULTS.md, 2026-12-07), DCNv2 198.9 against
+  // 222.6 us a run at batch 2048, PLE 304.1 against 330.5; off, the tiles
+  // split W themselves (bench --gemm-paths times it).
+  bool sgemm_parts_w = true;
   // With sgemm_tensor: members of short K beside deep ones on the tensor
   // cores too (grouped_sgemm.h, SgemmOptions::tensor_short); off by
   // default, for measuring.
