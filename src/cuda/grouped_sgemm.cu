@@ -1009,17 +1009,22 @@ SgemmTiling SgemmTiles(const std::vector<SgemmMember>& given, const SgemmOptions
       if (tiled(i)) splits[i] = std::min<int64_t>(options.split, CeilDiv(members[i].k, kDepth));
     }
   }
-  // The tensor tiles' split-K (SgemmOptions::tensor_split), where they are
-  // no more than the SMs.
-  if (tensor && !tensor_sliced && options.tensor_split > 1) {
+  // The tensor tiles' split-K (SgemmOptions::tensor_split): forced, where
+  // they are no more than the SMs; by the rule, as many ranges as keep
+  // them so.
+  if (tensor && !tensor_sliced && options.tensor_split != 1) {
     int64_t tensor_tiles = 0;
     for (size_t i = 0; i < n; ++i) {
       if (configs[i] == SgemmConfig::kTensor64x64) tensor_tiles += CeilDiv(members[i].m, 64) * CeilDiv(members[i].n, 64);
     }
-    for (size_t i = 0; i < n; ++i) {
-      if (configs[i] == SgemmConfig::kTensor64x64 && (options.sms == 0 || tensor_tiles <= options.sms)) {
-        splits[i] = std::min<int64_t>(options.tensor_split, CeilDiv(members[i].k, kDepth));
-      }
+    int64_t ranges = 1;
+    if (options.tensor_split > 1) {
+      if (options.sms == 0 || tensor_tiles <= options.sms) ranges = options.tensor_split;
+    } else if (by_rule && options.sms > 0 && tensor_tiles > 0) {
+      ranges = std::min<int64_t>(kSgemmTensorMaxSplit, options.sms / tensor_tiles);
+    }
+    for (size_t i = 0; i < n && ranges > 1; ++i) {
+      if (configs[i] == SgemmConfig::kTensor64x64) splits[i] = std::min<int64_t>(ranges, CeilDiv(members[i].k, kDepth));
     }
   }
 

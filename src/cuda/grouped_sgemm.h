@@ -105,6 +105,11 @@ inline constexpr int kSgemmNarrow = 16, kSgemmNarrowMinK = 64;
 // The rule's deep members (n > kSgemmNarrow, k >= kSgemmStagedMinK): the
 // staged tile (SgemmOptions::staged).
 inline constexpr int kSgemmStagedMinK = 128;
+// The tensor tiles' split-K by the rule (SgemmOptions::tensor_split 0): at
+// most this many ranges, the most measured (bench/RESULTS.md, 2026-12-07:
+// DCNv2 at batch 512 on an H100, 130.9 against 140.3 us a run; at 2048,
+// where 2 ranges would be more tiles than SMs, 208.2 against 202.0).
+inline constexpr int kSgemmTensorMaxSplit = 2;
 
 struct SgemmMember {
   const float* a;     // [m, k], row stride lda
@@ -197,14 +202,16 @@ struct SgemmOptions {
   // short K (below kSgemmStagedMinK) beside its deep ones, their tiles on
   // the tensor cores too (DCNv2's DNN layer of K 256 beside its experts'
   // middle projections of K 32, which otherwise keep the whole group on
-  // the CUDA cores). Off by default: for measuring (CudaOptions::sgemm_tensor_short).
+  // the CUDA cores; CudaOptions::sgemm_tensor_short).
   bool tensor_short = false;
-  // With the tensor kernel (one slice a tile): where its tensor tiles are
-  // no more than `sms` (0: any number), each takes K in this many ranges
-  // (split-K, as the tiled kernel's), so that the SMs the tiles left idle
-  // sum ranges too (DCNv2's merged experts and gates at batch 2048: 96
-  // tiles of K 429 on 132 SMs). 0 or 1: none (the default; for measuring,
-  // CudaOptions::sgemm_tensor_split).
+  // With the tensor kernel (one slice a tile), split-K for its tensor
+  // tiles (as the tiled kernel's), so that SMs the tiles leave idle sum
+  // ranges too. 0: by the rule, with config -1 and `sms` known: the most
+  // ranges, at most kSgemmTensorMaxSplit, that keep the tensor tiles'
+  // ranges no more than the SMs (DCNv2's experts at batch 512: 32 tiles of
+  // K 429 on 132 SMs, 2 ranges each; at 2048, 96 merged tiles: none). 1:
+  // none. N: N ranges where the tensor tiles are no more than `sms` (0:
+  // any number), for measuring (CudaOptions::sgemm_tensor_split).
   int tensor_split = 0;
 };
 

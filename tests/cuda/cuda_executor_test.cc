@@ -587,8 +587,9 @@ TEST(GroupedSgemmTiles, DeepGroupsTakeTheTensorKernel) {
             cuda::SgemmKernel::kTensorSliced);
   EXPECT_EQ(cuda::SgemmTiles(ExpertsAndGates(2048), {.sms = 132}).kernel, cuda::SgemmKernel::kLegacy);  // off
 
-  // Apart at 512: the experts' tiles on the tensor cores, the gates' narrow.
-  t = cuda::SgemmTiles(ExpertsAndGates(512), {.sms = 132, .tensor = true});
+  // Apart at 512: the experts' tiles on the tensor cores, the gates' narrow
+  // (no split-K here: below).
+  t = cuda::SgemmTiles(ExpertsAndGates(512), {.sms = 132, .tensor = true, .tensor_split = 1});
   EXPECT_EQ(t.kernel, cuda::SgemmKernel::kTensor);
   int tensor_tiles = 0, narrow_tiles = 0;
   for (const cuda::SgemmTile& tile : t.tiles) {
@@ -598,6 +599,26 @@ TEST(GroupedSgemmTiles, DeepGroupsTakeTheTensorKernel) {
   }
   EXPECT_EQ(tensor_tiles, 4 * 8);
   EXPECT_EQ(narrow_tiles, 4 * 512 / 8);
+  // The rule's split-K (tensor_split 0): 32 tensor tiles on 132 SMs take K
+  // in kSgemmTensorMaxSplit ranges; the 96 merged at 2048, or 32 on 40 SMs,
+  // in one; forced, 3 where the tiles are no more than the SMs.
+  const auto ranges = [](const cuda::SgemmTiling& tiling) {
+    std::set<int32_t> r;
+    for (const cuda::SgemmTile& tile : tiling.tiles) {
+      if (tile.config == static_cast<int32_t>(cuda::SgemmConfig::kTensor64x64)) r.insert(tile.splits);
+    }
+    return r;
+  };
+  EXPECT_EQ(ranges(cuda::SgemmTiles(ExpertsAndGates(512), {.sms = 132, .tensor = true})),
+            std::set<int32_t>{cuda::kSgemmTensorMaxSplit});
+  EXPECT_EQ(cuda::SgemmTiles(ExpertsAndGates(512), {.sms = 132, .tensor = true}).tiles.size(),
+            size_t{4 * 8 * cuda::kSgemmTensorMaxSplit + 4 * 512 / 8});
+  EXPECT_EQ(ranges(cuda::SgemmTiles(ExpertsAndGates(512), {.sms = 40, .tensor = true})), std::set<int32_t>{1});
+  EXPECT_EQ(ranges(cuda::SgemmTiles(ExpertsAndGates(2048), {.sms = 132, .tensor = true})), std::set<int32_t>{1});
+  EXPECT_EQ(ranges(cuda::SgemmTiles(ExpertsAndGates(2048), {.sms = 132, .tensor = true, .tensor_split = 3})),
+            std::set<int32_t>{3});
+  EXPECT_EQ(ranges(cuda::SgemmTiles(ExpertsAndGates(2048), {.sms = 64, .tensor = true, .tensor_split = 3})),
+            std::set<int32_t>{1});
   EXPECT_EQ(cuda::SgemmTiles(ExpertsAndGates(512), {.sms = 132, .staged = true, .tensor = true}).kernel,
             cuda::SgemmKernel::kTensor);  // the gates are not deep: one slice
 
@@ -1054,16 +1075,15 @@ TEST_F(CudaTest, Float32TensorTilesLoadWeightPartsMadeOnce) {
   Graph fused = b.Build();
   FuseGroupOps(fused, {.rules = RuleSet::kHfuse});
   ASSERT_EQ(fused.NumLiveOps(), 1);
-  const CudaOptions parts{.sgemm_tensor_short = true};  // (W's parts: the default)
+  const CudaOptions parts{};  // (W's parts and short members: the default)
   const std::vector<std::string> labels = LaunchLabels(fused, parts);
   EXPECT_EQ(labels.size(), 1u) << fmt::format("{}", fmt::join(labels, "; "));
   EXPECT_TRUE(AnyLabelHas(labels, "W's parts made once")) << fmt::format("{}", fmt::join(labels, "; "));
   EXPECT_TRUE(AnyLabelHas(labels, "(8 as one, reading one A)")) << fmt::format("{}", fmt::join(labels, "; "));
   // The K-32 member keeps the group off the tensor cores unless short members may join.
-  EXPECT_FALSE(AnyLabelHas(LaunchLabels(fused), "tensor cores"));
-  EXPECT_FALSE(AnyLabelHas(LaunchLabels(fused), "W's parts"));
-  EXPECT_FALSE(AnyLabelHas(LaunchLabels(fused, {.sgemm_parts_w = false, .sgemm_tensor_short = true}), "W's parts"));
-  const CudaOptions all{.sgemm_tensor_short = true, .sgemm_tensor_split = 2};
+  EXPECT_FALSE(AnyLabelHas(LaunchLabels(fused, {.sgemm_tensor_short = false}), "tensor cores"));
+  EXPECT_FALSE(AnyLabelHas(LaunchLabels(fused, {.sgemm_parts_w = false}), "W's parts"));
+  const CudaOptions all{.sgemm_tensor_split = 2};
   const std::vector<std::string> all_labels = LaunchLabels(fused, all);
   EXPECT_TRUE(AnyLabelHas(all_labels, "on the tensor cores (3xTF32), W's parts made once")) << fmt::format("{}", fmt::join(all_labels, "; "));
   // 3xTF32 over K 429 against the CPU's float32: on the H100 (2026-12-07) the
@@ -1073,12 +1093,12 @@ TEST_F(CudaTest, Float32TensorTilesLoadWeightPartsMadeOnce) {
   const double tf32x3_sigmoid = 3e-5;
   ExpectGpuMatchesCpu(fused, 47, "DCNv2-like group, W's parts", parts, tf32x3_sigmoid);
   ExpectGpuMatchesCpu(fused, 47, "DCNv2-like group, W's parts, short members, split-K 2", all, tf32x3_sigmoid);
-  ExpectGpuMatchesCpu(fused, 47, "DCNv2-like group, short members, W split in the tile",
-                      {.sgemm_parts_w = false, .sgemm_tensor_short = true}, tf32x3_sigmoid);
+  ExpectGpuMatchesCpu(fused, 47, "DCNv2-like group, short members, W split in the tile", {.sgemm_parts_w = false},
+                      tf32x3_sigmoid);
 
   const DimValues dims = BindDims(fused);
   const TensorMap feeds = RandomFeeds(fused, dims, 48);
-  CudaExecutor split_in_tile(fused, dims, {.sgemm_parts_w = false, .sgemm_tensor_short = true});
+  CudaExecutor split_in_tile(fused, dims, {.sgemm_parts_w = false});
   CudaExecutor with_parts(fused, dims, parts);
   split_in_tile.SetFeeds(feeds);
   with_parts.SetFeeds(feeds);
