@@ -182,8 +182,9 @@ struct SgemmOptions {
   // 64 tiles than the SMs (sms) runs the sliced kernel (SgemmKernel::
   // kSliced: kStaged64x64 tiles, K in two slices of 256 threads each):
   // DCNv2's merged experts and gates at batch 2048 (96 tiles of K 429;
-  // grouped_sgemm.cu, StagedTile). Off by default: faster on every such
-  // group alone, but not yet measured in the models in this form (above).
+  // grouped_sgemm.cu, StagedTile). Off here (SgemmTiles' callers choose);
+  // the executor turns it on (CudaOptions::sgemm_staged, measured in the
+  // models with the tensor kernel).
   bool staged = false;
   // With config -1: a group whose members are each deep (as above) or
   // narrow with a long K (kNarrow tiles), at least one deep, runs the

@@ -177,10 +177,10 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
                             {.sgemm_tiled = true, .sgemm_split = split}});
       }
       variants.push_back({name + ", float32 members reading one A apart", fused, {.sgemm_merge = false}});
-      variants.push_back({name + ", float32 deep groups on the CUDA cores", fused, {.sgemm_tensor = false}});
-      variants.push_back({name + ", float32 deep groups on the CUDA cores, sliced", fused,
-                          {.sgemm_staged = true, .sgemm_tensor = false}});
-      variants.push_back({name + ", float32 deep groups 3xTF32, sliced", fused, {.sgemm_staged = true}});
+      variants.push_back({name + ", float32 deep groups on the CUDA cores", fused,
+                          {.sgemm_staged = false, .sgemm_tensor = false}});
+      variants.push_back({name + ", float32 deep groups on the CUDA cores, sliced", fused, {.sgemm_tensor = false}});
+      variants.push_back({name + ", float32 deep groups 3xTF32, not sliced", fused, {.sgemm_staged = false}});
       variants.push_back({name + ", float32 3xTF32 tiles splitting W themselves", fused, {.sgemm_parts_w = false}});
       variants.push_back({name + ", float32 short members beside deep ones on the CUDA cores", fused,
                           {.sgemm_tensor_short = false}});
@@ -189,8 +189,9 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
         variants.push_back({fmt::format("{}, float32 3xTF32 tiles of few, split-K {}", name, split), fused,
                             {.sgemm_tensor_split = split}});
       }
-      variants.push_back({name + ", float32 3xTF32 as before W's parts (no short members, no split-K)", fused,
-                          {.sgemm_parts_w = false, .sgemm_tensor_short = false, .sgemm_tensor_split = 1}});
+      variants.push_back({name + ", float32 3xTF32 as before W's parts (none of these four)", fused,
+                          {.sgemm_staged = false, .sgemm_parts_w = false, .sgemm_tensor_short = false,
+                           .sgemm_tensor_split = 1}});
       variants.push_back({name + ", cuBLASLt a member", fused, {.gemm_kernel = GemmKernelChoice::kPerMember}});
       variants.push_back({name + ", activations apart from their GEMMs", fused, {.gemm_activations = false}});
       variants.push_back({name + ", residual Adds apart from their GEMMs", fused, {.gemm_residuals = false}});

@@ -91,9 +91,13 @@ struct CudaOptions {
   bool sgemm_merge = true;
   // The grouped float32 kernel runs a group of deep members (K of
   // kSgemmStagedMinK or more) on no more 64 x 64 tiles than the SMs on its
-  // sliced kernel (grouped_sgemm.h, SgemmOptions::staged); off by default
-  // until measured in the models (bench --gemm-paths measures it on).
-  bool sgemm_staged = false;
+  // sliced kernel (grouped_sgemm.h, SgemmOptions::staged; on the tensor
+  // cores, two slices a tile). On by default: measured on an H100
+  // (bench/RESULTS.md, 2026-12-07, two calls), DCNv2 197.3 against 201.4 us
+  // a run at batch 2048 (195.4 against 202.0), PLE 117.8 against 120.1 at
+  // 512, the other pairs of DCNv2, PLE, MMOE and AutoInt at 512 and 2048
+  // within 1%; off, for measuring (bench --gemm-paths).
+  bool sgemm_staged = true;
   // The grouped float32 kernel runs a group of deep members (and narrow
   // ones of long K beside them) with the deep members' products on the
   // tensor cores as three TF32 products each (3xTF32: float32's error, not
