@@ -185,9 +185,9 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
       variants.push_back({name + ", float32 short members beside deep ones on the CUDA cores", fused,
                           {.sgemm_tensor_short = false}});
       variants.push_back({name + ", float32 3xTF32 tiles, no split-K", fused, {.sgemm_tensor_split = 1}});
-      for (int split : {2, 3, 4}) {
-        variants.push_back({fmt::format("{}, float32 3xTF32 tiles of few, split-K {}", name, split), fused,
-                            {.sgemm_tensor_split = split}});
+      for (int split : {2, 3, 4}) {  // (not sliced: all-deep groups of few tiles would take slices instead)
+        variants.push_back({fmt::format("{}, float32 3xTF32 tiles of few, not sliced, split-K {}", name, split), fused,
+                            {.sgemm_staged = false, .sgemm_tensor_split = split}});
       }
       variants.push_back({name + ", float32 3xTF32 as before W's parts (none of these four)", fused,
                           {.sgemm_staged = false, .sgemm_parts_w = false, .sgemm_tensor_short = false,
