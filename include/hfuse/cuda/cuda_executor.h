@@ -96,7 +96,7 @@ struct CudaOptions {
   // (bench/RESULTS.md, 2026-12-07, two calls), DCNv2 197.3 against 201.4 us
   // a run at batch 2048 (195.4 against 202.0), PLE 117.8 against 120.1 at
   // 512, the other pairs of DCNv2, PLE, MMOE and AutoInt at 512 and 2048
-  // within 1%; off, for measuring (bench --gemm-paths).
+  // within 1% or faster; off, for measuring (bench --gemm-paths).
   bool sgemm_staged = true;
   // The grouped float32 kernel runs a group of deep members (and narrow
   // ones of long K beside them) with the deep members' products on the
