@@ -33,9 +33,10 @@ model, batch and compile mode a job, dealt out round-robin, each compiled
 and called once, untimed), filling Inductor's on-disk caches (the FX graph
 cache and the autotuning results, under TORCHINDUCTOR_CACHE_DIR, by default
 /tmp/torchinductor_$USER), so that the timing pass, which compiles again in
-one process, finds each compiled graph there. The caches outlive the run:
-a model whose compile outlasts one device call is warmed in one call and
-timed in the next on the same machine (bench/RESULTS.md, FiBiNet and SAINT). Autotuning
+one process, finds each compiled graph there. Warm and time in one device
+call: a cache folder in the checkout did not outlive the call (2026-12-07,
+bench/RESULTS.md), and FiBiNet's and SAINT's max-autotune compiles take 5 to
+8 minutes a batch, so each of them needs a call of its own. Autotuning
 in N processes at once shares the GPU while it benchmarks its candidates,
 so a choice may differ from a lone run's; the timed runs themselves are
 taken alone. Run it in the
