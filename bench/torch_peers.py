@@ -28,9 +28,9 @@ CUDA-event-timed runs, in µs; TF32 off (PyTorch's default for float32
 matmuls, and what hfuse's cuBLAS calls compute). Compiling takes tens of
 seconds a model (max-autotune minutes): `--budget` bounds the whole run, and
 variants not reached in it are recorded as "not run (budget)" rather than
-left out. `--warm-jobs N` compiles first in N processes side by side (each
-model, batch and compile mode a job, dealt out round-robin, each compiled
-and called once, untimed), filling Inductor's on-disk caches (the FX graph
+left out. `--warm-jobs N` compiles first in up to N processes side by side
+(a process a model, batch and compile mode, each compiled and called once,
+untimed), filling Inductor's on-disk caches (the FX graph
 cache and the autotuning results, under TORCHINDUCTOR_CACHE_DIR, by default
 /tmp/torchinductor_$USER), so that the timing pass, which compiles again in
 one process, finds each compiled graph there. Warm and time in one device
@@ -44,6 +44,7 @@ same device call as `hfuse bench` (bench/real_models.py does both). The
 libraries come along as wheels or folders on PYTHONPATH (tests/onnx/dynamo/README.md).
 """
 import argparse
+import concurrent.futures
 import json
 import os
 import statistics
@@ -139,47 +140,39 @@ def warm_caches(args, variants):
     modes = sorted({v.split("_")[0] for v in variants if v.startswith(("compile", "autotune"))})
     if not modes or args.warm_jobs <= 1:
         return
-    # One job a model, batch and mode: a large model's max-autotune compile of one
-    # batch is then no longer queued behind its other batch and mode in one process.
-    specs = [(m, b, mode) for m in args.models.split(",") for b in args.batches.split(",") for mode in modes]
-    jobs = min(args.warm_jobs, len(specs))
-    procs = []
-    for j in range(jobs):
-        share = specs[j::jobs]
-        cmd = [sys.executable, os.path.abspath(__file__), os.devnull, "--warm-only", "--dtype", args.dtype,
-               "--triples", ";".join(f"{m}@{b}@{mode}" for m, b, mode in share)]
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    # One process a model, batch and mode, at most warm_jobs at a time: a large
+    # model's max-autotune compile of one batch waits behind nothing of its own.
+    jobs = [(m, b, mode) for m in args.models.split(",") for b in args.batches.split(",") for mode in modes]
+    budget = min(args.budget, args.warm_budget)
     t0 = time.monotonic()
-    for p in procs:
+
+    def warm(job):
+        model, batch, mode = job
+        name = f"{model} batch {batch} {mode}"
+        left = budget - (time.monotonic() - t0)
+        if left < 1:
+            return f"torch_peers: warm-up of {name}: not started (budget)"
+        cmd = [sys.executable, os.path.abspath(__file__), os.devnull, "--models", model, "--batches", batch,
+               "--variants", mode, "--warm-only", "--dtype", args.dtype]
         try:
-            out, _ = p.communicate(timeout=max(1.0, min(args.budget, args.warm_budget) - (time.monotonic() - t0)))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            out, _ = p.communicate()
-        print(f"torch_peers: warm-up process {p.args[-1]}: exit {p.returncode} after {time.monotonic() - t0:.0f} s\n"
-              + out[-600:], flush=True)
-    print(f"torch_peers: compile caches warmed in {time.monotonic() - t0:.0f} s by {jobs} processes", flush=True)
+            run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=left)
+            status, out = f"exit {run.returncode}", run.stdout
+        except subprocess.TimeoutExpired as e:  # run() killed it; its output so far may come as bytes
+            status = "killed at the budget"
+            out = e.output.decode(errors="replace") if isinstance(e.output, bytes) else (e.output or "")
+        return f"torch_peers: warm-up of {name}: {status} after {time.monotonic() - t0:.0f} s\n" + out[-600:]
 
-
-def warm_triples(args):
-    """The warm-up process's work: each MODEL@BATCH@MODE of --triples compiled and called once."""
-    for triple in args.triples.split(";"):
-        spec, batch, mode = triple.split("@")
-        library, name = spec.split(":")
-        t0 = time.monotonic()
-        module, inputs = build(library, name, getattr(torch, args.dtype))
-        compiled = torch.compile(module, mode="max-autotune-no-cudagraphs" if mode == "autotune" else "default",
-                                 dynamic=False)
-        with torch.no_grad():
-            inputs(int(batch))(compiled)
-        torch.cuda.synchronize()
-        print(f"torch_peers: warmed {triple} in {time.monotonic() - t0:.0f} s", flush=True)
+    with concurrent.futures.ThreadPoolExecutor(min(args.warm_jobs, len(jobs))) as pool:
+        for line in pool.map(warm, jobs):
+            print(line, flush=True)
+    print(f"torch_peers: compile caches warmed in {time.monotonic() - t0:.0f} s, at most {args.warm_jobs} processes "
+          "at a time", flush=True)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out")
-    ap.add_argument("--models", help="library:Name,... (library rechub or widedeep)")
+    ap.add_argument("--models", required=True, help="library:Name,... (library rechub or widedeep)")
     ap.add_argument("--batches", default="512,2048")
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--budget", type=float, default=1e9, help="seconds for the whole run")
@@ -189,17 +182,11 @@ def main():
     ap.add_argument("--warm-budget", type=float, default=1e9,
                     help="seconds for the warm-up processes (the rest of --budget is the timed runs')")
     ap.add_argument("--warm-only", action="store_true", help="compile and call each variant once, time nothing")
-    ap.add_argument("--triples", help="with --warm-only: MODEL@BATCH@MODE;... to compile (the warm-up processes')")
     ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     args = ap.parse_args()
     dtype = getattr(torch, args.dtype)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    if args.warm_only and args.triples:
-        warm_triples(args)
-        return
-    if not args.models:
-        ap.error("--models is required")
     variants = args.variants.split(",")
     start = time.monotonic()
     if not args.warm_only:
