@@ -32,24 +32,12 @@
 #include <string>
 #include <vector>
 
+#include "cuda_bench_util.h"
+
 namespace {
 
-#define CHECK_CUDA(x)                                                                          \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(2);                                                                            \
-    }                                                                                          \
-  } while (0)
-#define CHECK_CUBLAS(x)                                                                        \
-  do {                                                                                         \
-    cublasStatus_t s_ = (x);                                                                   \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
-      std::fprintf(stderr, "%s:%d: %s: cuBLAS status %d\n", __FILE__, __LINE__, #x, int(s_));  \
-      std::exit(2);                                                                            \
-    }                                                                                          \
-  } while (0)
+using hfuse::bench::Random;
+using hfuse::bench::Upload;
 
 constexpr int kThreads = 128;
 
@@ -200,23 +188,6 @@ struct LtGemm {
     CHECK_CUBLAS(cublasLtMatmul(lt, desc, &one, w, lw, a, la, &zero, y, ly, y, ly, &algo, ws, ws_bytes, s));
   }
 };
-
-uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-float Uniform() {  // in [-1, 1], never all zeros
-  rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-  return static_cast<float>((rng_state >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f;
-}
-std::vector<float> Random(size_t n, float scale) {
-  std::vector<float> v(n);
-  for (float& x : v) x = Uniform() * scale;
-  return v;
-}
-float* Upload(const std::vector<float>& v) {
-  float* d = nullptr;
-  CHECK_CUDA(cudaMalloc(&d, v.size() * sizeof(float)));
-  CHECK_CUDA(cudaMemcpy(d, v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice));
-  return d;
-}
 
 // Median microseconds of `run` captured once in a CUDA graph, over 200
 // replays after 20.

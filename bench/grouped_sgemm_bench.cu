@@ -20,29 +20,15 @@
 #include <string>
 #include <vector>
 
+#include "cuda_bench_util.h"
 #include "grouped_sgemm.h"
 #include "kernels.h"
 
 namespace {
 
+using hfuse::bench::Random;
+using hfuse::bench::Upload;
 using hfuse::cuda::SgemmConfig;
-
-#define CHECK_CUDA(x)                                                                             \
-  do {                                                                                            \
-    cudaError_t e_ = (x);                                                                         \
-    if (e_ != cudaSuccess) {                                                                      \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));    \
-      std::exit(2);                                                                               \
-    }                                                                                             \
-  } while (0)
-#define CHECK_CUBLAS(x)                                                                           \
-  do {                                                                                            \
-    cublasStatus_t s_ = (x);                                                                      \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                            \
-      std::fprintf(stderr, "%s:%d: %s: cuBLAS status %d\n", __FILE__, __LINE__, #x, int(s_));     \
-      std::exit(2);                                                                               \
-    }                                                                                             \
-  } while (0)
 
 constexpr int kRelu = 0, kGelu = 3, kNone = hfuse::cuda::kNoActivation;
 
@@ -93,12 +79,6 @@ std::vector<Group> Groups() {
   };
 }
 
-uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-float Uniform() {  // in [-1, 1], never all zeros
-  rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-  return static_cast<float>((rng_state >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f;
-}
-
 double Act(int act, double v) {
   switch (act) {
     case 0: return v > 0 ? v : 0;
@@ -117,19 +97,6 @@ struct Buffers {
   size_t y_floats = 0;
   std::vector<std::vector<float>> ha, hw, hb;
 };
-
-float* Upload(const std::vector<float>& v) {
-  float* d = nullptr;
-  CHECK_CUDA(cudaMalloc(&d, std::max<size_t>(v.size(), 4) * sizeof(float)));
-  CHECK_CUDA(cudaMemcpy(d, v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice));
-  return d;
-}
-
-std::vector<float> Random(size_t n) {
-  std::vector<float> v(n);
-  for (float& x : v) x = Uniform();
-  return v;
-}
 
 struct Failure {
   int count = 0;
