@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "cuda_bench_util.h"
+#include "float_funcs.cuh"
 
 namespace {
 
@@ -41,7 +42,11 @@ using hfuse::bench::Upload;
 
 constexpr int kThreads = 128;
 
-__device__ __forceinline__ float GeluErf(float v) { return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)); }
+// The erf GELU as hfuse's elementwise kernels compute it (float_funcs.def).
+__device__ __forceinline__ float GeluErf(float v) {
+  const float x[3] = {v, 0.0f, 0.0f};
+  return hfuse::cuda::FloatFuncOf(hfuse::cuda::kGelu, 0.0f, 0.0f, x);
+}
 
 // y[m, kOut] = GELU(x[m, kIn] W1[h, kIn]^T + b1) W2[kOut, h]^T + b2, kRows
 // rows a thread. Shared memory: W1 (h x kIn), b1 (h), W2^T (h x kOut), b2.

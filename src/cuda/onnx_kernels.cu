@@ -12,6 +12,7 @@
 
 #include <cstdint>
 
+#include "float_funcs.cuh"
 #include "onnx_kernels.h"
 
 namespace hfuse::cuda {
@@ -64,18 +65,6 @@ __device__ __forceinline__ void Store(void* p, int64_t i, int type, Scalar v) {
     case kI64: static_cast<int64_t*>(p)[i] = v.AsInt(); break;
     case kI32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v.AsInt()); break;
     default: static_cast<uint8_t*>(p)[i] = (v.is_int ? v.n != 0 : v.f != 0.0f) ? 1 : 0; break;
-  }
-}
-
-// The CPU executor's formulas (cpu_onnx_ops.cc, Binary and Unary), in fp32.
-__device__ __forceinline__ float FloatFuncOf(int32_t func, float alpha, float beta, const float* x) {
-  const float u = x[0], v = x[1], w = x[2];
-  switch (func) {
-#define HFUSE_FLOAT_FUNC(Func, expression) \
-  case Func: return expression;
-#include "float_funcs.def"
-#undef HFUSE_FLOAT_FUNC
-    default: return 0.0f;
   }
 }
 
