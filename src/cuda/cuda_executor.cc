@@ -79,7 +79,7 @@ CudaExecutor::Impl::Impl(const Graph& graph_in, const DimValues& d, CudaOptions 
                                     : options.region_gemms == 0 ? cuda::kNoProducts
                                                                 : 0;
   cuda::DevicePlan planned =
-      cuda::PlanViewsAndRegions(g, dims, folded, options.elementwise_chains, product_min_tiles);
+      cuda::PlanViewsAndRegions(g, dims, folded, options.elementwise_chains, product_min_tiles, options.ffn_chains);
   views = std::move(planned.views);
   fusion = std::move(planned.fusion);
   PlanMemory();

@@ -301,6 +301,7 @@ struct CudaExecutor::Impl {
   cuda::FusionPlan fusion;
   void PlanRegion(const cuda::FusionRegion& region);
   void PlanAttention(const cuda::FusionRegion& region);
+  void PlanFfn(const cuda::FusionRegion& region);
   // Operand `slot` of an opaque op, numpy-broadcast over `shape`: a tensor
   // through its layout, or a constant the node keeps (uploaded once);
   // nothing when the slot has neither.

@@ -155,7 +155,7 @@ class Planner {
  public:
   Planner(const Graph& g, const ViewPlan& v, const PlanConstants& c) : g_(g), v_(v), c_(c) {}
 
-  FusionPlan Run(bool enabled, int64_t product_min_tiles) {
+  FusionPlan Run(bool enabled, int64_t product_min_tiles, bool ffn_chains) {
     FusionPlan plan;
     const std::vector<OpId> order = StableTopologicalOrder(g_);
     pos_.assign(static_cast<size_t>(g_.num_op_ids()), -1);
@@ -171,12 +171,13 @@ class Planner {
     sets.clear();
     set_of.assign(static_cast<size_t>(g_.num_op_ids()), -1);
     gate_.assign(static_cast<size_t>(g_.num_op_ids()), 0);
-    // Attention chains first, each a set of its own that no other joins
-    // (fixed): their ops are no one else's members, and the sets grown
-    // next see each chain as one node (Convex).
-    attention_.clear();
+    // Attention and feed-forward chains first, each a set of its own that
+    // no other joins (fixed): their ops are no one else's members, and the
+    // sets grown next see each chain as one node (Convex).
+    chains_.clear();
     for (OpId id : order) {
       std::optional<FusionRegion> chain = AttentionAt(id);
+      if (!chain && ffn_chains) chain = FfnAt(id);
       // (an op in two chains, one's last MatMul the next one's first: the first only)
       if (!chain || std::any_of(chain->ops.begin(), chain->ops.end(),
                                 [&](OpId o) { return set_of[static_cast<size_t>(o)] >= 0; })) {
@@ -184,9 +185,9 @@ class Planner {
       }
       for (OpId o : chain->ops) set_of[static_cast<size_t>(o)] = static_cast<int32_t>(sets.size());
       sets.push_back(chain->ops);
-      attention_[static_cast<int32_t>(sets.size() - 1)] = std::move(*chain);
+      chains_[static_cast<int32_t>(sets.size() - 1)] = std::move(*chain);
     }
-    auto fixed = [&](int32_t s) { return attention_.count(s) != 0; };
+    auto fixed = [&](int32_t s) { return chains_.count(s) != 0; };
     for (OpId id : order) {
       if (set_of[static_cast<size_t>(id)] >= 0 || !Candidate(id)) continue;
       std::vector<int32_t> producers;
@@ -296,10 +297,10 @@ class Planner {
       const std::vector<OpId>& m = sets[i];
       if (m.size() < 2) continue;
       std::optional<FusionRegion> r =
-          fixed(static_cast<int32_t>(i)) ? attention_.at(static_cast<int32_t>(i)) : Analyze(m);
+          fixed(static_cast<int32_t>(i)) ? chains_.at(static_cast<int32_t>(i)) : Analyze(m);
       HFUSE_CHECK(r.has_value());
       r->one_lane = OneLane(*r);
-      if (!r->attention) TakeGemms(*r, i, product_min_tiles);
+      if (!r->Chain()) TakeGemms(*r, i, product_min_tiles);
       for (OpId o : r->ops) plan.region_of[static_cast<size_t>(o)] = static_cast<int32_t>(plan.regions.size());
       plan.regions.push_back(std::move(*r));
     }
@@ -308,10 +309,10 @@ class Planner {
   }
 
  private:
-  // FusionRegion::one_lane: at most kOneLaneMaxCols columns, no attention,
+  // FusionRegion::one_lane: at most kOneLaneMaxCols columns, no chain,
   // and more operands the same along the row (read once a row) than not.
   bool OneLane(const FusionRegion& r) const {
-    if (r.attention || r.cols < 2 || r.cols > kOneLaneMaxCols) return false;
+    if (r.Chain() || r.cols < 2 || r.cols > kOneLaneMaxCols) return false;
     size_t same = 0;
     for (const RegionOperand& o : r.operands) {
       bool along = false;  // varies along the row
@@ -418,8 +419,8 @@ class Planner {
   std::vector<int32_t> set_of_;
   // Per op id: 1 for a softmax moved into its readers' set as a gate.
   std::vector<char> gate_;
-  // The attention chains' regions, by their set.
-  std::map<int32_t, FusionRegion> attention_;
+  // The attention and feed-forward chains' regions, by their set.
+  std::map<int32_t, FusionRegion> chains_;
 
   bool IsOnnx(const Op& op, std::string_view type) const {
     return FamilyOf(op.type) == OpFamily::kOpaque && op.attrs.onnx &&
@@ -517,6 +518,81 @@ class Planner {
     }
     const Layout& ol = LayoutOf(o);
     r.outputs.push_back({o, 0, os, std::vector<bool>(os.size(), false), ol.root, ol.offset, ol.strides, type});
+    return r;
+  }
+
+  // The feed-forward chain (FfnChain) whose second GEMM is g2, or nothing.
+  std::optional<FusionRegion> FfnAt(OpId g2) const {
+    const Op& second = g_.op(g2);
+    if (!IsGemm(second.type) || NumMembers(second) != 1 || !Runs(g2)) return std::nullopt;
+    const GemmMember m2 = GemmMemberOf(second, 0);
+    // The activation: its output (through views) read only by g2, as A.
+    const TensorId h = LayoutOf(m2.a).root;
+    if (h == kNone || h == m2.w || h == m2.bias || g_.tensor(h).producer == kNone) return std::nullopt;
+    const OpId act_id = g_.tensor(h).producer;
+    const Op& act = g_.op(act_id);
+    const std::optional<std::vector<OpId>> h_readers = Readers(h);
+    if (!Runs(act_id) || act.outputs.size() != 1 || act.outputs[0] != h || !h_readers ||
+        *h_readers != std::vector<OpId>{g2} || KindOf(act) != MemberKind::kMap) {
+      return std::nullopt;
+    }
+    std::optional<ElementwiseFunction> f;
+    std::string why;
+    if (FamilyOf(act.type) == OpFamily::kElementwise) {
+      f = IrFunction(act);
+    } else {
+      f = ElementwiseFunctionOf(*act.attrs.onnx, why);
+    }
+    const TensorId u = InputOf(act, 0);
+    if (!f || f->inputs != 1 || u == kNone || LayoutOf(u).root == kNone) return std::nullopt;
+    // The first GEMM: its output (through views) read only by the activation.
+    const TensorId y1 = LayoutOf(u).root;
+    const OpId g1 = g_.tensor(y1).producer;
+    if (g1 == kNone || !IsGemm(g_.op(g1).type) || NumMembers(g_.op(g1)) != 1 || !Runs(g1)) return std::nullopt;
+    const GemmMember m1 = GemmMemberOf(g_.op(g1), 0);
+    const std::optional<std::vector<OpId>> y1_readers = Readers(y1);
+    if (m1.y != y1 || !y1_readers || *y1_readers != std::vector<OpId>{act_id}) return std::nullopt;
+    for (const GemmMember& m : {m1, m2}) {
+      if (m.kind != OpType::kGemmRcr && m.kind != OpType::kGemmRcrBias) return std::nullopt;
+    }
+    // One type, float32; the weights and biases row-major, x's and y's rows
+    // whole float4s apart (16-byte aligned: the buffers are 256).
+    for (TensorId t : {m1.a, m1.w, m1.bias, m1.y, h, u, m2.w, m2.bias, m2.y}) {
+      if (t != kNone && (g_.tensor(t).dtype != DType::kFloat32 || LayoutOf(t).root == kNone ||
+                         LayoutOf(t).root_dtype != DType::kFloat32)) {
+        return std::nullopt;
+      }
+    }
+    const std::vector<int64_t>&w1s = Shape(m1.w), &w2s = Shape(m2.w), &xs = Shape(m1.a), &ys = Shape(m2.y);
+    if (w1s.size() != 2 || w2s.size() != 2 || xs.empty() || ys.empty() || !IsRowMajor(LayoutOf(m1.w), w1s) ||
+        !IsRowMajor(LayoutOf(m2.w), w2s)) {
+      return std::nullopt;
+    }
+    for (TensorId b : {m1.bias, m2.bias}) {
+      if (b != kNone && !IsRowMajor(LayoutOf(b), Shape(b))) return std::nullopt;
+    }
+    FfnChain c;
+    c.x = m1.a, c.w1 = m1.w, c.b1 = m1.bias, c.w2 = m2.w, c.b2 = m2.bias, c.y = m2.y;
+    c.in = w1s[1], c.hidden = w1s[0], c.out = w2s[0];
+    c.m = Numel(xs) / std::max<int64_t>(c.in, 1);
+    c.act = f->func, c.alpha = f->alpha, c.beta = f->beta;
+    const std::optional<int64_t> ldx = RowStride(LayoutOf(c.x), xs), ldy = RowStride(LayoutOf(c.y), ys);
+    if (xs.back() != c.in || ys.back() != c.out || w2s[1] != c.hidden || Numel(ys) != c.m * c.out ||
+        (c.b1 != kNone && Numel(Shape(c.b1)) != c.hidden) || (c.b2 != kNone && Numel(Shape(c.b2)) != c.out) ||
+        Numel(Shape(u)) != c.m * c.hidden || !FfnWidth(c.in) || !FfnWidth(c.out) ||
+        FfnSharedBytes(c.in, c.hidden, c.out) > kFfnMaxSharedBytes || !ldx || !ldy || *ldx % 4 != 0 ||
+        *ldy % 4 != 0 || LayoutOf(c.x).offset % 4 != 0 || LayoutOf(c.y).offset % 4 != 0) {
+      return std::nullopt;
+    }
+    FusionRegion r;
+    r.ffn = c;
+    r.ops = {g1, act_id, g2};
+    SortByPos(r.ops);
+    r.rows = c.m;
+    r.cols = c.out;
+    const Layout& yl = LayoutOf(c.y);
+    r.outputs.push_back({c.y, 0, ys, std::vector<bool>(ys.size(), false), yl.root, yl.offset, yl.strides,
+                         DType::kFloat32});
     return r;
   }
 
@@ -1444,20 +1520,21 @@ std::vector<int64_t> OperandStrides(const Graph& graph, const ViewPlan& views, c
 }
 
 FusionPlan PlanFusionRegions(const Graph& graph, const ViewPlan& views, const PlanConstants& constants,
-                             bool enabled, int64_t product_min_tiles) {
-  return Planner(graph, views, constants).Run(enabled, product_min_tiles);
+                             bool enabled, int64_t product_min_tiles, bool ffn_chains) {
+  return Planner(graph, views, constants).Run(enabled, product_min_tiles, ffn_chains);
 }
 
 DevicePlan PlanViewsAndRegions(const Graph& graph, const DimValues& dims, const PlanConstants& constants,
-                               bool enabled, int64_t product_min_tiles) {
+                               bool enabled, int64_t product_min_tiles, bool ffn_chains) {
   DevicePlan first{PlanViews(graph, dims, constants), {}};
-  first.fusion = PlanFusionRegions(graph, first.views, constants, enabled, product_min_tiles);
-  // The ops of the step regions (an attention region writes only its O, at
-  // its own strides; the GEMMs a region computes write nothing).
+  first.fusion = PlanFusionRegions(graph, first.views, constants, enabled, product_min_tiles, ffn_chains);
+  // The ops of the step regions (an attention or FFN region writes only
+  // its output, at its own strides; the GEMMs a region computes write
+  // nothing).
   std::vector<bool> members(static_cast<size_t>(graph.num_op_ids()), false);
   bool any = false;
   for (const FusionRegion& r : first.fusion.regions) {
-    if (r.attention) continue;
+    if (r.Chain()) continue;
     for (OpId id : r.ops) {
       const bool product = std::any_of(r.products.begin(), r.products.end(),
                                        [&](const RegionProduct& q) { return q.gemm == id; });
@@ -1466,13 +1543,13 @@ DevicePlan PlanViewsAndRegions(const Graph& graph, const DimValues& dims, const 
   }
   if (!any) return first;
   DevicePlan second{PlanViews(graph, dims, constants, &members), {}};
-  second.fusion = PlanFusionRegions(graph, second.views, constants, enabled, product_min_tiles);
+  second.fusion = PlanFusionRegions(graph, second.views, constants, enabled, product_min_tiles, ffn_chains);
   for (size_t id = 0; id < members.size(); ++id) {
     const int32_t r = second.fusion.region_of[id];
     // Each op the views were told of in a region of steps; no concatenate
     // that copies some parts beside those written in place in one (it
     // runs as a copy, which the views counted on).
-    const bool kept = !members[id] || (r >= 0 && !second.fusion.regions[static_cast<size_t>(r)].attention);
+    const bool kept = !members[id] || (r >= 0 && !second.fusion.regions[static_cast<size_t>(r)].Chain());
     const bool copy = second.views.in_slot[id].empty() || r < 0;
     if (!kept || !copy) return first;
   }
@@ -1537,6 +1614,39 @@ int64_t DomainOffset(const std::vector<int64_t>& shape, const std::vector<int64_
     rest /= shape[d];
   }
   return at;
+}
+
+FfnArgs FfnArgsOf(const ViewPlan& views, const FusionRegion& r, int sms) {
+  HFUSE_CHECK(r.ffn.has_value());
+  const FfnChain& c = *r.ffn;
+  FfnArgs a{};
+  a.m = c.m;
+  a.ldx = *RowStride(views.layout[static_cast<size_t>(c.x)], views.shape[static_cast<size_t>(c.x)]);
+  a.ldy = *RowStride(views.layout[static_cast<size_t>(c.y)], views.shape[static_cast<size_t>(c.y)]);
+  a.in = static_cast<int32_t>(c.in);
+  a.hidden = static_cast<int32_t>(c.hidden);
+  a.out = static_cast<int32_t>(c.out);
+  a.act = c.act;
+  a.alpha = c.alpha;
+  a.beta = c.beta;
+  a.rows_per_thread = FfnRowsPerThread(c.m, c.in, c.out, sms);
+  return a;
+}
+
+void EvaluateFfnRow(const FfnArgs& a, int64_t row) {
+  const float* x = a.x + row * a.ldx;
+  std::vector<float> y(static_cast<size_t>(a.out));
+  for (int32_t o = 0; o < a.out; ++o) y[static_cast<size_t>(o)] = a.b2 ? a.b2[o] : 0.0f;
+  for (int32_t j = 0; j < a.hidden; ++j) {
+    float h = a.b1 ? a.b1[j] : 0.0f;
+    for (int32_t i = 0; i < a.in; ++i) h = std::fma(x[i], a.w1[static_cast<int64_t>(j) * a.in + i], h);
+    h = FloatFunc(a.act, h, 0.0f, 0.0f, a.alpha, a.beta);
+    for (int32_t o = 0; o < a.out; ++o) {
+      float& v = y[static_cast<size_t>(o)];
+      v = std::fma(h, a.w2[static_cast<int64_t>(o) * a.hidden + j], v);
+    }
+  }
+  std::copy(y.begin(), y.end(), a.y + row * a.ldy);
 }
 
 RegionLanes LanesOf(int64_t cols) {

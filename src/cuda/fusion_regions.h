@@ -91,6 +91,10 @@
 // by the attention kernel (attention.h); the regions grown next take none
 // of its ops and see it as one node.
 //
+// A feed-forward chain (FfnChain below: a GEMM, one activation, a second
+// GEMM) is found with the attention chains, a region of its own too, run
+// by the FFN kernel (ffn.h).
+//
 // A region does not form where its rows are longer than 2048 (a row lives
 // in at most 64 registers a lane: SAINT's intersample Softmax over the
 // batch, 2048 long at batch 2048, with its Div, 80 registers a thread; its
@@ -105,6 +109,7 @@
 #include <vector>
 
 #include "attention.h"
+#include "ffn.h"
 #include "hfuse/exec/plan_constants.h"
 #include "hfuse/ir/graph.h"
 #include "view_plan.h"
@@ -240,8 +245,24 @@ struct AttentionChain {
   bool divide = false;  // the scores are (q . k) / scale
 };
 
+// y = act(x W1^T + b1) W2^T + b2 as one kernel (ffn.h): a region whose
+// members are a GEMM (gemm_rcr or gemm_rcr_bias, not a group) whose output
+// only an elementwise op of one operand reads (through views), whose
+// output only a second such GEMM reads as its A; float32, x's and y's
+// widths of kFfnWidths, W1, W2 and the biases in at most
+// kFfnMaxSharedBytes, x and y rows at strides of whole float4s (y may be
+// a concatenate's slot). Its hidden tensors get no buffer. (TabTransformer's
+// and SAINT's 32 -> 128 -> 32 blocks, erf GELU.)
+struct FfnChain {
+  TensorId x = kNone, w1 = kNone, b1 = kNone, w2 = kNone, b2 = kNone, y = kNone;  // b1, b2 kNone: none
+  int64_t m = 0, in = 0, hidden = 0, out = 0;
+  int32_t act = 0;  // an OnnxFunc of one operand
+  float alpha = 1.0f, beta = 0.5f;
+};
+
 struct FusionRegion {
-  std::optional<AttentionChain> attention;  // an attention region, else a program of steps
+  std::optional<AttentionChain> attention;  // an attention region,
+  std::optional<FfnChain> ffn;              // or a feed-forward one, else a program of steps
   std::vector<OpId> ops;  // the members, in the plan's order
   int64_t rows = 1, cols = 1;
   std::vector<RegionOperand> operands;
@@ -258,6 +279,8 @@ struct FusionRegion {
   // mixture: four experts' columns, five operands one value a row), which
   // lanes would each read again.
   bool one_lane = false;
+  // An attention or feed-forward region: a kernel of its own, no steps.
+  bool Chain() const { return attention.has_value() || ffn.has_value(); }
 };
 
 struct FusionPlan {
@@ -272,10 +295,11 @@ struct FusionPlan {
 // constants (a reduction's axes) at its bound dims; none when `enabled` is
 // false (the order is then the stable one). Regions take in the GEMMs they
 // alone read (RegionProduct) where the products' 64 x 32 tiles are at
-// least `product_min_tiles` (kNoProducts: none).
+// least `product_min_tiles` (kNoProducts: none); feed-forward chains
+// (FfnChain) are regions where `ffn_chains` is set.
 inline constexpr int64_t kNoProducts = INT64_MAX;
 FusionPlan PlanFusionRegions(const Graph& graph, const ViewPlan& views, const PlanConstants& constants,
-                             bool enabled, int64_t product_min_tiles = kNoProducts);
+                             bool enabled, int64_t product_min_tiles = kNoProducts, bool ffn_chains = true);
 
 // The view plan and the regions, as the CUDA backend plans a graph: views
 // (view_plan.h), regions over them; then views again told which ops those
@@ -289,7 +313,7 @@ struct DevicePlan {
   FusionPlan fusion;
 };
 DevicePlan PlanViewsAndRegions(const Graph& graph, const DimValues& dims, const PlanConstants& constants,
-                               bool enabled, int64_t product_min_tiles = kNoProducts);
+                               bool enabled, int64_t product_min_tiles = kNoProducts, bool ffn_chains = true);
 
 // What a region computes, on the host: each output's values, in its
 // tensor's row-major order, given read(k, row, col), operand k's value at
@@ -307,6 +331,14 @@ struct AttentionTensors {
   TensorId q, kt, v, o;
 };
 AttentionTensors AttentionTensorsOf(const Graph& graph, const FusionRegion& r);
+
+// The launch of FFN region r but for its pointers (x, W1, b1, W2, b2 and y
+// of r.ffn, each at its layout's root and offset, for the caller to set)
+// and its rows a thread, on a device of `sms` SMs.
+FfnArgs FfnArgsOf(const ViewPlan& views, const FusionRegion& r, int sms);
+// Row `row` of y as the FFN kernel computes it, on the host (its sums in
+// the kernel's order, fmaf; the activation float_funcs.def's formula).
+void EvaluateFfnRow(const FfnArgs& a, int64_t row);
 
 // The lanes of a row and the columns each lane holds: lanes the smallest
 // power of two >= cols up to 32, columns_per_lane = ceil(cols / lanes);

@@ -314,7 +314,7 @@ std::vector<const Op*> CudaExecutor::Impl::AbsorbActivations(const Op& op, std::
   }
   for (int32_t r : regions) {
     const cuda::FusionRegion& region = fusion.regions[static_cast<size_t>(r)];
-    bool whole = !region.attention;
+    bool whole = !region.Chain();
     for (OpId id : region.ops) whole = whole && acts.count(id);
     for (const cuda::RegionOutput& out : region.outputs) whole = whole && out.place == out.tensor && out.offset == 0;
     if (whole) continue;

@@ -161,15 +161,15 @@ MemoryPlan PlanDeviceMemory(const Graph& g, const DimValues& dims, const ViewPla
   };
   std::vector<Unit> units;
   std::vector<bool> taken(n, false);
-  // An attention region's scores and probabilities, and the products a
-  // region computes, live in its kernel's registers: no buffer (the region
-  // has no fallback that would write them).
+  // An attention region's scores and probabilities, an FFN region's hidden
+  // values, and the products a region computes, live in its kernel's
+  // registers: no buffer (the region has no fallback that would write them).
   if (fusion) {
     for (const FusionRegion& r : fusion->regions) {
       for (const RegionProduct& q : r.products) {
         if (root(q.y) == q.y) taken[static_cast<size_t>(q.y)] = true;
       }
-      if (!r.attention) continue;
+      if (!r.Chain()) continue;
       for (size_t i = 0; i + 1 < r.ops.size(); ++i) {
         for (TensorId out : g.op(r.ops[i]).outputs) {
           if (root(out) == out) taken[static_cast<size_t>(out)] = true;

@@ -709,6 +709,10 @@ void CudaExecutor::Impl::PlanRegion(const cuda::FusionRegion& r) {
     PlanAttention(r);
     return;
   }
+  if (r.ffn) {
+    PlanFfn(r);
+    return;
+  }
   // Its operands, each as the kernel reads it. (The planner took only
   // tensors of these types and constants of at most the operand's rank;
   // its members could not run one by one instead: the view plan may have
@@ -878,6 +882,35 @@ void CudaExecutor::Impl::PlanAttention(const cuda::FusionRegion& r) {
   AddLaunch(fmt::format("{} (fused attention kernel, {} ops: {} to {}, {} x {} rows of {} keys, heads of {})", first.name,
                         r.ops.size(), first.name, g.op(r.ops.back()).name, a.batch, a.sq, a.sk, a.d),
             current_bytes, [=](cudaStream_t s) { cuda::LaunchAttention(a, s); });
+}
+
+// An FFN region (fusion_regions.h): one launch of the FFN kernel, x read
+// and y written through their layouts.
+void CudaExecutor::Impl::PlanFfn(const cuda::FusionRegion& r) {
+  const cuda::FfnChain& c = *r.ffn;
+  cuda::FfnArgs a = cuda::FfnArgsOf(views, r, cuda::NumSms());
+  auto at = [&](TensorId x) { return reinterpret_cast<const float*>(x == kNone ? nullptr : PlaceOf(x).base); };
+  a.x = at(c.x);
+  a.w1 = at(c.w1);
+  a.b1 = at(c.b1);
+  a.w2 = at(c.w2);
+  a.b2 = at(c.b2);
+  a.y = reinterpret_cast<float*>(PlaceOf(c.y).base);
+  std::vector<TensorId> reads, writes = {views.layout[static_cast<size_t>(c.y)].root};
+  current_bytes = 0;
+  for (TensorId x : {c.x, c.w1, c.b1, c.w2, c.b2, c.y}) {
+    if (x == kNone) continue;
+    if (x != c.y) reads.push_back(x);
+    current_bytes += static_cast<double>(Bytes(x));
+  }
+  FlushRegions();
+  if (!LaunchMayPassGathers(reads, writes)) FlushGathers();
+  FlushChain();
+  const Op& first = g.op(r.ops.front());
+  AddLaunch(fmt::format("{} (fused FFN kernel, {} ops: {} to {}, {} rows of {} -> {} -> {}, {} a thread)", first.name,
+                        r.ops.size(), first.name, g.op(r.ops.back()).name, a.m, a.in, a.hidden, a.out,
+                        a.rows_per_thread),
+            current_bytes, [=](cudaStream_t s) { cuda::LaunchFfn(a, s); });
 }
 
 bool CudaExecutor::Impl::PlanOnnxGather(const Op& op, std::string& why) {

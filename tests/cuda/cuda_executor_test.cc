@@ -26,6 +26,7 @@
 
 #include <cuda_runtime.h>
 
+#include "ffn.h"
 #include "grouped_sgemm.h"
 #include "hfuse/cuda/cuda_executor.h"
 #include "hfuse/exec/cpu_executor.h"
@@ -38,6 +39,7 @@
 #include "hfuse/support/error.h"
 #include "testing/conformance.h"
 #include "testing/attention_graphs.h"
+#include "testing/ffn_graphs.h"
 #include "testing/gate_graphs.h"
 #include "testing/graph_builder.h"
 #include "testing/random_graph.h"
@@ -1342,6 +1344,36 @@ TEST_F(CudaTest, AnAttentionChainIsOneLaunch) {
     const CudaExecutor gpu(g, BindDims(g));
     EXPECT_EQ(gpu.stats().launches, 1) << text;
     ExpectGpuMatchesCpu(g, 9, text);
+  }
+}
+
+// A feed-forward block (testing/ffn_graphs.h) with CudaOptions::ffn_chains
+// is one launch of the FFN kernel (fused FFN kernel, a row or two a
+// thread) and gives the CPU's values, plain and in a CUDA graph: each
+// width of x and y (8 to 64), TabTransformer's 32 -> 128 -> 32 with the
+// erf GELU at 13 rows (fewer than a block) and at 70000 (two rows a thread
+// where the SMs are at most 136), no first bias, tanh and sigmoid (the
+// activation through float_funcs.def's switch), through SAINT's reshape
+// views; off, the GEMMs and the activation launch as before, the same
+// values.
+TEST_F(CudaTest, AFeedForwardBlockIsOneLaunch) {
+  std::vector<test::FfnSizes> sizes = {{.m = 13}, {.m = 70000}, {.m = 39 * 40, .tokens = 39},
+                                       {.m = 301, .in = 64, .hidden = 37, .out = 8, .act = "tanh", .bias1 = false},
+                                       {.m = 500, .in = 16, .hidden = 200, .out = 16, .act = "sigmoid"}};
+  for (int in : cuda::kFfnWidths) {
+    for (int out : cuda::kFfnWidths) sizes.push_back({.m = 129, .in = in, .hidden = 24, .out = out});
+  }
+  for (const test::FfnSizes& n : sizes) {
+    const std::string text = test::FfnBlock(n);
+    SCOPED_TRACE(text);
+    const Graph g = ParseGraphText(text, "ffn");
+    const std::vector<std::string> labels = LaunchLabels(g, {.ffn_chains = true});
+    EXPECT_EQ(labels.size(), 1u) << fmt::format("{}", fmt::join(labels, "; "));
+    EXPECT_TRUE(AnyLabelHas(labels, fmt::format("fused FFN kernel, 3 ops: up to down, {} rows of {} -> {} -> {}", n.m,
+                                                n.in, n.hidden, n.out)));
+    ExpectGpuMatchesCpu(g, 31, "ffn", {.ffn_chains = true});
+    EXPECT_GT(LaunchLabels(g).size(), 1u);
+    ExpectGpuMatchesCpu(g, 31, "ffn apart");
   }
 }
 

@@ -22,6 +22,7 @@
 #include "hfuse/runtime/bound_dims.h"
 #include "memory_plan.h"
 #include "testing/attention_graphs.h"
+#include "testing/ffn_graphs.h"
 #include "testing/gate_graphs.h"
 #include "testing/graph_builder.h"
 #include "view_plan.h"
@@ -868,6 +869,80 @@ TEST(FusionRegions, NoAttentionRegionWhereTheChainCannotBeOne) {
     for (const FusionRegion& r : p.plan.regions) EXPECT_FALSE(r.attention.has_value());
     EXPECT_EQ(p.plan.region_of[static_cast<size_t>(test::OpNamed(p.g, "mix"))], -1);
   }
+}
+
+// ---- fused regions: feed-forward blocks ----------------------------------------
+
+// The block (testing/ffn_graphs.h) is one FFN region of its three ops, as
+// given and through the reshape views around its GEMMs; the kernel's row
+// function (EvaluateFfnRow), over x and the weights, computes the CPU
+// executor's y; no buffer for the hidden tensors. Widths of 8 and 64, no
+// first bias, tanh.
+TEST(FusionRegions, AFeedForwardBlockIsOneRegion) {
+  for (const test::FfnSizes& n :
+       {test::FfnSizes{}, test::FfnSizes{.m = 20, .in = 8, .hidden = 5, .out = 64, .act = "tanh", .bias1 = false},
+        test::FfnSizes{.m = 39 * 3, .tokens = 39}}) {
+    const std::string text = test::FfnBlock(n);
+    SCOPED_TRACE(text);
+    const PlannedRegions p = PlanRegionsOf(text, "ffn");
+    const Graph& g = p.g;
+    ASSERT_EQ(p.plan.regions.size(), 1u);
+    const FusionRegion& r = p.plan.regions[0];
+    ASSERT_TRUE(r.ffn.has_value());
+    EXPECT_EQ(r.ops, (std::vector<OpId>{test::OpNamed(g, "up"), test::OpNamed(g, "act"), test::OpNamed(g, "down")}));
+    const FfnChain& c = *r.ffn;
+    EXPECT_EQ(c.m, n.m);
+    EXPECT_EQ(c.in, n.in);
+    EXPECT_EQ(c.hidden, n.hidden);
+    EXPECT_EQ(c.out, n.out);
+    EXPECT_EQ(c.b1 != kNone, n.bias1);
+    const TensorMap feeds = RandomFeeds(g, p.dims, 7);
+    FfnArgs a = FfnArgsOf(p.views, r, 132);
+    EXPECT_EQ(a.ldx, n.in);
+    EXPECT_EQ(a.rows_per_thread, 1);  // (too few rows for two a thread on 132 SMs)
+    auto at = [&](const char* name) { return reinterpret_cast<const float*>(feeds.at(name).bytes.data()); };
+    a.x = at("x"), a.w1 = at("w1"), a.b1 = n.bias1 ? at("b1") : nullptr, a.w2 = at("w2"), a.b2 = at("b2");
+    std::vector<float> out(static_cast<size_t>(n.m * n.out), NAN);
+    a.y = out.data();
+    for (int64_t row = 0; row < a.m; ++row) EvaluateFfnRow(a, row);
+    const HostTensor want = RunOnCpu(g, feeds, p.dims).at("y");
+    ASSERT_EQ(static_cast<int64_t>(out.size()), want.numel());
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      EXPECT_NEAR(out[static_cast<size_t>(i)], want.Get(i), 1e-5f * std::max(1.0f, std::fabs(want.Get(i)))) << i;
+    }
+    const MemoryPlan mem = PlanDeviceMemory(g, p.dims, &p.views, &p.plan);
+    for (const char* hidden : {"h", "a"}) {
+      EXPECT_EQ(mem.region[static_cast<size_t>(test::TensorNamed(g, hidden))], 0) << hidden;
+    }
+  }
+  // Two rows a thread where the blocks still fill two an SM.
+  const PlannedRegions p = PlanRegionsOf(test::FfnBlock({.m = 2 * 128 * 2 * 132}), "ffn");
+  ASSERT_EQ(p.plan.regions.size(), 1u);
+  EXPECT_EQ(FfnArgsOf(p.views, p.plan.regions[0], 132).rows_per_thread, 2);
+  EXPECT_EQ(FfnArgsOf(p.views, p.plan.regions[0], 133).rows_per_thread, 1);
+}
+
+// The hidden tensor read outside the block (a graph output), a width the
+// kernel has no registers for, weights past 48 KiB of shared memory, an
+// activation of two operands, or the option off: no FFN region.
+TEST(FusionRegions, NoFeedForwardRegionWhereTheBlockCannotBeOne) {
+  std::string two_operands = test::FfnBlock({});
+  two_operands.replace(two_operands.find("elementwise(h) {func = gelu}"), 28, "elementwise(h, h) {func = mul}");
+  for (const auto& [text, what] :
+       {std::pair{test::FfnBlock({}, ", a"), "the activation read outside"},
+        std::pair{test::FfnBlock({}, ", h"), "the first product read outside"},
+        std::pair{test::FfnBlock({.in = 48}), "x 48 wide"}, std::pair{test::FfnBlock({.out = 4}), "y 4 wide"},
+        std::pair{test::FfnBlock({.in = 64, .hidden = 100, .out = 64}), "weights of 51.6 KB"},
+        std::pair{two_operands, "an activation of two operands"}}) {
+    SCOPED_TRACE(what);
+    const PlannedRegions p = PlanRegionsOf(text, what);
+    for (const FusionRegion& r : p.plan.regions) EXPECT_FALSE(r.ffn.has_value());
+    EXPECT_EQ(p.plan.region_of[static_cast<size_t>(test::OpNamed(p.g, "down"))], -1);
+  }
+  const Graph g = ParseGraphText(test::FfnBlock({}), "ffn");
+  const DimValues dims = BindDims(g);
+  const PlanConstants folded = FoldPlanConstants(g, dims);
+  EXPECT_TRUE(PlanViewsAndRegions(g, dims, folded, true, 0, /*ffn_chains=*/false).fusion.regions.empty());
 }
 
 }  // namespace

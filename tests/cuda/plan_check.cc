@@ -205,7 +205,7 @@ int Main(int argc, char** argv) {
   // the kernel's own row function (attention.h) over the operands' buffers
   // as the plan lays them out, writing O through its layout.
   const cuda::FusionPlan& fusion = planned.fusion;
-  int64_t region_ops = 0, attention_regions = 0;
+  int64_t region_ops = 0, attention_regions = 0, ffn_regions = 0;
   for (const cuda::FusionRegion& r : fusion.regions) {
     region_ops += static_cast<int64_t>(r.ops.size());
     if (r.attention) {
@@ -244,6 +244,43 @@ int Main(int argc, char** argv) {
       if (verbose) {
         fmt::print("  attention {} ops ({} to {}), {} x {} rows of {} keys, heads of {} and {}\n", r.ops.size(),
                    g.op(r.ops.front()).name, g.op(r.ops.back()).name, a.batch, a.sq, a.sk, a.d, a.dv);
+      }
+      continue;
+    }
+    if (r.ffn) {
+      // The FFN kernel's row function (fusion_regions.h, EvaluateFfnRow) over
+      // x's buffer as the plan lays it out and the CPU's weights, writing y
+      // through its layout.
+      ++ffn_regions;
+      const cuda::FfnChain& f = *r.ffn;
+      cuda::FfnArgs a = cuda::FfnArgsOf(views, r, 0);  // (the SMs pick its rows a thread, which the host ignores)
+      const cuda::Layout& xl = views.layout[static_cast<size_t>(f.x)];
+      a.x = reinterpret_cast<const float*>(root_buffer(xl.root).bytes.data()) + xl.offset;
+      auto weights = [&](TensorId t) {
+        return t == kNone ? nullptr : reinterpret_cast<const float*>(ref[static_cast<size_t>(t)].bytes.data());
+      };
+      a.w1 = weights(f.w1), a.b1 = weights(f.b1), a.w2 = weights(f.w2), a.b2 = weights(f.b2);
+      const cuda::Layout& yl = views.layout[static_cast<size_t>(f.y)];
+      HostTensor out(DType::kFloat32, views.shape[static_cast<size_t>(yl.root)]);
+      for (int64_t i = 0; i < out.numel(); ++i) out.Set(i, NAN);
+      a.y = reinterpret_cast<float*>(out.bytes.data()) + yl.offset;
+      for (int64_t row = 0; row < a.m; ++row) cuda::EvaluateFfnRow(a, row);
+      const HostTensor& want = ref[static_cast<size_t>(f.y)];
+      HostTensor got(DType::kFloat32, views.shape[static_cast<size_t>(f.y)]);
+      ReadThrough(yl, views.shape[static_cast<size_t>(f.y)], out, got);
+      float scale = 0.0f, err = 0.0f;
+      for (int64_t i = 0; i < want.numel(); ++i) {
+        scale = std::max(scale, std::fabs(want.Get(i)));
+        const float e = std::fabs(got.Get(i) - want.Get(i));
+        err = std::isnan(e) ? INFINITY : std::max(err, e);
+      }
+      if (err > 1e-5 * std::max(scale, 1.0f)) {
+        c.Fail(fmt::format("fused FFN of '{}' to '{}' computes '{}' wrong (error {} at scale {})",
+                           g.op(r.ops.front()).name, g.op(r.ops.back()).name, g.tensor(f.y).name, err, scale));
+      }
+      if (verbose) {
+        fmt::print("  ffn {} ops ({} to {}), {} rows of {} -> {} -> {}\n", r.ops.size(), g.op(r.ops.front()).name,
+                   g.op(r.ops.back()).name, a.m, a.in, a.hidden, a.out);
       }
       continue;
     }
@@ -457,10 +494,10 @@ int Main(int argc, char** argv) {
     if (!c.Same(got, ref[static_cast<size_t>(t)])) c.Fail(fmt::format("graph output '{}' is wrong", g.tensor(t).name));
     if (mem.region[static_cast<size_t>(l.root)] != 'o') c.Fail(fmt::format("graph output '{}' is outside the outputs", g.tensor(t).name));
   }
-  fmt::print("{}: {} ops, {} launches, {} folded, {} views ({} checked), {} regions of {} ops ({} attention), {} constant bytes, "
-             "arena {} of {} bytes: {}\n",
+  fmt::print("{}: {} ops, {} launches, {} folded, {} views ({} checked), {} regions of {} ops ({} attention, {} ffn), "
+             "{} constant bytes, arena {} of {} bytes: {}\n",
              model, g.LiveOps().size(), launches, folded.folded_ops, views.views, checked_views,
-             fusion.regions.size(), region_ops, attention_regions,
+             fusion.regions.size(), region_ops, attention_regions, ffn_regions,
              mem.constant_bytes, mem.arena_bytes, mem.tensor_bytes, c.failures ? "FAIL" : "ok");
   return c.failures ? 1 : 0;
 }

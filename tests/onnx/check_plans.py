@@ -96,7 +96,7 @@ def plan_check(tool, path, label, *args, words=None):
 
 def plan_counts(line):
     """(launches, ops in regions, attention regions) of plan_check's summary line."""
-    m = re.search(r" (\d+) launches, .* regions of (\d+) ops \((\d+) attention\)", line)
+    m = re.search(r" (\d+) launches, .* regions of (\d+) ops \((\d+) attention, \d+ ffn\)", line)
     return tuple(map(int, m.groups())) if m else None
 
 

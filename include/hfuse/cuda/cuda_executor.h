@@ -171,6 +171,12 @@ struct CudaOptions {
   // With tf32x3, batched MatMuls too (attention's scores and mix); off,
   // single GEMMs only, for measuring.
   bool tf32x3_batched = true;
+  // A GEMM, its activation and a second GEMM reading it, narrow (rows of
+  // 8 to 64 in and out, the weights in 48 KiB), run as one kernel, the
+  // hidden values never written (fusion_regions.h, FfnChain; ffn.h:
+  // TabTransformer's and SAINT's 32 -> 128 -> 32 blocks). Off until
+  // measured: the GEMMs and the activation launch as before.
+  bool ffn_chains = false;
 };
 
 class CudaExecutor {

