@@ -579,7 +579,7 @@ class Planner {
     const std::optional<int64_t> ldx = RowStride(LayoutOf(c.x), xs), ldy = RowStride(LayoutOf(c.y), ys);
     if (xs.back() != c.in || ys.back() != c.out || w2s[1] != c.hidden || Numel(ys) != c.m * c.out ||
         (c.b1 != kNone && Numel(Shape(c.b1)) != c.hidden) || (c.b2 != kNone && Numel(Shape(c.b2)) != c.out) ||
-        Numel(Shape(u)) != c.m * c.hidden || !FfnWidth(c.in) || !FfnWidth(c.out) || c.hidden > kFfnMaxHidden ||
+        Numel(Shape(u)) != c.m * c.hidden || !FfnWidth(c.in) || !FfnWidth(c.out) ||
         FfnSharedBytes(c.in, c.hidden, c.out) > kFfnMaxSharedBytes || !ldx || !ldy || *ldx % 4 != 0 ||
         *ldy % 4 != 0 || LayoutOf(c.x).offset % 4 != 0 || LayoutOf(c.y).offset % 4 != 0) {
       return std::nullopt;
@@ -1616,7 +1616,7 @@ int64_t DomainOffset(const std::vector<int64_t>& shape, const std::vector<int64_
   return at;
 }
 
-FfnArgs FfnArgsOf(const ViewPlan& views, const FusionRegion& r) {
+FfnArgs FfnArgsOf(const ViewPlan& views, const FusionRegion& r, int sms) {
   HFUSE_CHECK(r.ffn.has_value());
   const FfnChain& c = *r.ffn;
   FfnArgs a{};
@@ -1629,6 +1629,7 @@ FfnArgs FfnArgsOf(const ViewPlan& views, const FusionRegion& r) {
   a.act = c.act;
   a.alpha = c.alpha;
   a.beta = c.beta;
+  a.rows_per_thread = FfnRowsPerThread(c.m, c.in, c.out, sms);
   return a;
 }
 

@@ -249,8 +249,8 @@ struct AttentionChain {
 // members are a GEMM (gemm_rcr or gemm_rcr_bias, not a group) whose output
 // only an elementwise op of one operand reads (through views), whose
 // output only a second such GEMM reads as its A; float32, x's and y's
-// widths of kFfnWidths, a block's shared memory (ffn.h, FfnSharedBytes)
-// at most kFfnMaxSharedBytes, x and y rows at strides of whole float4s (y may be
+// widths of kFfnWidths, W1, W2 and the biases in at most
+// kFfnMaxSharedBytes, x and y rows at strides of whole float4s (y may be
 // a concatenate's slot). Its hidden tensors get no buffer. (TabTransformer's
 // and SAINT's 32 -> 128 -> 32 blocks, erf GELU.)
 struct FfnChain {
@@ -333,8 +333,9 @@ struct AttentionTensors {
 AttentionTensors AttentionTensorsOf(const Graph& graph, const FusionRegion& r);
 
 // The launch of FFN region r but for its pointers (x, W1, b1, W2, b2 and y
-// of r.ffn, each at its layout's root and offset, for the caller to set).
-FfnArgs FfnArgsOf(const ViewPlan& views, const FusionRegion& r);
+// of r.ffn, each at its layout's root and offset, for the caller to set)
+// and its rows a thread, on a device of `sms` SMs.
+FfnArgs FfnArgsOf(const ViewPlan& views, const FusionRegion& r, int sms);
 // Row `row` of y as the FFN kernel computes it, on the host (its sums in
 // the kernel's order, fmaf; the activation float_funcs.def's formula).
 void EvaluateFfnRow(const FfnArgs& a, int64_t row);

@@ -888,7 +888,7 @@ void CudaExecutor::Impl::PlanAttention(const cuda::FusionRegion& r) {
 // and y written through their layouts.
 void CudaExecutor::Impl::PlanFfn(const cuda::FusionRegion& r) {
   const cuda::FfnChain& c = *r.ffn;
-  cuda::FfnArgs a = cuda::FfnArgsOf(views, r);
+  cuda::FfnArgs a = cuda::FfnArgsOf(views, r, cuda::NumSms());
   auto at = [&](TensorId x) { return reinterpret_cast<const float*>(x == kNone ? nullptr : PlaceOf(x).base); };
   a.x = at(c.x);
   a.w1 = at(c.w1);
@@ -907,9 +907,9 @@ void CudaExecutor::Impl::PlanFfn(const cuda::FusionRegion& r) {
   if (!LaunchMayPassGathers(reads, writes)) FlushGathers();
   FlushChain();
   const Op& first = g.op(r.ops.front());
-  cuda::PrepareFfn(a);
-  AddLaunch(fmt::format("{} (fused FFN kernel, {} ops: {} to {}, {} rows of {} -> {} -> {})", first.name,
-                        r.ops.size(), first.name, g.op(r.ops.back()).name, a.m, a.in, a.hidden, a.out),
+  AddLaunch(fmt::format("{} (fused FFN kernel, {} ops: {} to {}, {} rows of {} -> {} -> {}, {} a thread)", first.name,
+                        r.ops.size(), first.name, g.op(r.ops.back()).name, a.m, a.in, a.hidden, a.out,
+                        a.rows_per_thread),
             current_bytes, [=](cudaStream_t s) { cuda::LaunchFfn(a, s); });
 }
 

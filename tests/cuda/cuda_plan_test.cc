@@ -897,8 +897,9 @@ TEST(FusionRegions, AFeedForwardBlockIsOneRegion) {
     EXPECT_EQ(c.out, n.out);
     EXPECT_EQ(c.b1 != kNone, n.bias1);
     const TensorMap feeds = RandomFeeds(g, p.dims, 7);
-    FfnArgs a = FfnArgsOf(p.views, r);
+    FfnArgs a = FfnArgsOf(p.views, r, 132);
     EXPECT_EQ(a.ldx, n.in);
+    EXPECT_EQ(a.rows_per_thread, 1);  // (too few rows for two a thread on 132 SMs)
     auto at = [&](const char* name) { return reinterpret_cast<const float*>(feeds.at(name).bytes.data()); };
     a.x = at("x"), a.w1 = at("w1"), a.b1 = n.bias1 ? at("b1") : nullptr, a.w2 = at("w2"), a.b2 = at("b2");
     std::vector<float> out(static_cast<size_t>(n.m * n.out), NAN);
@@ -914,10 +915,15 @@ TEST(FusionRegions, AFeedForwardBlockIsOneRegion) {
       EXPECT_EQ(mem.region[static_cast<size_t>(test::TensorNamed(g, hidden))], 0) << hidden;
     }
   }
+  // Two rows a thread where the blocks still fill two an SM.
+  const PlannedRegions p = PlanRegionsOf(test::FfnBlock({.m = 2 * 128 * 2 * 132}), "ffn");
+  ASSERT_EQ(p.plan.regions.size(), 1u);
+  EXPECT_EQ(FfnArgsOf(p.views, p.plan.regions[0], 132).rows_per_thread, 2);
+  EXPECT_EQ(FfnArgsOf(p.views, p.plan.regions[0], 133).rows_per_thread, 1);
 }
 
 // The hidden tensor read outside the block (a graph output), a width the
-// kernel has no tiles for, a block's shared memory past 227 KiB, an
+// kernel has no registers for, weights past 48 KiB of shared memory, an
 // activation of two operands, or the option off: no FFN region.
 TEST(FusionRegions, NoFeedForwardRegionWhereTheBlockCannotBeOne) {
   std::string two_operands = test::FfnBlock({});
@@ -926,7 +932,7 @@ TEST(FusionRegions, NoFeedForwardRegionWhereTheBlockCannotBeOne) {
        {std::pair{test::FfnBlock({}, ", a"), "the activation read outside"},
         std::pair{test::FfnBlock({}, ", h"), "the first product read outside"},
         std::pair{test::FfnBlock({.in = 48}), "x 48 wide"}, std::pair{test::FfnBlock({.out = 4}), "y 4 wide"},
-        std::pair{test::FfnBlock({.in = 64, .hidden = 400, .out = 64}), "shared memory of 256 KiB"},
+        std::pair{test::FfnBlock({.in = 64, .hidden = 100, .out = 64}), "weights of 51.6 KB"},
         std::pair{two_operands, "an activation of two operands"}}) {
     SCOPED_TRACE(what);
     const PlannedRegions p = PlanRegionsOf(text, what);

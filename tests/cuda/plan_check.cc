@@ -253,7 +253,7 @@ int Main(int argc, char** argv) {
       // through its layout.
       ++ffn_regions;
       const cuda::FfnChain& f = *r.ffn;
-      cuda::FfnArgs a = cuda::FfnArgsOf(views, r);
+      cuda::FfnArgs a = cuda::FfnArgsOf(views, r, 0);  // (the SMs pick its rows a thread, which the host ignores)
       const cuda::Layout& xl = views.layout[static_cast<size_t>(f.x)];
       a.x = reinterpret_cast<const float*>(root_buffer(xl.root).bytes.data()) + xl.offset;
       auto weights = [&](TensorId t) {
