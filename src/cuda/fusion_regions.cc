@@ -155,7 +155,7 @@ class Planner {
  public:
   Planner(const Graph& g, const ViewPlan& v, const PlanConstants& c) : g_(g), v_(v), c_(c) {}
 
-  FusionPlan Run(bool enabled, int64_t product_min_tiles, bool ffn_chains) {
+  FusionPlan Run(bool enabled, int64_t product_min_tiles, int64_t ffn_min_rows) {
     FusionPlan plan;
     const std::vector<OpId> order = StableTopologicalOrder(g_);
     pos_.assign(static_cast<size_t>(g_.num_op_ids()), -1);
@@ -177,7 +177,7 @@ class Planner {
     chains_.clear();
     for (OpId id : order) {
       std::optional<FusionRegion> chain = AttentionAt(id);
-      if (!chain && ffn_chains) chain = FfnAt(id);
+      if (!chain) chain = FfnAt(id, ffn_min_rows);
       // (an op in two chains, one's last MatMul the next one's first: the first only)
       if (!chain || std::any_of(chain->ops.begin(), chain->ops.end(),
                                 [&](OpId o) { return set_of[static_cast<size_t>(o)] >= 0; })) {
@@ -521,8 +521,9 @@ class Planner {
     return r;
   }
 
-  // The feed-forward chain (FfnChain) whose second GEMM is g2, or nothing.
-  std::optional<FusionRegion> FfnAt(OpId g2) const {
+  // The feed-forward chain (FfnChain) of at least `min_rows` rows whose
+  // second GEMM is g2, or nothing.
+  std::optional<FusionRegion> FfnAt(OpId g2, int64_t min_rows) const {
     const Op& second = g_.op(g2);
     if (!IsGemm(second.type) || NumMembers(second) != 1 || !Runs(g2)) return std::nullopt;
     const GemmMember m2 = GemmMemberOf(second, 0);
@@ -577,7 +578,7 @@ class Planner {
     c.m = Numel(xs) / std::max<int64_t>(c.in, 1);
     c.act = f->func, c.alpha = f->alpha, c.beta = f->beta;
     const std::optional<int64_t> ldx = RowStride(LayoutOf(c.x), xs), ldy = RowStride(LayoutOf(c.y), ys);
-    if (xs.back() != c.in || ys.back() != c.out || w2s[1] != c.hidden || Numel(ys) != c.m * c.out ||
+    if (c.m < min_rows || xs.back() != c.in || ys.back() != c.out || w2s[1] != c.hidden || Numel(ys) != c.m * c.out ||
         (c.b1 != kNone && Numel(Shape(c.b1)) != c.hidden) || (c.b2 != kNone && Numel(Shape(c.b2)) != c.out) ||
         Numel(Shape(u)) != c.m * c.hidden || !FfnWidth(c.in) || !FfnWidth(c.out) ||
         FfnSharedBytes(c.in, c.hidden, c.out) > kFfnMaxSharedBytes || !ldx || !ldy || *ldx % 4 != 0 ||
@@ -1520,14 +1521,14 @@ std::vector<int64_t> OperandStrides(const Graph& graph, const ViewPlan& views, c
 }
 
 FusionPlan PlanFusionRegions(const Graph& graph, const ViewPlan& views, const PlanConstants& constants,
-                             bool enabled, int64_t product_min_tiles, bool ffn_chains) {
-  return Planner(graph, views, constants).Run(enabled, product_min_tiles, ffn_chains);
+                             bool enabled, int64_t product_min_tiles, int64_t ffn_min_rows) {
+  return Planner(graph, views, constants).Run(enabled, product_min_tiles, ffn_min_rows);
 }
 
 DevicePlan PlanViewsAndRegions(const Graph& graph, const DimValues& dims, const PlanConstants& constants,
-                               bool enabled, int64_t product_min_tiles, bool ffn_chains) {
+                               bool enabled, int64_t product_min_tiles, int64_t ffn_min_rows) {
   DevicePlan first{PlanViews(graph, dims, constants), {}};
-  first.fusion = PlanFusionRegions(graph, first.views, constants, enabled, product_min_tiles, ffn_chains);
+  first.fusion = PlanFusionRegions(graph, first.views, constants, enabled, product_min_tiles, ffn_min_rows);
   // The ops of the step regions (an attention or FFN region writes only
   // its output, at its own strides; the GEMMs a region computes write
   // nothing).
@@ -1543,7 +1544,7 @@ DevicePlan PlanViewsAndRegions(const Graph& graph, const DimValues& dims, const 
   }
   if (!any) return first;
   DevicePlan second{PlanViews(graph, dims, constants, &members), {}};
-  second.fusion = PlanFusionRegions(graph, second.views, constants, enabled, product_min_tiles, ffn_chains);
+  second.fusion = PlanFusionRegions(graph, second.views, constants, enabled, product_min_tiles, ffn_min_rows);
   for (size_t id = 0; id < members.size(); ++id) {
     const int32_t r = second.fusion.region_of[id];
     // Each op the views were told of in a region of steps; no concatenate

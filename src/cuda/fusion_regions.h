@@ -296,10 +296,10 @@ struct FusionPlan {
 // false (the order is then the stable one). Regions take in the GEMMs they
 // alone read (RegionProduct) where the products' 64 x 32 tiles are at
 // least `product_min_tiles` (kNoProducts: none); feed-forward chains
-// (FfnChain) are regions where `ffn_chains` is set.
-inline constexpr int64_t kNoProducts = INT64_MAX;
+// (FfnChain) of at least `ffn_min_rows` rows are regions (kNoFfn: none).
+inline constexpr int64_t kNoProducts = INT64_MAX, kNoFfn = INT64_MAX;
 FusionPlan PlanFusionRegions(const Graph& graph, const ViewPlan& views, const PlanConstants& constants,
-                             bool enabled, int64_t product_min_tiles = kNoProducts, bool ffn_chains = true);
+                             bool enabled, int64_t product_min_tiles = kNoProducts, int64_t ffn_min_rows = 0);
 
 // The view plan and the regions, as the CUDA backend plans a graph: views
 // (view_plan.h), regions over them; then views again told which ops those
@@ -313,7 +313,7 @@ struct DevicePlan {
   FusionPlan fusion;
 };
 DevicePlan PlanViewsAndRegions(const Graph& graph, const DimValues& dims, const PlanConstants& constants,
-                               bool enabled, int64_t product_min_tiles = kNoProducts, bool ffn_chains = true);
+                               bool enabled, int64_t product_min_tiles = kNoProducts, int64_t ffn_min_rows = 0);
 
 // What a region computes, on the host: each output's values, in its
 // tensor's row-major order, given read(k, row, col), operand k's value at

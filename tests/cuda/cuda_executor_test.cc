@@ -1348,14 +1348,14 @@ TEST_F(CudaTest, AnAttentionChainIsOneLaunch) {
 }
 
 // A feed-forward block (testing/ffn_graphs.h) with CudaOptions::ffn_chains
-// is one launch of the FFN kernel (fused FFN kernel, a row or two a
+// 1 is one launch of the FFN kernel (fused FFN kernel, a row or two a
 // thread) and gives the CPU's values, plain and in a CUDA graph: each
 // width of x and y (8 to 64), TabTransformer's 32 -> 128 -> 32 with the
 // erf GELU at 13 rows (fewer than a block) and at 70000 (two rows a thread
 // where the SMs are at most 136), no first bias, tanh and sigmoid (the
 // activation through float_funcs.def's switch), through SAINT's reshape
-// views; off, the GEMMs and the activation launch as before, the same
-// values.
+// views; by the rule, one launch where it has kFfnMinRows rows or more;
+// off, the GEMMs and the activation launch as before, the same values.
 TEST_F(CudaTest, AFeedForwardBlockIsOneLaunch) {
   std::vector<test::FfnSizes> sizes = {{.m = 13}, {.m = 70000}, {.m = 39 * 40, .tokens = 39},
                                        {.m = 301, .in = 64, .hidden = 37, .out = 8, .act = "tanh", .bias1 = false},
@@ -1367,13 +1367,14 @@ TEST_F(CudaTest, AFeedForwardBlockIsOneLaunch) {
     const std::string text = test::FfnBlock(n);
     SCOPED_TRACE(text);
     const Graph g = ParseGraphText(text, "ffn");
-    const std::vector<std::string> labels = LaunchLabels(g, {.ffn_chains = true});
+    const std::vector<std::string> labels = LaunchLabels(g, {.ffn_chains = 1});
     EXPECT_EQ(labels.size(), 1u) << fmt::format("{}", fmt::join(labels, "; "));
     EXPECT_TRUE(AnyLabelHas(labels, fmt::format("fused FFN kernel, 3 ops: up to down, {} rows of {} -> {} -> {}", n.m,
                                                 n.in, n.hidden, n.out)));
-    ExpectGpuMatchesCpu(g, 31, "ffn", {.ffn_chains = true});
-    EXPECT_GT(LaunchLabels(g).size(), 1u);
-    ExpectGpuMatchesCpu(g, 31, "ffn apart");
+    ExpectGpuMatchesCpu(g, 31, "ffn", {.ffn_chains = 1});
+    EXPECT_EQ(LaunchLabels(g).size() == 1u, n.m >= cuda::kFfnMinRows);  // by the rule
+    EXPECT_GT(LaunchLabels(g, {.ffn_chains = 0}).size(), 1u);
+    ExpectGpuMatchesCpu(g, 31, "ffn apart", {.ffn_chains = 0});
   }
 }
 

@@ -924,7 +924,8 @@ TEST(FusionRegions, AFeedForwardBlockIsOneRegion) {
 
 // The hidden tensor read outside the block (a graph output), a width the
 // kernel has no registers for, weights past 48 KiB of shared memory, an
-// activation of two operands, or the option off: no FFN region.
+// activation of two operands, fewer rows than asked for, or none asked
+// for: no FFN region.
 TEST(FusionRegions, NoFeedForwardRegionWhereTheBlockCannotBeOne) {
   std::string two_operands = test::FfnBlock({});
   two_operands.replace(two_operands.find("elementwise(h) {func = gelu}"), 28, "elementwise(h, h) {func = mul}");
@@ -942,7 +943,9 @@ TEST(FusionRegions, NoFeedForwardRegionWhereTheBlockCannotBeOne) {
   const Graph g = ParseGraphText(test::FfnBlock({}), "ffn");
   const DimValues dims = BindDims(g);
   const PlanConstants folded = FoldPlanConstants(g, dims);
-  EXPECT_TRUE(PlanViewsAndRegions(g, dims, folded, true, 0, /*ffn_chains=*/false).fusion.regions.empty());
+  EXPECT_TRUE(PlanViewsAndRegions(g, dims, folded, true, 0, kNoFfn).fusion.regions.empty());
+  EXPECT_TRUE(PlanViewsAndRegions(g, dims, folded, true, 0, 38).fusion.regions.empty());  // (37 rows)
+  EXPECT_EQ(PlanViewsAndRegions(g, dims, folded, true, 0, 37).fusion.regions.size(), 1u);
 }
 
 }  // namespace

@@ -199,7 +199,8 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
       variants.push_back({name + ", GEMMs in every region reading them", fused, {.region_gemms = 1}});
       variants.push_back({name + ", 3xTF32 nowhere", fused, {.tf32x3 = 0}});
       variants.push_back({name + ", a launch a region", fused, {.region_batches = false}});
-      variants.push_back({name + ", FFN blocks in one kernel", fused, {.ffn_chains = true}});
+      variants.push_back({name + ", FFN blocks apart", fused, {.ffn_chains = 0}});
+      variants.push_back({name + ", FFN blocks in one kernel wherever they can be", fused, {.ffn_chains = 1}});
       variants.push_back({name + ", 3xTF32 wherever it can run", fused, {.tf32x3 = 1}});
       variants.push_back({name + ", 3xTF32 by the rule, single GEMMs only", fused, {.tf32x3_batched = false}});
     }
