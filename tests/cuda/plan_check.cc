@@ -205,6 +205,17 @@ int Main(int argc, char** argv) {
   // the kernel's own row function (attention.h) over the operands' buffers
   // as the plan lays them out, writing O through its layout.
   const cuda::FusionPlan& fusion = planned.fusion;
+  // The largest |want| and |got - want| (infinite where got is NaN) of a
+  // chain region's output.
+  auto MaxError = [](const HostTensor& want, const HostTensor& got) {
+    float scale = 0.0f, err = 0.0f;
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      scale = std::max(scale, std::fabs(want.Get(i)));
+      const float e = std::fabs(got.Get(i) - want.Get(i));
+      err = std::isnan(e) ? INFINITY : std::max(err, e);
+    }
+    return std::pair{scale, err};
+  };
   int64_t region_ops = 0, attention_regions = 0, ffn_regions = 0;
   for (const cuda::FusionRegion& r : fusion.regions) {
     region_ops += static_cast<int64_t>(r.ops.size());
@@ -231,12 +242,7 @@ int Main(int argc, char** argv) {
       const HostTensor& want = ref[static_cast<size_t>(t.o)];
       HostTensor got(type, views.shape[static_cast<size_t>(t.o)]);
       ReadThrough(ol, views.shape[static_cast<size_t>(t.o)], out, got);
-      float scale = 0.0f, err = 0.0f;
-      for (int64_t i = 0; i < want.numel(); ++i) {
-        scale = std::max(scale, std::fabs(want.Get(i)));
-        const float e = std::fabs(got.Get(i) - want.Get(i));
-        err = std::isnan(e) ? INFINITY : std::max(err, e);
-      }
+      const auto [scale, err] = MaxError(want, got);
       if (err > (type == DType::kFloat32 ? 1e-5 : Tolerance(type)) * std::max(scale, 1.0f)) {
         c.Fail(fmt::format("fused attention of '{}' to '{}' computes '{}' wrong (error {} at scale {})",
                            g.op(r.ops.front()).name, g.op(r.ops.back()).name, g.tensor(t.o).name, err, scale));
@@ -268,12 +274,7 @@ int Main(int argc, char** argv) {
       const HostTensor& want = ref[static_cast<size_t>(f.y)];
       HostTensor got(DType::kFloat32, views.shape[static_cast<size_t>(f.y)]);
       ReadThrough(yl, views.shape[static_cast<size_t>(f.y)], out, got);
-      float scale = 0.0f, err = 0.0f;
-      for (int64_t i = 0; i < want.numel(); ++i) {
-        scale = std::max(scale, std::fabs(want.Get(i)));
-        const float e = std::fabs(got.Get(i) - want.Get(i));
-        err = std::isnan(e) ? INFINITY : std::max(err, e);
-      }
+      const auto [scale, err] = MaxError(want, got);
       if (err > 1e-5 * std::max(scale, 1.0f)) {
         c.Fail(fmt::format("fused FFN of '{}' to '{}' computes '{}' wrong (error {} at scale {})",
                            g.op(r.ops.front()).name, g.op(r.ops.back()).name, g.tensor(f.y).name, err, scale));
