@@ -179,9 +179,13 @@ struct CudaExecutor::Impl {
   }
   // Why elementwise op `first` (and the chain it starts, writing y) runs
   // in a launch of its own: the reason AbsorbActivations recorded for it
-  // (kept_apart), or its neighbours, which take no elementwise op.
+  // (kept_apart), or its neighbours, which take no elementwise op; and
+  // where it is the activation of an FFN block below the FFN kernel's rule,
+  // that too (FfnNote).
   std::map<OpId, std::string> kept_apart;
   std::string ApartWhy(OpId first, TensorId y) const;
+  std::string ApartNeighbours(OpId first, TensorId y) const;
+  std::string FfnNote(OpId act) const;
   // Gathers planned and not yet launched (PlanOnnxGather): independent
   // gathers next to each other in the order (a model's embedding lookups,
   // one table each) go out as one launch, as TorchRec's table-batched

@@ -177,7 +177,10 @@ class Planner {
     chains_.clear();
     for (OpId id : order) {
       std::optional<FusionRegion> chain = AttentionAt(id);
-      if (!chain) chain = FfnAt(id, ffn_min_rows);
+      if (!chain && ffn_min_rows != kNoFfn && (chain = FfnAt(id)) && chain->ffn->m < ffn_min_rows) {
+        plan.ffn_below_rule[chain->ops[1]] = chain->ffn->m;  // (its activation: ops are in order)
+        chain.reset();
+      }
       // (an op in two chains, one's last MatMul the next one's first: the first only)
       if (!chain || std::any_of(chain->ops.begin(), chain->ops.end(),
                                 [&](OpId o) { return set_of[static_cast<size_t>(o)] >= 0; })) {
@@ -521,9 +524,8 @@ class Planner {
     return r;
   }
 
-  // The feed-forward chain (FfnChain) of at least `min_rows` rows whose
-  // second GEMM is g2, or nothing.
-  std::optional<FusionRegion> FfnAt(OpId g2, int64_t min_rows) const {
+  // The feed-forward chain (FfnChain) whose second GEMM is g2, or nothing.
+  std::optional<FusionRegion> FfnAt(OpId g2) const {
     const Op& second = g_.op(g2);
     if (!IsGemm(second.type) || NumMembers(second) != 1 || !Runs(g2)) return std::nullopt;
     const GemmMember m2 = GemmMemberOf(second, 0);
@@ -578,7 +580,7 @@ class Planner {
     c.m = Numel(xs) / std::max<int64_t>(c.in, 1);
     c.act = f->func, c.alpha = f->alpha, c.beta = f->beta;
     const std::optional<int64_t> ldx = RowStride(LayoutOf(c.x), xs), ldy = RowStride(LayoutOf(c.y), ys);
-    if (c.m < min_rows || xs.back() != c.in || ys.back() != c.out || w2s[1] != c.hidden || Numel(ys) != c.m * c.out ||
+    if (xs.back() != c.in || ys.back() != c.out || w2s[1] != c.hidden || Numel(ys) != c.m * c.out ||
         (c.b1 != kNone && Numel(Shape(c.b1)) != c.hidden) || (c.b2 != kNone && Numel(Shape(c.b2)) != c.out) ||
         Numel(Shape(u)) != c.m * c.hidden || !FfnWidth(c.in) || !FfnWidth(c.out) ||
         FfnSharedBytes(c.in, c.hidden, c.out) > kFfnMaxSharedBytes || !ldx || !ldy || *ldx % 4 != 0 ||

@@ -104,6 +104,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -289,6 +290,9 @@ struct FusionPlan {
   // The stable topological order (StableTopologicalOrder) with each
   // region's members next to each other.
   std::vector<OpId> order;
+  // The FFN chains of fewer rows than asked for (not regions): their
+  // activation's op and the rows, for the profile's reason.
+  std::map<OpId, int64_t> ffn_below_rule;
 };
 
 // The regions of a graph planned with `views` (view_plan.h) and the plan's

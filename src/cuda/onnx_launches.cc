@@ -773,7 +773,7 @@ void CudaExecutor::Impl::PlanRegion(const cuda::FusionRegion& r) {
                     std::move(write_spans), {}};
     for (OpId id : r.ops) {
       const auto it = kept_apart.find(id);
-      if (it != kept_apart.end() && p.apart.empty()) p.apart = "elementwise alone: " + it->second;
+      if (it != kept_apart.end() && p.apart.empty()) p.apart = "elementwise alone: " + it->second + FfnNote(id);
     }
     p.pointers.insert(p.pointers.end(), outputs.begin(), outputs.end());
     for (TensorId t : reads) {
@@ -2066,7 +2066,18 @@ void CudaExecutor::Impl::CheckHostOps() {
   }
 }
 
+std::string CudaExecutor::Impl::FfnNote(OpId act) const {
+  const auto below = fusion.ffn_below_rule.find(act);
+  if (below == fusion.ffn_below_rule.end()) return "";
+  return fmt::format("; its FFN block, {} rows, is below the FFN kernel's rule of {} (ffn.h, kFfnMinRows)",
+                     below->second, cuda::kFfnMinRows);
+}
+
 std::string CudaExecutor::Impl::ApartWhy(OpId first, TensorId y) const {
+  return ApartNeighbours(first, y) + (first == kNone ? "" : FfnNote(first));
+}
+
+std::string CudaExecutor::Impl::ApartNeighbours(OpId first, TensorId y) const {
   if (first == kNone) return "no neighbour's kernel took it";
   if (const auto it = kept_apart.find(first); it != kept_apart.end()) return it->second;
   const auto name = [&](const Op& op) {

@@ -1354,8 +1354,9 @@ TEST_F(CudaTest, AnAttentionChainIsOneLaunch) {
 // erf GELU at 13 rows (fewer than a block) and at 70000 (two rows a thread
 // where the SMs are at most 136), no first bias, tanh and sigmoid (the
 // activation through float_funcs.def's switch), through SAINT's reshape
-// views; by the rule, one launch where it has kFfnMinRows rows or more;
-// off, the GEMMs and the activation launch as before, the same values.
+// views; by the rule, one launch where it has kFfnMinRows rows or more,
+// else the activation's launch says it is below the rule; off, the GEMMs
+// and the activation launch as before, the same values.
 TEST_F(CudaTest, AFeedForwardBlockIsOneLaunch) {
   std::vector<test::FfnSizes> sizes = {{.m = 13}, {.m = 70000}, {.m = 39 * 40, .tokens = 39},
                                        {.m = 301, .in = 64, .hidden = 37, .out = 8, .act = "tanh", .bias1 = false},
@@ -1373,6 +1374,12 @@ TEST_F(CudaTest, AFeedForwardBlockIsOneLaunch) {
                                                 n.in, n.hidden, n.out)));
     ExpectGpuMatchesCpu(g, 31, "ffn", {.ffn_chains = 1});
     EXPECT_EQ(LaunchLabels(g).size() == 1u, n.m >= cuda::kFfnMinRows);  // by the rule
+    // Below the rule, a GELU kept apart from its GEMM says why (the profile's reason).
+    const CudaExecutor by_rule(g, BindDims(g));
+    const bool says = std::any_of(by_rule.stats().apart.begin(), by_rule.stats().apart.end(), [&](const std::string& l) {
+      return l.find(fmt::format("its FFN block, {} rows, is below the FFN kernel's rule", n.m)) != std::string::npos;
+    });
+    EXPECT_EQ(says, n.m < cuda::kFfnMinRows) << fmt::format("{}", fmt::join(by_rule.stats().apart, "; "));
     EXPECT_GT(LaunchLabels(g, {.ffn_chains = 0}).size(), 1u);
     ExpectGpuMatchesCpu(g, 31, "ffn apart", {.ffn_chains = 0});
   }

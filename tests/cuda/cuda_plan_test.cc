@@ -944,7 +944,9 @@ TEST(FusionRegions, NoFeedForwardRegionWhereTheBlockCannotBeOne) {
   const DimValues dims = BindDims(g);
   const PlanConstants folded = FoldPlanConstants(g, dims);
   EXPECT_TRUE(PlanViewsAndRegions(g, dims, folded, true, 0, kNoFfn).fusion.regions.empty());
-  EXPECT_TRUE(PlanViewsAndRegions(g, dims, folded, true, 0, 38).fusion.regions.empty());  // (37 rows)
+  const FusionPlan below = PlanViewsAndRegions(g, dims, folded, true, 0, 38).fusion;  // (37 rows)
+  EXPECT_TRUE(below.regions.empty());
+  EXPECT_EQ(below.ffn_below_rule, (std::map<OpId, int64_t>{{test::OpNamed(g, "act"), 37}}));
   EXPECT_EQ(PlanViewsAndRegions(g, dims, folded, true, 0, 37).fusion.regions.size(), 1u);
 }
 
