@@ -1352,7 +1352,7 @@ TEST_F(CudaTest, AnAttentionChainIsOneLaunch) {
 // thread) and gives the CPU's values, plain and in a CUDA graph: each
 // width of x and y (8 to 64), TabTransformer's 32 -> 128 -> 32 with the
 // erf GELU at 13 rows (fewer than a block) and at 70000 (two rows a thread
-// where the SMs are at most 136), no first bias, tanh and sigmoid (the
+// where the SMs are at most 273), no first bias, tanh and sigmoid (the
 // activation through float_funcs.def's switch), through SAINT's reshape
 // views; by the rule, one launch where it has kFfnMinRows rows or more,
 // else the activation's launch says it is below the rule; off, the GEMMs

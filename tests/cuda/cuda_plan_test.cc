@@ -915,8 +915,8 @@ TEST(FusionRegions, AFeedForwardBlockIsOneRegion) {
       EXPECT_EQ(mem.region[static_cast<size_t>(test::TensorNamed(g, hidden))], 0) << hidden;
     }
   }
-  // Two rows a thread where the blocks still fill two an SM.
-  const PlannedRegions p = PlanRegionsOf(test::FfnBlock({.m = 2 * 128 * 2 * 132}), "ffn");
+  // Two rows a thread where the blocks are still at least the SMs.
+  const PlannedRegions p = PlanRegionsOf(test::FfnBlock({.m = 2 * 128 * 132}), "ffn");
   ASSERT_EQ(p.plan.regions.size(), 1u);
   EXPECT_EQ(FfnArgsOf(p.views, p.plan.regions[0], 132).rows_per_thread, 2);
   EXPECT_EQ(FfnArgsOf(p.views, p.plan.regions[0], 133).rows_per_thread, 1);
