@@ -1,6 +1,6 @@
 // float_funcs.def's formulas as one device function, by OnnxFunc code: what
-// the elementwise kernels compute (onnx_kernels.cu), and what a benchmark
-// that stands in for them computes (bench/fused_ffn_bench.cu).
+// the elementwise kernels compute (onnx_kernels.cu), the FFN kernel's
+// activation (ffn.cu), and the GELU launch of bench/fused_ffn_bench.cu.
 #pragma once
 
 #include <cstdint>
