@@ -6,7 +6,10 @@
 // kFfnMinRows): a cuBLASLt GEMM with its bias, the erf GELU as a launch of
 // its own (cuBLASLt's GELU epilogue is the tanh form), and a second
 // cuBLASLt GEMM with its bias, the 128-wide hidden tensor written and read
-// back twice (27 MB at batch 2048).
+// back twice (27 MB at batch 2048). And FTTransformer's gated block
+// (GEGLU, 32 -> 84, halves of 42, value * GELU(gate), 42 -> 32 over batch x
+// 39 tokens), whose three launches hfuse runs (the GELU and the Mul one
+// region) unless CudaOptions::ffn_chains takes it (kFfnGatedMinRows).
 //
 // Self-checking: every variant against a float64 CPU reference on random
 // data (normalised error at most 1e-5), two runs bitwise identical; exits
@@ -24,6 +27,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda_bench_util.h"
@@ -46,6 +50,16 @@ __global__ void GeluKernel(const float4* __restrict__ in, float4* __restrict__ o
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const float4 v = in[i];
     out[i] = make_float4(GeluErf(v.x), GeluErf(v.y), GeluErf(v.z), GeluErf(v.w));
+  }
+}
+
+// act[r, j] = hid[r, j] * GELU(hid[r, h + j]) over rows of 2h (the value's
+// half first), as hfuse's region of the GELU and the Mul computes it.
+__global__ void GegluKernel(const float* __restrict__ hid, float* __restrict__ act, int64_t m, int h) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < m * h;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / h, j = i - r * h;
+    act[i] = hid[r * 2 * h + j] * GeluErf(hid[r * 2 * h + h + j]);
   }
 }
 
@@ -147,33 +161,48 @@ int main(int argc, char** argv) {
   void* ws = nullptr;
   CHECK_CUDA(cudaMalloc(&ws, ws_bytes));
 
-  constexpr int kIn = 32, kOut = 32;
-  const int h = 128;
   int failures = 0;
-  // TabTransformer's FFN: batch x 26 tokens; and one row count not a
-  // multiple of a block's rows (the tail).
-  for (int64_t m : {int64_t{512} * 26, int64_t{2048} * 26, int64_t{100003}}) {
+  // TabTransformer's FFN: batch x 26 tokens, and one row count not a
+  // multiple of a block's rows (the tail); FTTransformer's gated one: batch
+  // x 39 tokens.
+  struct Block {
+    int in, h, out;  // h: the hidden width the second GEMM reads
+    bool gated;
+    std::vector<int64_t> rows;
+  };
+  const std::vector<Block> blocks = {{32, 128, 32, false, {int64_t{512} * 26, int64_t{2048} * 26, int64_t{100003}}},
+                                     {32, 42, 32, true, {int64_t{512} * 39, int64_t{2048} * 39}}};
+  std::vector<std::pair<const Block*, int64_t>> cases;
+  for (const Block& b : blocks) {
+    for (int64_t m : b.rows) cases.push_back({&b, m});
+  }
+  for (const std::pair<const Block*, int64_t>& c : cases) {
+    const Block& b = *c.first;
+    const int64_t m = c.second;
+    const int kIn = b.in, kOut = b.out, h = b.h, w1_rows = b.gated ? 2 * h : h;
     // Weights scaled as an initialised layer's (about 1 / sqrt(fan-in)).
     const std::vector<float> hx = Random(static_cast<size_t>(m) * kIn, 1.0f),
-                             hw1 = Random(static_cast<size_t>(h) * kIn, 1.0f / std::sqrt(float(kIn))),
-                             hb1 = Random(h, 0.1f),
+                             hw1 = Random(static_cast<size_t>(w1_rows) * kIn, 1.0f / std::sqrt(float(kIn))),
+                             hb1 = Random(w1_rows, 0.1f),
                              hw2 = Random(static_cast<size_t>(kOut) * h, 1.0f / std::sqrt(float(h))),
                              hb2 = Random(kOut, 0.1f);
     float *x = Upload(hx), *w1 = Upload(hw1), *b1 = Upload(hb1), *w2 = Upload(hw2), *b2 = Upload(hb2);
     float *hid = nullptr, *act = nullptr, *y = nullptr;
-    CHECK_CUDA(cudaMalloc(&hid, static_cast<size_t>(m) * h * sizeof(float)));
+    CHECK_CUDA(cudaMalloc(&hid, static_cast<size_t>(m) * w1_rows * sizeof(float)));
     CHECK_CUDA(cudaMalloc(&act, static_cast<size_t>(m) * h * sizeof(float)));
     CHECK_CUDA(cudaMalloc(&y, static_cast<size_t>(m) * kOut * sizeof(float)));
 
     // The float64 reference.
     std::vector<double> want(static_cast<size_t>(m) * kOut);
     std::vector<double> hrow(h);
+    auto dot = [&](int64_t r, int j) {
+      double acc = hb1[j];
+      for (int i = 0; i < kIn; ++i) acc += static_cast<double>(hx[r * kIn + i]) * hw1[j * kIn + i];
+      return acc;
+    };
+    auto gelu = [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); };
     for (int64_t r = 0; r < m; ++r) {
-      for (int j = 0; j < h; ++j) {
-        double acc = hb1[j];
-        for (int i = 0; i < kIn; ++i) acc += static_cast<double>(hx[r * kIn + i]) * hw1[j * kIn + i];
-        hrow[j] = 0.5 * acc * (1 + std::erf(acc / std::sqrt(2.0)));
-      }
+      for (int j = 0; j < h; ++j) hrow[j] = b.gated ? dot(r, j) * gelu(dot(r, h + j)) : gelu(dot(r, j));
       for (int o = 0; o < kOut; ++o) {
         double acc = hb2[o];
         for (int j = 0; j < h; ++j) acc += hrow[j] * hw2[static_cast<size_t>(o) * h + j];
@@ -183,9 +212,10 @@ int main(int argc, char** argv) {
     double scale = 0;
     for (double v : want) scale = std::max(scale, std::fabs(v));
 
-    const LtGemm up(lt, m, h, kIn, b1, ws, ws_bytes), down(lt, m, kOut, h, b2, ws, ws_bytes);
+    const LtGemm up(lt, m, w1_rows, kIn, b1, ws, ws_bytes), down(lt, m, kOut, h, b2, ws, ws_bytes);
     const int64_t n4 = m * h / 4;
-    const hfuse::cuda::FfnArgs ffn1{x, w1, b1, w2, b2, y, m, kIn, kOut, kIn, h, kOut, hfuse::cuda::kGelu, 1.0f, 0.5f, 1};
+    hfuse::cuda::FfnArgs ffn1{x, w1, b1, w2, b2, y, m, kIn, kOut, kIn, h, kOut, hfuse::cuda::kGelu, 1.0f, 0.5f, 1};
+    if (b.gated) ffn1.value_row = 0, ffn1.gate_row = h;
     hfuse::cuda::FfnArgs ffn2 = ffn1;
     ffn2.rows_per_thread = 2;
     const unsigned gelu_blocks = static_cast<unsigned>(std::min<int64_t>((n4 + 255) / 256, 65535));
@@ -195,20 +225,24 @@ int main(int argc, char** argv) {
       std::function<void(cudaStream_t)> run;
     };
     const std::vector<Variant> variants = {
-        {"cuBLASLt + GELU + cuBLASLt (hfuse today)", 3,
+        {b.gated ? "cuBLASLt + GELU * value + cuBLASLt" : "cuBLASLt + GELU + cuBLASLt", 3,
          [&](cudaStream_t s) {
            up.Run(x, w1, hid, s);
-           GeluKernel<<<gelu_blocks, 256, 0, s>>>(reinterpret_cast<const float4*>(hid), reinterpret_cast<float4*>(act),
-                                                  n4);
+           if (b.gated) {
+             GegluKernel<<<gelu_blocks, 256, 0, s>>>(hid, act, m, h);
+           } else {
+             GeluKernel<<<gelu_blocks, 256, 0, s>>>(reinterpret_cast<const float4*>(hid),
+                                                    reinterpret_cast<float4*>(act), n4);
+           }
            down.Run(act, w2, y, s);
          }},
         {"hfuse's FFN kernel, a row a thread", 1, [&](cudaStream_t s) { hfuse::cuda::LaunchFfn(ffn1, s); }},
         {"hfuse's FFN kernel, two rows a thread", 1, [&](cudaStream_t s) { hfuse::cuda::LaunchFfn(ffn2, s); }},
     };
-    const double fmas = static_cast<double>(m) * h * (kIn + kOut);
+    const double fmas = static_cast<double>(m) * (w1_rows * kIn + h * kOut);
     const double min_bytes = static_cast<double>(m) * (kIn + kOut) * sizeof(float);
-    std::printf("\n== FFN %d -> %d -> %d, erf GELU, M = %lld: %.2f GFLOP, %.1f MB in and out at least\n", kIn, h, kOut,
-                static_cast<long long>(m), 2 * fmas / 1e9, min_bytes / 1e6);
+    std::printf("\n== FFN %d -> %d%s -> %d, erf GELU, M = %lld: %.2f GFLOP, %.1f MB in and out at least\n", kIn, h,
+                b.gated ? " gated (GEGLU)" : "", kOut, static_cast<long long>(m), 2 * fmas / 1e9, min_bytes / 1e6);
     std::printf("  %-42s %8s %8s %8s %10s\n", "variant", "launches", "us", "TFLOP/s", "max error");
     std::vector<float> got(static_cast<size_t>(m) * kOut), again(got.size());
     for (const Variant& v : variants) {

@@ -14,23 +14,47 @@ __device__ __forceinline__ float Activate(const FfnArgs& a, float v) {
   return FloatFuncOf(kGeluOnly ? static_cast<int32_t>(kGelu) : a.act, a.alpha, a.beta, x);
 }
 
+// out[r] = b + x[r] . w over kIn, fmaf in the order of i.
+template <int kIn, int kRows>
+__device__ __forceinline__ void Dot(const float (&x)[kRows][kIn], const float4* w, float b, float (&out)[kRows]) {
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) out[r] = b;
+#pragma unroll
+  for (int i = 0; i < kIn / 4; ++i) {
+    const float4 v = w[i];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      out[r] = fmaf(x[r][4 * i], v.x, out[r]);
+      out[r] = fmaf(x[r][4 * i + 1], v.y, out[r]);
+      out[r] = fmaf(x[r][4 * i + 2], v.z, out[r]);
+      out[r] = fmaf(x[r][4 * i + 3], v.w, out[r]);
+    }
+  }
+}
+
 // kRows rows a thread, kIn and kOut their widths. Shared memory: W1
-// [hidden][kIn], W2^T [hidden][kOut], b1 [hidden], b2 [kOut].
-template <int kIn, int kOut, int kRows, bool kGeluOnly>
+// [hidden][kIn] (gated: the values' rows, then the gates'), W2^T
+// [hidden][kOut], b1 [hidden] (gated: 2 hidden, as W1), b2 [kOut].
+template <int kIn, int kOut, int kRows, bool kGeluOnly, bool kGated>
 __global__ void __launch_bounds__(kFfnThreads) FfnKernel(FfnArgs a) {
   static_assert(kIn % 4 == 0 && kOut % 4 == 0, "rows of whole float4s");
   extern __shared__ float4 smem4[];
-  const int h = a.hidden;
+  const int h = a.hidden, w1_rows = kGated ? 2 * h : h;
   float* s_w1 = reinterpret_cast<float*>(smem4);
-  float* s_w2t = s_w1 + h * kIn;
+  float* s_w2t = s_w1 + w1_rows * kIn;
   float* s_b1 = s_w2t + h * kOut;
-  float* s_b2 = s_b1 + h;
-  for (int i = threadIdx.x; i < h * kIn; i += kFfnThreads) s_w1[i] = a.w1[i];
+  float* s_b2 = s_b1 + w1_rows;
+  // Row r of s_w1 (and b1): W1's row r (gated: the value's row, or the gate's past h).
+  auto from = [&](int r) { return kGated ? (r < h ? a.value_row + r : a.gate_row + r - h) : r; };
+  for (int i = threadIdx.x; i < w1_rows * kIn; i += kFfnThreads) {
+    const int r = i / kIn;
+    s_w1[i] = a.w1[from(r) * kIn + (i - r * kIn)];
+  }
   for (int i = threadIdx.x; i < h * kOut; i += kFfnThreads) {
     const int j = i / kOut, o = i - j * kOut;
     s_w2t[i] = a.w2[o * h + j];
   }
-  for (int i = threadIdx.x; i < h; i += kFfnThreads) s_b1[i] = a.b1 ? a.b1[i] : 0.0f;
+  for (int i = threadIdx.x; i < w1_rows; i += kFfnThreads) s_b1[i] = a.b1 ? a.b1[from(i)] : 0.0f;
   for (int i = threadIdx.x; i < kOut; i += kFfnThreads) s_b2[i] = a.b2 ? a.b2[i] : 0.0f;
   __syncthreads();
 
@@ -54,21 +78,16 @@ __global__ void __launch_bounds__(kFfnThreads) FfnKernel(FfnArgs a) {
     const float4* w1j = reinterpret_cast<const float4*>(s_w1 + j * kIn);
     const float4* w2j = reinterpret_cast<const float4*>(s_w2t + j * kOut);
     float hr[kRows];
+    Dot<kIn, kRows>(xr, w1j, s_b1[j], hr);
+    if constexpr (kGated) {
+      float gr[kRows];
+      Dot<kIn, kRows>(xr, reinterpret_cast<const float4*>(s_w1 + (h + j) * kIn), s_b1[h + j], gr);
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) hr[r] = s_b1[j];
+      for (int r = 0; r < kRows; ++r) hr[r] *= Activate<kGeluOnly>(a, gr[r]);
+    } else {
 #pragma unroll
-    for (int i = 0; i < kIn / 4; ++i) {
-      const float4 w = w1j[i];
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        hr[r] = fmaf(xr[r][4 * i], w.x, hr[r]);
-        hr[r] = fmaf(xr[r][4 * i + 1], w.y, hr[r]);
-        hr[r] = fmaf(xr[r][4 * i + 2], w.z, hr[r]);
-        hr[r] = fmaf(xr[r][4 * i + 3], w.w, hr[r]);
-      }
+      for (int r = 0; r < kRows; ++r) hr[r] = Activate<kGeluOnly>(a, hr[r]);
     }
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) hr[r] = Activate<kGeluOnly>(a, hr[r]);
 #pragma unroll
     for (int o = 0; o < kOut / 4; ++o) {
       const float4 w = w2j[o];
@@ -93,23 +112,34 @@ __global__ void __launch_bounds__(kFfnThreads) FfnKernel(FfnArgs a) {
   }
 }
 
-template <int kIn, int kOut, int kRows, bool kGeluOnly>
+template <int kIn, int kOut, int kRows, bool kGeluOnly, bool kGated>
 void LaunchOf(const FfnArgs& a, cudaStream_t stream) {
-  const auto smem = static_cast<size_t>(FfnSharedBytes(kIn, a.hidden, kOut));
+  const auto smem = static_cast<size_t>(FfnSharedBytes(kIn, a.hidden, kOut, kGated));
   const int64_t per_block = static_cast<int64_t>(kFfnThreads) * kRows;
-  FfnKernel<kIn, kOut, kRows, kGeluOnly><<<static_cast<unsigned>((a.m + per_block - 1) / per_block), kFfnThreads, smem, stream>>>(a);
+  FfnKernel<kIn, kOut, kRows, kGeluOnly, kGated>
+      <<<static_cast<unsigned>((a.m + per_block - 1) / per_block), kFfnThreads, smem, stream>>>(a);
+}
+
+template <int kIn, int kOut, int kRows, bool kGated>
+void LaunchAct(const FfnArgs& a, cudaStream_t stream) {
+  a.act == kGelu ? LaunchOf<kIn, kOut, kRows, true, kGated>(a, stream)
+                 : LaunchOf<kIn, kOut, kRows, false, kGated>(a, stream);
+}
+
+template <int kIn, int kOut, int kRows>
+void LaunchGated(const FfnArgs& a, cudaStream_t stream) {
+  a.gate_row >= 0 ? LaunchAct<kIn, kOut, kRows, true>(a, stream) : LaunchAct<kIn, kOut, kRows, false>(a, stream);
 }
 
 template <int kIn, int kOut>
 void LaunchRows(const FfnArgs& a, cudaStream_t stream) {
-  const bool gelu = a.act == kGelu;
   if constexpr (kIn + kOut <= 64) {
     if (a.rows_per_thread == 2) {
-      gelu ? LaunchOf<kIn, kOut, 2, true>(a, stream) : LaunchOf<kIn, kOut, 2, false>(a, stream);
+      LaunchGated<kIn, kOut, 2>(a, stream);
       return;
     }
   }
-  gelu ? LaunchOf<kIn, kOut, 1, true>(a, stream) : LaunchOf<kIn, kOut, 1, false>(a, stream);
+  LaunchGated<kIn, kOut, 1>(a, stream);
 }
 
 template <int kIn>

@@ -7,9 +7,15 @@
 // rows) written and read back twice, and GEMMs of K 32 that cuBLAS runs
 // far from the device's peak (bench/RESULTS.md).
 //
+// A gated block (GEGLU, FTTransformer's 32 -> 84 -> 42 -> 32: the first
+// GEMM's output split in two halves, value * act(gate)) is the same
+// kernel: y = (v * act(g)) W2^T + b2, v and g the rows of x W1^T + b1 at
+// W1's rows value_row + j and gate_row + j.
+//
 // A thread computes a row (or two): x's rows and y's in registers, W1, b1,
 // W2 (transposed) and b2 in shared memory, read as float4 broadcasts; for
-// each hidden unit j, h = act(b1[j] + x . W1[j]) and y += h W2[:, j].
+// each hidden unit j, h = act(b1[j] + x . W1[j]) (gated: the value's dot
+// product times act of the gate's) and y += h W2[:, j].
 // Exact float32 (no TF32): fmaf in the order of j, as PyTorch's float32
 // path computes up to the order of its sums.
 //
@@ -34,17 +40,24 @@ inline bool FfnWidth(int64_t w) {
   }
   return false;
 }
-// The shared memory a block takes: W1, W2, b1 and b2, at most the 48 KiB a
-// launch has without opting in (TabTransformer's 32 -> 128 -> 32: 33 KiB).
-inline int64_t FfnSharedBytes(int64_t in, int64_t hidden, int64_t out) { return (hidden * (in + out + 1) + out) * 4; }
+// The shared memory a block takes: W1, W2, b1 and b2 (W1 and b1 twice the
+// hidden rows where gated), at most the 48 KiB a launch has without opting
+// in (TabTransformer's 32 -> 128 -> 32: 33 KiB; FTTransformer's gated 32 ->
+// 84 -> 42 -> 32: 16.2 KiB).
+inline int64_t FfnSharedBytes(int64_t in, int64_t hidden, int64_t out, bool gated = false) {
+  return ((gated ? 2 : 1) * hidden * (in + 1) + hidden * out + out) * 4;
+}
 inline constexpr int64_t kFfnMaxSharedBytes = 48 * 1024;
 
 // One launch: rows [m, in] of x at stride ldx (elements), W1 [hidden, in]
 // and W2 [out, hidden] row-major, b1 [hidden] and b2 [out] (either may be
 // null: none), y [m, out] at stride ldy; float32 all. x and y 16-byte
 // aligned with strides of a multiple of 4. The activation: an OnnxFunc of
-// one operand with its alpha and beta (float_funcs.def). Rows a thread: 1,
-// or 2 (FfnRowsPerThread).
+// one operand with its alpha and beta (float_funcs.def). Gated
+// (gate_row >= 0): W1 [2 hidden, in] and b1 [2 hidden], hidden unit j's
+// value at row value_row + j and its gate at gate_row + j (the halves of
+// the first GEMM's output, either first). Rows a thread: 1, or 2
+// (FfnRowsPerThread).
 struct FfnArgs {
   const float* x;
   const float* w1;
@@ -57,6 +70,7 @@ struct FfnArgs {
   int32_t act;
   float alpha, beta;
   int32_t rows_per_thread;
+  int32_t value_row = 0, gate_row = -1;  // gate_row -1: not gated
 };
 
 // A block's threads.
@@ -68,6 +82,12 @@ inline constexpr int kFfnThreads = 128;
 // 3502.7 against 3560.4; SAINT's of 19968 (512) 1092.3 against 1084.6,
 // and fused_ffn_bench's 13312 rows 25.8 against 23.2 us.
 inline constexpr int64_t kFfnMinRows = 32768;
+// Gated blocks by the rule: none yet. The kernel's gated form is not yet
+// run on a GPU (written 2026-12-07, twenty-ninth session, with no device
+// time left); CudaOptions::ffn_chains 1 takes them, -1 not until a model
+// measures them faster (FTTransformer's two blocks of 79872 rows at batch
+// 2048 run three launches, 35.0 + 13.8 + 27.3 us each alone on an H200).
+inline constexpr int64_t kFfnGatedMinRows = INT64_MAX;
 // Two rows a thread where both rows' x and y fit its registers (in + out
 // at most 64) and the blocks still number at least the SMs; else one.
 // fused_ffn_bench on an H100 (132 SMs, 32 -> 128 -> 32, 2026-12-07): two

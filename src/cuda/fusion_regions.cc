@@ -177,9 +177,14 @@ class Planner {
     chains_.clear();
     for (OpId id : order) {
       std::optional<FusionRegion> chain = AttentionAt(id);
-      if (!chain && ffn_min_rows != kNoFfn && (chain = FfnAt(id)) && chain->ffn->m < ffn_min_rows) {
-        plan.ffn_below_rule[chain->ops[1]] = chain->ffn->m;  // (its activation: ops are in order)
-        chain.reset();
+      if (!chain && ffn_min_rows != kNoFfn && (chain = FfnAt(id))) {
+        const int64_t need =
+            chain->ffn->Gated() && ffn_min_rows > 0 ? std::max(ffn_min_rows, kFfnGatedMinRows) : ffn_min_rows;
+        if (chain->ffn->m < need) {
+          // (its activation's op: the ops are in order)
+          plan.ffn_below_rule[chain->ops[1]] = {chain->ffn->m, need, chain->ffn->Gated()};
+          chain.reset();
+        }
       }
       // (an op in two chains, one's last MatMul the next one's first: the first only)
       if (!chain || std::any_of(chain->ops.begin(), chain->ops.end(),
@@ -524,37 +529,59 @@ class Planner {
     return r;
   }
 
+  // An elementwise op that runs (an IR one or an ONNX node) whose one
+  // output is `out`, read (through views) only by `reader`: its function,
+  // or nothing.
+  std::optional<ElementwiseFunction> OnlyFeeds(TensorId out, OpId reader) const {
+    const OpId id = out == kNone ? kNone : g_.tensor(out).producer;
+    if (id == kNone || !Runs(id)) return std::nullopt;
+    const Op& op = g_.op(id);
+    const std::optional<std::vector<OpId>> readers = Readers(out);
+    if (op.outputs.size() != 1 || op.outputs[0] != out || !readers || *readers != std::vector<OpId>{reader} ||
+        KindOf(op) != MemberKind::kMap) {
+      return std::nullopt;
+    }
+    std::string why;
+    return FamilyOf(op.type) == OpFamily::kElementwise ? IrFunction(op) : ElementwiseFunctionOf(*op.attrs.onnx, why);
+  }
+
   // The feed-forward chain (FfnChain) whose second GEMM is g2, or nothing.
   std::optional<FusionRegion> FfnAt(OpId g2) const {
     const Op& second = g_.op(g2);
     if (!IsGemm(second.type) || NumMembers(second) != 1 || !Runs(g2)) return std::nullopt;
     const GemmMember m2 = GemmMemberOf(second, 0);
-    // The activation: its output (through views) read only by g2, as A.
+    // The activation: its output (through views) read only by g2, as A; or,
+    // gated, a Mul's so read, of a view of the first GEMM's output (the
+    // value) and the activation's output, which only the Mul reads.
     const TensorId h = LayoutOf(m2.a).root;
-    if (h == kNone || h == m2.w || h == m2.bias || g_.tensor(h).producer == kNone) return std::nullopt;
-    const OpId act_id = g_.tensor(h).producer;
-    const Op& act = g_.op(act_id);
-    const std::optional<std::vector<OpId>> h_readers = Readers(h);
-    if (!Runs(act_id) || act.outputs.size() != 1 || act.outputs[0] != h || !h_readers ||
-        *h_readers != std::vector<OpId>{g2} || KindOf(act) != MemberKind::kMap) {
-      return std::nullopt;
+    if (h == kNone || h == m2.w || h == m2.bias) return std::nullopt;
+    std::optional<ElementwiseFunction> f = OnlyFeeds(h, g2);
+    if (!f) return std::nullopt;
+    const OpId top = g_.tensor(h).producer;
+    OpId act_id = top;
+    TensorId value = kNone;
+    if (f->inputs == 2 && f->func == static_cast<int32_t>(kMul)) {
+      for (size_t i = 0; i < 2 && value == kNone; ++i) {
+        const TensorId gated = InputOf(g_.op(top), 1 - i);
+        if (gated == kNone || LayoutOf(gated).root != gated || !(f = OnlyFeeds(gated, top))) continue;
+        act_id = g_.tensor(gated).producer;
+        value = InputOf(g_.op(top), i);
+      }
+      if (value == kNone) return std::nullopt;
     }
-    std::optional<ElementwiseFunction> f;
-    std::string why;
-    if (FamilyOf(act.type) == OpFamily::kElementwise) {
-      f = IrFunction(act);
-    } else {
-      f = ElementwiseFunctionOf(*act.attrs.onnx, why);
-    }
-    const TensorId u = InputOf(act, 0);
+    const TensorId u = InputOf(g_.op(act_id), 0);
     if (!f || f->inputs != 1 || u == kNone || LayoutOf(u).root == kNone) return std::nullopt;
-    // The first GEMM: its output (through views) read only by the activation.
+    // The first GEMM: its output (through views) read only by the
+    // activation (gated: and the Mul, through the two halves).
     const TensorId y1 = LayoutOf(u).root;
     const OpId g1 = g_.tensor(y1).producer;
     if (g1 == kNone || !IsGemm(g_.op(g1).type) || NumMembers(g_.op(g1)) != 1 || !Runs(g1)) return std::nullopt;
     const GemmMember m1 = GemmMemberOf(g_.op(g1), 0);
-    const std::optional<std::vector<OpId>> y1_readers = Readers(y1);
-    if (m1.y != y1 || !y1_readers || *y1_readers != std::vector<OpId>{act_id}) return std::nullopt;
+    std::optional<std::vector<OpId>> y1_readers = Readers(y1);
+    if (y1_readers) std::sort(y1_readers->begin(), y1_readers->end());
+    std::vector<OpId> want_readers{act_id};
+    if (value != kNone) want_readers = {std::min(act_id, top), std::max(act_id, top)};
+    if (m1.y != y1 || !y1_readers || *y1_readers != want_readers) return std::nullopt;
     for (const GemmMember& m : {m1, m2}) {
       if (m.kind != OpType::kGemmRcr && m.kind != OpType::kGemmRcrBias) return std::nullopt;
     }
@@ -576,20 +603,34 @@ class Planner {
     }
     FfnChain c;
     c.x = m1.a, c.w1 = m1.w, c.b1 = m1.bias, c.w2 = m2.w, c.b2 = m2.bias, c.y = m2.y;
-    c.in = w1s[1], c.hidden = w1s[0], c.out = w2s[0];
+    c.in = w1s[1], c.hidden = w2s[1], c.out = w2s[0];
     c.m = Numel(xs) / std::max<int64_t>(c.in, 1);
     c.act = f->func, c.alpha = f->alpha, c.beta = f->beta;
+    const int64_t w1_rows = value == kNone ? c.hidden : 2 * c.hidden;
+    if (value != kNone) {
+      // The halves: each `hidden` columns of y1's rows, one at 0, the other
+      // at `hidden`, of the Mul's shape (no broadcast).
+      const std::optional<int64_t> lv = RowStride(LayoutOf(value), Shape(value)), lu = RowStride(LayoutOf(u), Shape(u));
+      const int64_t ov = LayoutOf(value).offset, ou = LayoutOf(u).offset;
+      if (LayoutOf(value).root != y1 || Shape(value) != Shape(h) || Shape(u) != Shape(h) || Shape(h).empty() ||
+          Shape(h).back() != c.hidden || lv != w1_rows || lu != w1_rows || ov + ou != c.hidden ||
+          (ov != 0 && ou != 0) || g_.tensor(value).dtype != DType::kFloat32) {
+        return std::nullopt;
+      }
+      c.value_row = ov, c.gate_row = ou;
+    }
     const std::optional<int64_t> ldx = RowStride(LayoutOf(c.x), xs), ldy = RowStride(LayoutOf(c.y), ys);
-    if (xs.back() != c.in || ys.back() != c.out || w2s[1] != c.hidden || Numel(ys) != c.m * c.out ||
-        (c.b1 != kNone && Numel(Shape(c.b1)) != c.hidden) || (c.b2 != kNone && Numel(Shape(c.b2)) != c.out) ||
-        Numel(Shape(u)) != c.m * c.hidden || !FfnWidth(c.in) || !FfnWidth(c.out) ||
-        FfnSharedBytes(c.in, c.hidden, c.out) > kFfnMaxSharedBytes || !ldx || !ldy || *ldx % 4 != 0 ||
-        *ldy % 4 != 0 || LayoutOf(c.x).offset % 4 != 0 || LayoutOf(c.y).offset % 4 != 0) {
+    if (xs.back() != c.in || ys.back() != c.out || w1s[0] != w1_rows || Numel(ys) != c.m * c.out ||
+        (c.b1 != kNone && Numel(Shape(c.b1)) != w1_rows) || (c.b2 != kNone && Numel(Shape(c.b2)) != c.out) ||
+        Numel(Shape(u)) != c.m * c.hidden || Numel(Shape(h)) != c.m * c.hidden || !FfnWidth(c.in) ||
+        !FfnWidth(c.out) || FfnSharedBytes(c.in, c.hidden, c.out, c.Gated()) > kFfnMaxSharedBytes || !ldx || !ldy ||
+        *ldx % 4 != 0 || *ldy % 4 != 0 || LayoutOf(c.x).offset % 4 != 0 || LayoutOf(c.y).offset % 4 != 0) {
       return std::nullopt;
     }
     FusionRegion r;
     r.ffn = c;
     r.ops = {g1, act_id, g2};
+    if (value != kNone) r.ops.push_back(top);
     SortByPos(r.ops);
     r.rows = c.m;
     r.cols = c.out;
@@ -1633,6 +1674,8 @@ FfnArgs FfnArgsOf(const ViewPlan& views, const FusionRegion& r, int sms) {
   a.alpha = c.alpha;
   a.beta = c.beta;
   a.rows_per_thread = FfnRowsPerThread(c.m, c.in, c.out, sms);
+  a.value_row = static_cast<int32_t>(c.value_row);
+  a.gate_row = static_cast<int32_t>(c.gate_row);
   return a;
 }
 
@@ -1640,10 +1683,14 @@ void EvaluateFfnRow(const FfnArgs& a, int64_t row) {
   const float* x = a.x + row * a.ldx;
   std::vector<float> y(static_cast<size_t>(a.out));
   for (int32_t o = 0; o < a.out; ++o) y[static_cast<size_t>(o)] = a.b2 ? a.b2[o] : 0.0f;
+  auto dot = [&](int64_t r) {
+    float v = a.b1 ? a.b1[r] : 0.0f;
+    for (int32_t i = 0; i < a.in; ++i) v = std::fma(x[i], a.w1[r * a.in + i], v);
+    return v;
+  };
   for (int32_t j = 0; j < a.hidden; ++j) {
-    float h = a.b1 ? a.b1[j] : 0.0f;
-    for (int32_t i = 0; i < a.in; ++i) h = std::fma(x[i], a.w1[static_cast<int64_t>(j) * a.in + i], h);
-    h = FloatFunc(a.act, h, 0.0f, 0.0f, a.alpha, a.beta);
+    auto act = [&](float v) { return FloatFunc(a.act, v, 0.0f, 0.0f, a.alpha, a.beta); };
+    const float h = a.gate_row < 0 ? act(dot(j)) : dot(a.value_row + j) * act(dot(a.gate_row + j));
     for (int32_t o = 0; o < a.out; ++o) {
       float& v = y[static_cast<size_t>(o)];
       v = std::fma(h, a.w2[static_cast<int64_t>(o) * a.hidden + j], v);

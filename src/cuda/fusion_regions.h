@@ -92,8 +92,9 @@
 // of its ops and see it as one node.
 //
 // A feed-forward chain (FfnChain below: a GEMM, one activation, a second
-// GEMM) is found with the attention chains, a region of its own too, run
-// by the FFN kernel (ffn.h).
+// GEMM; or gated, the activation of one half of the first GEMM's output
+// times the other half) is found with the attention chains, a region of
+// its own too, run by the FFN kernel (ffn.h).
 //
 // A region does not form where its rows are longer than 2048 (a row lives
 // in at most 64 registers a lane: SAINT's intersample Softmax over the
@@ -254,11 +255,18 @@ struct AttentionChain {
 // kFfnMaxSharedBytes, x and y rows at strides of whole float4s (y may be
 // a concatenate's slot). Its hidden tensors get no buffer. (TabTransformer's
 // and SAINT's 32 -> 128 -> 32 blocks, erf GELU.)
+//
+// Gated (GEGLU): the first GEMM's output split on its last dim into two
+// halves of `hidden` (views), the activation of one (the gate) multiplied
+// by the other (the value) in a Mul read only by the second GEMM, the
+// activation read only by the Mul. (FTTransformer's 32 -> 84 -> 42 -> 32.)
 struct FfnChain {
   TensorId x = kNone, w1 = kNone, b1 = kNone, w2 = kNone, b2 = kNone, y = kNone;  // b1, b2 kNone: none
   int64_t m = 0, in = 0, hidden = 0, out = 0;
   int32_t act = 0;  // an OnnxFunc of one operand
   float alpha = 1.0f, beta = 0.5f;
+  int64_t value_row = 0, gate_row = -1;  // gated: W1's first row of each half (else gate_row -1)
+  bool Gated() const { return gate_row >= 0; }
 };
 
 struct FusionRegion {
@@ -291,8 +299,13 @@ struct FusionPlan {
   // region's members next to each other.
   std::vector<OpId> order;
   // The FFN chains of fewer rows than asked for (not regions): their
-  // activation's op and the rows, for the profile's reason.
-  std::map<OpId, int64_t> ffn_below_rule;
+  // activation's op, the rows and the rows asked for, for the profile's reason.
+  struct FfnBelow {
+    int64_t rows = 0, min_rows = 0;
+    bool gated = false;
+    bool operator==(const FfnBelow&) const = default;
+  };
+  std::map<OpId, FfnBelow> ffn_below_rule;
 };
 
 // The regions of a graph planned with `views` (view_plan.h) and the plan's
@@ -300,7 +313,9 @@ struct FusionPlan {
 // false (the order is then the stable one). Regions take in the GEMMs they
 // alone read (RegionProduct) where the products' 64 x 32 tiles are at
 // least `product_min_tiles` (kNoProducts: none); feed-forward chains
-// (FfnChain) of at least `ffn_min_rows` rows are regions (kNoFfn: none).
+// (FfnChain) of at least `ffn_min_rows` rows are regions (kNoFfn: none),
+// gated ones of at least kFfnGatedMinRows too unless `ffn_min_rows` is 0
+// (every chain).
 inline constexpr int64_t kNoProducts = INT64_MAX, kNoFfn = INT64_MAX;
 FusionPlan PlanFusionRegions(const Graph& graph, const ViewPlan& views, const PlanConstants& constants,
                              bool enabled, int64_t product_min_tiles = kNoProducts, int64_t ffn_min_rows = 0);

@@ -907,9 +907,9 @@ void CudaExecutor::Impl::PlanFfn(const cuda::FusionRegion& r) {
   if (!LaunchMayPassGathers(reads, writes)) FlushGathers();
   FlushChain();
   const Op& first = g.op(r.ops.front());
-  AddLaunch(fmt::format("{} (fused FFN kernel, {} ops: {} to {}, {} rows of {} -> {} -> {}, {} a thread)", first.name,
-                        r.ops.size(), first.name, g.op(r.ops.back()).name, a.m, a.in, a.hidden, a.out,
-                        a.rows_per_thread),
+  AddLaunch(fmt::format("{} (fused FFN kernel, {} ops: {} to {}, {} rows of {} -> {}{} -> {}, {} a thread)", first.name,
+                        r.ops.size(), first.name, g.op(r.ops.back()).name, a.m, a.in, a.hidden,
+                        c.Gated() ? " gated" : "", a.out, a.rows_per_thread),
             current_bytes, [=](cudaStream_t s) { cuda::LaunchFfn(a, s); });
 }
 
@@ -2069,8 +2069,14 @@ void CudaExecutor::Impl::CheckHostOps() {
 std::string CudaExecutor::Impl::FfnNote(OpId act) const {
   const auto below = fusion.ffn_below_rule.find(act);
   if (below == fusion.ffn_below_rule.end()) return "";
-  return fmt::format("; its FFN block, {} rows, is below the FFN kernel's rule of {} (ffn.h, kFfnMinRows)",
-                     below->second, cuda::kFfnMinRows);
+  const cuda::FusionPlan::FfnBelow& b = below->second;
+  if (b.min_rows == cuda::kNoFfn) {
+    return fmt::format("; its FFN block, {} rows, is gated, which the FFN kernel's rule takes in no model yet "
+                       "(ffn.h, kFfnGatedMinRows)",
+                       b.rows);
+  }
+  return fmt::format("; its FFN block, {} rows, is below the FFN kernel's rule of {} (ffn.h, {})", b.rows, b.min_rows,
+                     b.gated ? "kFfnGatedMinRows" : "kFfnMinRows");
 }
 
 std::string CudaExecutor::Impl::ApartWhy(OpId first, TensorId y) const {

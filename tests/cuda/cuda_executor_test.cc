@@ -1354,15 +1354,27 @@ TEST_F(CudaTest, AnAttentionChainIsOneLaunch) {
 // erf GELU at 13 rows (fewer than a block) and at 70000 (two rows a thread
 // where the SMs are at most 273), no first bias, tanh and sigmoid (the
 // activation through float_funcs.def's switch), through SAINT's reshape
-// views; by the rule, one launch where it has kFfnMinRows rows or more,
-// else the activation's launch says it is below the rule; off, the GEMMs
-// and the activation launch as before, the same values.
+// views; gated (FTTransformer's GEGLU, 32 -> 84 -> 42 -> 32, either half
+// first, each width of x and y); by the rule, one launch where it has
+// kFfnMinRows rows or more (gated: kFfnGatedMinRows), else a GELU's launch
+// kept apart from its GEMM says it is below the rule (gated, the GELU and
+// the Mul are one region); off, the GEMMs and the activation launch as
+// before, the same values.
 TEST_F(CudaTest, AFeedForwardBlockIsOneLaunch) {
-  std::vector<test::FfnSizes> sizes = {{.m = 13}, {.m = 70000}, {.m = 39 * 40, .tokens = 39},
+  std::vector<test::FfnSizes> sizes = {{.m = 13},
+                                       {.m = 70000},
+                                       {.m = 39 * 40, .tokens = 39},
                                        {.m = 301, .in = 64, .hidden = 37, .out = 8, .act = "tanh", .bias1 = false},
-                                       {.m = 500, .in = 16, .hidden = 200, .out = 16, .act = "sigmoid"}};
+                                       {.m = 500, .in = 16, .hidden = 200, .out = 16, .act = "sigmoid"},
+                                       {.m = 13, .hidden = 42, .gated = 1},
+                                       {.m = 79872, .hidden = 42, .gated = 1},
+                                       {.m = 301, .in = 64, .hidden = 21, .out = 8, .act = "tanh", .bias1 = false,
+                                        .gated = -1}};
   for (int in : cuda::kFfnWidths) {
-    for (int out : cuda::kFfnWidths) sizes.push_back({.m = 129, .in = in, .hidden = 24, .out = out});
+    for (int out : cuda::kFfnWidths) {
+      sizes.push_back({.m = 129, .in = in, .hidden = 24, .out = out});
+      sizes.push_back({.m = 131, .in = in, .hidden = 12, .out = out, .gated = in == out ? -1 : 1});
+    }
   }
   for (const test::FfnSizes& n : sizes) {
     const std::string text = test::FfnBlock(n);
@@ -1370,16 +1382,18 @@ TEST_F(CudaTest, AFeedForwardBlockIsOneLaunch) {
     const Graph g = ParseGraphText(text, "ffn");
     const std::vector<std::string> labels = LaunchLabels(g, {.ffn_chains = 1});
     EXPECT_EQ(labels.size(), 1u) << fmt::format("{}", fmt::join(labels, "; "));
-    EXPECT_TRUE(AnyLabelHas(labels, fmt::format("fused FFN kernel, 3 ops: up to down, {} rows of {} -> {} -> {}", n.m,
-                                                n.in, n.hidden, n.out)));
+    EXPECT_TRUE(AnyLabelHas(labels, fmt::format("fused FFN kernel, {} ops: up to down, {} rows of {} -> {}{} -> {}",
+                                                n.gated != 0 ? 4 : 3, n.m, n.in, n.hidden,
+                                                n.gated != 0 ? " gated" : "", n.out)));
     ExpectGpuMatchesCpu(g, 31, "ffn", {.ffn_chains = 1});
-    EXPECT_EQ(LaunchLabels(g).size() == 1u, n.m >= cuda::kFfnMinRows);  // by the rule
+    const int64_t rule = n.gated != 0 ? cuda::kFfnGatedMinRows : cuda::kFfnMinRows;
+    EXPECT_EQ(LaunchLabels(g).size() == 1u, n.m >= rule);  // by the rule
     // Below the rule, a GELU kept apart from its GEMM says why (the profile's reason).
     const CudaExecutor by_rule(g, BindDims(g));
     const bool says = std::any_of(by_rule.stats().apart.begin(), by_rule.stats().apart.end(), [&](const std::string& l) {
       return l.find(fmt::format("its FFN block, {} rows, is below the FFN kernel's rule", n.m)) != std::string::npos;
     });
-    EXPECT_EQ(says, n.m < cuda::kFfnMinRows) << fmt::format("{}", fmt::join(by_rule.stats().apart, "; "));
+    EXPECT_EQ(says, n.gated == 0 && n.m < rule) << fmt::format("{}", fmt::join(by_rule.stats().apart, "; "));
     EXPECT_GT(LaunchLabels(g, {.ffn_chains = 0}).size(), 1u);
     ExpectGpuMatchesCpu(g, 31, "ffn apart", {.ffn_chains = 0});
   }

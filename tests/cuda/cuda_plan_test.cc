@@ -874,14 +874,16 @@ TEST(FusionRegions, NoAttentionRegionWhereTheChainCannotBeOne) {
 // ---- fused regions: feed-forward blocks ----------------------------------------
 
 // The block (testing/ffn_graphs.h) is one FFN region of its three ops, as
-// given and through the reshape views around its GEMMs; the kernel's row
-// function (EvaluateFfnRow), over x and the weights, computes the CPU
-// executor's y; no buffer for the hidden tensors. Widths of 8 and 64, no
-// first bias, tanh.
+// given and through the reshape views around its GEMMs, or of its four
+// gated (FTTransformer's GEGLU: 32 -> 84, halves of 42, either first); the
+// kernel's row function (EvaluateFfnRow), over x and the weights, computes
+// the CPU executor's y; no buffer for the hidden tensors. Widths of 8 and
+// 64, no first bias, tanh.
 TEST(FusionRegions, AFeedForwardBlockIsOneRegion) {
   for (const test::FfnSizes& n :
        {test::FfnSizes{}, test::FfnSizes{.m = 20, .in = 8, .hidden = 5, .out = 64, .act = "tanh", .bias1 = false},
-        test::FfnSizes{.m = 39 * 3, .tokens = 39}}) {
+        test::FfnSizes{.m = 39 * 3, .tokens = 39}, test::FfnSizes{.m = 39 * 2, .hidden = 42, .gated = 1},
+        test::FfnSizes{.m = 9, .in = 16, .hidden = 7, .out = 8, .act = "tanh", .bias1 = false, .gated = -1}}) {
     const std::string text = test::FfnBlock(n);
     SCOPED_TRACE(text);
     const PlannedRegions p = PlanRegionsOf(text, "ffn");
@@ -889,13 +891,20 @@ TEST(FusionRegions, AFeedForwardBlockIsOneRegion) {
     ASSERT_EQ(p.plan.regions.size(), 1u);
     const FusionRegion& r = p.plan.regions[0];
     ASSERT_TRUE(r.ffn.has_value());
-    EXPECT_EQ(r.ops, (std::vector<OpId>{test::OpNamed(g, "up"), test::OpNamed(g, "act"), test::OpNamed(g, "down")}));
+    std::vector<OpId> ops{test::OpNamed(g, "up"), test::OpNamed(g, "act"), test::OpNamed(g, "down")};
+    if (n.gated != 0) ops.insert(ops.begin() + 2, test::OpNamed(g, "gate"));
+    EXPECT_EQ(r.ops, ops);
     const FfnChain& c = *r.ffn;
     EXPECT_EQ(c.m, n.m);
     EXPECT_EQ(c.in, n.in);
     EXPECT_EQ(c.hidden, n.hidden);
     EXPECT_EQ(c.out, n.out);
     EXPECT_EQ(c.b1 != kNone, n.bias1);
+    EXPECT_EQ(c.Gated(), n.gated != 0);
+    if (n.gated != 0) {
+      EXPECT_EQ(c.value_row, n.gated > 0 ? 0 : n.hidden);
+      EXPECT_EQ(c.gate_row, n.gated > 0 ? n.hidden : 0);
+    }
     const TensorMap feeds = RandomFeeds(g, p.dims, 7);
     FfnArgs a = FfnArgsOf(p.views, r, 132);
     EXPECT_EQ(a.ldx, n.in);
@@ -911,7 +920,8 @@ TEST(FusionRegions, AFeedForwardBlockIsOneRegion) {
       EXPECT_NEAR(out[static_cast<size_t>(i)], want.Get(i), 1e-5f * std::max(1.0f, std::fabs(want.Get(i)))) << i;
     }
     const MemoryPlan mem = PlanDeviceMemory(g, p.dims, &p.views, &p.plan);
-    for (const char* hidden : {"h", "a"}) {
+    for (const char* hidden : {"h", "a", "ag"}) {
+      if (n.gated == 0 && std::string(hidden) == "ag") continue;
       EXPECT_EQ(mem.region[static_cast<size_t>(test::TensorNamed(g, hidden))], 0) << hidden;
     }
   }
@@ -924,17 +934,26 @@ TEST(FusionRegions, AFeedForwardBlockIsOneRegion) {
 
 // The hidden tensor read outside the block (a graph output), a width the
 // kernel has no registers for, weights past 48 KiB of shared memory, an
-// activation of two operands, fewer rows than asked for, or none asked
-// for: no FFN region.
+// activation of two operands; gated, a half or the gate's activation read
+// outside, or the Mul of one half by its own activation: no FFN region.
+// Fewer rows than asked for, or none asked for (gated: any rule but every
+// block's, kFfnGatedMinRows): none either, and the activation's record says
+// why.
 TEST(FusionRegions, NoFeedForwardRegionWhereTheBlockCannotBeOne) {
   std::string two_operands = test::FfnBlock({});
   two_operands.replace(two_operands.find("elementwise(h) {func = gelu}"), 28, "elementwise(h, h) {func = mul}");
+  std::string one_half = test::FfnBlock({.hidden = 42, .gated = 1});
+  one_half.replace(one_half.find("elementwise(v, ag)"), 18, "elementwise(g, ag)");
   for (const auto& [text, what] :
        {std::pair{test::FfnBlock({}, ", a"), "the activation read outside"},
         std::pair{test::FfnBlock({}, ", h"), "the first product read outside"},
         std::pair{test::FfnBlock({.in = 48}), "x 48 wide"}, std::pair{test::FfnBlock({.out = 4}), "y 4 wide"},
         std::pair{test::FfnBlock({.in = 64, .hidden = 100, .out = 64}), "weights of 51.6 KB"},
-        std::pair{two_operands, "an activation of two operands"}}) {
+        std::pair{two_operands, "an activation of two operands"},
+        std::pair{test::FfnBlock({.hidden = 42, .gated = 1}, ", v"), "gated, the value's half read outside"},
+        std::pair{test::FfnBlock({.hidden = 42, .gated = 1}, ", ag"), "gated, the gate's activation read outside"},
+        std::pair{test::FfnBlock({.in = 64, .hidden = 64, .out = 64, .gated = 1}), "gated weights of 48.8 KiB"},
+        std::pair{one_half, "gated, a half times its own activation"}}) {
     SCOPED_TRACE(what);
     const PlannedRegions p = PlanRegionsOf(text, what);
     for (const FusionRegion& r : p.plan.regions) EXPECT_FALSE(r.ffn.has_value());
@@ -946,8 +965,20 @@ TEST(FusionRegions, NoFeedForwardRegionWhereTheBlockCannotBeOne) {
   EXPECT_TRUE(PlanViewsAndRegions(g, dims, folded, true, 0, kNoFfn).fusion.regions.empty());
   const FusionPlan below = PlanViewsAndRegions(g, dims, folded, true, 0, 38).fusion;  // (37 rows)
   EXPECT_TRUE(below.regions.empty());
-  EXPECT_EQ(below.ffn_below_rule, (std::map<OpId, int64_t>{{test::OpNamed(g, "act"), 37}}));
+  EXPECT_EQ(below.ffn_below_rule,
+            (std::map<OpId, FusionPlan::FfnBelow>{{test::OpNamed(g, "act"), {.rows = 37, .min_rows = 38}}}));
   EXPECT_EQ(PlanViewsAndRegions(g, dims, folded, true, 0, 37).fusion.regions.size(), 1u);
+  const Graph gated = ParseGraphText(test::FfnBlock({.hidden = 42, .gated = 1}), "ffn");
+  const DimValues gated_dims = BindDims(gated);
+  const PlanConstants gated_folded = FoldPlanConstants(gated, gated_dims);
+  const FusionPlan gated_by_rule = PlanViewsAndRegions(gated, gated_dims, gated_folded, true, 0, 37).fusion;
+  for (const FusionRegion& r : gated_by_rule.regions) EXPECT_FALSE(r.ffn.has_value());
+  EXPECT_EQ(gated_by_rule.ffn_below_rule,
+            (std::map<OpId, FusionPlan::FfnBelow>{
+                {test::OpNamed(gated, "act"), {.rows = 37, .min_rows = kFfnGatedMinRows, .gated = true}}}));
+  const FusionPlan gated_all = PlanViewsAndRegions(gated, gated_dims, gated_folded, true, 0, 0).fusion;
+  ASSERT_EQ(gated_all.regions.size(), 1u);
+  EXPECT_TRUE(gated_all.regions[0].ffn.has_value());
 }
 
 }  // namespace

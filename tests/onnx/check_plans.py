@@ -94,6 +94,18 @@ def plan_check(tool, path, label, *args, words=None):
     return out
 
 
+# The FFN regions (fusion_regions.h, FfnChain) of pytorch-widedeep's
+# transformers, by both exporters: TabTransformer's and SAINT's two erf-GELU
+# blocks, FTTransformer's two gated (GEGLU) ones, each checked by plan_check
+# against the CPU with the FFN kernel's row function.
+FFN_REGIONS = {"TabTransformer": 2, "SAINT": 2, "FTTransformer": 2}
+
+
+def ffn_regions(line):
+    m = re.search(r"\(\d+ attention, (\d+) ffn\)", line)
+    return int(m.group(1)) if m else None
+
+
 def plan_counts(line):
     """(launches, ops in regions, attention regions) of plan_check's summary line."""
     m = re.search(r" (\d+) launches, .* regions of (\d+) ops \((\d+) attention, \d+ ffn\)", line)
@@ -150,6 +162,10 @@ def main():
                     feeds = feeds_for(os.path.join(d, f"{name}.json"), batch, 11)
                     write_npz(npz, feeds)
                     out = plan_check(tool, path, "/".join(where + [f]), *dim_args(proto, feeds), "--inputs", npz)
+                    if where[0] == "widedeep":
+                        got = ffn_regions(out)
+                        check(got == FFN_REGIONS.get(name, 0),
+                              f"{'/'.join(where + [f])} at {batch}: {got} FFN regions, want {FFN_REGIONS.get(name, 0)}")
                 # torch-rechub's models in bfloat16 (bench/real_models.py --dtype bfloat16): the
                 # same plan as in float32, every region (AutoInt's attention too) read and
                 # written in bfloat16.

@@ -5,7 +5,10 @@
 // where `bias1` is false; `extra_outputs` names more graph outputs (", h").
 // With `tokens` > 0, x is [m / tokens, tokens, in] and each GEMM reads and
 // writes 2-D views of it (SAINT's flattened column FFN: reshape ops around
-// both GEMMs).
+// both GEMMs). Gated (`gated` 1, or -1 with the gate's half first): the
+// first GEMM 2 x hidden wide, split in two halves, y = (v * act(g)) W2^T +
+// b2 (FTTransformer's GEGLU: `x, gates = x.chunk(2, -1); x * gelu(gates)`;
+// `gated` and `tokens` not both).
 #pragma once
 
 #include <fmt/format.h>
@@ -20,11 +23,34 @@ struct FfnSizes {
   std::string act = "gelu";  // an elementwise func of one operand
   bool bias1 = true;
   int64_t tokens = 0;
+  int gated = 0;
 };
 
 inline std::string FfnBlock(const FfnSizes& n, const std::string& extra_outputs = "") {
   const std::string a = n.tokens == 0 ? "x" : "x2";
   const std::string first = n.bias1 ? fmt::format("gemm_rcr_bias({}, w1, b1)", a) : fmt::format("gemm_rcr({}, w1)", a);
+  if (n.gated != 0) {
+    return fmt::format(R"(input x: float32[{0}, {1}]
+param w1: float32[{7}, {1}]
+param b1: float32[{7}]
+param w2: float32[{3}, {2}]
+param b2: float32[{3}]
+tensor h: float32[{0}, {7}]
+h = {4}  # up
+tensor v: float32[{0}, {2}]
+tensor g: float32[{0}, {2}]
+{8} = split(h) {{split_sizes = [{2}, {2}], dim = 1}}  # halves
+tensor ag: float32[{0}, {2}]
+ag = elementwise(g) {{func = {5}}}  # act
+tensor a: float32[{0}, {2}]
+a = elementwise(v, ag) {{func = mul}}  # gate
+tensor y: float32[{0}, {3}]
+y = gemm_rcr_bias(a, w2, b2)  # down
+output y{6}
+)",
+                       n.m, n.in, n.hidden, n.out, first, n.act, extra_outputs, 2 * n.hidden,
+                       n.gated > 0 ? "(v, g)" : "(g, v)");
+  }
   if (n.tokens == 0) {
     return fmt::format(R"(input x: float32[{0}, {1}]
 param w1: float32[{2}, {1}]
