@@ -29,7 +29,21 @@ struct FfnSizes {
 inline std::string FfnBlock(const FfnSizes& n, const std::string& extra_outputs = "") {
   const std::string a = n.tokens == 0 ? "x" : "x2";
   const std::string first = n.bias1 ? fmt::format("gemm_rcr_bias({}, w1, b1)", a) : fmt::format("gemm_rcr({}, w1)", a);
-  if (n.gated != 0) {
+  if (n.tokens == 0) {
+    // The activation: of h, or gated, of one half of h times the other.
+    const std::string act =
+        n.gated == 0
+            ? fmt::format("tensor a: float32[{0}, {1}]\na = elementwise(h) {{func = {2}}}  # act\n", n.m, n.hidden,
+                          n.act)
+            : fmt::format(R"(tensor v: float32[{0}, {1}]
+tensor g: float32[{0}, {1}]
+{3} = split(h) {{split_sizes = [{1}, {1}], dim = 1}}  # halves
+tensor ag: float32[{0}, {1}]
+ag = elementwise(g) {{func = {2}}}  # act
+tensor a: float32[{0}, {1}]
+a = elementwise(v, ag) {{func = mul}}  # gate
+)",
+                          n.m, n.hidden, n.act, n.gated > 0 ? "(v, g)" : "(g, v)");
     return fmt::format(R"(input x: float32[{0}, {1}]
 param w1: float32[{7}, {1}]
 param b1: float32[{7}]
@@ -37,35 +51,11 @@ param w2: float32[{3}, {2}]
 param b2: float32[{3}]
 tensor h: float32[{0}, {7}]
 h = {4}  # up
-tensor v: float32[{0}, {2}]
-tensor g: float32[{0}, {2}]
-{8} = split(h) {{split_sizes = [{2}, {2}], dim = 1}}  # halves
-tensor ag: float32[{0}, {2}]
-ag = elementwise(g) {{func = {5}}}  # act
-tensor a: float32[{0}, {2}]
-a = elementwise(v, ag) {{func = mul}}  # gate
-tensor y: float32[{0}, {3}]
+{5}tensor y: float32[{0}, {3}]
 y = gemm_rcr_bias(a, w2, b2)  # down
 output y{6}
 )",
-                       n.m, n.in, n.hidden, n.out, first, n.act, extra_outputs, 2 * n.hidden,
-                       n.gated > 0 ? "(v, g)" : "(g, v)");
-  }
-  if (n.tokens == 0) {
-    return fmt::format(R"(input x: float32[{0}, {1}]
-param w1: float32[{2}, {1}]
-param b1: float32[{2}]
-param w2: float32[{3}, {2}]
-param b2: float32[{3}]
-tensor h: float32[{0}, {2}]
-h = {4}  # up
-tensor a: float32[{0}, {2}]
-a = elementwise(h) {{func = {5}}}  # act
-tensor y: float32[{0}, {3}]
-y = gemm_rcr_bias(a, w2, b2)  # down
-output y{6}
-)",
-                       n.m, n.in, n.hidden, n.out, first, n.act, extra_outputs);
+                       n.m, n.in, n.hidden, n.out, first, act, extra_outputs, n.gated != 0 ? 2 * n.hidden : n.hidden);
   }
   const int64_t b = n.m / n.tokens;
   return fmt::format(R"(input x: float32[{7}, {8}, {1}]
