@@ -768,6 +768,13 @@ void CudaExecutor::Impl::PlanRegion(const cuda::FusionRegion& r) {
   const int rows_per_thread = cuda::RegionRowsPerThread(r);
   std::string label = fmt::format("{} (fused region kernel, {} ops: {} to {}, {} rows of {}{}", first.name, r.ops.size(),
                                   first.name, g.op(r.ops.back()).name, rows, r.cols, r.one_lane ? ", a row a thread" : "");
+  // The activation of a feed-forward block the FFN kernel's rule left out
+  // (FusionPlan::ffn_below_rule): the FFN kernel would have taken it in.
+  std::string ffn_apart;
+  for (OpId id : r.ops) {
+    const std::string note = FfnNote(id);
+    if (ffn_apart.empty() && !note.empty()) ffn_apart = "a feed-forward block in more than one launch" + note;
+  }
   if (r.products.empty()) {
     PendingRegion p{label + ")", first.name, g.op(r.ops.back()).name, current_bytes, operands, {},
                     std::move(write_spans), {}};
@@ -775,6 +782,7 @@ void CudaExecutor::Impl::PlanRegion(const cuda::FusionRegion& r) {
       const auto it = kept_apart.find(id);
       if (it != kept_apart.end() && p.apart.empty()) p.apart = "elementwise alone: " + it->second + FfnNote(id);
     }
+    if (p.apart.empty()) p.apart = ffn_apart;
     p.pointers.insert(p.pointers.end(), outputs.begin(), outputs.end());
     for (TensorId t : reads) {
       const cuda::Layout& l = views.layout[static_cast<size_t>(t)];
@@ -819,7 +827,7 @@ void CudaExecutor::Impl::PlanRegion(const cuda::FusionRegion& r) {
   pointers.insert(pointers.end(), products.begin(), products.end());
   const int64_t m = q.m, n = q.n;
   AddLaunch(label + ")", current_bytes,
-            [=](cudaStream_t s) { cuda::LaunchProductRegion(kernel, m, n, pointers, s); });
+            [=](cudaStream_t s) { cuda::LaunchProductRegion(kernel, m, n, pointers, s); }, ffn_apart);
 }
 
 void CudaExecutor::Impl::FlushRegions() {

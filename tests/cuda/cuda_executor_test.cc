@@ -1357,9 +1357,9 @@ TEST_F(CudaTest, AnAttentionChainIsOneLaunch) {
 // views; gated (FTTransformer's GEGLU, 32 -> 84 -> 42 -> 32, either half
 // first, each width of x and y); by the rule, one launch where it has
 // kFfnMinRows rows or more (gated: kFfnGatedMinRows), else a GELU's launch
-// kept apart from its GEMM says it is below the rule (gated, the GELU and
-// the Mul are one region); off, the GEMMs and the activation launch as
-// before, the same values.
+// kept apart from its GEMM says it is below the rule (gated: the region of
+// the GELU and the Mul says the rule takes no gated block); off, the GEMMs
+// and the activation launch as before, the same values.
 TEST_F(CudaTest, AFeedForwardBlockIsOneLaunch) {
   std::vector<test::FfnSizes> sizes = {{.m = 13},
                                        {.m = 70000},
@@ -1388,12 +1388,15 @@ TEST_F(CudaTest, AFeedForwardBlockIsOneLaunch) {
     ExpectGpuMatchesCpu(g, 31, "ffn", {.ffn_chains = 1});
     const int64_t rule = n.gated != 0 ? cuda::kFfnGatedMinRows : cuda::kFfnMinRows;
     EXPECT_EQ(LaunchLabels(g).size() == 1u, n.m >= rule);  // by the rule
-    // Below the rule, a GELU kept apart from its GEMM says why (the profile's reason).
+    // Below the rule, the launch of the activation (a GELU kept apart from
+    // its GEMM, or gated, the region of the GELU and the Mul) says why (the
+    // profile's reason).
     const CudaExecutor by_rule(g, BindDims(g));
-    const bool says = std::any_of(by_rule.stats().apart.begin(), by_rule.stats().apart.end(), [&](const std::string& l) {
-      return l.find(fmt::format("its FFN block, {} rows, is below the FFN kernel's rule", n.m)) != std::string::npos;
-    });
-    EXPECT_EQ(says, n.gated == 0 && n.m < rule) << fmt::format("{}", fmt::join(by_rule.stats().apart, "; "));
+    const std::string why = n.gated != 0 ? fmt::format("its FFN block, {} rows, is gated", n.m)
+                                         : fmt::format("its FFN block, {} rows, is below the FFN kernel's rule", n.m);
+    const bool says = std::any_of(by_rule.stats().apart.begin(), by_rule.stats().apart.end(),
+                                  [&](const std::string& l) { return l.find(why) != std::string::npos; });
+    EXPECT_EQ(says, n.m < rule) << fmt::format("{}", fmt::join(by_rule.stats().apart, "; "));
     EXPECT_GT(LaunchLabels(g, {.ffn_chains = 0}).size(), 1u);
     ExpectGpuMatchesCpu(g, 31, "ffn apart", {.ffn_chains = 0});
   }
