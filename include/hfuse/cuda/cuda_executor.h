@@ -174,10 +174,11 @@ struct CudaOptions {
   // A GEMM, its activation and a second GEMM reading it, narrow (rows of
   // 8 to 64 in and out, the weights in 48 KiB), run as one kernel, the
   // hidden values never written (fusion_regions.h, FfnChain; ffn.h:
-  // TabTransformer's and SAINT's 32 -> 128 -> 32 blocks): -1 by the rule,
-  // blocks of at least kFfnMinRows rows (ffn.h: measured on an H100,
-  // bench/RESULTS.md, 2026-12-07); 1 wherever it can, 0 never (the GEMMs
-  // and the activation launch as before).
+  // TabTransformer's and SAINT's 32 -> 128 -> 32 blocks; gated ones,
+  // FTTransformer's GEGLU): -1 by the rule, blocks of at least kFfnMinRows
+  // rows (ffn.h: measured on an H100, bench/RESULTS.md, 2026-12-07), gated
+  // ones of kFfnGatedMinRows (none: not yet run on a GPU); 1 wherever it
+  // can, 0 never (the GEMMs and the activation launch as before).
   int ffn_chains = -1;
 };
 
