@@ -374,6 +374,10 @@ void CudaExecutor::Impl::PlanGemmMembers(const std::vector<cuda::DeviceGemm>& ms
     return;
   }
   if (!group) {
+    if (dtype == DType::kFloat32 && options.gemm_kernel == GemmKernelChoice::kGroupedSgemm && !ms[0].c) {
+      PlanGroupedSgemm(ms, alpha);  // (measuring: a group of one; a residual C stays cuBLASLt's)
+      return;
+    }
     PlanLtGemm(ms, dtype, alpha, act);
     return;
   }

@@ -64,8 +64,8 @@ struct CudaRunStats {
 // measuring the rule). 128x64 exists for float16 only.
 // How a group GEMM runs where the strided-batched cuBLASLt call cannot take
 // it: by the rule (gemm_launches.cc), or forced, for measuring: CUTLASS at
-// a tile (float16/bfloat16), the grouped float32 kernel (grouped_sgemm.h),
-// or one cuBLASLt call a member.
+// a tile (float16/bfloat16), the grouped float32 kernel (grouped_sgemm.h;
+// single float32 GEMMs too, as groups of one), or one cuBLASLt call a member.
 enum class GemmKernelChoice : uint8_t { kRule, k128x128, k128x64, kGroupedSgemm, kPerMember };
 
 struct CudaOptions {
