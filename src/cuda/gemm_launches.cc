@@ -613,7 +613,7 @@ void CudaExecutor::Impl::PlanLtGemm(const std::vector<cuda::DeviceGemm>& ms, DTy
     PlanEpilogue(ms, dtype, act, /*zero_first=*/true);
     return;
   }
-  if (m.n == 1) {  // one output column: a warp a row (kernels.h, LaunchGemv)
+  if (m.n == 1) {  // one output column: the GEMV kernel (kernels.h, LaunchGemv)
     PlanGemv(ms, dtype, alpha, act);
     return;
   }

@@ -330,6 +330,23 @@ struct GemvBatch {
   GemvMember member[kMaxGemvMembers];
 };
 
+// A row's lanes and whether it reads packs of four (GemvMember's comment).
+template <typename T>
+__host__ __device__ inline GemvShape GemvShapeOf(const GemvMember& g) {
+  constexpr auto kPack = static_cast<uintptr_t>(4 * sizeof(T));
+  GemvShape s;
+  s.packs = g.k % 4 == 0 && g.lda % 4 == 0 && reinterpret_cast<uintptr_t>(g.a) % kPack == 0 &&
+            reinterpret_cast<uintptr_t>(g.w) % kPack == 0;
+  const int64_t items = s.packs ? g.k / 4 : g.k;
+  while (s.lanes < 32 && s.lanes < items) s.lanes *= 2;
+  return s;
+}
+
+template <typename T>
+struct alignas(4 * sizeof(T)) Pack4 {
+  T v[4];
+};
+
 template <typename T>
 __global__ void GemvKernel(GemvBatch batch, float alpha, int act) {
   const GemvMember& g = batch.member[blockIdx.y];
@@ -337,14 +354,34 @@ __global__ void GemvKernel(GemvBatch batch, float alpha, int act) {
   const T* w = static_cast<const T*>(g.w);
   const T* bias = static_cast<const T*>(g.bias);
   T* y = static_cast<T*>(g.y);
-  const int lane = static_cast<int>(threadIdx.x % 32);
+  const GemvShape shape = GemvShapeOf<T>(g);
+  const int lanes = shape.lanes, rows_a_warp = 32 / lanes;
+  const int lane = static_cast<int>(threadIdx.x % 32), sub = lane % lanes;
+  const int64_t warp = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / 32;
-  for (int64_t r = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32; r < g.m; r += warps) {
-    const T* ar = a + r * g.lda;
+  // Each warp takes rows_a_warp rows at a time (a warp's loop the same for
+  // all its lanes: the shuffles need them all).
+  for (int64_t first = warp * rows_a_warp; first < g.m; first += warps * rows_a_warp) {
+    const int64_t r = first + lane / lanes;
     float acc = 0.0f;
-    for (int64_t j = lane; j < g.k; j += 32) acc += ToFloat(ar[j]) * ToFloat(w[j]);
-    acc = RowSum(acc, 32);
-    if (lane == 0) {
+    if (r < g.m) {
+      const T* ar = a + r * g.lda;
+      if (shape.packs) {
+        const auto* ap = reinterpret_cast<const Pack4<T>*>(ar);
+        const auto* wp = reinterpret_cast<const Pack4<T>*>(w);
+#pragma unroll 4
+        for (int64_t j = sub; j < g.k / 4; j += lanes) {
+          const Pack4<T> x = ap[j], v = wp[j];
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc = fmaf(ToFloat(x.v[e]), ToFloat(v.v[e]), acc);
+        }
+      } else {
+#pragma unroll 4
+        for (int64_t j = sub; j < g.k; j += lanes) acc = fmaf(ToFloat(ar[j]), ToFloat(w[j]), acc);
+      }
+    }
+    acc = RowSum(acc, lanes);  // (lanes of one row: an aligned group of the warp)
+    if (r < g.m && sub == 0) {
       float v = alpha * acc + (bias ? ToFloat(bias[0]) : 0.0f);
       if (act != kNoActivation) v = ApplyFunc(act, v, 0.0f, true);
       y[r * g.ldy] = FromFloat<T>(v);
@@ -553,13 +590,14 @@ void LaunchGemv(int dtype, const GemvMember* members, int count, float alpha, in
   for (int first = 0; first < count; first += kMaxGemvMembers) {
     GemvBatch batch{};
     const int n = count - first < kMaxGemvMembers ? count - first : kMaxGemvMembers;
-    int64_t rows = 0;
+    int64_t threads = 0;  // the most a member takes: its rows times their lanes
     for (int i = 0; i < n; ++i) {
-      batch.member[i] = members[first + i];
-      rows = members[first + i].m > rows ? members[first + i].m : rows;
+      const GemvMember& g = batch.member[i] = members[first + i];
+      const int lanes = dtype == 2 ? GemvShapeOf<float>(g).lanes : GemvShapeOf<__half>(g).lanes;
+      threads = g.m * lanes > threads ? g.m * lanes : threads;
     }
-    if (rows == 0) continue;
-    const dim3 grid(GridFor(rows * 32, 256), static_cast<unsigned>(n));
+    if (threads == 0) continue;
+    const dim3 grid(GridFor(threads, 256), static_cast<unsigned>(n));
     if (dtype == 0) GemvKernel<__half><<<grid, 256, 0, stream>>>(batch, alpha, act);
     if (dtype == 1) GemvKernel<__nv_bfloat16><<<grid, 256, 0, stream>>>(batch, alpha, act);
     if (dtype == 2) GemvKernel<float><<<grid, 256, 0, stream>>>(batch, alpha, act);

@@ -104,15 +104,23 @@ void LaunchReduce(int dtype, const ReduceArgs& args, cudaStream_t stream);
 // w[:k]) (+ bias[0], then the activation `act`: an EwFunc as the epilogue
 // kernel's, or kNoActivation), a row stride lda, y's ldy; fp32
 // accumulation; dtype as above. Up to kMaxGemvMembers of them (a group's
-// members: DIN's two attention units' last layers) in one launch, a warp a
-// row, a grid row a member. cuBLASLt took 11 us for [2048, 429] x [429, 1]
-// in float32 (320 GB/s), a warp a row a few.
+// members: DIN's two attention units' last layers) in one launch, a grid
+// row a member. cuBLASLt took 11 us for [2048, 429] x [429, 1] in float32
+// (320 GB/s), a warp a row a few. A row takes the fewest lanes of a warp,
+// a power of two up to 32, that cover its k (GemvShape), in packs of four
+// elements where k, lda and the addresses allow: a warp a row ran DIN's
+// two [40960, 32] x [32, 1] in 18.7 us on an H200 (580 GB/s; 2026-12-07),
+// each lane loading one element and waiting on five shuffles for it.
 struct GemvMember {
   const void* a;
   const void* w;
   const void* bias;  // or null
   void* y;
   int64_t lda, ldy, m, k;
+};
+struct GemvShape {
+  int lanes = 1;       // a row's lanes: 1 to 32, an aligned group of its warp
+  bool packs = false;  // reads packs of four: k and lda multiples of 4, a and w aligned to 4 elements
 };
 inline constexpr int kMaxGemvMembers = 16;
 void LaunchGemv(int dtype, const GemvMember* members, int count, float alpha, int act, cudaStream_t stream);

@@ -382,6 +382,37 @@ TEST_F(CudaTest, OneColumnGemmRunsTheGemvKernel) {
   }
 }
 
+// The GEMV kernel gives a row the lanes its depth needs (kernels.h,
+// GemvShape): depths of 1 to 429, in packs of four where k allows (4, 32,
+// 132) and element by element where not (1, 3, 429); rows that leave a
+// warp's last rows idle (37); four members of four depths (one M: the
+// pass groups no others) in one launch, each with its own lanes.
+TEST_F(CudaTest, GemvRowsTakeTheLanesTheirDepthNeeds) {
+  for (const char* dt : kDtypes) {
+    for (int64_t k : {1, 3, 4, 32, 132, 429}) {
+      test::GraphBuilder b;
+      b.Outputs({b.Fc("fc", b.Input("x", {37, k}, ParseDt(dt)), 1, {.type = OpType::kGemmRcrBias})});
+      const Graph g = b.Build();
+      EXPECT_TRUE(AnyLabelHas(LaunchLabels(g), "GEMV kernel")) << dt << " k " << k;
+      ExpectGpuMatchesCpu(g, 34, fmt::format("GEMV {} k {}", dt, k));
+    }
+  }
+  test::GraphBuilder b;
+  std::vector<std::string> outs;
+  for (int64_t k : {3, 32, 96, 429}) {
+    outs.push_back(b.Fc(fmt::format("fc{}", k), b.Input(fmt::format("x{}", k), {37, k}, DType::kFloat32),
+                        1, {.type = OpType::kGemmRcrBiasRelu}));
+  }
+  b.Outputs(outs);
+  Graph fused = b.Build();
+  FuseGroupOps(fused, {.rules = RuleSet::kHfuse});
+  ASSERT_EQ(fused.NumLiveOps(), 1);
+  const std::vector<std::string> labels = LaunchLabels(fused);
+  ASSERT_EQ(labels.size(), 1u) << fmt::format("{}", fmt::join(labels, "; "));
+  EXPECT_NE(labels[0].find("GEMV kernel (N = 1, 4 members"), std::string::npos) << labels[0];
+  ExpectGpuMatchesCpu(fused, 35, "four GEMVs of four depths");
+}
+
 // The float32 group rule (gemm_launches.cc): at most four members, all
 // GEMVs or one of 2^25 multiply-adds or more, run a call each: two
 // 512 x 256 x 429 towers on cuBLASLt; two GEMVs are one launch of the GEMV
