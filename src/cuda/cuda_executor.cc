@@ -136,7 +136,7 @@ CudaExecutor::Impl::~Impl() {
 }
 
 void CudaExecutor::Impl::PlanMemory() {
-  cuda::MemoryPlan plan = cuda::PlanDeviceMemory(g, dims, &views, &fusion);
+  cuda::MemoryPlan plan = cuda::PlanDeviceMemory(g, dims, &views, &fusion, options.group_operands_together);
   order = std::move(plan.order);
   offset = std::move(plan.offset);
   region = std::move(plan.region);

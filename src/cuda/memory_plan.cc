@@ -10,6 +10,7 @@
 #include "gemm_plan.h"
 #include "hfuse/ir/analysis.h"
 #include "hfuse/ir/onnx_ops.h"
+#include "hfuse/ir/op_members.h"
 #include "hfuse/support/checked.h"
 
 namespace hfuse::cuda {
@@ -29,7 +30,8 @@ TensorId StorageOf(const Graph& g, TensorId t) {
   return g.tensor(t).storage == kNone ? t : g.tensor(t).storage;
 }
 
-MemoryPlan PlanDeviceMemory(const Graph& g, const DimValues& dims, const ViewPlan* views, const FusionPlan* fusion) {
+MemoryPlan PlanDeviceMemory(const Graph& g, const DimValues& dims, const ViewPlan* views, const FusionPlan* fusion,
+                            bool group_operands_together) {
   MemoryPlan plan;
   // Where each tensor's bytes live, and which ops write or read them.
   auto root = [&](TensorId t) {
@@ -177,18 +179,58 @@ MemoryPlan PlanDeviceMemory(const Graph& g, const DimValues& dims, const ViewPla
       }
     }
   }
+  // With group_operands_together: the A operands of a group GEMM's members,
+  // when one fused region writes them all (each its own buffer, of one
+  // size), are one unit in the members' order, so that they lie at a
+  // constant stride and one strided-batched call can run the group (DIN's
+  // two attention units' second layers, whose inputs one Dice region
+  // writes; apart, the arena puts them anywhere).
+  std::vector<std::vector<TensorId>> together;
+  std::vector<int32_t> together_of(n, -1);
+  if (fusion && group_operands_together) {
+    for (OpId id : order) {
+      const Op& op = g.op(id);
+      if (!runs(id) || !IsGroupGemm(op.type) || NumMembers(op) < 2) continue;
+      std::vector<TensorId> as;
+      int32_t writer = -1;
+      for (size_t m = 0; m < NumMembers(op); ++m) {
+        const TensorId a = GemmMemberOf(op, m).a;
+        const OpId p = g.tensor(a).producer;
+        const int32_t r = p == kNone ? -1 : fusion->region_of[static_cast<size_t>(p)];
+        if (root(a) != a || r < 0 || (writer >= 0 && r != writer) || region[static_cast<size_t>(a)] ||
+            taken[static_cast<size_t>(a)] || together_of[static_cast<size_t>(a)] >= 0 ||
+            std::find(as.begin(), as.end(), a) != as.end() ||
+            DeviceTensorBytes(g, dims, a) != DeviceTensorBytes(g, dims, GemmMemberOf(op, 0).a)) {
+          as.clear();
+          break;
+        }
+        writer = r;
+        as.push_back(a);
+      }
+      if (as.empty()) continue;
+      for (TensorId a : as) together_of[static_cast<size_t>(a)] = static_cast<int32_t>(together.size());
+      together.push_back(std::move(as));
+    }
+  }
   for (OpId id : order) {
     // (A concatenate written in place runs nothing; its output is a unit, which its parts' producers fill.)
     if (views && !runs(id) && !g.op(id).elided && !views->in_place[static_cast<size_t>(id)]) continue;
     Unit u{{}, begin[static_cast<size_t>(id)], end[static_cast<size_t>(id)], 0};
-    for (TensorId out : g.op(id).outputs) {
-      const TensorId s = root(out);
-      if (s == kNone || region[static_cast<size_t>(s)] || taken[static_cast<size_t>(s)]) continue;
+    auto add = [&](TensorId s) {
       taken[static_cast<size_t>(s)] = true;
       u.tensors.push_back(s);
       u.start = std::min(u.start, first[static_cast<size_t>(s)]);
       u.end = std::max(u.end, last[static_cast<size_t>(s)]);
       u.bytes += AlignUp(DeviceTensorBytes(g, dims, s));
+    };
+    for (TensorId out : g.op(id).outputs) {
+      const TensorId s = root(out);
+      if (s == kNone || region[static_cast<size_t>(s)] || taken[static_cast<size_t>(s)]) continue;
+      if (together_of[static_cast<size_t>(s)] < 0) {
+        add(s);
+      } else {  // (the first of them written: all of them, in the members' order)
+        for (TensorId t : together[static_cast<size_t>(together_of[static_cast<size_t>(s)])]) add(t);
+      }
     }
     if (!u.tensors.empty()) units.push_back(std::move(u));
   }

@@ -46,8 +46,11 @@ struct MemoryPlan {
 // region runs as one launch: every tensor a member reads stays alive to the
 // region's last member, and every tensor a member writes is alive from the
 // region's first, so that no buffer the region's kernel reads is one it writes.
+// With group_operands_together (CudaOptions::group_operands_together), the
+// A operands of a group GEMM's members that one region writes lie side by
+// side, in the members' order.
 MemoryPlan PlanDeviceMemory(const Graph& graph, const DimValues& dims, const ViewPlan* views = nullptr,
-                            const FusionPlan* fusion = nullptr);
+                            const FusionPlan* fusion = nullptr, bool group_operands_together = false);
 
 // A tensor's bytes at these dims; throws InputError when the size wraps.
 int64_t DeviceTensorBytes(const Graph& graph, const DimValues& dims, TensorId t);

@@ -535,6 +535,42 @@ void ExpectRegionComputesTheCpus(const PlannedRegions& p, const FusionRegion& r,
   }
 }
 
+// With group_operands_together, the A operands of a group GEMM's members
+// that one fused region writes lie side by side in the members' order (one
+// strided-batched call can take the group: DIN's second attention layers);
+// the plan stays sound, and without it nothing asks for that.
+TEST(MemoryPlan, AGroupsOperandsOfOneRegionLieSideBySide) {
+  const PlannedRegions p = PlanRegionsOf(R"(input x0: float32[64, 32]
+input x1: float32[64, 32]
+input s: float32[64, 32]
+tensor a0: float32[64, 32]
+a0 = opaque(x0, s) {onnx = Mul}  # m0
+tensor a1: float32[64, 32]
+a1 = opaque(x1, s) {onnx = Mul}  # m1
+param w0: float32[16, 32]
+param b0: float32[16]
+param w1: float32[16, 32]
+param b1: float32[16]
+tensor y0: float32[64, 16]
+tensor y1: float32[64, 16]
+(y1, y0) = group_gemm_rcr_bias(a1, w1, b1, a0, w0, b0)  # g
+output y0, y1
+)",
+                                         "two operands of one region");
+  const Graph& g = p.g;
+  const TensorId a0 = test::TensorNamed(g, "a0"), a1 = test::TensorNamed(g, "a1");
+  ASSERT_GE(p.plan.region_of[static_cast<size_t>(test::OpNamed(g, "m0"))], 0);
+  ASSERT_EQ(p.plan.region_of[static_cast<size_t>(test::OpNamed(g, "m0"))],
+            p.plan.region_of[static_cast<size_t>(test::OpNamed(g, "m1"))]);
+  const MemoryPlan together = PlanDeviceMemory(g, p.dims, &p.views, &p.plan, true);
+  ExpectSound(g, p.dims, together);
+  EXPECT_EQ(together.region[static_cast<size_t>(a1)], 'a');
+  EXPECT_EQ(together.offset[static_cast<size_t>(a0)] - together.offset[static_cast<size_t>(a1)], 64 * 32 * 4);
+  const MemoryPlan apart = PlanDeviceMemory(g, p.dims, &p.views, &p.plan);
+  ExpectSound(g, p.dims, apart);
+  EXPECT_NE(apart.offset[static_cast<size_t>(a0)] - apart.offset[static_cast<size_t>(a1)], 64 * 32 * 4);
+}
+
 // The gate joins the region of the op that reads it, which then writes only
 // y, the CPU executor's y of the unfused ops.
 TEST(FusionRegions, AGateJoinsTheRegionThatReadsItBroadcast) {

@@ -1,7 +1,7 @@
 // Checks the CUDA backend's host-side plan of a model against the CPU
 // reference, tensor by tensor, on any machine (no GPU):
 //
-//   plan_check MODEL [--dim NAME=VALUE]... [--inputs IN.npz] [--seed S] [--verbose [--layouts]] [--sources]
+//   plan_check MODEL [--dim NAME=VALUE]... [--inputs IN.npz] [--seed S] [--verbose [--layouts]] [--sources] [--group-operands-together]
 //
 // The model is imported and fused as a CUDA session would (onnx-import,
 // then the gpu pipeline, hfuse rules, dims bound), and run on the CPU
@@ -108,7 +108,7 @@ struct Checker {
 
 int Main(int argc, char** argv) {
   if (argc < 2) {
-    fmt::print(stderr, "usage: plan_check MODEL [--dim NAME=VALUE]... [--inputs IN.npz] [--seed S] [--verbose [--layouts]] [--sources]\n");
+    fmt::print(stderr, "usage: plan_check MODEL [--dim NAME=VALUE]... [--inputs IN.npz] [--seed S] [--verbose [--layouts]] [--sources] [--group-operands-together]\n");
     return 2;
   }
   SessionOptions options;
@@ -119,6 +119,7 @@ int Main(int argc, char** argv) {
   bool verbose = false;
   bool print_sources = false;  // each fused region's kernel source
   bool print_layouts = false;  // with --verbose: where each op's inputs lie (root, offset, strides)
+  bool operands_together = false;  // the memory plan of CudaOptions::group_operands_together
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--dim" && i + 1 < argc) {
@@ -133,6 +134,8 @@ int Main(int argc, char** argv) {
       print_sources = true;
     } else if (a == "--layouts") {
       print_layouts = true;
+    } else if (a == "--group-operands-together") {
+      operands_together = true;
     } else if (a == "--seed" && i + 1 < argc) {
       seed = std::stoull(argv[++i]);
     } else {
@@ -361,7 +364,7 @@ int Main(int argc, char** argv) {
   }
   // 4. The memory plan, replayed on host buffers; a region reads its
   // operands, then writes its outputs, as one launch.
-  const cuda::MemoryPlan mem = cuda::PlanDeviceMemory(g, dims, &views, &fusion);
+  const cuda::MemoryPlan mem = cuda::PlanDeviceMemory(g, dims, &views, &fusion, operands_together);
   std::map<char, std::vector<uint8_t>> buffers = {
       {'i', std::vector<uint8_t>(static_cast<size_t>(mem.input_bytes))},
       {'p', std::vector<uint8_t>(static_cast<size_t>(mem.param_bytes))},

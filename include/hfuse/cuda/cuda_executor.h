@@ -150,6 +150,14 @@ struct CudaOptions {
   // the GEMM's output never written (FTTransformer's last residual before
   // its MLP); off, the Add launches alone.
   bool gemm_residuals = true;
+  // The A operands of a group GEMM's members that one fused region writes
+  // (each its own buffer, of one size) lie side by side in the arena, in
+  // the members' order (memory_plan.h), so that one strided-batched call
+  // can take the group (DIN's second attention layers, two cuBLASLt calls
+  // of 40960 x 32 x 64 at batch 2048: 21.0 and 21.1 us each alone on an
+  // H200, 2026-12-07). Off until measured (written in the thirtieth
+  // session, no GPU lent): `hfuse bench --gemm-paths` times it.
+  bool group_operands_together = false;
   // A GEMM, or a group's members, of K at most 64 whose outputs only one
   // fused region reads, one value a row, runs inside the region's kernel,
   // the products never written (fusion_regions.h, RegionProduct; DCNv2's
