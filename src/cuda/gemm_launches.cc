@@ -370,7 +370,12 @@ void CudaExecutor::Impl::PlanGemmMembers(const std::vector<cuda::DeviceGemm>& ms
   const bool narrow = std::all_of(ms.begin(), ms.end(), [](const cuda::DeviceGemm& m) { return m.n <= cuda::kSgemmNarrow; });
   if (dtype == DType::kFloat32 && options.gemm_kernel == GemmKernelChoice::kRule && GroupedSgemmFor() && !lt_takes_act &&
       narrow) {
-    PlanGroupedSgemm(ms, alpha);
+    const bool gemvs = std::all_of(ms.begin(), ms.end(), [](const cuda::DeviceGemm& m) { return m.n == 1; });
+    if (options.gemv_activations && gemvs && act != cuda::kLeakyReluActivation) {  // (the GEMV kernel takes no alpha)
+      PlanGemv(ms, dtype, alpha, act);
+    } else {
+      PlanGroupedSgemm(ms, alpha);
+    }
     return;
   }
   if (!group) {

@@ -158,6 +158,15 @@ struct CudaOptions {
   // H200, 2026-12-07). Off until measured (written in the thirtieth
   // session, no GPU lent): `hfuse bench --gemm-paths` times it.
   bool group_operands_together = false;
+  // float32 GEMMs of one output column, alone or a group's members of one
+  // epilogue, whose activation cuBLASLt's epilogue lacks (a tower's
+  // sigmoid) run on the GEMV kernel, the activation in it (kernels.h,
+  // LaunchGemv), not the grouped float32 kernel's narrow tiles (DIN's and
+  // DCNv2's last linear: 9.5 and 11.9 us alone on an H200, 2026-12-07, for
+  // 2048 rows). Off until measured, with the GEMV kernel's lanes a row
+  // (written in the thirtieth session, no GPU lent): `hfuse bench
+  // --gemm-paths` times it.
+  bool gemv_activations = false;
   // A GEMM, or a group's members, of K at most 64 whose outputs only one
   // fused region reads, one value a row, runs inside the region's kernel,
   // the products never written (fusion_regions.h, RegionProduct; DCNv2's
