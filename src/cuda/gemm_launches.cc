@@ -379,8 +379,11 @@ void CudaExecutor::Impl::PlanGemmMembers(const std::vector<cuda::DeviceGemm>& ms
     return;
   }
   if (!group) {
-    if (dtype == DType::kFloat32 && options.gemm_kernel == GemmKernelChoice::kGroupedSgemm && !ms[0].c) {
-      PlanGroupedSgemm(ms, alpha);  // (measuring: a group of one; a residual C stays cuBLASLt's)
+    const bool single_sgemm = options.gemm_kernel == GemmKernelChoice::kGroupedSgemm ||
+                              (options.single_sgemm && options.gemm_kernel == GemmKernelChoice::kRule &&
+                               GroupedSgemmFor() && ms[0].n > 1);  // (one column: the GEMV kernel)
+    if (dtype == DType::kFloat32 && single_sgemm && !ms[0].c) {
+      PlanGroupedSgemm(ms, alpha);  // (a group of one; a residual C stays cuBLASLt's)
       return;
     }
     PlanLtGemm(ms, dtype, alpha, act);

@@ -418,6 +418,23 @@ TEST_F(CudaTest, GemvRowsTakeTheLanesTheirDepthNeeds) {
   ExpectGpuMatchesCpu(fused, 35, "four GEMVs of four depths");
 }
 
+// CudaOptions::single_sgemm: a single float32 GEMM (DIN's final MLP's
+// shapes, 2048 x 256 x 192 with its bias and ReLU, and one of K 96 below
+// the tensor tiles' depth) runs on the grouped float32 kernel as a group
+// of one, its values the CPU's; by default, cuBLASLt.
+TEST_F(CudaTest, SingleFloat32GemmOnTheGroupedKernel) {
+  for (int64_t k : {192, 96}) {
+    test::GraphBuilder b;
+    b.Outputs({b.Fc("fc", b.Input("x", {2048, k}, DType::kFloat32), 256, {.type = OpType::kGemmRcrBiasRelu})});
+    const Graph g = b.Build();
+    EXPECT_TRUE(AnyLabelHas(LaunchLabels(g), "cublasLt")) << k;
+    const std::vector<std::string> labels = LaunchLabels(g, {.single_sgemm = true});
+    ASSERT_EQ(labels.size(), 1u) << fmt::format("{}", fmt::join(labels, "; "));
+    EXPECT_NE(labels[0].find("grouped float32 GEMM, 1 members"), std::string::npos) << labels[0];
+    ExpectGpuMatchesCpu(g, 36, fmt::format("single float32 GEMM of K {} on the grouped kernel", k), {.single_sgemm = true});
+  }
+}
+
 // The float32 group rule (gemm_launches.cc): at most four members, all
 // GEMVs or one of 2^25 multiply-adds or more, run a call each: two
 // 512 x 256 x 429 towers on cuBLASLt; two GEMVs are one launch of the GEMV

@@ -167,6 +167,12 @@ struct CudaOptions {
   // (written in the thirtieth session, no GPU lent): `hfuse bench
   // --gemm-paths` times it.
   bool gemv_activations = false;
+  // Single float32 GEMMs (no residual C operand) on the grouped float32
+  // kernel as groups of one (its 64 x 64 tiles, 3xTF32 where deep), not
+  // cuBLASLt (DIN's final MLP, 2048 x 256 x 192 and 2048 x 128 x 256: 32
+  // and 16 tiles of 128 x 128 on 132 SMs, 21.4 and 21.5 us alone on an
+  // H200, 2026-12-07). Off until measured: `hfuse bench --gemm-paths`.
+  bool single_sgemm = false;
   // A GEMM, or a group's members, of K at most 64 whose outputs only one
   // fused region reads, one value a row, runs inside the region's kernel,
   // the products never written (fusion_regions.h, RegionProduct; DCNv2's
