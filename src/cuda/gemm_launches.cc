@@ -368,9 +368,9 @@ void CudaExecutor::Impl::PlanGemmMembers(const std::vector<cuda::DeviceGemm>& ms
   // sigmoid towers, bench/RESULTS.md, 2026-12-04).
   const bool lt_takes_act = act == cuda::kNoActivation || act == static_cast<int>(EwFunc::kRelu);
   const bool narrow = std::all_of(ms.begin(), ms.end(), [](const cuda::DeviceGemm& m) { return m.n <= cuda::kSgemmNarrow; });
+  const bool gemvs = std::all_of(ms.begin(), ms.end(), [](const cuda::DeviceGemm& m) { return m.n == 1; });
   if (dtype == DType::kFloat32 && options.gemm_kernel == GemmKernelChoice::kRule && GroupedSgemmFor() && !lt_takes_act &&
       narrow) {
-    const bool gemvs = std::all_of(ms.begin(), ms.end(), [](const cuda::DeviceGemm& m) { return m.n == 1; });
     if (options.gemv_activations && gemvs && act != cuda::kLeakyReluActivation) {  // (the GEMV kernel takes no alpha)
       PlanGemv(ms, dtype, alpha, act);
     } else {
@@ -397,7 +397,6 @@ void CudaExecutor::Impl::PlanGemmMembers(const std::vector<cuda::DeviceGemm>& ms
   // call a member is asked for or the rule picks it (FewCallsPay).
   if (dtype == DType::kFloat32 && options.gemm_kernel == GemmKernelChoice::kRule && cuda::FewCallsPay(ms, false)) {
     // GEMVs all: one launch of the GEMV kernel for the lot.
-    const bool gemvs = std::all_of(ms.begin(), ms.end(), [](const cuda::DeviceGemm& m) { return m.n == 1; });
     if (gemvs) {
       PlanGemv(ms, dtype, alpha, act);
     } else {
