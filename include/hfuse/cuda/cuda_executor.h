@@ -156,7 +156,11 @@ struct CudaOptions {
   // can take the group (DIN's second attention layers, two cuBLASLt calls
   // of 40960 x 32 x 64 at batch 2048: 21.0 and 21.1 us each alone on an
   // H200, 2026-12-07). Off until measured (written in the thirtieth
-  // session, no GPU lent): `hfuse bench --gemm-paths` times it.
+  // session, no GPU lent): `hfuse bench --gemm-paths` times it. A group
+  // made strided so whose activation cuBLASLt's epilogue lacks (DCNv2's
+  // tanh after its experts' middle projections, whose inputs are the
+  // tanh before) would take an epilogue launch after the call: measure
+  // those models too before turning it on.
   bool group_operands_together = false;
   // float32 GEMMs of one output column, alone or a group's members of one
   // epilogue, whose activation cuBLASLt's epilogue lacks (a tower's
