@@ -193,6 +193,7 @@ MemoryPlan PlanDeviceMemory(const Graph& g, const DimValues& dims, const ViewPla
       if (!runs(id) || !IsGroupGemm(op.type) || NumMembers(op) < 2) continue;
       std::vector<TensorId> as;
       int32_t writer = -1;
+      const int64_t bytes = DeviceTensorBytes(g, dims, GemmMemberOf(op, 0).a);
       for (size_t m = 0; m < NumMembers(op); ++m) {
         const TensorId a = GemmMemberOf(op, m).a;
         const OpId p = g.tensor(a).producer;
@@ -200,7 +201,7 @@ MemoryPlan PlanDeviceMemory(const Graph& g, const DimValues& dims, const ViewPla
         if (root(a) != a || r < 0 || (writer >= 0 && r != writer) || region[static_cast<size_t>(a)] ||
             taken[static_cast<size_t>(a)] || together_of[static_cast<size_t>(a)] >= 0 ||
             std::find(as.begin(), as.end(), a) != as.end() ||
-            DeviceTensorBytes(g, dims, a) != DeviceTensorBytes(g, dims, GemmMemberOf(op, 0).a)) {
+            DeviceTensorBytes(g, dims, a) != bytes) {
           as.clear();
           break;
         }
