@@ -82,12 +82,13 @@ inline constexpr int kFfnThreads = 128;
 // 3502.7 against 3560.4; SAINT's of 19968 (512) 1092.3 against 1084.6,
 // and fused_ffn_bench's 13312 rows 25.8 against 23.2 us.
 inline constexpr int64_t kFfnMinRows = 32768;
-// Gated blocks by the rule: none yet. The kernel's gated form is not yet
-// run on a GPU (written 2026-12-07, twenty-ninth session, with no device
-// time left); CudaOptions::ffn_chains 1 takes them, -1 not until a model
-// measures them faster (FTTransformer's two blocks of 79872 rows at batch
-// 2048 run three launches, 35.0 + 13.8 + 27.3 us each alone on an H200).
-inline constexpr int64_t kFfnGatedMinRows = INT64_MAX;
+// Gated blocks by the rule: as many rows as the ungated (the rule takes
+// the larger of the two). Measured on an H100 (bench/RESULTS.md,
+// 2026-12-07, thirty-first session): fused_ffn_bench's 32 -> 42 gated ->
+// 32 block 46.9 against 79.2 us (three launches) at 79872 rows, 20.7
+// against 22.9 at 19968; FTTransformer at batch 2048 (two blocks of 79872)
+// 455.7 against 492.8 us a graph run, at 512 (19968) 175.0 against 173.5.
+inline constexpr int64_t kFfnGatedMinRows = 32768;
 // Two rows a thread where both rows' x and y fit its registers (in + out
 // at most 64) and the blocks still number at least the SMs; else one.
 // fused_ffn_bench on an H100 (132 SMs, 32 -> 128 -> 32, 2026-12-07): two

@@ -10,6 +10,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "float_funcs.cuh"
@@ -254,9 +255,13 @@ __global__ void OnnxElementwiseBatchKernel(const OnnxElementwiseArgs* args) {
   ElementwiseOp<kNarrow>(a);
 }
 
-// Word w of gathered row `row` (o, i: the outer index and the id's place).
+// Word w of gathered row `row` (o, i: the outer index and the id's place),
+// loaded with the bias row's word added: false for an id out of range.
+// *y_at: the byte where it goes. Loads only, so that a thread's several
+// words are read at once before any is written.
 template <typename Word, typename Index>
-__device__ __forceinline__ void GatherWord(const GatherArgs& a, Index row, Index w, Index row_words, bool dense) {
+__device__ __forceinline__ bool GatherLoad(const GatherArgs& a, Index row, Index w, Index row_words, bool dense,
+                                           Word* v, int64_t* y_at) {
   const Index o = row / static_cast<Index>(a.count), i = row - o * static_cast<Index>(a.count);
   int64_t off = i;
   if (!dense) {
@@ -269,43 +274,57 @@ __device__ __forceinline__ void GatherWord(const GatherArgs& a, Index row, Index
   }
   int64_t at = Read(a.index, off).AsInt();
   if (at < 0) at += a.len;
-  if (at < 0 || at >= a.len) {
-    *a.bad = 1;
-    return;
-  }
-  Word v = static_cast<const Word*>(a.data)[(static_cast<int64_t>(o) * a.len + at) * row_words + w];
-  const int64_t y_at = a.y_block_rows > 1 ? static_cast<int64_t>(row / static_cast<Index>(a.y_block_rows)) * a.y_block_bytes +
-                                                static_cast<int64_t>(row % static_cast<Index>(a.y_block_rows)) * a.y_row_bytes
-                                          : static_cast<int64_t>(row) * a.y_row_bytes;
-  Word* y = reinterpret_cast<Word*>(static_cast<char*>(a.y) + y_at);
+  if (at < 0 || at >= a.len) return false;
+  Word x = static_cast<const Word*>(a.data)[(static_cast<int64_t>(o) * a.len + at) * row_words + w];
+  *y_at = (a.y_block_rows > 1 ? static_cast<int64_t>(row / static_cast<Index>(a.y_block_rows)) * a.y_block_bytes +
+                                    static_cast<int64_t>(row % static_cast<Index>(a.y_block_rows)) * a.y_row_bytes
+                              : static_cast<int64_t>(row) * a.y_row_bytes) +
+          static_cast<int64_t>(w) * static_cast<int64_t>(sizeof(Word));
   if constexpr (sizeof(Word) == sizeof(float)) {
-    if (a.add) v = __float_as_uint(__uint_as_float(v) + a.add[w]);
+    if (a.add) x = __float_as_uint(__uint_as_float(x) + a.add[w]);
   } else if constexpr (sizeof(Word) == sizeof(float4)) {
     if (a.add) {
       const float4 b = reinterpret_cast<const float4*>(a.add)[w];
-      v.x = __float_as_uint(__uint_as_float(v.x) + b.x);
-      v.y = __float_as_uint(__uint_as_float(v.y) + b.y);
-      v.z = __float_as_uint(__uint_as_float(v.z) + b.z);
-      v.w = __float_as_uint(__uint_as_float(v.w) + b.w);
+      x.x = __float_as_uint(__uint_as_float(x.x) + b.x);
+      x.y = __float_as_uint(__uint_as_float(x.y) + b.y);
+      x.z = __float_as_uint(__uint_as_float(x.z) + b.z);
+      x.w = __float_as_uint(__uint_as_float(x.w) + b.w);
     }
   }
-  y[w] = v;
+  *v = x;
+  return true;
 }
 
-// One thread a word of an output row (16 or 4 bytes where rows and
-// pointers allow, else a byte). The ids of one lookup are most often a
-// dense tensor ([B] or [B, L]): the id's place is then its offset, with no
-// division per dim; and index math in 32 bits where the lookup is below
-// 2^31 words (DIN's [2048, 20] history lookups took 45 us at 212 GB/s with
-// 64-bit divisions, one word a thread, bench/RESULTS.md).
-template <typename Word>
-__device__ __forceinline__ void GatherOp(const GatherArgs& a, int64_t row_words) {
+template <typename Word, typename Index>
+__device__ __forceinline__ void GatherWord(const GatherArgs& a, Index row, Index w, Index row_words, bool dense) {
+  Word v;
+  int64_t y_at;
+  if (!GatherLoad<Word, Index>(a, row, w, row_words, dense, &v, &y_at)) {
+    *a.bad = 1;
+    return;
+  }
+  *reinterpret_cast<Word*>(static_cast<char*>(a.y) + y_at) = v;
+}
+
+// Whether the ids are a dense tensor ([B] or [B, L]), the most common
+// lookup: the id's place is then its offset, with no division per dim.
+__device__ __forceinline__ bool DenseIds(const GatherArgs& a) {
   bool dense = true;
   int64_t stride = 1;
   for (int d = a.index_rank - 1; d >= 0; --d) {
     if (a.index_shape[d] != 1 && a.index.strides[d] != stride) dense = false;
     stride *= a.index_shape[d];
   }
+  return dense;
+}
+
+// One thread a word of an output row (16 or 4 bytes where rows and
+// pointers allow, else a byte), index math in 32 bits where the lookup is
+// below 2^31 words (DIN's [2048, 20] history lookups took 45 us at 212 GB/s
+// with 64-bit divisions, one word a thread, bench/RESULTS.md).
+template <typename Word>
+__device__ __forceinline__ void GatherOp(const GatherArgs& a, int64_t row_words) {
+  const bool dense = DenseIds(a);
   const int64_t total = a.outer * a.count * row_words;
   if (total < (int64_t{1} << 31)) {
     const auto n = static_cast<uint32_t>(total), rw = static_cast<uint32_t>(row_words);
@@ -326,18 +345,66 @@ __global__ void GatherKernel(GatherArgs a, int64_t row_words) {
   GatherOp<Word>(a, row_words);
 }
 
-// One gather of the batch per grid row (blockIdx.y), its words (of its own
-// size) over the row's blocks.
-__global__ void GatherBatchKernel(const GatherArgs* args) {
-  __shared__ GatherArgs a;
-  if (threadIdx.x == 0) a = args[blockIdx.y];
-  __syncthreads();
-  if (a.word_bytes == 16) {
-    GatherOp<uint4>(a, a.inner_bytes / 16);
-  } else if (a.word_bytes == 4) {
-    GatherOp<uint32_t>(a, a.inner_bytes / 4);
+// A gather of a batch: kGatherUnroll words a thread, blockDim apart, all
+// loaded before any is stored (the id load and the row load of each word
+// wait on each other; a thread's words do not).
+constexpr int kGatherBatchThreads = 256, kGatherUnroll = 4;
+constexpr int64_t kGatherBatchMaxBlocks = 2048;  // a gather's blocks at most; larger ones loop
+
+template <typename Word, typename Index>
+__device__ __forceinline__ void GatherChunks(const GatherArgs& a, Index first, Index step, Index n, Index rw) {
+  const bool dense = DenseIds(a);
+  for (; first < n; first += step) {
+    Word v[kGatherUnroll];
+    int64_t y_at[kGatherUnroll];
+    bool ok[kGatherUnroll];
+    bool bad = false;
+#pragma unroll
+    for (int j = 0; j < kGatherUnroll; ++j) {
+      const Index e = first + static_cast<Index>(j * kGatherBatchThreads + threadIdx.x);
+      ok[j] = false;
+      if (e < n) {
+        const Index row = e / rw;
+        ok[j] = GatherLoad<Word, Index>(a, row, e - row * rw, rw, dense, &v[j], &y_at[j]);
+        bad = bad || !ok[j];
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kGatherUnroll; ++j) {
+      if (ok[j]) *reinterpret_cast<Word*>(static_cast<char*>(a.y) + y_at[j]) = v[j];
+    }
+    if (bad) *a.bad = 1;
+  }
+}
+
+template <typename Word>
+__device__ __forceinline__ void GatherBlocks(const GatherArgs& a, int64_t local_block) {
+  const int64_t rw = a.inner_bytes / static_cast<int64_t>(sizeof(Word));
+  const int64_t total = a.outer * a.count * rw, chunk = int64_t{kGatherBatchThreads} * kGatherUnroll;
+  if (total + chunk < (int64_t{1} << 31)) {
+    GatherChunks<Word, uint32_t>(a, static_cast<uint32_t>(local_block * chunk), static_cast<uint32_t>(a.blocks * chunk),
+                                 static_cast<uint32_t>(total), static_cast<uint32_t>(rw));
   } else {
-    GatherOp<uint8_t>(a, a.inner_bytes);
+    GatherChunks<Word, int64_t>(a, local_block * chunk, a.blocks * chunk, total, rw);
+  }
+}
+
+// Block b of the launch works on gather block_gather[b], whose arguments
+// the block's threads copy to shared memory a word each.
+__global__ void __launch_bounds__(kGatherBatchThreads)
+    GatherBatchKernel(const GatherArgs* args, const int32_t* block_gather) {
+  static_assert(sizeof(GatherArgs) % sizeof(uint32_t) == 0 && sizeof(GatherArgs) / 4 <= kGatherBatchThreads);
+  __shared__ GatherArgs a;
+  const uint32_t* from = reinterpret_cast<const uint32_t*>(args + block_gather[blockIdx.x]);
+  if (threadIdx.x < sizeof(GatherArgs) / 4) reinterpret_cast<uint32_t*>(&a)[threadIdx.x] = from[threadIdx.x];
+  __syncthreads();
+  const int64_t local = static_cast<int64_t>(blockIdx.x) - a.first_block;
+  if (a.word_bytes == 16) {
+    GatherBlocks<uint4>(a, local);
+  } else if (a.word_bytes == 4) {
+    GatherBlocks<uint32_t>(a, local);
+  } else {
+    GatherBlocks<uint8_t>(a, local);
   }
 }
 
@@ -543,10 +610,23 @@ void LaunchOnnxGather(const GatherArgs& a, cudaStream_t stream) {
   }
 }
 
-void LaunchOnnxGatherBatch(const GatherArgs* args, int count, int64_t max_words, cudaStream_t stream) {
-  if (count == 0 || max_words == 0) return;
-  const dim3 grid(GridFor(max_words, 256), static_cast<unsigned>(count));
-  GatherBatchKernel<<<grid, 256, 0, stream>>>(args);
+std::vector<int32_t> LayGatherBatch(std::vector<GatherArgs>& args) {
+  std::vector<int32_t> block_gather;
+  const int64_t chunk = int64_t{kGatherBatchThreads} * kGatherUnroll;
+  for (size_t g = 0; g < args.size(); ++g) {
+    GatherArgs& a = args[g];
+    a.word_bytes = GatherWordBytes(a);
+    const int64_t words = a.outer * a.count * (a.inner_bytes / a.word_bytes);
+    a.first_block = static_cast<int32_t>(block_gather.size());
+    a.blocks = static_cast<int32_t>(std::min((words + chunk - 1) / chunk, kGatherBatchMaxBlocks));
+    block_gather.insert(block_gather.end(), static_cast<size_t>(a.blocks), static_cast<int32_t>(g));
+  }
+  return block_gather;
+}
+
+void LaunchOnnxGatherBatch(const GatherArgs* args, const int32_t* block_gather, int64_t blocks, cudaStream_t stream) {
+  if (blocks == 0) return;
+  GatherBatchKernel<<<static_cast<unsigned>(blocks), kGatherBatchThreads, 0, stream>>>(args, block_gather);
 }
 
 void LaunchGatherElements(const GatherElementsArgs& args, cudaStream_t stream) {

@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "kernel_codes.h"
 
@@ -89,6 +90,7 @@ struct GatherArgs {
   const float* add;
   int32_t word_bytes;  // in a batch: the bytes its threads move at once (GatherWordBytes, set by the planner)
   int64_t y_block_rows, y_block_bytes;  // 0: no blocks
+  int32_t first_block, blocks;          // in a batch: its blocks of the launch (LayGatherBatch)
 };
 void LaunchOnnxGather(const GatherArgs& args, cudaStream_t stream);
 // Whether the gather moves 4-byte words (rows and pointers aligned), not bytes.
@@ -96,13 +98,19 @@ bool GatherWords(const GatherArgs& args);
 // The bytes a thread moves at once: 16 (rows, pointers and the add 16-byte
 // aligned), 4 (GatherWords) or 1.
 int GatherWordBytes(const GatherArgs& args);
-// `count` independent gathers in one launch (args: a device array the host
-// wrote at plan time, each with its word_bytes; max_words: the most words
-// of one gather's output): the embedding lookups of a model's tables, which
-// TorchRec's table-batched embedding also does in one launch. Each gather
-// moves its own word size, so a gather of narrow rows (a dense feature's
-// column) leaves the others' 16-byte words alone.
-void LaunchOnnxGatherBatch(const GatherArgs* args, int count, int64_t max_words, cudaStream_t stream);
+// Independent gathers in one launch: the embedding lookups of a model's
+// tables, which TorchRec's table-batched embedding also does in one launch.
+// Each gather moves its own word size, so a gather of narrow rows (a dense
+// feature's column) leaves the others' 16-byte words alone, and takes
+// blocks in proportion to its words (a grid row each, as wide as the
+// largest gather, left DIN's nine [B] lookups 600 empty blocks apiece
+// beside its three [B, 20] ones: 21.5 us for 7 MB, bench/RESULTS.md).
+// LayGatherBatch sets each gather's word_bytes, first_block and blocks and
+// returns the gather of each block of the launch (empty gathers take none).
+std::vector<int32_t> LayGatherBatch(std::vector<GatherArgs>& args);
+// args and block_gather: device copies of LayGatherBatch's arguments and
+// result (blocks: its size).
+void LaunchOnnxGatherBatch(const GatherArgs* args, const int32_t* block_gather, int64_t blocks, cudaStream_t stream);
 
 // GatherElements (contiguous operands): y[i] = data[i with index[i] on axis].
 // GatherND: indices [n, k] (batch_dims 0, flattened): y[j, :] = data[index[j]], slices of

@@ -1086,21 +1086,22 @@ void CudaExecutor::Impl::FlushGathers() {
     return;
   }
   std::vector<cuda::GatherArgs> args;
-  int64_t max_words = 0;
   double bytes = 0;
   for (const PendingGather& p : batch) {
     args.push_back(p.args);
-    args.back().word_bytes = cuda::GatherWordBytes(p.args);
-    HFUSE_CHECK(args.back().word_bytes >= 4 || p.add.empty());  // the planner keeps adds off bytes
-    max_words = std::max(max_words, p.args.outer * p.args.count * p.args.inner_bytes / args.back().word_bytes);
     bytes += p.bytes;
   }
+  const std::vector<int32_t> block_gather = cuda::LayGatherBatch(args);
+  for (size_t g = 0; g < batch.size(); ++g) {
+    HFUSE_CHECK(args[g].word_bytes >= 4 || batch[g].add.empty());  // the planner keeps adds off bytes
+  }
   const cuda::GatherArgs* device_args = Device(args);
-  const int count = static_cast<int>(args.size());
-  AddLaunch(fmt::format("{} (gather kernel, {} tables: {} to {}{})", batch.front().op, count, batch.front().op,
+  const int32_t* device_blocks = Device(block_gather);
+  const auto blocks = static_cast<int64_t>(block_gather.size());
+  AddLaunch(fmt::format("{} (gather kernel, {} tables: {} to {}{})", batch.front().op, args.size(), batch.front().op,
                         batch.back().op, also),
             bytes, [=](cudaStream_t s) {
-              cuda::LaunchOnnxGatherBatch(device_args, count, max_words, s);
+              cuda::LaunchOnnxGatherBatch(device_args, device_blocks, blocks, s);
               HFUSE_LAUNCHED();
             }, apart);
 }
@@ -2078,11 +2079,6 @@ std::string CudaExecutor::Impl::FfnNote(OpId act) const {
   const auto below = fusion.ffn_below_rule.find(act);
   if (below == fusion.ffn_below_rule.end()) return "";
   const cuda::FusionPlan::FfnBelow& b = below->second;
-  if (b.min_rows == cuda::kNoFfn) {
-    return fmt::format("; its FFN block, {} rows, is gated, which the FFN kernel's rule takes in no model yet "
-                       "(ffn.h, kFfnGatedMinRows)",
-                       b.rows);
-  }
   return fmt::format("; its FFN block, {} rows, is below the FFN kernel's rule of {} (ffn.h, {})", b.rows, b.min_rows,
                      b.gated ? "kFfnGatedMinRows" : "kFfnMinRows");
 }

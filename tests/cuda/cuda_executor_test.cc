@@ -1410,8 +1410,8 @@ TEST_F(CudaTest, AnAttentionChainIsOneLaunch) {
 // views; gated (FTTransformer's GEGLU, 32 -> 84 -> 42 -> 32, either half
 // first, each width of x and y); by the rule, one launch where it has
 // kFfnMinRows rows or more (gated: kFfnGatedMinRows), else a GELU's launch
-// kept apart from its GEMM says it is below the rule (gated: the region of
-// the GELU and the Mul says the rule takes no gated block); off, the GEMMs
+// kept apart from its GEMM, or gated the region of the GELU and the Mul,
+// says it is below the rule; off, the GEMMs
 // and the activation launch as before, the same values.
 TEST_F(CudaTest, AFeedForwardBlockIsOneLaunch) {
   std::vector<test::FfnSizes> sizes = {{.m = 13},
@@ -1445,8 +1445,8 @@ TEST_F(CudaTest, AFeedForwardBlockIsOneLaunch) {
     // its GEMM, or gated, the region of the GELU and the Mul) says why (the
     // profile's reason).
     const CudaExecutor by_rule(g, BindDims(g));
-    const std::string why = n.gated != 0 ? fmt::format("its FFN block, {} rows, is gated", n.m)
-                                         : fmt::format("its FFN block, {} rows, is below the FFN kernel's rule", n.m);
+    const std::string why = fmt::format("its FFN block, {} rows, is below the FFN kernel's rule of {} (ffn.h, {})", n.m,
+                                        rule, n.gated != 0 ? "kFfnGatedMinRows" : "kFfnMinRows");
     const bool says = std::any_of(by_rule.stats().apart.begin(), by_rule.stats().apart.end(),
                                   [&](const std::string& l) { return l.find(why) != std::string::npos; });
     EXPECT_EQ(says, n.m < rule) << fmt::format("{}", fmt::join(by_rule.stats().apart, "; "));

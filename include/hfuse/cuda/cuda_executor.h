@@ -154,28 +154,28 @@ struct CudaOptions {
   // (each its own buffer, of one size) lie side by side in the arena, in
   // the members' order (memory_plan.h), so that one strided-batched call
   // can take the group (DIN's second attention layers, two cuBLASLt calls
-  // of 40960 x 32 x 64 at batch 2048: 21.0 and 21.1 us each alone on an
-  // H200, 2026-12-07). Off until measured (written in the thirtieth
-  // session, no GPU lent): `hfuse bench --gemm-paths` times it. A group
-  // made strided so whose activation cuBLASLt's epilogue lacks (DCNv2's
-  // tanh after its experts' middle projections, whose inputs are the
-  // tanh before) would take an epilogue launch after the call: measure
-  // those models too before turning it on.
-  bool group_operands_together = false;
+  // of 40960 x 32 x 64 at batch 2048). On by measurement (`hfuse bench
+  // --gemm-paths` on an H100, 2026-12-07, bench/RESULTS.md): DIN's graph
+  // run 155.2 against 157.7 us at batch 2048 and 66.0 against 78.6 at 512
+  // (DIN's other variants 73.8-89.8 there), FTTransformer's 168.4 against
+  // 173.5 at 512; DCNv2, MMOE and TabTransformer within the noise. Off:
+  // each buffer where the planner puts it.
+  bool group_operands_together = true;
   // float32 GEMMs of one output column, alone or a group's members of one
   // epilogue, whose activation cuBLASLt's epilogue lacks (a tower's
-  // sigmoid) run on the GEMV kernel, the activation in it (kernels.h,
-  // LaunchGemv), not the grouped float32 kernel's narrow tiles (DIN's and
-  // DCNv2's last linear: 9.5 and 11.9 us alone on an H200, 2026-12-07, for
-  // 2048 rows). Off until measured, with the GEMV kernel's lanes a row
-  // (written in the thirtieth session, no GPU lent): `hfuse bench
-  // --gemm-paths` times it.
-  bool gemv_activations = false;
+  // sigmoid; not LeakyRelu, the GEMV kernel takes no alpha) run on the GEMV
+  // kernel, the activation in it (kernels.h, LaunchGemv), not the grouped
+  // float32 kernel's narrow tiles. On by measurement (`hfuse bench
+  // --gemm-paths` on an H100, 2026-12-07): MMOE's graph run 170.8 against
+  // 180.5 us at batch 2048 (its other variants 174.1-181.9); DIN, DCNv2,
+  // FTTransformer and TabTransformer within the noise.
+  bool gemv_activations = true;
   // Single float32 GEMMs (no residual C operand) on the grouped float32
   // kernel as groups of one (its 64 x 64 tiles, 3xTF32 where deep), not
-  // cuBLASLt (DIN's final MLP, 2048 x 256 x 192 and 2048 x 128 x 256: 32
-  // and 16 tiles of 128 x 128 on 132 SMs, 21.4 and 21.5 us alone on an
-  // H200, 2026-12-07). Off until measured: `hfuse bench --gemm-paths`.
+  // cuBLASLt. Off by measurement (`hfuse bench --gemm-paths` on an H100,
+  // 2026-12-07): slower in every model timed, DIN's graph run 166.4
+  // against 157.7 us at batch 2048, FTTransformer's 648.7 against 492.8,
+  // TabTransformer's 394.1 against 350.2.
   bool single_sgemm = false;
   // A GEMM, or a group's members, of K at most 64 whose outputs only one
   // fused region reads, one value a row, runs inside the region's kernel,
@@ -204,7 +204,7 @@ struct CudaOptions {
   // TabTransformer's and SAINT's 32 -> 128 -> 32 blocks; gated ones,
   // FTTransformer's GEGLU): -1 by the rule, blocks of at least kFfnMinRows
   // rows (ffn.h: measured on an H100, bench/RESULTS.md, 2026-12-07), gated
-  // ones of kFfnGatedMinRows (none: not yet run on a GPU); 1 wherever it
+  // ones of kFfnGatedMinRows too (ffn.h, measured likewise); 1 wherever it
   // can, 0 never (the GEMMs and the activation launch as before).
   int ffn_chains = -1;
 };
