@@ -361,9 +361,9 @@ TEST_F(CudaTest, SmallGroupGemmBelowCutlassRunsMemberByMember) {
 }
 
 // A GEMM of one output column runs the GEMV kernel, its epilogue included;
-// in float32 with a sigmoid (an activation cuBLASLt's epilogue lacks), one
-// launch of the grouped float32 kernel by default, of the GEMV kernel with
-// CudaOptions::gemv_activations.
+// in float32 with a sigmoid (an activation cuBLASLt's epilogue lacks) too
+// by default (CudaOptions::gemv_activations), one launch of the grouped
+// float32 kernel without it.
 TEST_F(CudaTest, OneColumnGemmRunsTheGemvKernel) {
   for (const char* dt : kDtypes) {
     for (OpType type : kGemmTypes) {
@@ -372,13 +372,13 @@ TEST_F(CudaTest, OneColumnGemmRunsTheGemvKernel) {
       const Graph g = b.Build();
       const std::vector<std::string> labels = LaunchLabels(g);
       if (ParseDt(dt) == DType::kFloat32 && type == OpType::kGemmRcrBiasSigmoid) {
-        EXPECT_EQ(labels.size(), 1u) << fmt::format("{}", fmt::join(labels, "; "));
-        EXPECT_TRUE(AnyLabelHas(labels, "grouped float32 GEMM")) << fmt::format("{}", fmt::join(labels, "; "));
-        // (CudaOptions::gemv_activations: the GEMV kernel, the sigmoid in it)
-        const std::vector<std::string> gemv = LaunchLabels(g, {.gemv_activations = true});
-        ASSERT_EQ(gemv.size(), 1u) << fmt::format("{}", fmt::join(gemv, "; "));
-        EXPECT_NE(gemv[0].find("GEMV kernel (N = 1, sigmoid in it)"), std::string::npos) << gemv[0];
-        ExpectGpuMatchesCpu(g, 32, "N = 1 sigmoid on the GEMV kernel", {.gemv_activations = true});
+        // (the GEMV kernel, the sigmoid in it)
+        ASSERT_EQ(labels.size(), 1u) << fmt::format("{}", fmt::join(labels, "; "));
+        EXPECT_NE(labels[0].find("GEMV kernel (N = 1, sigmoid in it)"), std::string::npos) << labels[0];
+        const std::vector<std::string> tiles = LaunchLabels(g, {.gemv_activations = false});
+        EXPECT_EQ(tiles.size(), 1u) << fmt::format("{}", fmt::join(tiles, "; "));
+        EXPECT_TRUE(AnyLabelHas(tiles, "grouped float32 GEMM")) << fmt::format("{}", fmt::join(tiles, "; "));
+        ExpectGpuMatchesCpu(g, 32, "N = 1 sigmoid on the grouped float32 kernel", {.gemv_activations = false});
       } else {
         EXPECT_TRUE(AnyLabelHas(labels, "GEMV kernel")) << dt;
       }

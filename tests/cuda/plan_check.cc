@@ -1,7 +1,7 @@
 // Checks the CUDA backend's host-side plan of a model against the CPU
 // reference, tensor by tensor, on any machine (no GPU):
 //
-//   plan_check MODEL [--dim NAME=VALUE]... [--inputs IN.npz] [--seed S] [--verbose [--layouts]] [--sources] [--group-operands-together]
+//   plan_check MODEL [--dim NAME=VALUE]... [--inputs IN.npz] [--seed S] [--verbose [--layouts]] [--sources] [--operands-apart]
 //
 // The model is imported and fused as a CUDA session would (onnx-import,
 // then the gpu pipeline, hfuse rules, dims bound), and run on the CPU
@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "hfuse/cuda/cuda_executor.h"
 #include "hfuse/exec/compare.h"
 #include "hfuse/exec/cpu_executor.h"
 #include "hfuse/exec/npz.h"
@@ -108,7 +109,7 @@ struct Checker {
 
 int Main(int argc, char** argv) {
   if (argc < 2) {
-    fmt::print(stderr, "usage: plan_check MODEL [--dim NAME=VALUE]... [--inputs IN.npz] [--seed S] [--verbose [--layouts]] [--sources] [--group-operands-together]\n");
+    fmt::print(stderr, "usage: plan_check MODEL [--dim NAME=VALUE]... [--inputs IN.npz] [--seed S] [--verbose [--layouts]] [--sources] [--operands-apart]\n");
     return 2;
   }
   SessionOptions options;
@@ -119,7 +120,7 @@ int Main(int argc, char** argv) {
   bool verbose = false;
   bool print_sources = false;  // each fused region's kernel source
   bool print_layouts = false;  // with --verbose: where each op's inputs lie (root, offset, strides)
-  bool operands_together = false;  // the memory plan of CudaOptions::group_operands_together
+  bool operands_together = CudaOptions{}.group_operands_together;  // --operands-apart: that option off
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--dim" && i + 1 < argc) {
@@ -134,8 +135,8 @@ int Main(int argc, char** argv) {
       print_sources = true;
     } else if (a == "--layouts") {
       print_layouts = true;
-    } else if (a == "--group-operands-together") {
-      operands_together = true;
+    } else if (a == "--operands-apart") {
+      operands_together = false;
     } else if (a == "--seed" && i + 1 < argc) {
       seed = std::stoull(argv[++i]);
     } else {

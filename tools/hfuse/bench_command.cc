@@ -195,8 +195,9 @@ int BenchCommand(const std::string& path, const BenchOptions& options) {
       variants.push_back({name + ", cuBLASLt a member", fused, {.gemm_kernel = GemmKernelChoice::kPerMember}});
       variants.push_back({name + ", activations apart from their GEMMs", fused, {.gemm_activations = false}});
       variants.push_back({name + ", residual Adds apart from their GEMMs", fused, {.gemm_residuals = false}});
-      variants.push_back({name + ", group operands of one region side by side", fused, {.group_operands_together = true}});
-      variants.push_back({name + ", GEMVs of any activation on the GEMV kernel", fused, {.gemv_activations = true}});
+      variants.push_back({name + ", group operands where the planner puts them", fused, {.group_operands_together = false}});
+      variants.push_back({name + ", one-column sigmoid GEMMs on the grouped float32 kernel", fused,
+                          {.gemv_activations = false}});
       variants.push_back({name + ", single float32 GEMMs on the grouped float32 kernel", fused, {.single_sgemm = true}});
       variants.push_back({name + ", GEMMs apart from the regions reading them", fused, {.region_gemms = 0}});
       variants.push_back({name + ", GEMMs in every region reading them", fused, {.region_gemms = 1}});
