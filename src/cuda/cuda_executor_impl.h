@@ -215,7 +215,8 @@ struct CudaExecutor::Impl {
     bool copy = false;        // a part's copy (PartCopyGather), no lookup
   };
   std::vector<PendingGather> pending_gathers;
-  // The batch kernel runs a gather per grid row (gridDim.y).
+  // A batch's gathers at most (each takes up to 2048 blocks of the launch,
+  // onnx_kernels.cu, LayGatherBatch: the launch stays below 2^31 blocks).
   static constexpr size_t kMaxGatherBatch = 65535;
   void QueueGather(PendingGather g);
   // Whether p reads or writes what a waiting gather writes, or writes what one reads.

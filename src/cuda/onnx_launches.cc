@@ -1026,7 +1026,7 @@ void CudaExecutor::Impl::PlanGroupGather(const Op& op) {
   for (const PendingGather& p : members) flush = flush || ClashesWithWaiting(p);
   if (flush) FlushGathers();
   for (PendingGather& p : members) {
-    if (pending_gathers.size() == kMaxGatherBatch) FlushGathers();  // a group above the grid's rows
+    if (pending_gathers.size() == kMaxGatherBatch) FlushGathers();  // a group above a batch's gathers
     pending_gathers.push_back(std::move(p));
   }
 }
