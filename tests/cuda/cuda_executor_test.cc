@@ -4,7 +4,8 @@
 // and K off the tile, alignments 8/4/2; LayerNorm groups of 1 to 1000
 // members with odd and aligned sizes, and the hfuse rules' uncapped groups
 // of mixed widths; elementwise, copies, strided views; group_gather of 1 to
-// 500 lookups of odd widths as one launch, ids at the tables' edges, an id
+// 500 lookups of odd widths as one launch, lookups of 70000 ids over more
+// blocks than a gather takes, ids at the tables' edges, an id
 // out of range) in float16, bfloat16 and float32. Outputs are poisoned
 // (0xFF: NaN) before each run, so an element a kernel fails to write fails
 // the check. Normalised error max|gpu - cpu| /
@@ -27,6 +28,7 @@
 #include <cuda_runtime.h>
 
 #include "ffn.h"
+#include "onnx_kernels.h"
 #include "grouped_sgemm.h"
 #include "hfuse/cuda/cuda_executor.h"
 #include "hfuse/exec/cpu_executor.h"
@@ -1561,9 +1563,10 @@ TensorMap GpuLookupFeeds(const Graph& g, const std::vector<GpuLookup>& lookups, 
 // launch (its Concat taken in) and gives the CPU reference's bytes (a
 // gather copies).
 void ExpectGroupGatherMatches(const std::vector<GpuLookup>& lookups, const std::string& dtype, bool concat,
-                              CudaOptions cuda = {}) {
-  const std::string what = fmt::format("{} lookups of {}{}", lookups.size(), dtype, concat ? " into a concat" : "");
-  const Graph original = ParseGraphText(GpuLookupsText(lookups, dtype, 37, concat), what);
+                              CudaOptions cuda = {}, int64_t ids = 37) {
+  const std::string what =
+      fmt::format("{} lookups of {} ids of {}{}", lookups.size(), ids, dtype, concat ? " into a concat" : "");
+  const Graph original = ParseGraphText(GpuLookupsText(lookups, dtype, ids, concat), what);
   Graph g = original;
   PassOptions options;
   options.fuse_group_ops.rules = RuleSet::kHfuse;
@@ -1601,6 +1604,53 @@ TEST_F(CudaTest, GroupGatherOfFiveHundredMembers) {
     ExpectGroupGatherMatches(lookups, dtype, false);
     ExpectGroupGatherMatches(lookups, dtype, true);
   }
+}
+
+// Lookups of many ids take many blocks of the batch's launch, in
+// proportion to their words, the largest (70000 x 128 float32: 2.24M
+// 16-byte words, or 4-byte ones in a concatenate of rows of 652 bytes)
+// more than the 2048 blocks a gather takes at most, so that its blocks
+// loop over its words (onnx_kernels.cu, LayGatherBatch).
+TEST_F(CudaTest, GroupGatherOfManyIdsLoopsOverItsBlocks) {
+  for (const char* dtype : {"float32", "bfloat16"}) {
+    ExpectGroupGatherMatches({{100, 32}, {5, 3}, {1000, 128}}, dtype, false, {}, 70000);
+    ExpectGroupGatherMatches({{100, 32}, {5, 3}, {1000, 128}}, dtype, true, {}, 70000);
+  }
+}
+
+// The batch's layout on the host (no GPU): each gather's blocks in
+// proportion to its words (a thread four of them, 256 threads a block),
+// at most 2048, none for an empty gather, and the block table naming each
+// block's gather.
+TEST(GatherBatchLayout, BlocksInProportionToWords) {
+  auto lookup = [](int64_t count, int64_t inner_bytes, int64_t y_row_bytes) {
+    cuda::GatherArgs a{};
+    a.data = reinterpret_cast<const void*>(uintptr_t{1} << 20);
+    a.y = reinterpret_cast<void*>(uintptr_t{1} << 24);
+    a.outer = 1;
+    a.count = count;
+    a.inner_bytes = inner_bytes;
+    a.y_row_bytes = y_row_bytes;
+    return a;
+  };
+  std::vector<cuda::GatherArgs> args = {lookup(2048 * 20, 64, 64),    // 163840 16-byte words
+                                        lookup(2048, 64, 64),         // 8192
+                                        lookup(0, 64, 64),            // none
+                                        lookup(2048, 1716, 1716),     // 4-byte words: 878592
+                                        lookup(4000000, 64, 64),      // 16M words: 2048 blocks, looping
+                                        lookup(5, 3, 3)};             // bytes: one block
+  const std::vector<int32_t> table = cuda::LayGatherBatch(args);
+  const std::vector<int32_t> words = {16, 16, 16, 4, 16, 1}, blocks = {160, 8, 0, 858, 2048, 1};
+  int32_t first = 0;
+  for (size_t g = 0; g < args.size(); ++g) {
+    SCOPED_TRACE(g);
+    EXPECT_EQ(args[g].word_bytes, words[g]);
+    EXPECT_EQ(args[g].blocks, blocks[g]);
+    EXPECT_EQ(args[g].first_block, first);
+    for (int32_t b = first; b < first + blocks[g]; ++b) ASSERT_EQ(table.at(static_cast<size_t>(b)), static_cast<int32_t>(g));
+    first += blocks[g];
+  }
+  EXPECT_EQ(table.size(), static_cast<size_t>(first));
 }
 
 TEST_F(CudaTest, GroupGatherIsOneLaunchWithBatchesOff) {
